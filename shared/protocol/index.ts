@@ -1,0 +1,6 @@
+export * from "./agent.ts";
+export * from "./error.ts";
+export * from "./job.ts";
+export * from "./queue-message.ts";
+export * from "./upload.ts";
+export * from "./webhook.ts";

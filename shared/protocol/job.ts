@@ -1,0 +1,102 @@
+import { z } from "zod";
+import { JobError } from "./error.ts";
+
+export const JobStatus = z.enum(["queued", "running", "succeeded", "failed", "canceled", "expired"]);
+export type JobStatus = z.infer<typeof JobStatus>;
+
+export const TERMINAL_STATUSES: readonly JobStatus[] = ["succeeded", "failed", "canceled", "expired"];
+export const isTerminal = (status: JobStatus): boolean => TERMINAL_STATUSES.includes(status);
+
+export const ModelId = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[a-z0-9][a-z0-9._-]*$/, "lowercase letters, digits, '.', '_' or '-'");
+export type ModelId = z.infer<typeof ModelId>;
+
+export const JobId = z.string().regex(/^job_[0-9a-z]{26}$/, "a job id (job_…)");
+
+const UPLOAD_ID = /^upl_[0-9a-z]{26}$/;
+const isHttpsUrl = (value: string): boolean => {
+  try {
+    return new URL(value).protocol === "https:";
+  } catch {
+    return false;
+  }
+};
+
+export const UploadId = z.string().regex(UPLOAD_ID, "an upload id (upl_…)");
+
+/** An input file: an upload made through `POST /v1/uploads`, or an https URL. */
+export const InputRef = z
+  .string()
+  .max(2048)
+  .refine((v) => UPLOAD_ID.test(v) || isHttpsUrl(v), "must be an upload id (upl_…) or an https URL")
+  .describe("An upload id (upl_…) or an https URL.");
+export type InputRef = z.infer<typeof InputRef>;
+
+export const JobInput = z
+  .object({ image: InputRef.optional() })
+  .catchall(z.unknown())
+  .describe("Model inputs. `image` is an upload id or an https URL; other keys are model parameters.");
+export type JobInput = z.infer<typeof JobInput>;
+
+export const WebhookEventType = z.enum(["job.running", "job.succeeded", "job.failed", "job.canceled", "job.expired"]);
+export type WebhookEventType = z.infer<typeof WebhookEventType>;
+
+export const WebhookSubscription = z.strictObject({
+  url: z.url({ protocol: /^https?$/ }).max(2048),
+  events: z.array(WebhookEventType).min(1).max(5).optional(),
+});
+export type WebhookSubscription = z.infer<typeof WebhookSubscription>;
+
+export const JobRequest = z.strictObject({
+  model: ModelId,
+  input: JobInput,
+  webhook: WebhookSubscription.optional(),
+  priority: z.number().int().min(0).max(9).optional().describe("0 (lowest) to 9 (highest); default 5."),
+  ttl_seconds: z
+    .number()
+    .int()
+    .min(10)
+    .max(7 * 24 * 3600)
+    .optional()
+    .describe("A job still queued after this long becomes `expired`. Default 86400."),
+});
+export type JobRequest = z.infer<typeof JobRequest>;
+
+export const Job = z.object({
+  id: JobId,
+  object: z.literal("job"),
+  model: ModelId,
+  status: JobStatus,
+  priority: z.number().int(),
+  input: JobInput,
+  output: z.unknown().nullable(),
+  error: JobError.nullable(),
+  attempt: z.number().int().describe("How many times an agent has started this job."),
+  webhook: WebhookSubscription.nullable(),
+  created_at: z.iso.datetime(),
+  started_at: z.iso.datetime().nullable(),
+  finished_at: z.iso.datetime().nullable(),
+  expires_at: z.iso.datetime().describe("When a job still queued becomes `expired`."),
+});
+export type Job = z.infer<typeof Job>;
+
+export const JobList = z.object({
+  object: z.literal("list"),
+  data: z.array(Job),
+  next_cursor: z.string().nullable(),
+});
+export type JobList = z.infer<typeof JobList>;
+
+/** One state change, as stored and as streamed on `GET /v1/jobs/{id}/events`. */
+export const JobEvent = z.object({
+  job_id: JobId,
+  seq: z.number().int().positive(),
+  status: JobStatus,
+  at: z.iso.datetime(),
+  attempt: z.number().int(),
+  error: JobError.nullable().optional(),
+});
+export type JobEvent = z.infer<typeof JobEvent>;

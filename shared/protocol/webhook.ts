@@ -1,0 +1,17 @@
+import { z } from "zod";
+import { Job, WebhookEventType } from "./job.ts";
+
+/** The body of every webhook. Signed per the Standard Webhooks spec. */
+export const WebhookPayload = z.object({
+  v: z.literal(1),
+  type: WebhookEventType,
+  timestamp: z.iso.datetime(),
+  data: Job,
+});
+export type WebhookPayload = z.infer<typeof WebhookPayload>;
+
+export const WebhookSecret = z.object({
+  object: z.literal("webhook_secret"),
+  secret: z.string().startsWith("whsec_"),
+});
+export type WebhookSecret = z.infer<typeof WebhookSecret>;

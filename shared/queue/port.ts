@@ -1,0 +1,75 @@
+import type { JobError, QueueMessage } from "../protocol/index.ts";
+
+/**
+ * The JobQueue port: only what the gateway and the agent use. Every adapter (`sql`,
+ * `amqp`, `sqs`) passes the same conformance suite in `test/conformance/job-queue.ts`.
+ *
+ * Delivery is at least once: a message whose lease runs out before `ack` is delivered
+ * again, so everything downstream is idempotent per job and attempt.
+ */
+export interface JobQueue {
+  /** Resolves only once the message is durably stored. */
+  publish(message: QueueMessage, options?: PublishOptions): Promise<void>;
+  /** Starts delivering to `handler`; never more than `prefetch` unsettled at once. */
+  consume(handler: DeliveryHandler, options: ConsumeOptions): Promise<Consumer>;
+  depth(model?: string): Promise<QueueDepth>;
+  close(): Promise<void>;
+}
+
+export interface PublishOptions {
+  /** Hold the message back this long before it can be delivered. */
+  delayMs?: number;
+}
+
+export interface ConsumeOptions {
+  /** Most deliveries held unsettled at once: the agent's free slots. */
+  prefetch: number;
+  /** Only these models; every model when omitted. */
+  models?: readonly string[];
+}
+
+export type DeliveryHandler = (delivery: Delivery) => Promise<void> | void;
+
+export interface Delivery {
+  readonly message: QueueMessage;
+  /** 1 on first delivery, counting redeliveries after lease expiry and retries. */
+  readonly attempt: number;
+  /** Done: the message is removed. */
+  ack(): Promise<void>;
+  /** Deliver again after `delayMs`; dead-letters instead when attempts are used up. */
+  retry(delayMs: number, error: JobError): Promise<RetryOutcome>;
+  /** Remove from the live queue and keep it, with its reason, in the dead-letter store. */
+  deadLetter(error: JobError): Promise<void>;
+  /** Keep the lease (visibility) for another `ms` while work is in progress. */
+  extendLease(ms: number): Promise<void>;
+}
+
+export type RetryOutcome = "retried" | "dead-lettered";
+
+export interface Consumer {
+  /** Stop taking new deliveries; resolves when the last unsettled one is settled. */
+  stop(): Promise<void>;
+}
+
+export interface QueueDepth {
+  ready: number;
+  inFlight: number;
+  delayed: number;
+  dead: number;
+}
+
+export interface QueueLimits {
+  /** Deliveries before a message is dead-lettered. */
+  maxAttempts: number;
+  /** How long a delivery is held before it is delivered again without `ack`. */
+  leaseMs: number;
+}
+
+export const DEFAULT_QUEUE_LIMITS: QueueLimits = { maxAttempts: 5, leaseMs: 60_000 };
+
+/** Dead-lettered messages kept for inspection: the reason and the attempt it died on. */
+export interface DeadLetter {
+  message: QueueMessage;
+  attempts: number;
+  error: JobError;
+}

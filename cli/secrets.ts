@@ -1,0 +1,35 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { z } from "zod";
+import { UserError } from "../shared/errors.ts";
+import { randomToken } from "../shared/ids.ts";
+import { newWebhookSecret } from "../gateway/webhooks/secret.ts";
+
+/** The embedded default's secrets, made once and kept in the data dir (mode 0600). */
+const EmbeddedSecrets = z.object({
+  v: z.literal(1),
+  apiKey: z.string(),
+  agentToken: z.string(),
+  blobSecret: z.string(),
+  webhookSecret: z.string(),
+});
+export type EmbeddedSecrets = z.infer<typeof EmbeddedSecrets>;
+
+export function loadOrCreateSecrets(dataDir: string): EmbeddedSecrets & { created: boolean } {
+  const file = join(dataDir, "secrets.json");
+  if (existsSync(file)) {
+    const parsed = EmbeddedSecrets.safeParse(JSON.parse(readFileSync(file, "utf8")));
+    if (!parsed.success) throw new UserError(`${file} is damaged; delete it to make new secrets.`);
+    return { ...parsed.data, created: false };
+  }
+  const secrets: EmbeddedSecrets = {
+    v: 1,
+    apiKey: `gk_${randomToken(24)}`,
+    agentToken: `gat_${randomToken(24)}`,
+    blobSecret: randomToken(32),
+    webhookSecret: newWebhookSecret(),
+  };
+  mkdirSync(dataDir, { recursive: true });
+  writeFileSync(file, `${JSON.stringify(secrets, null, 2)}\n`, { mode: 0o600 });
+  return { ...secrets, created: true };
+}

@@ -1,0 +1,68 @@
+import { resolve } from "node:path";
+import { z } from "zod";
+import { UserError } from "../shared/errors.ts";
+import { ModelId } from "../shared/protocol/index.ts";
+
+const port = z.coerce.number().int().min(0).max(65535);
+const list = z
+  .string()
+  .transform((text) => [...new Set(text.split(",").map((s) => s.trim()).filter(Boolean))])
+  .pipe(z.array(ModelId).min(1));
+
+/**
+ * Every setting of `gantry start` and `gantry gateway`, from the environment, parsed once.
+ * The README lists them; keep the two in step.
+ */
+const Settings = z.object({
+  PORT: port.default(8787),
+  GANTRY_HOST: z.string().min(1).default("127.0.0.1"),
+  GANTRY_PUBLIC_URL: z.url().optional(),
+  GANTRY_DATA_DIR: z.string().min(1).default(".gantry"),
+  GANTRY_API_KEY: z.string().min(16, "must be at least 16 characters").max(256).optional(),
+  GANTRY_AGENT_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
+  GANTRY_MODELS: list.default(["ocr"]),
+  GANTRY_SLOTS: z.coerce.number().int().min(1).max(64).default(1),
+  GANTRY_THREADS: z.coerce.number().int().min(0).max(256).default(0),
+  GANTRY_MAX_UPLOAD_BYTES: z.coerce.number().int().positive().default(20 * 1024 * 1024),
+  GANTRY_SWEEP_SECONDS: z.coerce.number().positive().default(5),
+  GANTRY_LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default("info"),
+});
+
+export interface GantrySettings {
+  port: number;
+  host: string;
+  publicUrl: string | null;
+  dataDir: string;
+  apiKey: string | null;
+  agentToken: string | null;
+  models: string[];
+  slots: number;
+  threads: number;
+  maxUploadBytes: number;
+  sweepIntervalMs: number;
+  logLevel: string;
+}
+
+export function readSettings(env: Record<string, string | undefined>): GantrySettings {
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
+  const result = Settings.safeParse(present);
+  if (!result.success) {
+    const lines = result.error.issues.map((issue) => `  ${issue.path.join(".")}: ${issue.message}`);
+    throw new UserError(`Invalid settings:\n${lines.join("\n")}`);
+  }
+  const s = result.data;
+  return {
+    port: s.PORT,
+    host: s.GANTRY_HOST,
+    publicUrl: s.GANTRY_PUBLIC_URL ?? null,
+    dataDir: resolve(s.GANTRY_DATA_DIR),
+    apiKey: s.GANTRY_API_KEY ?? null,
+    agentToken: s.GANTRY_AGENT_TOKEN ?? null,
+    models: s.GANTRY_MODELS,
+    slots: s.GANTRY_SLOTS,
+    threads: s.GANTRY_THREADS,
+    maxUploadBytes: s.GANTRY_MAX_UPLOAD_BYTES,
+    sweepIntervalMs: s.GANTRY_SWEEP_SECONDS * 1000,
+    logLevel: s.GANTRY_LOG_LEVEL,
+  };
+}

@@ -1,0 +1,64 @@
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { HttpProblem } from "../shared/errors.ts";
+import { requireApiKey } from "./auth.ts";
+import { modelSpecs } from "./config.ts";
+import type { Gateway, GatewayRuntime } from "./context.ts";
+import type { AppEnv } from "./env.ts";
+import { JobNotifier } from "./notifier.ts";
+import { problemResponse } from "./problem.ts";
+import { agentRoutes } from "./routes/agent.ts";
+import { blobRoutes } from "./routes/blobs.ts";
+import { jobEventRoutes } from "./routes/job-events.ts";
+import { jobRoutes } from "./routes/jobs.ts";
+import { metaRoutes } from "./routes/meta.ts";
+import { uploadRoutes } from "./routes/uploads.ts";
+import { webhookRoutes } from "./routes/webhooks.ts";
+import { JobStore } from "./store/job-store.ts";
+
+export function createGateway(runtime: GatewayRuntime): Gateway {
+  return {
+    ...runtime,
+    jobs: new JobStore(runtime.db),
+    models: modelSpecs(runtime.config),
+    notifier: new JobNotifier(),
+  };
+}
+
+/** The whole HTTP API, runtime-free: Node and Workers each wrap it in a small entry file. */
+export function createApp(gateway: Gateway): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  app.use(async (c, next) => {
+    c.set("gateway", gateway);
+    await next();
+  });
+  app.onError((error, c) => {
+    if (error instanceof HttpProblem) return problemResponse(c, error);
+    gateway.log.error({ err: error instanceof Error ? error.stack : String(error), path: c.req.path }, "internal error");
+    return problemResponse(c, new HttpProblem(500, "internal_error", "Internal error", "Something went wrong on our side."));
+  });
+  app.notFound((c) =>
+    problemResponse(c, new HttpProblem(404, "not_found", "Not found", `No route ${c.req.method} ${c.req.path}.`)),
+  );
+
+  // Blob bodies are bounded by their signed URLs; every other body is small JSON.
+  if (gateway.localBlobs) app.route("/", blobRoutes(gateway.localBlobs));
+  const jsonLimit = bodyLimit({
+    maxSize: gateway.config.maxBodyBytes,
+    onError: () => {
+      throw new HttpProblem(413, "body_too_large", "Body too large", `Bodies may be at most ${gateway.config.maxBodyBytes} bytes.`);
+    },
+  });
+  app.use("/v1/*", jsonLimit);
+  app.use("/internal/*", jsonLimit);
+
+  app.route("/", metaRoutes);
+  app.route("/internal/v1", agentRoutes);
+  const api = new Hono<AppEnv>().use(requireApiKey);
+  api.route("/uploads", uploadRoutes);
+  api.route("/jobs", jobRoutes);
+  api.route("/jobs", jobEventRoutes);
+  api.route("/webhooks", webhookRoutes);
+  app.route("/v1", api);
+  return app;
+}

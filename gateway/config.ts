@@ -1,0 +1,32 @@
+import { z } from "zod";
+import { type ModelSpec, BUILTIN_MODELS } from "./models.ts";
+
+/**
+ * The gateway's settings, runtime-free: each entry file (Node, Workers) reads its own
+ * environment and hands the result here to be checked once at start-up.
+ */
+export const GatewayConfig = z.object({
+  /** Where clients and agents reach this gateway; presigned disk URLs start with it. */
+  publicUrl: z.url(),
+  models: z.array(z.string()).min(1).default(["ocr"]),
+  maxUploadBytes: z.number().int().positive().default(20 * 1024 * 1024),
+  maxBodyBytes: z.number().int().positive().default(64 * 1024),
+  uploadExpiresSeconds: z.number().int().positive().default(15 * 60),
+  defaultTtlSeconds: z.number().int().positive().default(24 * 3600),
+  /** How long an agent may go without a heartbeat before its job may be claimed again. */
+  leaseSeconds: z.number().int().positive().default(60),
+  agentToken: z.string().min(16),
+  /** Embedded mode lets webhooks go to http:// and loopback receivers, for local testing. */
+  allowInsecureWebhooks: z.boolean().default(false),
+});
+export type GatewayConfig = z.infer<typeof GatewayConfig>;
+export type GatewayConfigInput = z.input<typeof GatewayConfig>;
+
+export function modelSpecs(config: GatewayConfig): Map<string, ModelSpec> {
+  return new Map(
+    config.models.flatMap((id) => {
+      const spec = BUILTIN_MODELS[id];
+      return spec ? [[id, spec] as const] : [];
+    }),
+  );
+}

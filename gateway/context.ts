@@ -1,0 +1,41 @@
+import type { Kysely } from "kysely";
+import type { BlobStore } from "../shared/blob/port.ts";
+import type { Database } from "../shared/db/schema.ts";
+import type { JobQueue } from "../shared/queue/port.ts";
+import type { GatewayConfig } from "./config.ts";
+import type { ModelSpec } from "./models.ts";
+import type { JobNotifier } from "./notifier.ts";
+import type { JobStore } from "./store/job-store.ts";
+
+/** Structured logging, satisfied by pino on Node and by a console shim on Workers. */
+export interface Log {
+  info(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+  error(fields: object, message: string): void;
+}
+
+/**
+ * What the runtime hands the runtime-free gateway core: its storage, its queue, and the
+ * few capabilities (clock, fetch, background work) that differ between Node and Workers.
+ */
+export interface GatewayRuntime {
+  db: Kysely<Database>;
+  queue: JobQueue;
+  blobs: BlobStore;
+  config: GatewayConfig;
+  log: Log;
+  now: () => number;
+  /** Outgoing requests (webhooks). */
+  fetch: typeof fetch;
+  /** Keeps work going after the response is sent: `ctx.waitUntil` on Workers. */
+  background: (work: Promise<unknown>) => void;
+  /** Present when blobs live on this gateway's disk and its routes serve them. */
+  localBlobs?: import("./routes/blobs.ts").BlobRouteDeps;
+}
+
+/** The runtime plus what the core derives from it once. */
+export interface Gateway extends GatewayRuntime {
+  jobs: JobStore;
+  models: Map<string, ModelSpec>;
+  notifier: JobNotifier;
+}

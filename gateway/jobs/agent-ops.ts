@@ -1,0 +1,104 @@
+import { HttpProblem, notFound } from "../../shared/errors.ts";
+import type { AgentEvent, Claim, ClaimRequest, HeartbeatRequest } from "../../shared/protocol/index.ts";
+import { InputRef } from "../../shared/protocol/index.ts";
+import type { Gateway } from "../context.ts";
+import { type JobRow, toJob } from "../store/job-rows.ts";
+import type { Transition } from "../store/job-store.ts";
+import { outputBlobKey, uploadBlobKey } from "../store/uploads.ts";
+import { afterTransition } from "./lifecycle.ts";
+
+const OUTPUT_MAX_BYTES = 10 * 1024 * 1024;
+/** Presigned input URLs live a little longer than a lease: the download may be slow. */
+const INPUT_URL_SECONDS = 15 * 60;
+
+/** Why an agent may not take or report on a job, as the `code` the agent acts on. */
+function refusal(current: JobRow | null, attempt: number): HttpProblem {
+  if (!current) return notFound("Job", "");
+  const status = current.status;
+  if (status === "canceled") return conflict("job_canceled", "The job was canceled.");
+  if (status === "expired") return conflict("job_expired", "The job expired before it started.");
+  if (status === "succeeded" || status === "failed") {
+    return conflict("job_finished", `The job already ${status}.`);
+  }
+  return conflict(
+    "stale_attempt",
+    `Attempt ${attempt} is not the job's current attempt (${current.attempt}, ${status}).`,
+  );
+}
+
+const conflict = (code: string, detail: string) => new HttpProblem(409, code, "Job not available", detail);
+
+export async function claimJob(gateway: Gateway, jobId: string, request: ClaimRequest): Promise<Claim> {
+  const now = gateway.now();
+  let result = await gateway.jobs.claim(jobId, request.agent_id, request.attempt, now);
+  if (!result.ok && result.current?.status === "queued" && result.current.expires_at < now) {
+    const expired = await gateway.jobs.expire(jobId, now);
+    if (expired.ok) afterTransition(gateway, expired.job);
+    result = { ok: false, current: expired.ok ? expired.job : expired.current };
+  }
+  if (!result.ok) throw refusal(result.current, request.attempt);
+  afterTransition(gateway, result.job);
+  return buildClaim(gateway, result.job);
+}
+
+async function buildClaim(gateway: Gateway, row: JobRow): Promise<Claim> {
+  const job = toJob(row);
+  const inputs: Claim["inputs"] = {};
+  const image = InputRef.safeParse(job.input.image);
+  if (image.success) {
+    inputs.image = image.data.startsWith("upl_")
+      ? {
+          url: await gateway.blobs.presignGet(uploadBlobKey(image.data), {
+            expiresInSeconds: INPUT_URL_SECONDS,
+          }),
+          content_type: null,
+        }
+      : { url: image.data, content_type: null };
+  }
+  const output = await gateway.blobs.presignPut(outputBlobKey(row.id), {
+    contentType: "application/json",
+    maxBytes: OUTPUT_MAX_BYTES,
+    expiresInSeconds: INPUT_URL_SECONDS,
+  });
+  return {
+    v: 1,
+    job,
+    inputs,
+    output: { url: output.url, method: "PUT", headers: output.headers },
+    lease_seconds: gateway.config.leaseSeconds,
+  };
+}
+
+export async function heartbeatJob(gateway: Gateway, jobId: string, request: HeartbeatRequest) {
+  const row = await gateway.jobs.heartbeat(jobId, request.attempt, gateway.now());
+  if (!row) throw refusal((await gateway.jobs.byId(jobId)) ?? null, request.attempt);
+  return { v: 1 as const, job_id: jobId, status: row.status };
+}
+
+/** Records what an agent reports. Idempotent: the same report twice is answered alike. */
+export async function reportJob(gateway: Gateway, jobId: string, event: AgentEvent) {
+  const now = gateway.now();
+  let result: Transition;
+  if (event.type === "succeeded") {
+    result = await gateway.jobs.succeed(jobId, event.attempt, event.output, now);
+  } else if (event.type === "failed") {
+    result = await gateway.jobs.fail(jobId, event.attempt, event.error, event.will_retry, now);
+  } else {
+    result = await gateway.jobs.release(jobId, event.attempt, now);
+  }
+  if (result.ok) {
+    afterTransition(gateway, result.job);
+    return { v: 1 as const, job_id: jobId, status: result.job.status };
+  }
+  const current = result.current;
+  if (current && isRepeat(current, event)) return { v: 1 as const, job_id: jobId, status: current.status };
+  throw refusal(current, event.attempt);
+}
+
+/** A report already recorded (the agent retried after a lost response). */
+function isRepeat(current: JobRow, event: AgentEvent): boolean {
+  if (current.attempt !== event.attempt) return false;
+  if (event.type === "succeeded") return current.status === "succeeded";
+  if (event.type === "failed") return current.status === (event.will_retry ? "queued" : "failed");
+  return current.status === "queued";
+}

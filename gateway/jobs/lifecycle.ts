@@ -1,0 +1,74 @@
+import type { JobStatus, QueueMessage, WebhookEventType } from "../../shared/protocol/index.ts";
+import { isTerminal, WebhookSubscription } from "../../shared/protocol/index.ts";
+import type { Gateway } from "../context.ts";
+import { deliverOne, enqueueWebhook, secretFromTenants } from "../webhooks/deliveries.ts";
+import { type JobRow, toJob } from "../store/job-rows.ts";
+
+const DEFAULT_WEBHOOK_EVENTS: WebhookEventType[] = [
+  "job.succeeded",
+  "job.failed",
+  "job.canceled",
+  "job.expired",
+];
+
+export function queueMessageOf(row: JobRow): QueueMessage {
+  return {
+    v: 1,
+    id: row.id,
+    model: row.model,
+    priority: row.priority,
+    attempt: row.attempt,
+    deadline: new Date(row.expires_at).toISOString(),
+    ...(row.traceparent ? { traceparent: row.traceparent } : {}),
+  };
+}
+
+/**
+ * Publishes a committed job. A failure here loses nothing: the job stays unpublished and
+ * the sweeper's outbox pass publishes it again.
+ */
+export async function publishJob(gateway: Gateway, row: JobRow): Promise<boolean> {
+  try {
+    await gateway.queue.publish(queueMessageOf(row));
+    await gateway.jobs.markPublished(row.id, gateway.now());
+    return true;
+  } catch (error) {
+    gateway.log.error({ job_id: row.id, err: String(error) }, "publish failed; the sweeper will retry");
+    return false;
+  }
+}
+
+/** Everything that follows a state change: wake SSE streams, queue webhooks. */
+export function afterTransition(gateway: Gateway, row: JobRow): void {
+  gateway.notifier.notify(row.id);
+  gateway.log.info({ job_id: row.id, status: row.status, attempt: row.attempt }, "job changed");
+  const eventType = webhookEventOf(row.status as JobStatus);
+  if (!row.webhook || !eventType) return;
+  const subscription = WebhookSubscription.parse(JSON.parse(row.webhook));
+  if (!(subscription.events ?? DEFAULT_WEBHOOK_EVENTS).includes(eventType)) return;
+  gateway.background(sendWebhook(gateway, row, subscription.url, eventType));
+}
+
+function webhookEventOf(status: JobStatus): WebhookEventType | null {
+  if (status === "running" || isTerminal(status)) return `job.${status}` as WebhookEventType;
+  return null;
+}
+
+async function sendWebhook(gateway: Gateway, row: JobRow, url: string, type: WebhookEventType) {
+  const now = gateway.now();
+  const payload = { v: 1 as const, type, timestamp: new Date(now).toISOString(), data: toJob(row) };
+  try {
+    const id = await enqueueWebhook(
+      gateway.db,
+      { tenantId: row.tenant_id, jobId: row.id, eventType: type, url, payload },
+      now,
+    );
+    await deliverOne(gateway.db, id, webhookDeps(gateway));
+  } catch (error) {
+    gateway.log.error({ job_id: row.id, err: String(error) }, "webhook delivery failed");
+  }
+}
+
+export function webhookDeps(gateway: Gateway) {
+  return { fetch: gateway.fetch, now: gateway.now, secretFor: secretFromTenants(gateway.db) };
+}

@@ -1,0 +1,35 @@
+import { Hono } from "hono";
+import { streamSSE } from "hono/streaming";
+import { notFound } from "../../shared/errors.ts";
+import { isTerminal, type JobStatus } from "../../shared/protocol/index.ts";
+import type { AppEnv } from "../env.ts";
+import { toJobEvent } from "../store/job-rows.ts";
+
+/** Streams end after this long; clients reconnect with `Last-Event-ID` and miss nothing. */
+const MAX_STREAM_MS = 5 * 60_000;
+/** Another gateway may change the job: poll the store at least this often. */
+const POLL_MS = 1_000;
+
+export const jobEventRoutes = new Hono<AppEnv>().get("/:id/events", async (c) => {
+  const gateway = c.var.gateway;
+  const id = c.req.param("id");
+  const job = await gateway.jobs.forTenant(c.var.tenant.id, id);
+  if (!job) throw notFound("Job", id);
+  const lastEventId = Number.parseInt(c.req.header("last-event-id") ?? "0", 10);
+  let seq = Number.isSafeInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0;
+
+  return streamSSE(c, async (stream) => {
+    const closed = new AbortController();
+    stream.onAbort(() => closed.abort());
+    const deadline = gateway.now() + MAX_STREAM_MS;
+    while (!closed.signal.aborted && gateway.now() < deadline) {
+      const wake = gateway.notifier.next(id, POLL_MS, closed.signal);
+      for (const row of await gateway.jobs.eventsAfter(id, seq)) {
+        seq = row.seq;
+        await stream.writeSSE({ id: String(row.seq), event: "status", data: JSON.stringify(toJobEvent(row)) });
+        if (isTerminal(row.status as JobStatus)) return;
+      }
+      await wake;
+    }
+  });
+});

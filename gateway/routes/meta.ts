@@ -1,0 +1,28 @@
+import { Hono } from "hono";
+import { ping } from "../../shared/db/migrations.ts";
+import { docsPage } from "../docs-page.ts";
+import type { AppEnv } from "../env.ts";
+import { openApiDocument } from "../openapi.ts";
+
+export const metaRoutes = new Hono<AppEnv>()
+  .get("/healthz", (c) => c.json({ status: "ok" }))
+  .get("/readyz", async (c) => {
+    const gateway = c.var.gateway;
+    const checks: Record<string, string> = {};
+    // Connection errors can carry URLs with credentials: log them, answer only a word.
+    const check = (name: string, probe: Promise<unknown>) =>
+      probe.then(
+        () => {
+          checks[name] = "ok";
+        },
+        (error) => {
+          checks[name] = "unavailable";
+          gateway.log.warn({ check: name, err: String(error) }, "readiness check failed");
+        },
+      );
+    await Promise.all([check("database", ping(gateway.db)), check("queue", gateway.queue.depth())]);
+    const ready = Object.values(checks).every((v) => v === "ok");
+    return c.json({ status: ready ? "ready" : "not_ready", checks }, ready ? 200 : 503);
+  })
+  .get("/openapi.json", (c) => c.json(openApiDocument(c.var.gateway.config.publicUrl)))
+  .get("/docs", (c) => c.html(docsPage(openApiDocument(c.var.gateway.config.publicUrl))));

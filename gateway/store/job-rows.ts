@@ -1,0 +1,41 @@
+import type { Selectable } from "kysely";
+import type { JobEventTable, JobTable } from "../../shared/db/schema.ts";
+import type { Job, JobError, JobEvent, JobStatus, WebhookSubscription } from "../../shared/protocol/index.ts";
+
+export type JobRow = Selectable<JobTable>;
+export type JobEventRow = Selectable<JobEventTable>;
+
+const iso = (ms: number) => new Date(ms).toISOString();
+const isoOrNull = (ms: number | null) => (ms === null ? null : iso(ms));
+const parseOrNull = <T>(text: string | null): T | null => (text === null ? null : (JSON.parse(text) as T));
+
+/** The public job resource. Tenant ids, agent ids and idempotency hashes stay inside. */
+export function toJob(row: JobRow): Job {
+  return {
+    id: row.id,
+    object: "job",
+    model: row.model,
+    status: row.status as JobStatus,
+    priority: row.priority,
+    input: JSON.parse(row.input),
+    output: parseOrNull(row.output),
+    error: parseOrNull<JobError>(row.error),
+    attempt: row.attempt,
+    webhook: parseOrNull<WebhookSubscription>(row.webhook),
+    created_at: iso(row.created_at),
+    started_at: isoOrNull(row.started_at),
+    finished_at: isoOrNull(row.finished_at),
+    expires_at: iso(row.expires_at),
+  };
+}
+
+export function toJobEvent(row: JobEventRow): JobEvent {
+  return {
+    job_id: row.job_id,
+    seq: row.seq,
+    status: row.status as JobStatus,
+    at: iso(row.at),
+    attempt: row.attempt,
+    error: parseOrNull<JobError>(row.error),
+  };
+}

@@ -1,0 +1,242 @@
+import type { Kysely, UpdateQueryBuilder, UpdateResult } from "kysely";
+import type { Database } from "../../shared/db/schema.ts";
+import type { JobError, JobStatus } from "../../shared/protocol/index.ts";
+import type { JobEventRow, JobRow } from "./job-rows.ts";
+
+export interface NewJob {
+  id: string;
+  tenantId: string;
+  model: string;
+  priority: number;
+  input: unknown;
+  webhook: unknown | null;
+  idempotencyKey: string | null;
+  requestHash: string | null;
+  traceparent: string | null;
+  now: number;
+  expiresAt: number;
+}
+
+/** What a state change did: the job after it, or why it could not happen. */
+export type Transition = { ok: true; job: JobRow } | { ok: false; current: JobRow | null };
+
+type JobUpdate = UpdateQueryBuilder<Database, "jobs", "jobs", UpdateResult>;
+
+const ACTIVE: JobStatus[] = ["queued", "running"];
+
+/**
+ * The JobStore: jobs and their event log on Kysely (SQLite, Postgres, D1).
+ *
+ * Every state change is one conditional UPDATE … RETURNING that also bumps `last_seq`,
+ * followed by the insert of its event. No interactive transactions, because D1 has none;
+ * the condition in the UPDATE is what keeps concurrent agents and clients from racing.
+ */
+export class JobStore {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  /** Inserts a job; returns null when the tenant already used this Idempotency-Key. */
+  async insert(job: NewJob): Promise<JobRow | null> {
+    const row = await this.db
+      .insertInto("jobs")
+      .values({
+        id: job.id,
+        tenant_id: job.tenantId,
+        model: job.model,
+        status: "queued",
+        priority: job.priority,
+        input: JSON.stringify(job.input),
+        output: null,
+        error: null,
+        webhook: job.webhook === null ? null : JSON.stringify(job.webhook),
+        attempt: 0,
+        agent_id: null,
+        idempotency_key: job.idempotencyKey,
+        request_hash: job.requestHash,
+        traceparent: job.traceparent,
+        created_at: job.now,
+        updated_at: job.now,
+        started_at: null,
+        finished_at: null,
+        expires_at: job.expiresAt,
+        published_at: null,
+        last_seq: 1,
+      })
+      .onConflict((oc) => oc.columns(["tenant_id", "idempotency_key"]).doNothing())
+      .returningAll()
+      .executeTakeFirst();
+    if (!row) return null;
+    await this.appendEvent(row, null);
+    return row;
+  }
+
+  byId(id: string): Promise<JobRow | undefined> {
+    return this.db.selectFrom("jobs").selectAll().where("id", "=", id).executeTakeFirst();
+  }
+
+  /** A tenant's job; another tenant's job is simply not found. */
+  forTenant(tenantId: string, id: string): Promise<JobRow | undefined> {
+    return this.db
+      .selectFrom("jobs")
+      .selectAll()
+      .where("id", "=", id)
+      .where("tenant_id", "=", tenantId)
+      .executeTakeFirst();
+  }
+
+  byIdempotencyKey(tenantId: string, key: string): Promise<JobRow | undefined> {
+    return this.db
+      .selectFrom("jobs")
+      .selectAll()
+      .where("tenant_id", "=", tenantId)
+      .where("idempotency_key", "=", key)
+      .executeTakeFirst();
+  }
+
+  /** Newest first; ids sort by creation time, so the last id is the cursor. */
+  list(tenantId: string, options: { limit: number; before?: string; status?: JobStatus }) {
+    let query = this.db
+      .selectFrom("jobs")
+      .selectAll()
+      .where("tenant_id", "=", tenantId)
+      .orderBy("id", "desc")
+      .limit(options.limit);
+    if (options.before) query = query.where("id", "<", options.before);
+    if (options.status) query = query.where("status", "=", options.status);
+    return query.execute();
+  }
+
+  eventsAfter(jobId: string, afterSeq: number): Promise<JobEventRow[]> {
+    return this.db
+      .selectFrom("job_events")
+      .selectAll()
+      .where("job_id", "=", jobId)
+      .where("seq", ">", afterSeq)
+      .orderBy("seq")
+      .execute();
+  }
+
+  markPublished(id: string, now: number): Promise<unknown> {
+    return this.db.updateTable("jobs").set({ published_at: now }).where("id", "=", id).execute();
+  }
+
+  /** Queued jobs whose message was never confirmed by the queue: the outbox. */
+  unpublished(olderThan: number, limit: number): Promise<JobRow[]> {
+    return this.db
+      .selectFrom("jobs")
+      .selectAll()
+      .where("status", "=", "queued")
+      .where("published_at", "is", null)
+      .where("created_at", "<", olderThan)
+      .limit(limit)
+      .execute();
+  }
+
+  overdueQueued(now: number, limit: number): Promise<JobRow[]> {
+    return this.db
+      .selectFrom("jobs")
+      .selectAll()
+      .where("status", "=", "queued")
+      .where("expires_at", "<", now)
+      .limit(limit)
+      .execute();
+  }
+
+  cancel(tenantId: string, id: string, now: number): Promise<Transition> {
+    return this.transition(id, { status: "canceled", finished_at: now }, now, (q) =>
+      q.where("tenant_id", "=", tenantId).where("status", "in", ACTIVE),
+    );
+  }
+
+  expire(id: string, now: number): Promise<Transition> {
+    return this.transition(id, { status: "expired", finished_at: now }, now, (q) =>
+      q.where("status", "=", "queued").where("expires_at", "<", now),
+    );
+  }
+
+  /**
+   * An agent takes the job for delivery `attempt`. A queued job, or a running one whose
+   * earlier attempt was lost (its agent died and the queue redelivered), can be claimed.
+   */
+  claim(id: string, agentId: string, attempt: number, now: number): Promise<Transition> {
+    return this.transition(
+      id,
+      { status: "running", attempt, agent_id: agentId, started_at: now, error: null },
+      now,
+      (q) =>
+        q
+          .where("expires_at", ">=", now)
+          .where((eb) =>
+            eb.or([
+              eb("status", "=", "queued"),
+              eb.and([eb("status", "=", "running"), eb("attempt", "<", attempt)]),
+            ]),
+          ),
+    );
+  }
+
+  heartbeat(id: string, attempt: number, now: number): Promise<JobRow | undefined> {
+    return this.db
+      .updateTable("jobs")
+      .set({ updated_at: now })
+      .where("id", "=", id)
+      .where("status", "=", "running")
+      .where("attempt", "=", attempt)
+      .returningAll()
+      .executeTakeFirst();
+  }
+
+  succeed(id: string, attempt: number, output: unknown, now: number): Promise<Transition> {
+    return this.transition(
+      id,
+      { status: "succeeded", output: JSON.stringify(output ?? null), finished_at: now },
+      now,
+      (q) => q.where("status", "=", "running").where("attempt", "=", attempt),
+    );
+  }
+
+  /** A failed attempt: back to `queued` when the queue will retry it, else `failed`. */
+  fail(id: string, attempt: number, error: JobError, willRetry: boolean, now: number) {
+    const change = willRetry
+      ? { status: "queued", error: JSON.stringify(error) }
+      : { status: "failed", error: JSON.stringify(error), finished_at: now };
+    return this.transition(id, change, now, (q) =>
+      q.where("status", "=", "running").where("attempt", "=", attempt),
+    );
+  }
+
+  release(id: string, attempt: number, now: number): Promise<Transition> {
+    return this.transition(id, { status: "queued" }, now, (q) =>
+      q.where("status", "=", "running").where("attempt", "=", attempt),
+    );
+  }
+
+  private async transition(
+    id: string,
+    change: Partial<Omit<JobRow, "id" | "last_seq">>,
+    now: number,
+    condition: (query: JobUpdate) => JobUpdate,
+  ): Promise<Transition> {
+    const base = this.db
+      .updateTable("jobs")
+      .set((eb) => ({ ...change, updated_at: now, last_seq: eb("last_seq", "+", 1) }))
+      .where("id", "=", id);
+    const row = await condition(base).returningAll().executeTakeFirst();
+    if (!row) return { ok: false, current: (await this.byId(id)) ?? null };
+    await this.appendEvent(row, row.error);
+    return { ok: true, job: row };
+  }
+
+  private async appendEvent(row: JobRow, error: string | null): Promise<void> {
+    await this.db
+      .insertInto("job_events")
+      .values({
+        job_id: row.id,
+        seq: row.last_seq,
+        status: row.status,
+        attempt: row.attempt,
+        error: row.status === "running" ? null : error,
+        at: row.updated_at,
+      })
+      .execute();
+  }
+}

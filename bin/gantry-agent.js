@@ -1,0 +1,7 @@
+#!/usr/bin/env node
+// Runs the TypeScript sources directly: tsx compiles them on load, so there is no build step.
+import { register } from "tsx/esm/api";
+
+register();
+const { main } = await import("../gpu-agent/cli.ts");
+await main();

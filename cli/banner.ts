@@ -1,0 +1,39 @@
+/** What `gantry start` prints once everything is up: where, which key, how to try it. */
+export function startBanner(options: {
+  url: string;
+  apiKey: string;
+  apiKeyFrom: "GANTRY_API_KEY" | "generated" | "kept";
+  dataDir: string;
+  examplePath: string;
+  models: string[];
+}): string {
+  const { url, apiKey } = options;
+  const keyNote = {
+    GANTRY_API_KEY: "from GANTRY_API_KEY",
+    generated: `generated, kept in ${options.dataDir}/secrets.json`,
+    kept: `from ${options.dataDir}/secrets.json`,
+  }[options.apiKeyFrom];
+  return `
+  Gantry is running (embedded: SQLite queue and store, blobs on disk, one CPU agent)
+
+    API        ${url}
+    Docs       ${url}/docs
+    API key    ${apiKey}   (${keyNote})
+    Models     ${options.models.join(", ")}
+    Data       ${options.dataDir}
+    Webhooks   http:// and loopback receivers allowed (embedded mode, for local testing)
+
+  Try it (an example image with text is at ${options.examplePath}):
+
+    export GANTRY_URL=${url} GANTRY_KEY=${apiKey}
+    IMG=${options.examplePath}
+    UPLOAD=$(curl -s -X POST $GANTRY_URL/v1/uploads -H "authorization: Bearer $GANTRY_KEY" \\
+      -H "content-type: application/json" -d "{\\"content_type\\":\\"image/png\\",\\"size_bytes\\":$(wc -c < $IMG)}")
+    curl -s -X PUT "$(echo $UPLOAD | sed -E 's/.*"url":"([^"]+)".*/\\1/')" -H "content-type: image/png" --data-binary @$IMG
+    JOB=$(curl -s -X POST $GANTRY_URL/v1/jobs -H "authorization: Bearer $GANTRY_KEY" -H "content-type: application/json" \\
+      -d "{\\"model\\":\\"ocr\\",\\"input\\":{\\"image\\":\\"$(echo $UPLOAD | sed -E 's/.*"id":"([^"]+)".*/\\1/')\\"}}")
+    curl -s -N $GANTRY_URL/v1/jobs/$(echo $JOB | sed -E 's/.*"id":"([^"]+)".*/\\1/')/events -H "authorization: Bearer $GANTRY_KEY"
+
+  Ctrl-C stops everything; jobs are kept for the next start.
+`;
+}

@@ -1,0 +1,124 @@
+import { existsSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import pino from "pino";
+import { startNodeGateway } from "../gateway/node.ts";
+import { ensureTenantWithKey } from "../gateway/store/tenants.ts";
+import { type AgentHandle, startAgent } from "../gpu-agent/agent.ts";
+import { parseAgentConfig } from "../gpu-agent/config.ts";
+import { UserError } from "../shared/errors.ts";
+import { startBanner } from "./banner.ts";
+import { renderTextPng } from "./render-text.ts";
+import { loadOrCreateSecrets } from "./secrets.ts";
+import { type GantrySettings, readSettings } from "./settings.ts";
+
+const HELP = `gantry: durable asynchronous AI inference jobs.
+
+Usage:
+  gantry start      gateway, queue and one agent in this process (the embedded default)
+  gantry gateway    the gateway alone; run agents with "gantry-agent run"
+  gantry --help
+
+Settings come from GANTRY_* environment variables; the README lists them all.
+`;
+
+export async function main(argv = process.argv.slice(2), env = process.env): Promise<void> {
+  try {
+    const { positionals, values } = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: { help: { type: "boolean", short: "h" } },
+    });
+    const command = positionals[0];
+    if (values.help || !command) {
+      process.stdout.write(HELP);
+      return;
+    }
+    if (command !== "start" && command !== "gateway") throw new UserError(`unknown command "${command}"\n${HELP}`);
+    await run(command, readSettings(env), env);
+  } catch (error) {
+    if (error instanceof UserError || (error instanceof TypeError && "code" in error)) {
+      process.stderr.write(`gantry: ${error.message}\n`);
+      process.exitCode = 2;
+      return;
+    }
+    throw error;
+  }
+}
+
+async function run(command: "start" | "gateway", settings: GantrySettings, env: NodeJS.ProcessEnv) {
+  const logger = pino({ name: "gantry", level: settings.logLevel });
+  const say = (line: string) => process.stderr.write(`gantry: ${line}\n`);
+  const secrets = loadOrCreateSecrets(settings.dataDir);
+  const agentToken = settings.agentToken ?? secrets.agentToken;
+  say(`starting the gateway on ${settings.host}:${settings.port} (data in ${settings.dataDir})…`);
+  const node = await startNodeGateway({
+    port: settings.port,
+    host: settings.host,
+    publicUrl: settings.publicUrl,
+    databasePath: join(settings.dataDir, "gantry.db"),
+    blobDir: join(settings.dataDir, "blobs"),
+    blobSecret: secrets.blobSecret,
+    agentToken,
+    models: settings.models,
+    maxUploadBytes: settings.maxUploadBytes,
+    sweepIntervalMs: settings.sweepIntervalMs,
+    allowInsecureWebhooks: command === "start",
+    logger: logger.child({ component: "gateway" }),
+  });
+  const apiKey = settings.apiKey ?? secrets.apiKey;
+  await ensureTenantWithKey(node.db, {
+    id: "ten_default",
+    name: "default",
+    apiKey,
+    webhookSecret: secrets.webhookSecret,
+  });
+
+  let agent: AgentHandle | null = null;
+  if (command === "start") {
+    const config = parseAgentConfig({
+      ...env,
+      GANTRY_GATEWAY_URL: node.url,
+      GANTRY_AGENT_TOKEN: agentToken,
+      GANTRY_QUEUE_URL: `sqlite:${join(settings.dataDir, "gantry.db")}`,
+      GANTRY_MODELS: settings.models.join(","),
+      GANTRY_SLOTS: String(settings.slots),
+      GANTRY_THREADS: String(settings.threads),
+    });
+    agent = await startAgent(config, {
+      logger: logger.child({ component: "agent" }),
+      progress: say,
+      // Share the gateway's queue: one SQLite connection, and publishes wake the agent at once.
+      openQueue: async () => ({ queue: node.queue, description: "embedded sql queue", close: async () => {} }),
+    });
+  }
+
+  const examplePath = join(settings.dataDir, "example.png");
+  if (!existsSync(examplePath)) writeFileSync(examplePath, await renderTextPng(["Hello from Gantry", "OCR 2026 works"]));
+  process.stdout.write(
+    startBanner({
+      url: node.url,
+      apiKey,
+      apiKeyFrom: settings.apiKey ? "GANTRY_API_KEY" : secrets.created ? "generated" : "kept",
+      dataDir: settings.dataDir,
+      examplePath,
+      models: settings.models,
+    }),
+  );
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) {
+      say("second signal: exiting now");
+      process.exit(1);
+    }
+    stopping = true;
+    say(`${signal}: draining the agent and closing (Ctrl-C again to force)…`);
+    await agent?.stop();
+    await node.close();
+    say("stopped cleanly");
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void stop("SIGINT"));
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+}

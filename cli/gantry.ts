@@ -34,7 +34,8 @@ export async function main(argv = process.argv.slice(2), env = process.env): Pro
       process.stdout.write(HELP);
       return;
     }
-    if (command !== "start" && command !== "gateway") throw new UserError(`unknown command "${command}"\n${HELP}`);
+    if (command !== "start" && command !== "gateway")
+      throw new UserError(`unknown command "${command}"\n${HELP}`);
     await run(command, readSettings(env), env);
   } catch (error) {
     if (error instanceof UserError || (error instanceof TypeError && "code" in error)) {
@@ -89,12 +90,17 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
       logger: logger.child({ component: "agent" }),
       progress: say,
       // Share the gateway's queue: one SQLite connection, and publishes wake the agent at once.
-      openQueue: async () => ({ queue: node.queue, description: "embedded sql queue", close: async () => {} }),
+      openQueue: async () => ({
+        queue: node.queue,
+        description: "embedded sql queue",
+        close: async () => {},
+      }),
     });
   }
 
   const examplePath = join(settings.dataDir, "example.png");
-  if (!existsSync(examplePath)) writeFileSync(examplePath, await renderTextPng(["Hello from Gantry", "OCR 2026 works"]));
+  if (!existsSync(examplePath))
+    writeFileSync(examplePath, await renderTextPng(["Hello from Gantry", "OCR 2026 works"]));
   process.stdout.write(
     startBanner({
       url: node.url,

@@ -1,9 +1,9 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
+import { newWebhookSecret } from "../gateway/webhooks/secret.ts";
 import { UserError } from "../shared/errors.ts";
 import { randomToken } from "../shared/ids.ts";
-import { newWebhookSecret } from "../gateway/webhooks/secret.ts";
 
 /** The embedded default's secrets, made once and kept in the data dir (mode 0600). */
 const EmbeddedSecrets = z.object({

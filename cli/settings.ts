@@ -6,7 +6,14 @@ import { ModelId } from "../shared/protocol/index.ts";
 const port = z.coerce.number().int().min(0).max(65535);
 const list = z
   .string()
-  .transform((text) => [...new Set(text.split(",").map((s) => s.trim()).filter(Boolean))])
+  .transform((text) => [
+    ...new Set(
+      text
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean),
+    ),
+  ])
   .pipe(z.array(ModelId).min(1));
 
 /**
@@ -23,9 +30,15 @@ const Settings = z.object({
   GANTRY_MODELS: list.default(["ocr"]),
   GANTRY_SLOTS: z.coerce.number().int().min(1).max(64).default(1),
   GANTRY_THREADS: z.coerce.number().int().min(0).max(256).default(0),
-  GANTRY_MAX_UPLOAD_BYTES: z.coerce.number().int().positive().default(20 * 1024 * 1024),
+  GANTRY_MAX_UPLOAD_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(20 * 1024 * 1024),
   GANTRY_SWEEP_SECONDS: z.coerce.number().positive().default(5),
-  GANTRY_LOG_LEVEL: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default("info"),
+  GANTRY_LOG_LEVEL: z
+    .enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"])
+    .default("info"),
 });
 
 export interface GantrySettings {
@@ -44,7 +57,9 @@ export interface GantrySettings {
 }
 
 export function readSettings(env: Record<string, string | undefined>): GantrySettings {
-  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
+  const present = Object.fromEntries(
+    Object.entries(env).filter(([, v]) => v !== undefined && v !== ""),
+  );
   const result = Settings.safeParse(present);
   if (!result.success) {
     const lines = result.error.issues.map((issue) => `  ${issue.path.join(".")}: ${issue.message}`);

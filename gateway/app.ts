@@ -34,11 +34,20 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
   });
   app.onError((error, c) => {
     if (error instanceof HttpProblem) return problemResponse(c, error);
-    gateway.log.error({ err: error instanceof Error ? error.stack : String(error), path: c.req.path }, "internal error");
-    return problemResponse(c, new HttpProblem(500, "internal_error", "Internal error", "Something went wrong on our side."));
+    gateway.log.error(
+      { err: error instanceof Error ? error.stack : String(error), path: c.req.path },
+      "internal error",
+    );
+    return problemResponse(
+      c,
+      new HttpProblem(500, "internal_error", "Internal error", "Something went wrong on our side."),
+    );
   });
   app.notFound((c) =>
-    problemResponse(c, new HttpProblem(404, "not_found", "Not found", `No route ${c.req.method} ${c.req.path}.`)),
+    problemResponse(
+      c,
+      new HttpProblem(404, "not_found", "Not found", `No route ${c.req.method} ${c.req.path}.`),
+    ),
   );
 
   // Blob bodies are bounded by their signed URLs; every other body is small JSON.
@@ -46,7 +55,12 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
   const jsonLimit = bodyLimit({
     maxSize: gateway.config.maxBodyBytes,
     onError: () => {
-      throw new HttpProblem(413, "body_too_large", "Body too large", `Bodies may be at most ${gateway.config.maxBodyBytes} bytes.`);
+      throw new HttpProblem(
+        413,
+        "body_too_large",
+        "Body too large",
+        `Bodies may be at most ${gateway.config.maxBodyBytes} bytes.`,
+      );
     },
   });
   app.use("/v1/*", jsonLimit);

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { type ModelSpec, BUILTIN_MODELS } from "./models.ts";
+import { BUILTIN_MODELS, type ModelSpec } from "./models.ts";
 
 /**
  * The gateway's settings, runtime-free: each entry file (Node, Workers) reads its own
@@ -9,10 +9,26 @@ export const GatewayConfig = z.object({
   /** Where clients and agents reach this gateway; presigned disk URLs start with it. */
   publicUrl: z.url(),
   models: z.array(z.string()).min(1).default(["ocr"]),
-  maxUploadBytes: z.number().int().positive().default(20 * 1024 * 1024),
-  maxBodyBytes: z.number().int().positive().default(64 * 1024),
-  uploadExpiresSeconds: z.number().int().positive().default(15 * 60),
-  defaultTtlSeconds: z.number().int().positive().default(24 * 3600),
+  maxUploadBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(20 * 1024 * 1024),
+  maxBodyBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(64 * 1024),
+  uploadExpiresSeconds: z
+    .number()
+    .int()
+    .positive()
+    .default(15 * 60),
+  defaultTtlSeconds: z
+    .number()
+    .int()
+    .positive()
+    .default(24 * 3600),
   /** How long an agent may go without a heartbeat before its job may be claimed again. */
   leaseSeconds: z.number().int().positive().default(60),
   agentToken: z.string().min(16),

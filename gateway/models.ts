@@ -1,6 +1,12 @@
 import { z } from "zod";
 
-export const IMAGE_TYPES = ["image/png", "image/jpeg", "image/webp", "image/tiff", "image/gif"] as const;
+export const IMAGE_TYPES = [
+  "image/png",
+  "image/jpeg",
+  "image/webp",
+  "image/tiff",
+  "image/gif",
+] as const;
 
 /** What the gateway needs to know of a model to validate a job before queueing it. */
 export const ModelSpec = z.object({

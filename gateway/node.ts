@@ -49,7 +49,9 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
   });
   const pending = new Set<Promise<unknown>>();
   const background = (work: Promise<unknown>) => {
-    const tracked = work.catch((error) => log.error({ err: String(error) }, "background work failed"));
+    const tracked = work.catch((error) =>
+      log.error({ err: String(error) }, "background work failed"),
+    );
     pending.add(tracked);
     void tracked.finally(() => pending.delete(tracked));
   };
@@ -69,7 +71,11 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
   const port = typeof address === "object" && address ? address.port : options.port;
   const url = options.publicUrl ?? `http://${options.host}:${port}`;
 
-  const blobs = createDiskBlobStore({ root: options.blobDir, publicBaseUrl: url, secret: options.blobSecret });
+  const blobs = createDiskBlobStore({
+    root: options.blobDir,
+    publicBaseUrl: url,
+    secret: options.blobSecret,
+  });
   const config = GatewayConfig.parse({
     publicUrl: url,
     models: options.models,

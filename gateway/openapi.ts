@@ -11,7 +11,17 @@ import {
   WebhookSecret,
 } from "../shared/protocol/index.ts";
 
-const SCHEMAS = { JobRequest, Job, JobList, JobEvent, UploadRequest, Upload, WebhookSecret, WebhookPayload, Problem };
+const SCHEMAS = {
+  JobRequest,
+  Job,
+  JobList,
+  JobEvent,
+  UploadRequest,
+  Upload,
+  WebhookSecret,
+  WebhookPayload,
+  Problem,
+};
 type SchemaName = keyof typeof SCHEMAS;
 
 const ref = (name: SchemaName) => ({ $ref: `#/components/schemas/${name}` });
@@ -20,15 +30,26 @@ const problems = (...statuses: number[]) =>
   Object.fromEntries(
     statuses.map((s) => [
       String(s),
-      { description: "Problem details (RFC 9457)", content: { "application/problem+json": { schema: ref("Problem") } } },
+      {
+        description: "Problem details (RFC 9457)",
+        content: { "application/problem+json": { schema: ref("Problem") } },
+      },
     ]),
   );
-const jobIdParam = { name: "id", in: "path", required: true, schema: { type: "string", pattern: "^job_" } };
+const jobIdParam = {
+  name: "id",
+  in: "path",
+  required: true,
+  schema: { type: "string", pattern: "^job_" },
+};
 
 function componentSchemas() {
   return Object.fromEntries(
     Object.entries(SCHEMAS).map(([name, schema]) => {
-      const { $schema: _ignored, ...body } = z.toJSONSchema(schema, { io: "input", unrepresentable: "any" });
+      const { $schema: _ignored, ...body } = z.toJSONSchema(schema, {
+        io: "input",
+        unrepresentable: "any",
+      });
       return [name, body];
     }),
   );
@@ -56,18 +77,29 @@ export function openApiDocument(serverUrl: string) {
           summary: "Presign an upload",
           description: "Returns a URL to PUT the file to, bound to its size and content type.",
           requestBody: { required: true, content: json("UploadRequest") },
-          responses: { "201": { description: "Presigned upload", content: json("Upload") }, ...problems(401, 413, 415, 422) },
+          responses: {
+            "201": { description: "Presigned upload", content: json("Upload") },
+            ...problems(401, 413, 415, 422),
+          },
         },
       },
       "/v1/jobs": {
         post: {
           summary: "Submit a job",
           parameters: [
-            { name: "Idempotency-Key", in: "header", required: false, schema: { type: "string", maxLength: 255 } },
+            {
+              name: "Idempotency-Key",
+              in: "header",
+              required: false,
+              schema: { type: "string", maxLength: 255 },
+            },
             { name: "traceparent", in: "header", required: false, schema: { type: "string" } },
           ],
           requestBody: { required: true, content: json("JobRequest") },
-          responses: { "202": { description: "Accepted and queued", content: json("Job") }, ...problems(400, 401, 409, 415, 422) },
+          responses: {
+            "202": { description: "Accepted and queued", content: json("Job") },
+            ...problems(400, 401, 409, 415, 422),
+          },
         },
         get: {
           summary: "List jobs, newest first",
@@ -76,30 +108,43 @@ export function openApiDocument(serverUrl: string) {
             { name: "cursor", in: "query", schema: { type: "string" } },
             { name: "status", in: "query", schema: { type: "string" } },
           ],
-          responses: { "200": { description: "A page of jobs", content: json("JobList") }, ...problems(401, 422) },
+          responses: {
+            "200": { description: "A page of jobs", content: json("JobList") },
+            ...problems(401, 422),
+          },
         },
       },
       "/v1/jobs/{id}": {
         get: {
           summary: "Get a job",
           parameters: [jobIdParam],
-          responses: { "200": { description: "The job", content: json("Job") }, ...problems(401, 404) },
+          responses: {
+            "200": { description: "The job", content: json("Job") },
+            ...problems(401, 404),
+          },
         },
       },
       "/v1/jobs/{id}/cancel": {
         post: {
           summary: "Cancel a queued or running job",
           parameters: [jobIdParam],
-          responses: { "200": { description: "Canceled", content: json("Job") }, ...problems(401, 404, 409) },
+          responses: {
+            "200": { description: "Canceled", content: json("Job") },
+            ...problems(401, 404, 409),
+          },
         },
       },
       "/v1/jobs/{id}/events": {
         get: {
           summary: "Follow a job's state changes (server-sent events)",
-          description: "One `status` event per change, each with `id` = its sequence number; the stream closes after a terminal state. Reconnect with `Last-Event-ID` to resume.",
+          description:
+            "One `status` event per change, each with `id` = its sequence number; the stream closes after a terminal state. Reconnect with `Last-Event-ID` to resume.",
           parameters: [jobIdParam],
           responses: {
-            "200": { description: "An event stream of JobEvent", content: { "text/event-stream": { schema: ref("JobEvent") } } },
+            "200": {
+              description: "An event stream of JobEvent",
+              content: { "text/event-stream": { schema: ref("JobEvent") } },
+            },
             ...problems(401, 404),
           },
         },
@@ -107,7 +152,10 @@ export function openApiDocument(serverUrl: string) {
       "/v1/webhooks/secret": {
         get: {
           summary: "Your webhook signing secret",
-          responses: { "200": { description: "The secret (whsec_…)", content: json("WebhookSecret") }, ...problems(401) },
+          responses: {
+            "200": { description: "The secret (whsec_…)", content: json("WebhookSecret") },
+            ...problems(401),
+          },
         },
       },
     },

@@ -5,7 +5,11 @@ import { HttpProblem } from "../shared/errors.ts";
 
 export const PROBLEM_BASE = "https://gantry.dev/problems/";
 
-export function problemResponse(c: Context, problem: HttpProblem, headers?: Record<string, string>) {
+export function problemResponse(
+  c: Context,
+  problem: HttpProblem,
+  headers?: Record<string, string>,
+) {
   const body = {
     type: PROBLEM_BASE + problem.code,
     title: problem.title,

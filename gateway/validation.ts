@@ -4,7 +4,10 @@ import { HttpProblem } from "../shared/errors.ts";
 import { validationProblem } from "./problem.ts";
 
 /** Reads and validates a JSON body; every failure is a clear 4xx, never a 500. */
-export async function parseJsonBody<T extends z.ZodType>(c: Context, schema: T): Promise<z.infer<T>> {
+export async function parseJsonBody<T extends z.ZodType>(
+  c: Context,
+  schema: T,
+): Promise<z.infer<T>> {
   const contentType = c.req.header("content-type") ?? "";
   if (!/^application\/(.+\+)?json\b/i.test(contentType)) {
     throw new HttpProblem(
@@ -18,12 +21,21 @@ export async function parseJsonBody<T extends z.ZodType>(c: Context, schema: T):
   try {
     body = JSON.parse(await c.req.text());
   } catch {
-    throw new HttpProblem(400, "malformed_json", "Malformed JSON", "The request body is not valid JSON.");
+    throw new HttpProblem(
+      400,
+      "malformed_json",
+      "Malformed JSON",
+      "The request body is not valid JSON.",
+    );
   }
   return parseWith(schema, body, "body");
 }
 
-export function parseWith<T extends z.ZodType>(schema: T, value: unknown, where: string): z.infer<T> {
+export function parseWith<T extends z.ZodType>(
+  schema: T,
+  value: unknown,
+  where: string,
+): z.infer<T> {
   const result = schema.safeParse(value);
   if (!result.success) throw validationProblem(result.error, where);
   return result.data;

@@ -21,7 +21,13 @@ for (const [name, text] of Object.entries(files)) {
 }
 const extra = readdirSync(dir).filter((name) => !(name in files));
 if (check && (stale.length || extra.length)) {
-  console.error(`JSON Schemas out of date: ${[...stale, ...extra].join(", ")}. Run: npm run generate:schemas`);
+  console.error(
+    `JSON Schemas out of date: ${[...stale, ...extra].join(", ")}. Run: npm run generate:schemas`,
+  );
   process.exit(1);
 }
-console.log(check ? `JSON Schemas up to date (${Object.keys(files).length} files).` : `Wrote ${Object.keys(files).length} JSON Schemas to ${dir}`);
+console.log(
+  check
+    ? `JSON Schemas up to date (${Object.keys(files).length} files).`
+    : `Wrote ${Object.keys(files).length} JSON Schemas to ${dir}`,
+);

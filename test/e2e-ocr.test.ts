@@ -28,8 +28,16 @@ function startReceiver() {
     });
   });
   return {
-    listen: () => new Promise<string>((resolve) => server.listen(0, "127.0.0.1", () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`))),
-    next: () => new Promise<Received>((resolve) => (received.length ? resolve(received.shift()!) : waiting.push(resolve))),
+    listen: () =>
+      new Promise<string>((resolve) =>
+        server.listen(0, "127.0.0.1", () =>
+          resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`),
+        ),
+      ),
+    next: () =>
+      new Promise<Received>((resolve) =>
+        received.length ? resolve(received.shift()!) : waiting.push(resolve),
+      ),
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
@@ -66,7 +74,11 @@ describe("the whole pipeline on one machine", () => {
     try {
       const png = await renderTextPng(["Invoice 4721", "total 98 dollars"]);
       const upload = await uploadFile(gw, png, "image/png");
-      const job = await submit({ model: "ocr", input: { image: upload }, webhook: { url: hookUrl } });
+      const job = await submit({
+        model: "ocr",
+        input: { image: upload },
+        webhook: { url: hookUrl },
+      });
       const { statuses, seqs } = await followJob((p) => gw.api(p), job.id);
       expect(statuses.at(0)).toBe("queued");
       expect(statuses).toContain("running");
@@ -75,7 +87,8 @@ describe("the whole pipeline on one machine", () => {
 
       const done = await getJob(job.id);
       const text = done.output?.text.toLowerCase() ?? "";
-      for (const word of ["invoice", "4721", "total", "98", "dollars"]) expect(text).toContain(word);
+      for (const word of ["invoice", "4721", "total", "98", "dollars"])
+        expect(text).toContain(word);
       expect(done.output?.lines.length).toBeGreaterThanOrEqual(2);
 
       const delivery = await receiver.next();
@@ -86,11 +99,13 @@ describe("the whole pipeline on one machine", () => {
       }) as { type: string; data: { id: string; status: string } };
       expect(verified.type).toBe("job.succeeded");
       expect(verified.data).toMatchObject({ id: job.id, status: "succeeded" });
-      expect(() => new Webhook(`whsec_${btoa("another secret of some length")}`).verify(delivery.body, {
-        "webhook-id": String(delivery.headers["webhook-id"]),
-        "webhook-timestamp": String(delivery.headers["webhook-timestamp"]),
-        "webhook-signature": String(delivery.headers["webhook-signature"]),
-      })).toThrow();
+      expect(() =>
+        new Webhook(`whsec_${btoa("another secret of some length")}`).verify(delivery.body, {
+          "webhook-id": String(delivery.headers["webhook-id"]),
+          "webhook-timestamp": String(delivery.headers["webhook-timestamp"]),
+          "webhook-signature": String(delivery.headers["webhook-signature"]),
+        }),
+      ).toThrow();
     } finally {
       await receiver.close();
     }
@@ -111,14 +126,18 @@ describe("the whole pipeline on one machine", () => {
   it("still succeeds when the runner is killed mid-inference", async () => {
     const job = await submit({ model: "noop", input: { delay_ms: 4000, marker: "survivor" } });
     let killed = false;
-    const { statuses } = await followJob((p) => gw.api(p), job.id, (status) => {
-      if (status === "running" && !killed) {
-        killed = true;
-        const pid = agent.runners[0]?.pid;
-        if (!pid) throw new Error("no runner pid");
-        process.kill(pid, "SIGKILL");
-      }
-    });
+    const { statuses } = await followJob(
+      (p) => gw.api(p),
+      job.id,
+      (status) => {
+        if (status === "running" && !killed) {
+          killed = true;
+          const pid = agent.runners[0]?.pid;
+          if (!pid) throw new Error("no runner pid");
+          process.kill(pid, "SIGKILL");
+        }
+      },
+    );
     expect(killed).toBe(true);
     expect(statuses.at(-1)).toBe("succeeded");
     const done = await getJob(job.id);
@@ -135,7 +154,12 @@ describe("the whole pipeline on one machine", () => {
     expect(((await canceled.json()) as { status: string }).status).toBe("canceled");
     await followJob((p) => gw.api(p), blocker.id);
     // The victim's message is consumed (claim refused, acked) once the slot frees up.
-    await expect.poll(async () => (await gw.queue.depth("noop")).ready + (await gw.queue.depth("noop")).inFlight, { timeout: 20_000 }).toBe(0);
+    await expect
+      .poll(
+        async () => (await gw.queue.depth("noop")).ready + (await gw.queue.depth("noop")).inFlight,
+        { timeout: 20_000 },
+      )
+      .toBe(0);
     const after = await getJob(victim.id);
     expect(after.status).toBe("canceled");
     expect(after.attempt).toBe(0);

@@ -12,7 +12,10 @@ const load = (name: string) => JSON.parse(readFileSync(join(dir, `${name}.json`)
 describe("JSON Schema export", () => {
   it("is generated from the zod schemas and checked in up to date", () => {
     for (const [file, text] of Object.entries(wireJsonSchemas())) {
-      expect(readFileSync(join(dir, file), "utf8"), `${file} is stale: npm run generate:schemas`).toBe(text);
+      expect(
+        readFileSync(join(dir, file), "utf8"),
+        `${file} is stale: npm run generate:schemas`,
+      ).toBe(text);
     }
   });
 
@@ -20,7 +23,14 @@ describe("JSON Schema export", () => {
     const ajv = new Ajv2020({ strict: false });
     addFormats.default(ajv);
     const queueMessage = ajv.compile(load("QueueMessage"));
-    const good = { v: 1, id: newId("job"), model: "ocr", priority: 5, attempt: 0, deadline: "2026-12-01T00:00:00.000Z" };
+    const good = {
+      v: 1,
+      id: newId("job"),
+      model: "ocr",
+      priority: 5,
+      attempt: 0,
+      deadline: "2026-12-01T00:00:00.000Z",
+    };
     expect(queueMessage(good)).toBe(true);
     expect(queueMessage({ ...good, v: 2 })).toBe(false);
     expect(queueMessage({ ...good, id: "nope" })).toBe(false);

@@ -1,5 +1,10 @@
 import { HttpProblem, notFound } from "../../shared/errors.ts";
-import type { AgentEvent, Claim, ClaimRequest, HeartbeatRequest } from "../../shared/protocol/index.ts";
+import type {
+  AgentEvent,
+  Claim,
+  ClaimRequest,
+  HeartbeatRequest,
+} from "../../shared/protocol/index.ts";
 import { InputRef } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
@@ -26,9 +31,14 @@ function refusal(current: JobRow | null, attempt: number): HttpProblem {
   );
 }
 
-const conflict = (code: string, detail: string) => new HttpProblem(409, code, "Job not available", detail);
+const conflict = (code: string, detail: string) =>
+  new HttpProblem(409, code, "Job not available", detail);
 
-export async function claimJob(gateway: Gateway, jobId: string, request: ClaimRequest): Promise<Claim> {
+export async function claimJob(
+  gateway: Gateway,
+  jobId: string,
+  request: ClaimRequest,
+): Promise<Claim> {
   const now = gateway.now();
   let result = await gateway.jobs.claim(jobId, request.agent_id, request.attempt, now);
   if (!result.ok && result.current?.status === "queued" && result.current.expires_at < now) {
@@ -91,7 +101,8 @@ export async function reportJob(gateway: Gateway, jobId: string, event: AgentEve
     return { v: 1 as const, job_id: jobId, status: result.job.status };
   }
   const current = result.current;
-  if (current && isRepeat(current, event)) return { v: 1 as const, job_id: jobId, status: current.status };
+  if (current && isRepeat(current, event))
+    return { v: 1 as const, job_id: jobId, status: current.status };
   throw refusal(current, event.attempt);
 }
 

@@ -1,8 +1,8 @@
 import type { JobStatus, QueueMessage, WebhookEventType } from "../../shared/protocol/index.ts";
 import { isTerminal, WebhookSubscription } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
-import { deliverOne, enqueueWebhook, secretFromTenants } from "../webhooks/deliveries.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
+import { deliverOne, enqueueWebhook, secretFromTenants } from "../webhooks/deliveries.ts";
 
 const DEFAULT_WEBHOOK_EVENTS: WebhookEventType[] = [
   "job.succeeded",
@@ -33,7 +33,10 @@ export async function publishJob(gateway: Gateway, row: JobRow): Promise<boolean
     await gateway.jobs.markPublished(row.id, gateway.now());
     return true;
   } catch (error) {
-    gateway.log.error({ job_id: row.id, err: String(error) }, "publish failed; the sweeper will retry");
+    gateway.log.error(
+      { job_id: row.id, err: String(error) },
+      "publish failed; the sweeper will retry",
+    );
     return false;
   }
 }

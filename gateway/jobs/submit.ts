@@ -78,12 +78,22 @@ async function checkModelAndInputs(gateway: Gateway, tenant: Tenant, request: Jo
   const spec = gateway.models.get(request.model);
   if (!spec) {
     const known = [...gateway.models.keys()].join(", ");
-    throw new HttpProblem(422, "unknown_model", "Unknown model", `No model "${request.model}". Models: ${known}.`);
+    throw new HttpProblem(
+      422,
+      "unknown_model",
+      "Unknown model",
+      `No model "${request.model}". Models: ${known}.`,
+    );
   }
   const image = request.input.image;
   if (!image) {
     if (spec.requiresImage) {
-      throw new HttpProblem(422, "input_missing", "Input missing", `Model "${spec.id}" needs input.image.`);
+      throw new HttpProblem(
+        422,
+        "input_missing",
+        "Input missing",
+        `Model "${spec.id}" needs input.image.`,
+      );
     }
     return;
   }

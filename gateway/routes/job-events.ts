@@ -26,7 +26,11 @@ export const jobEventRoutes = new Hono<AppEnv>().get("/:id/events", async (c) =>
       const wake = gateway.notifier.next(id, POLL_MS, closed.signal);
       for (const row of await gateway.jobs.eventsAfter(id, seq)) {
         seq = row.seq;
-        await stream.writeSSE({ id: String(row.seq), event: "status", data: JSON.stringify(toJobEvent(row)) });
+        await stream.writeSSE({
+          id: String(row.seq),
+          event: "status",
+          data: JSON.stringify(toJobEvent(row)),
+        });
         if (isTerminal(row.status as JobStatus)) return;
       }
       await wake;

@@ -1,14 +1,18 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { HttpProblem, notFound } from "../../shared/errors.ts";
-import { JobId, JobRequest, type JobList, JobStatus } from "../../shared/protocol/index.ts";
+import { JobId, type JobList, JobRequest, JobStatus } from "../../shared/protocol/index.ts";
 import type { AppEnv } from "../env.ts";
 import { afterTransition } from "../jobs/lifecycle.ts";
 import { submitJob } from "../jobs/submit.ts";
 import { toJob } from "../store/job-rows.ts";
 import { parseJsonBody, parseWith } from "../validation.ts";
 
-const IdempotencyKey = z.string().min(1).max(255).regex(/^[\x21-\x7e]+$/, "printable ASCII");
+const IdempotencyKey = z
+  .string()
+  .min(1)
+  .max(255)
+  .regex(/^[\x21-\x7e]+$/, "printable ASCII");
 const TraceParent = z.string().regex(/^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/);
 
 const ListQuery = z.object({
@@ -21,7 +25,8 @@ export const jobRoutes = new Hono<AppEnv>()
   .post("/", async (c) => {
     const request = await parseJsonBody(c, JobRequest);
     const rawKey = c.req.header("idempotency-key");
-    const idempotencyKey = rawKey === undefined ? null : parseWith(IdempotencyKey, rawKey, "Idempotency-Key header");
+    const idempotencyKey =
+      rawKey === undefined ? null : parseWith(IdempotencyKey, rawKey, "Idempotency-Key header");
     const trace = TraceParent.safeParse(c.req.header("traceparent"));
     const { job, created } = await submitJob(c.var.gateway, c.var.tenant, request, {
       idempotencyKey,

@@ -1,13 +1,20 @@
 import type { Selectable } from "kysely";
 import type { JobEventTable, JobTable } from "../../shared/db/schema.ts";
-import type { Job, JobError, JobEvent, JobStatus, WebhookSubscription } from "../../shared/protocol/index.ts";
+import type {
+  Job,
+  JobError,
+  JobEvent,
+  JobStatus,
+  WebhookSubscription,
+} from "../../shared/protocol/index.ts";
 
 export type JobRow = Selectable<JobTable>;
 export type JobEventRow = Selectable<JobEventTable>;
 
 const iso = (ms: number) => new Date(ms).toISOString();
 const isoOrNull = (ms: number | null) => (ms === null ? null : iso(ms));
-const parseOrNull = <T>(text: string | null): T | null => (text === null ? null : (JSON.parse(text) as T));
+const parseOrNull = <T>(text: string | null): T | null =>
+  text === null ? null : (JSON.parse(text) as T);
 
 /** The public job resource. Tenant ids, agent ids and idempotency hashes stay inside. */
 export function toJob(row: JobRow): Job {

@@ -44,7 +44,12 @@ export async function ensureTenantWithKey(
 ): Promise<void> {
   await db
     .insertInto("tenants")
-    .values({ id: tenant.id, name: tenant.name, webhook_secret: tenant.webhookSecret, created_at: now })
+    .values({
+      id: tenant.id,
+      name: tenant.name,
+      webhook_secret: tenant.webhookSecret,
+      created_at: now,
+    })
     .onConflict((oc) => oc.column("id").doNothing())
     .execute();
   await db

@@ -114,7 +114,8 @@ export function createR2BlobStore(options: R2BlobStoreOptions): BlobStore & Loca
     async write(key: string, body: ReadableStream<Uint8Array>, meta: BlobWriteMeta) {
       assertSafeBlobKey(key);
       const FixedLength = fixedLengthStream();
-      if (meta.sizeBytes !== undefined && FixedLength !== null) {
+      // An empty FixedLengthStream is "complete" before the body is read: buffer that case.
+      if (meta.sizeBytes !== undefined && meta.sizeBytes > 0 && FixedLength !== null) {
         return writeExact(bucket, key, body, meta, meta.sizeBytes, FixedLength);
       }
       const bytes = await readAll(body, limitOf(meta));
@@ -151,9 +152,18 @@ async function writeExact(
   const storing = bucket.put(key, readable, { httpMetadata: { contentType: meta.contentType } });
   // When our own check fails, its 4xx reason must win over R2's echo of the aborted stream.
   const ours: { failure: BlobWriteError | null } = { failure: null };
+  // R2 commits as soon as it has `size` bytes, before the stream closes: so the last chunk
+  // is held back until the body has ended, lest a too-long body store its first `size` bytes.
   const pumping = (async () => {
-    const total = await forEachChunk(body, limitOf(meta), (chunk) => writer.write(chunk));
+    const held: Uint8Array[] = [];
+    const total = await forEachChunk(body, limitOf(meta), async (chunk) => {
+      const previous = held.pop();
+      if (previous) await writer.write(previous);
+      held.push(chunk);
+    });
     checkExactSize(total, meta);
+    const last = held.pop();
+    if (last) await writer.write(last);
     await writer.close();
   })().catch((error: unknown) => {
     if (error instanceof BlobWriteError) ours.failure = error;

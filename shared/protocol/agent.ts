@@ -2,7 +2,11 @@ import { z } from "zod";
 import { JobError } from "./error.ts";
 import { Job, JobId } from "./job.ts";
 
-export const AgentId = z.string().min(1).max(64).regex(/^[A-Za-z0-9._-]+$/);
+export const AgentId = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[A-Za-z0-9._-]+$/);
 
 /** Agent → gateway: take a job that a queue delivery names. */
 export const ClaimRequest = z.object({
@@ -17,7 +21,11 @@ export const Claim = z.object({
   v: z.literal(1),
   job: Job,
   inputs: z.record(z.string(), z.object({ url: z.url(), content_type: z.string().nullable() })),
-  output: z.object({ url: z.url(), method: z.literal("PUT"), headers: z.record(z.string(), z.string()) }),
+  output: z.object({
+    url: z.url(),
+    method: z.literal("PUT"),
+    headers: z.record(z.string(), z.string()),
+  }),
   lease_seconds: z.number().int().positive(),
 });
 export type Claim = z.infer<typeof Claim>;

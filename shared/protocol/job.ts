@@ -1,10 +1,22 @@
 import { z } from "zod";
 import { JobError } from "./error.ts";
 
-export const JobStatus = z.enum(["queued", "running", "succeeded", "failed", "canceled", "expired"]);
+export const JobStatus = z.enum([
+  "queued",
+  "running",
+  "succeeded",
+  "failed",
+  "canceled",
+  "expired",
+]);
 export type JobStatus = z.infer<typeof JobStatus>;
 
-export const TERMINAL_STATUSES: readonly JobStatus[] = ["succeeded", "failed", "canceled", "expired"];
+export const TERMINAL_STATUSES: readonly JobStatus[] = [
+  "succeeded",
+  "failed",
+  "canceled",
+  "expired",
+];
 export const isTerminal = (status: JobStatus): boolean => TERMINAL_STATUSES.includes(status);
 
 export const ModelId = z
@@ -38,10 +50,18 @@ export type InputRef = z.infer<typeof InputRef>;
 export const JobInput = z
   .object({ image: InputRef.optional() })
   .catchall(z.unknown())
-  .describe("Model inputs. `image` is an upload id or an https URL; other keys are model parameters.");
+  .describe(
+    "Model inputs. `image` is an upload id or an https URL; other keys are model parameters.",
+  );
 export type JobInput = z.infer<typeof JobInput>;
 
-export const WebhookEventType = z.enum(["job.running", "job.succeeded", "job.failed", "job.canceled", "job.expired"]);
+export const WebhookEventType = z.enum([
+  "job.running",
+  "job.succeeded",
+  "job.failed",
+  "job.canceled",
+  "job.expired",
+]);
 export type WebhookEventType = z.infer<typeof WebhookEventType>;
 
 export const WebhookSubscription = z.strictObject({
@@ -54,7 +74,13 @@ export const JobRequest = z.strictObject({
   model: ModelId,
   input: JobInput,
   webhook: WebhookSubscription.optional(),
-  priority: z.number().int().min(0).max(9).optional().describe("0 (lowest) to 9 (highest); default 5."),
+  priority: z
+    .number()
+    .int()
+    .min(0)
+    .max(9)
+    .optional()
+    .describe("0 (lowest) to 9 (highest); default 5."),
   ttl_seconds: z
     .number()
     .int()

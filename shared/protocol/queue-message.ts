@@ -10,7 +10,11 @@ export const QueueMessage = z.object({
   id: JobId,
   model: ModelId,
   priority: z.number().int().min(0).max(9),
-  attempt: z.number().int().min(0).describe("Attempts already made when this message was published."),
+  attempt: z
+    .number()
+    .int()
+    .min(0)
+    .describe("Attempts already made when this message was published."),
   deadline: z.iso.datetime().describe("After this instant a still-queued job is expired, not run."),
   traceparent: z.string().max(55).optional(),
 });

@@ -1,5 +1,8 @@
 /** Reads a server-sent event stream until it ends, handing each event's data to `onEvent`. */
-export async function readSse(response: Response, onEvent: (event: { event: string; id: string; data: string }) => void) {
+export async function readSse(
+  response: Response,
+  onEvent: (event: { event: string; id: string; data: string }) => void,
+) {
   if (!response.body) throw new Error("no body");
   const decoder = new TextDecoder();
   let buffer = "";
@@ -14,7 +17,9 @@ export async function readSse(response: Response, onEvent: (event: { event: stri
         const colon = line.indexOf(":");
         if (colon <= 0) continue;
         const name = line.slice(0, colon);
-        fields[name] = (fields[name] && name === "data" ? `${fields[name]}\n` : "") + line.slice(colon + 1).trimStart();
+        fields[name] =
+          (fields[name] && name === "data" ? `${fields[name]}\n` : "") +
+          line.slice(colon + 1).trimStart();
       }
       onEvent({ event: fields.event ?? "message", id: fields.id ?? "", data: fields.data ?? "" });
       end = buffer.indexOf("\n\n");
@@ -29,7 +34,8 @@ export async function followJob(
   onStatus?: (status: string) => void,
 ): Promise<{ statuses: string[]; seqs: number[] }> {
   const response = await api(`/v1/jobs/${jobId}/events`);
-  if (response.status !== 200) throw new Error(`events: ${response.status} ${await response.text()}`);
+  if (response.status !== 200)
+    throw new Error(`events: ${response.status} ${await response.text()}`);
   const statuses: string[] = [];
   const seqs: number[] = [];
   await readSse(response, ({ data }) => {

@@ -4,7 +4,10 @@ import { parseAgentConfig } from "../../gpu-agent/config.ts";
 import type { TestGateway } from "./test-gateway.ts";
 
 /** A real agent (supervisor + child-process runners) on the test gateway's own queue. */
-export function startTestAgent(gw: TestGateway, options: { models?: string[]; slots?: number } = {}): Promise<AgentHandle> {
+export function startTestAgent(
+  gw: TestGateway,
+  options: { models?: string[]; slots?: number } = {},
+): Promise<AgentHandle> {
   const config = parseAgentConfig({
     GANTRY_GATEWAY_URL: gw.url,
     GANTRY_AGENT_TOKEN: gw.agentToken,
@@ -18,6 +21,10 @@ export function startTestAgent(gw: TestGateway, options: { models?: string[]; sl
   });
   return startAgent(config, {
     logger: pino({ level: process.env.GANTRY_TEST_LOG ?? "silent" }),
-    openQueue: async () => ({ queue: gw.queue, description: "test gateway queue", close: async () => {} }),
+    openQueue: async () => ({
+      queue: gw.queue,
+      description: "test gateway queue",
+      close: async () => {},
+    }),
   });
 }

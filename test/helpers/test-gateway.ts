@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
-import { startNodeGateway, type NodeGateway } from "../../gateway/node.ts";
+import { type NodeGateway, startNodeGateway } from "../../gateway/node.ts";
 import { ensureTenantWithKey } from "../../gateway/store/tenants.ts";
 import { newWebhookSecret } from "../../gateway/webhooks/secret.ts";
 import { randomToken } from "../../shared/ids.ts";
@@ -18,7 +18,9 @@ export interface TestGateway extends NodeGateway {
   api(path: string, init?: RequestInit & { json?: unknown }): Promise<Response>;
 }
 
-export async function startTestGateway(options: { models?: string[]; maxAttempts?: number } = {}): Promise<TestGateway> {
+export async function startTestGateway(
+  options: { models?: string[]; maxAttempts?: number } = {},
+): Promise<TestGateway> {
   const dataDir = mkdtempSync(join(tmpdir(), "gantry-test-"));
   const agentToken = `gat_${randomToken(24)}`;
   const node = await startNodeGateway({
@@ -72,11 +74,27 @@ export async function startTestGateway(options: { models?: string[]; maxAttempts
 }
 
 /** Presigns an upload and PUTs the bytes to it; returns the upload id. */
-export async function uploadFile(gw: TestGateway, bytes: Uint8Array, contentType: string): Promise<string> {
-  const response = await gw.api("/v1/uploads", { method: "POST", json: { content_type: contentType, size_bytes: bytes.length } });
-  if (response.status !== 201) throw new Error(`upload presign: ${response.status} ${await response.text()}`);
-  const upload = (await response.json()) as { id: string; url: string; headers: Record<string, string> };
-  const put = await fetch(upload.url, { method: "PUT", headers: upload.headers, body: new Uint8Array(bytes) });
+export async function uploadFile(
+  gw: TestGateway,
+  bytes: Uint8Array,
+  contentType: string,
+): Promise<string> {
+  const response = await gw.api("/v1/uploads", {
+    method: "POST",
+    json: { content_type: contentType, size_bytes: bytes.length },
+  });
+  if (response.status !== 201)
+    throw new Error(`upload presign: ${response.status} ${await response.text()}`);
+  const upload = (await response.json()) as {
+    id: string;
+    url: string;
+    headers: Record<string, string>;
+  };
+  const put = await fetch(upload.url, {
+    method: "PUT",
+    headers: upload.headers,
+    body: new Uint8Array(bytes),
+  });
   if (!put.ok) throw new Error(`upload PUT: ${put.status} ${await put.text()}`);
   return upload.id;
 }

@@ -1,0 +1,400 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { createChildRunner } from "../gpu-agent/runner/child-runner.ts";
+import type { RunResult } from "../gpu-agent/runner/types.ts";
+import { newId } from "../shared/ids.ts";
+import type { QueueDepth } from "../shared/queue/port.ts";
+import {
+  type AgentHarness,
+  type HarnessOptions,
+  silentLogger,
+  startHarness,
+} from "./helpers/agent-harness.ts";
+import { createFakeRunner, deferred, echo } from "./helpers/fake-runner.ts";
+
+let harness: AgentHarness | undefined;
+afterEach(async () => {
+  await harness?.close();
+  harness = undefined;
+});
+
+async function start(options: HarnessOptions): Promise<AgentHarness> {
+  harness = await startHarness(options);
+  return harness;
+}
+
+const EMPTY: QueueDepth = { ready: 0, inFlight: 0, delayed: 0, dead: 0 };
+
+/** A behaviour that holds every run until the test releases it. */
+function holdingRuns() {
+  const held: { release: () => void; jobId: string }[] = [];
+  const behaviour = (request: Parameters<typeof echo>[0]) => {
+    const gate = deferred<void>();
+    held.push({ release: () => gate.resolve(), jobId: request.jobId });
+    return gate.promise.then(() => echo(request));
+  };
+  return { held, behaviour };
+}
+
+describe("gpu-agent supervisor", () => {
+  it("claims, downloads, runs, uploads, reports succeeded, then acks", async () => {
+    const runner = createFakeRunner();
+    const h = await start({ runners: [runner] });
+    const stub = h.gateway.addJob({
+      input: { image: newId("upl"), lang: "en" },
+      files: { image: { bytes: new Uint8Array([1, 2, 3]), contentType: "image/png" } },
+    });
+    const id = stub.job.id;
+    let depthAtReport: QueueDepth | undefined;
+    h.gateway.onEvent = async () => {
+      depthAtReport = await h.sql.depth();
+    };
+
+    await h.queue.publish(h.gateway.message(id));
+    const settled = await h.settled(id);
+
+    expect(settled.outcome).toBe("succeeded");
+    expect(runner.requests).toHaveLength(1);
+    expect(runner.requests[0]).toMatchObject({ jobId: id, model: "noop", params: { lang: "en" } });
+    expect(runner.requests[0]?.files.image?.contentType).toBe("image/png");
+    expect([...(runner.requests[0]?.files.image?.bytes ?? [])]).toEqual([1, 2, 3]);
+    const output = { params: { lang: "en" }, files: { image: 3 } };
+    expect(JSON.parse(stub.output?.body ?? "null")).toEqual(output);
+    expect(stub.output?.headers["x-stub-signature"]).toBe("sig");
+    expect(h.gateway.events(id)).toEqual([
+      { v: 1, type: "succeeded", agent_id: "test-agent-1", attempt: 1, output },
+    ]);
+    expect(h.gateway.calls.filter((c) => c.jobId === id).map((c) => c.kind)).toEqual([
+      "claim",
+      "download",
+      "upload",
+      "event",
+    ]);
+    // The message was still held when the gateway recorded the result: ack came after.
+    expect(depthAtReport?.inFlight).toBe(1);
+    expect(await h.sql.depth()).toEqual(EMPTY);
+  });
+
+  it("never holds more deliveries than it has slots", async () => {
+    const { held, behaviour } = holdingRuns();
+    let runs = 0;
+    // The first two runs are held so both slots are busy at once; later ones run through.
+    const runner = () =>
+      createFakeRunner((request) => (++runs <= 2 ? behaviour(request) : echo(request)));
+    const runners = [runner(), runner()];
+    const h = await start({ runners });
+    const ids = Array.from({ length: 5 }, () => h.gateway.addJob().job.id);
+    for (const id of ids) await h.queue.publish(h.gateway.message(id));
+
+    let running = 0;
+    await h.waitForEvent((e) => e.type === "running" && ++running === 2);
+    expect(held).toHaveLength(2);
+    expect(h.queue.unsettled).toBe(2);
+    expect(h.supervisor.status()).toMatchObject({ slots: 2, busy: 2, state: "running" });
+    for (const run of held) run.release();
+    await Promise.all(ids.map((id) => h.settled(id)));
+
+    expect(h.queue.maxUnsettled).toBe(2);
+    expect(runners.map((r) => r.maxActive)).toEqual([1, 1]);
+    expect(h.gateway.calls.filter((c) => c.kind === "claim")).toHaveLength(5);
+    expect(h.events.filter((e) => e.type === "settled").map((e) => e.outcome)).toEqual(
+      Array(5).fill("succeeded"),
+    );
+  });
+
+  it.each([
+    ["job_canceled", 409],
+    ["job_expired", 409],
+    ["stale_attempt", 409],
+  ])("acks without running when the claim is refused with %s", async (code, status) => {
+    const runner = createFakeRunner();
+    const h = await start({ runners: [runner] });
+    const stub = h.gateway.addJob();
+    stub.claimProblem = { status, code };
+
+    await h.queue.publish(h.gateway.message(stub.job.id));
+    const settled = await h.settled(stub.job.id);
+
+    expect(settled.outcome).toBe("refused");
+    expect(runner.requests).toHaveLength(0);
+    expect(h.gateway.events(stub.job.id)).toEqual([]);
+    expect(await h.sql.depth()).toEqual(EMPTY);
+  });
+
+  it("acks a message for a job the gateway does not know", async () => {
+    const runner = createFakeRunner();
+    const h = await start({ runners: [runner] });
+    const ghost = h.gateway.addJob();
+    const message = h.gateway.message(ghost.job.id);
+    h.gateway.jobs.delete(ghost.job.id);
+
+    await h.queue.publish(message);
+
+    expect((await h.settled(ghost.job.id)).outcome).toBe("refused");
+    expect(runner.requests).toHaveLength(0);
+    expect(await h.sql.depth()).toEqual(EMPTY);
+  });
+
+  it("dead-letters a permanent error at once, without a retry", async () => {
+    const h = await start({ runners: [createFakeRunner()] });
+    const id = h.gateway.addJob({ input: { fail: "permanent" } }).job.id;
+
+    await h.queue.publish(h.gateway.message(id));
+    const settled = await h.settled(id);
+
+    expect(settled.outcome).toBe("dead-lettered");
+    expect(h.gateway.events(id)).toEqual([
+      expect.objectContaining({
+        type: "failed",
+        attempt: 1,
+        will_retry: false,
+        error: expect.objectContaining({ type: "permanent", code: "noop_permanent" }),
+      }),
+    ]);
+    expect(h.gateway.calls.filter((c) => c.kind === "claim")).toHaveLength(1);
+    const dead = await h.sql.deadLetters();
+    expect(dead).toHaveLength(1);
+    expect(dead[0]).toMatchObject({ attempts: 1, error: { code: "noop_permanent" } });
+  });
+
+  it("retries a transient error, reporting will_retry, and succeeds on the next attempt", async () => {
+    let calls = 0;
+    const runner = createFakeRunner((request) =>
+      ++calls === 1
+        ? { ok: false, error: { type: "transient", code: "cuda_oom", message: "out of memory" } }
+        : echo(request),
+    );
+    const h = await start({ runners: [runner] });
+    const id = h.gateway.addJob({ input: { n: 1 } }).job.id;
+
+    await h.queue.publish(h.gateway.message(id));
+    expect((await h.settled(id, 1)).outcome).toBe("retried");
+    expect((await h.settled(id, 2)).outcome).toBe("succeeded");
+
+    const events = h.gateway.events(id);
+    expect(events.map((e) => [e.type, e.attempt])).toEqual([
+      ["failed", 1],
+      ["succeeded", 2],
+    ]);
+    expect(events[0]).toMatchObject({ will_retry: true, error: { code: "cuda_oom" } });
+    expect(h.gateway.calls.filter((c) => c.kind === "claim").map((c) => c.body)).toEqual([
+      expect.objectContaining({ attempt: 1 }),
+      expect.objectContaining({ attempt: 2 }),
+    ]);
+    expect(await h.sql.depth()).toEqual(EMPTY);
+  });
+
+  it("reports will_retry false and dead-letters when the last attempt fails transiently", async () => {
+    const h = await start({ runners: [createFakeRunner()], config: { maxAttempts: 2 } });
+    const id = h.gateway.addJob({ input: { fail: "transient" } }).job.id;
+
+    await h.queue.publish(h.gateway.message(id));
+    expect((await h.settled(id, 2)).outcome).toBe("dead-lettered");
+
+    expect(h.gateway.events(id).map((e) => e.type === "failed" && e.will_retry)).toEqual([
+      true,
+      false,
+    ]);
+    expect(await h.sql.deadLetters()).toEqual([
+      expect.objectContaining({
+        attempts: 2,
+        error: expect.objectContaining({ code: "noop_transient" }),
+      }),
+    ]);
+  });
+
+  it("fails an input the presigned URL refuses (4xx) permanently, and retries a 5xx", async () => {
+    const runner = createFakeRunner();
+    const h = await start({ runners: [runner] });
+    const files = { image: { bytes: new Uint8Array([9]), contentType: "image/png" } };
+    const gone = h.gateway.addJob({ input: { image: newId("upl") }, files });
+    gone.inputStatus = 403;
+    const flaky = h.gateway.addJob({ input: { image: newId("upl") }, files });
+    flaky.inputStatus = 503;
+    h.gateway.onEvent = (jobId) => {
+      // The storage recovers once the first failure is reported.
+      if (jobId === flaky.job.id) flaky.inputStatus = undefined;
+    };
+
+    await h.queue.publish(h.gateway.message(gone.job.id));
+    expect((await h.settled(gone.job.id)).outcome).toBe("dead-lettered");
+    expect(h.gateway.events(gone.job.id)[0]).toMatchObject({
+      error: { type: "permanent", code: "input_unavailable" },
+    });
+    // The error names the input, never the presigned URL and its signature.
+    expect(JSON.stringify(h.gateway.events(gone.job.id))).not.toContain("sig=");
+
+    await h.queue.publish(h.gateway.message(flaky.job.id));
+    expect((await h.settled(flaky.job.id, 1)).outcome).toBe("retried");
+    expect((await h.settled(flaky.job.id, 2)).outcome).toBe("succeeded");
+    expect(runner.requests.map((r) => r.jobId)).toEqual([flaky.job.id]);
+  });
+
+  it("fails an input over the size limit permanently", async () => {
+    const h = await start({ runners: [createFakeRunner()], config: { maxInputBytes: 8 } });
+    const big = { image: { bytes: new Uint8Array(64), contentType: "image/png" } };
+    const id = h.gateway.addJob({ input: { image: newId("upl") }, files: big }).job.id;
+
+    await h.queue.publish(h.gateway.message(id));
+
+    expect(await h.settled(id)).toMatchObject({
+      outcome: "dead-lettered",
+      error: { code: "input_too_large" },
+    });
+  });
+
+  it("rides out a gateway that answers 503 a few times", async () => {
+    const h = await start({ runners: [createFakeRunner()], gatewayTries: 3 });
+    const id = h.gateway.addJob().job.id;
+    h.gateway.failNext("claim", 2);
+
+    await h.queue.publish(h.gateway.message(id));
+
+    expect(await h.settled(id)).toMatchObject({ attempt: 1, outcome: "succeeded" });
+    expect(h.gateway.calls.filter((c) => c.kind === "claim").map((c) => c.status)).toEqual([
+      503, 503, 200,
+    ]);
+  });
+
+  it("leaves a job to another delivery when the gateway stays down, without acking", async () => {
+    const h = await start({ runners: [createFakeRunner()], gatewayTries: 2 });
+    const id = h.gateway.addJob().job.id;
+    h.gateway.failNext("event", 2); // the result cannot be recorded on the first attempt
+
+    await h.queue.publish(h.gateway.message(id));
+
+    expect(await h.settled(id, 1)).toMatchObject({
+      outcome: "retried",
+      error: { code: "gateway_unavailable" },
+    });
+    expect(await h.settled(id, 2)).toMatchObject({ outcome: "succeeded" });
+    expect(h.gateway.events(id).map((e) => [e.type, e.attempt])).toEqual([["succeeded", 2]]);
+  });
+
+  it("heartbeats extend the lease: a run longer than the lease is not redelivered", async () => {
+    const { held, behaviour } = holdingRuns();
+    // Two slots, so a redelivery after a lost lease would have somewhere to go.
+    const runners = [createFakeRunner(behaviour), createFakeRunner(behaviour)];
+    const h = await start({ runners, config: { leaseMs: 200, heartbeatIntervalMs: 40 } });
+    const id = h.gateway.addJob().job.id;
+
+    await h.queue.publish(h.gateway.message(id));
+    let beats = 0;
+    // 15 beats of 40 ms: the run outlives its 200 ms lease several times over.
+    await h.waitForEvent((e) => e.type === "heartbeat" && e.jobId === id && ++beats >= 15);
+    expect(h.supervisor.status().inFlight).toEqual([
+      expect.objectContaining({ jobId: id, phase: "running", attempt: 1 }),
+    ]);
+    held[0]?.release();
+
+    expect(await h.settled(id)).toMatchObject({ attempt: 1, outcome: "succeeded" });
+    expect(held).toHaveLength(1);
+    expect(h.gateway.calls.filter((c) => c.kind === "claim")).toHaveLength(1);
+    const heartbeats = h.gateway.calls.filter((c) => c.kind === "heartbeat");
+    expect(heartbeats.length).toBeGreaterThanOrEqual(10);
+    expect(heartbeats[0]?.body).toEqual({ v: 1, agent_id: "test-agent-1", attempt: 1 });
+    expect(await h.sql.depth()).toEqual(EMPTY);
+  });
+
+  it("drain finishes in-flight work and takes no new work", async () => {
+    const { held, behaviour } = holdingRuns();
+    const runners = [createFakeRunner(behaviour), createFakeRunner(behaviour)];
+    const h = await start({ runners });
+    const first = h.gateway.addJob().job.id;
+    const later = h.gateway.addJob().job.id;
+
+    await h.queue.publish(h.gateway.message(first));
+    await h.waitForEvent((e) => e.type === "running" && e.jobId === first);
+    const drained = h.supervisor.drain();
+    expect(h.supervisor.status().state).toBe("draining");
+    await h.queue.publish(h.gateway.message(later));
+    held[0]?.release();
+    await drained;
+
+    expect(await h.settled(first)).toMatchObject({ outcome: "succeeded" });
+    expect(h.supervisor.status().state).toBe("stopped");
+    expect(h.gateway.calls.filter((c) => c.jobId === later)).toEqual([]);
+    expect(await h.sql.depth()).toEqual({ ...EMPTY, ready: 1 });
+  });
+
+  it("at the drain deadline releases unfinished jobs to another agent", async () => {
+    const { held, behaviour } = holdingRuns();
+    const h = await start({
+      runners: [createFakeRunner(behaviour)],
+      config: { drainTimeoutMs: 100 },
+    });
+    const id = h.gateway.addJob().job.id;
+
+    await h.queue.publish(h.gateway.message(id));
+    await h.waitForEvent((e) => e.type === "running" && e.jobId === id);
+    await h.supervisor.drain();
+
+    expect(await h.settled(id, 1)).toMatchObject({ outcome: "released" });
+    expect(h.gateway.events(id)).toEqual([
+      expect.objectContaining({ type: "released", attempt: 1 }),
+    ]);
+    // The stopped runner's run ends now; its result must not be reported or uploaded.
+    held[0]?.release();
+
+    const other = await h.addSupervisor([createFakeRunner()]);
+    expect(await h.settled(id, 2)).toMatchObject({ outcome: "succeeded" });
+    expect(other.events).toContainEqual(expect.objectContaining({ type: "settled", attempt: 2 }));
+    expect(h.gateway.events(id).map((e) => [e.type, e.attempt])).toEqual([
+      ["released", 1],
+      ["succeeded", 2],
+    ]);
+    expect(h.gateway.calls.filter((c) => c.kind === "upload")).toHaveLength(1);
+  });
+
+  it("turns a runner that throws into a transient failure", async () => {
+    let calls = 0;
+    const runner = createFakeRunner((request): RunResult => {
+      if (++calls === 1) throw new Error("ipc channel closed");
+      return echo(request);
+    });
+    const h = await start({ runners: [runner] });
+    const id = h.gateway.addJob().job.id;
+
+    await h.queue.publish(h.gateway.message(id));
+
+    expect(await h.settled(id, 1)).toMatchObject({
+      outcome: "retried",
+      error: { type: "transient", code: "agent_error" },
+    });
+    expect(await h.settled(id, 2)).toMatchObject({ outcome: "succeeded" });
+  });
+});
+
+describe("gpu-agent supervisor with the real child runner", () => {
+  it("retries a job whose runner was killed mid-run, and the retry succeeds", async () => {
+    const runner = createChildRunner({
+      models: ["noop"],
+      threads: 1,
+      providers: ["cpu"],
+      logger: silentLogger,
+      restartDelayMs: 10,
+    });
+    const h = await start({ runners: [runner] });
+    const stub = h.gateway.addJob({ input: { delay_ms: 30_000, tag: "crash" } });
+    const id = stub.job.id;
+
+    await h.queue.publish(h.gateway.message(id));
+    const running = await h.waitForEvent((e) => e.type === "running" && e.jobId === id);
+    const pid = running.type === "running" ? running.pid : null;
+    expect(pid).toBeGreaterThan(0);
+    // The next attempt need not wait out the delay.
+    stub.job = { ...stub.job, input: { tag: "crash" } };
+    process.kill(pid ?? 0, "SIGKILL");
+
+    expect(await h.settled(id, 1)).toMatchObject({
+      outcome: "retried",
+      error: { type: "transient", code: "runner_crashed" },
+    });
+    expect(await h.settled(id, 2)).toMatchObject({ outcome: "succeeded" });
+    expect(h.gateway.events(id)).toEqual([
+      expect.objectContaining({ type: "failed", attempt: 1, will_retry: true }),
+      expect.objectContaining({ type: "succeeded", attempt: 2, output: { tag: "crash" } }),
+    ]);
+    expect(runner.restarts).toBeGreaterThanOrEqual(1);
+    expect(runner.pid).not.toBe(pid);
+  });
+});

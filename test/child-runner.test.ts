@@ -1,0 +1,210 @@
+import { setImmediate as nextMacrotask } from "node:timers/promises";
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { OcrOutput } from "../gpu-agent/pipelines/ocr/index.ts";
+import { createChildRunner, RunnerStartError } from "../gpu-agent/runner/child-runner.ts";
+import {
+  NoUsableProviderError,
+  probeProvider,
+  selectProvider,
+} from "../gpu-agent/runner/providers.ts";
+import type { Runner, RunRequest } from "../gpu-agent/runner/types.ts";
+import { renderTextPng } from "./helpers/render-text.ts";
+
+interface LogLine {
+  level: number;
+  msg: string;
+  [key: string]: unknown;
+}
+
+/** A real pino logger whose lines land in an array the test can read. */
+function capturingLogger() {
+  const lines: LogLine[] = [];
+  const logger = pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) });
+  return { logger, lines };
+}
+
+function noop(params: Record<string, unknown>): RunRequest {
+  return { jobId: "job_noop", model: "noop", files: {}, params };
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe("provider selection", () => {
+  it("falls back from cuda to cpu and records why", async () => {
+    const selection = await selectProvider(["cuda", "cpu"], async (provider) => {
+      if (provider === "cuda") throw new Error("libcudart.so.12: cannot open shared object file");
+      return `session on ${provider}`;
+    });
+    expect(selection.provider).toBe("cpu");
+    expect(selection.value).toBe("session on cpu");
+    expect(selection.attempts).toEqual([
+      { provider: "cuda", ok: false, reason: "libcudart.so.12: cannot open shared object file" },
+      { provider: "cpu", ok: true },
+    ]);
+  });
+
+  it("keeps the first provider that works without trying the rest", async () => {
+    const tried: string[] = [];
+    const selection = await selectProvider(["cuda", "cpu"], async (provider) => {
+      tried.push(provider);
+      return provider;
+    });
+    expect(selection.provider).toBe("cuda");
+    expect(tried).toEqual(["cuda"]);
+  });
+
+  it("names every provider's failure when none works", async () => {
+    const failing = selectProvider(["cuda", "cpu"], async (provider) => {
+      throw new Error(`${provider} broke`);
+    });
+    await expect(failing).rejects.toBeInstanceOf(NoUsableProviderError);
+    await expect(failing).rejects.toThrow("cuda (cuda broke); cpu (cpu broke)");
+  });
+
+  it("probes onnxruntime for real: cpu runs, cuda is refused on this CPU-only build", async () => {
+    await expect(probeProvider("cpu")).resolves.toBeUndefined();
+    const selection = await selectProvider(["cuda", "cpu"], probeProvider);
+    expect(selection.provider).toBe("cpu");
+    expect(selection.attempts[0]).toMatchObject({ provider: "cuda", ok: false });
+    expect(selection.attempts[0]!.reason).toMatch(/cuda/i);
+  });
+});
+
+describe("child runner", () => {
+  const { logger, lines } = capturingLogger();
+  let runner: Runner;
+
+  beforeAll(async () => {
+    runner = createChildRunner({
+      models: ["noop", "ocr"],
+      threads: 1,
+      providers: ["cuda", "cpu"],
+      logger,
+      restartDelayMs: 50,
+    });
+    await runner.start();
+  });
+
+  afterAll(async () => {
+    await runner?.stop();
+  });
+
+  it("reports the provider it ended on, having tried cuda first", () => {
+    expect(runner.provider).toBe("cpu");
+    expect(runner.pid).toBeGreaterThan(0);
+    expect(runner.pid).not.toBe(process.pid);
+    const fallback = lines.find((line) =>
+      line.msg.startsWith("execution provider cuda unavailable"),
+    );
+    expect(fallback).toMatchObject({ provider: "cuda" });
+    const ready = lines.find((line) => line.msg === "runner ready on execution provider cpu");
+    expect(ready).toMatchObject({ provider: "cpu", models: ["noop", "ocr"] });
+  });
+
+  it("runs noop, passing its params through and its requested failures back", async () => {
+    expect(await runner.run(noop({ hello: "world", n: 3 }))).toEqual({
+      ok: true,
+      output: { hello: "world", n: 3 },
+    });
+    expect(await runner.run(noop({ fail: "permanent" }))).toMatchObject({
+      ok: false,
+      error: { type: "permanent", code: "noop_failed" },
+    });
+    expect(await runner.run(noop({ fail: "transient" }))).toMatchObject({
+      ok: false,
+      error: { type: "transient", code: "noop_failed" },
+    });
+    expect(await runner.run(noop({ delay_ms: -5 }))).toMatchObject({
+      ok: false,
+      error: { type: "permanent", code: "invalid_params" },
+    });
+  });
+
+  it("runs OCR in the child, with the image bytes sent over IPC", async () => {
+    const png = await renderTextPng(["Gantry OCR 2026", "hello world 12345"]);
+    const result = await runner.run({
+      jobId: "job_ocr",
+      model: "ocr",
+      files: { image: { bytes: new Uint8Array(png), contentType: "image/png" } },
+      params: {},
+    });
+    expect(result.ok).toBe(true);
+    const text = (result.ok ? (result.output as OcrOutput).text : "").toLowerCase();
+    for (const word of ["gantry", "ocr", "2026", "hello", "world", "12345"]) {
+      expect(text).toContain(word);
+    }
+  });
+
+  it("fails a model it does not serve permanently", async () => {
+    expect(await runner.run({ ...noop({}), model: "whisper" })).toMatchObject({
+      ok: false,
+      error: { type: "permanent", code: "unknown_model" },
+    });
+  });
+
+  it("runs one job at a time, in order", async () => {
+    const results = await Promise.all([1, 2, 3].map((n) => runner.run(noop({ n }))));
+    expect(results.map((r) => (r.ok ? r.output : null))).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }]);
+  });
+
+  it("turns a child killed mid-run into runner_crashed, then restarts", async () => {
+    const killedPid = runner.pid!;
+    const running = runner.run(noop({ delay_ms: 5000 }));
+    // Let the run reach the child's IPC channel; the kill needs no timing beyond that.
+    await nextMacrotask();
+    process.kill(killedPid, "SIGKILL");
+    expect(await running).toMatchObject({
+      ok: false,
+      error: { type: "transient", code: "runner_crashed" },
+    });
+    expect(runner.restarts).toBe(1);
+    expect(await runner.run(noop({ after: "restart" }))).toEqual({
+      ok: true,
+      output: { after: "restart" },
+    });
+    expect(runner.pid).not.toBe(killedPid);
+    expect(runner.provider).toBe("cpu");
+  });
+
+  it("stops its child", async () => {
+    const pid = runner.pid!;
+    await runner.stop();
+    expect(runner.pid).toBeNull();
+    expect(isAlive(pid)).toBe(false);
+    expect(await runner.run(noop({}))).toMatchObject({
+      ok: false,
+      error: { type: "transient", code: "runner_stopped" },
+    });
+  });
+});
+
+describe("child runner start-up", () => {
+  it("rejects start with the child's reason when a model is unknown", async () => {
+    const runner = createChildRunner({
+      models: ["noop", "no-such-model"],
+      threads: 1,
+      providers: ["cpu"],
+      logger: capturingLogger().logger,
+    });
+    const error = await runner.start().then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(RunnerStartError);
+    expect((error as RunnerStartError).jobError).toMatchObject({
+      type: "permanent",
+      code: "unknown_model",
+      message: "unknown model(s): no-such-model",
+    });
+    expect(runner.pid).toBeNull();
+    await runner.stop();
+  });
+});

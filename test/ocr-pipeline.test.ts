@@ -1,0 +1,138 @@
+import { crc32, deflateSync } from "node:zlib";
+import sharp from "sharp";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type OcrOutput, ocrPipeline } from "../gpu-agent/pipelines/ocr/index.ts";
+import { type LoadedPipeline, PipelineFailure } from "../gpu-agent/pipelines/pipeline.ts";
+import { sessionFactory } from "../gpu-agent/runner/providers.ts";
+import type { RunRequest } from "../gpu-agent/runner/types.ts";
+import { renderTextPng } from "./helpers/render-text.ts";
+
+/** Lower case, one space between words: the comparison the OCR is held to. */
+const normalise = (text: string) => text.toLowerCase().replace(/\s+/g, " ").trim();
+
+function request(bytes: Uint8Array): RunRequest {
+  return {
+    jobId: "job_test",
+    model: "ocr",
+    files: { image: { bytes, contentType: null } },
+    params: {},
+  };
+}
+
+/** A tiny PNG whose header claims `width` x `height`: its pixel data is a few bytes. */
+function pngHeaderOnly(width: number, height: number): Buffer {
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(width, 0);
+  ihdr.writeUInt32BE(height, 4);
+  ihdr.set([8, 2, 0, 0, 0], 8); // 8-bit RGB, default compression, filter, no interlace
+  const chunk = (type: string, data: Buffer) => {
+    const body = Buffer.concat([Buffer.from(type, "latin1"), data]);
+    const length = Buffer.alloc(4);
+    length.writeUInt32BE(data.length);
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(crc32(body));
+    return Buffer.concat([length, body, crc]);
+  };
+  const signature = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  // libspng wants at least one data chunk before it trusts the header.
+  const data = chunk("IDAT", deflateSync(Buffer.alloc(64)));
+  return Buffer.concat([signature, chunk("IHDR", ihdr), data, chunk("IEND", Buffer.alloc(0))]);
+}
+
+async function jobErrorOf(promise: Promise<unknown>) {
+  const error = await promise.then(
+    () => null,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(PipelineFailure);
+  return (error as PipelineFailure).jobError;
+}
+
+describe("ocr pipeline (PP-OCRv4, in-process, cpu)", () => {
+  let pipeline: LoadedPipeline;
+
+  beforeAll(async () => {
+    pipeline = await ocrPipeline.load({
+      provider: "cpu",
+      threads: 0,
+      createSession: sessionFactory("cpu", 0),
+    });
+    await pipeline.warm();
+  });
+
+  afterAll(async () => {
+    await pipeline?.release();
+  });
+
+  it("reads rendered text, line by line, top to bottom", async () => {
+    const png = await renderTextPng(["Gantry OCR 2026", "hello world 12345"]);
+    const output = (await pipeline.run(request(png))) as OcrOutput;
+    const text = normalise(output.text);
+    for (const word of ["gantry", "ocr", "2026", "hello", "world", "12345"]) {
+      expect(text).toContain(word);
+    }
+    expect(output.lines).toHaveLength(2);
+    expect(normalise(output.lines[0]!.text)).toContain("gantry");
+    expect(normalise(output.lines[1]!.text)).toContain("hello");
+    const [first, second] = output.lines;
+    // Boxes are clockwise quads from the top-left, in image pixels, one line above the other.
+    const [topLeft, topRight, bottomRight, bottomLeft] = first!.box;
+    expect(topLeft[0]).toBeLessThan(topRight[0]);
+    expect(topRight[1]).toBeLessThan(bottomRight[1]);
+    expect(bottomLeft[0]).toBe(topLeft[0]);
+    expect(first!.box[2][1]).toBeLessThanOrEqual(second!.box[0][1] + 10);
+    for (const line of output.lines) expect(line.score).toBeGreaterThan(0.8);
+  });
+
+  it("reads an image whose text needs its EXIF orientation applied", async () => {
+    const upright = await renderTextPng(["rotated 90 degrees"]);
+    // Stored turned a quarter left; orientation 6 tells viewers to turn it right again.
+    const stored = await sharp(upright)
+      .rotate(-90)
+      .withMetadata({ orientation: 6 })
+      .jpeg()
+      .toBuffer();
+    const output = (await pipeline.run(request(stored))) as OcrOutput;
+    expect(normalise(output.text)).toContain("rotated");
+  });
+
+  it("returns no lines for a blank image", async () => {
+    const blank = await sharp({
+      create: { width: 200, height: 100, channels: 3, background: "#ffffff" },
+    })
+      .png()
+      .toBuffer();
+    expect(await pipeline.run(request(blank))).toEqual({ text: "", lines: [] });
+  });
+
+  it("refuses random bytes as a permanent invalid_image", async () => {
+    const noise = new Uint8Array(4096).map((_, i) => (i * 7919 + 13) % 251);
+    const error = await jobErrorOf(pipeline.run(request(noise)));
+    expect(error).toMatchObject({ type: "permanent", code: "invalid_image" });
+    expect(error.message).toMatch(/not an image/);
+  });
+
+  it("refuses a truncated PNG as a permanent invalid_image", async () => {
+    const png = await renderTextPng(["truncated"]);
+    const error = await jobErrorOf(pipeline.run(request(png.subarray(0, png.length / 2))));
+    expect(error).toMatchObject({ type: "permanent", code: "invalid_image" });
+  });
+
+  it("refuses an empty file as a permanent invalid_image", async () => {
+    const error = await jobErrorOf(pipeline.run(request(new Uint8Array(0))));
+    expect(error).toMatchObject({ type: "permanent", code: "invalid_image" });
+  });
+
+  it("refuses huge dimensions from the header alone as image_too_large", async () => {
+    const tooWide = await jobErrorOf(pipeline.run(request(pngHeaderOnly(100_000, 100))));
+    expect(tooWide).toMatchObject({ type: "permanent", code: "image_too_large" });
+    expect(tooWide.message).toContain("100000x100");
+    const tooManyPixels = await jobErrorOf(pipeline.run(request(pngHeaderOnly(8000, 7000))));
+    expect(tooManyPixels).toMatchObject({ type: "permanent", code: "image_too_large" });
+  });
+
+  it("asks for an image when the job has none", async () => {
+    const error = await jobErrorOf(pipeline.run({ ...request(new Uint8Array()), files: {} }));
+    expect(error).toMatchObject({ type: "permanent", code: "missing_input" });
+  });
+});

@@ -1,0 +1,297 @@
+/**
+ * The gateway core inside workerd: `gateway/worker.ts` is bundled the way wrangler would
+ * (no Node built-ins allowed) and run in Miniflare with D1 and R2, then driven over HTTP.
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { builtinModules } from "node:module";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { gzipSync } from "node:zlib";
+import { build, type Plugin } from "esbuild";
+import { Kysely } from "kysely";
+import { D1Dialect } from "kysely-d1";
+import { Miniflare } from "miniflare";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ensureTenantWithKey } from "../gateway/store/tenants.ts";
+import type { Database } from "../shared/db/schema.ts";
+import { randomToken } from "../shared/ids.ts";
+import { Claim } from "../shared/protocol/index.ts";
+
+const root = join(import.meta.dirname, "..");
+const COMPAT_DATE = /^compatibility_date\s*=\s*"([0-9-]+)"/m.exec(
+  readFileSync(join(root, "wrangler.toml"), "utf8"),
+)?.[1];
+const ORIGIN = "http://gantry.test";
+const apiKey = `gk_${randomToken(24)}`;
+const agentToken = `gat_${randomToken(24)}`;
+
+let outDir: string;
+let mf: Miniflare;
+let nodeImports: string[];
+let runtimeGlobals: string[];
+
+/** Records every Node built-in the bundle would import, and keeps it out of the bundle. */
+function flagNodeBuiltins(found: string[]): Plugin {
+  const builtins = new Set(builtinModules);
+  return {
+    name: "flag-node-builtins",
+    setup(bundler) {
+      bundler.onResolve({ filter: /.*/ }, (args) => {
+        if (!args.path.startsWith("node:") && !builtins.has(args.path)) return undefined;
+        found.push(`${relative(root, args.importer)} imports ${args.path}`);
+        return { path: args.path, external: true };
+      });
+    },
+  };
+}
+
+/** Our own bundled files must not lean on Node globals either (`process`, `Buffer`). */
+function findNodeGlobals(inputs: string[]): string[] {
+  const found: string[] = [];
+  for (const file of inputs.filter((f) => !f.includes("node_modules"))) {
+    readFileSync(join(root, file), "utf8")
+      .split("\n")
+      .forEach((line, index) => {
+        const code = line.trim();
+        if (code.startsWith("*") || code.startsWith("//") || code.startsWith("/*")) return;
+        if (/\bprocess\.\w|\bBuffer\.\w|\bnew Buffer\b|\b__dirname\b/.test(code)) {
+          found.push(`${file}:${index + 1}: ${code}`);
+        }
+      });
+  }
+  return found;
+}
+
+beforeAll(async () => {
+  expect(COMPAT_DATE, "wrangler.toml names a compatibility_date").toBeTruthy();
+  outDir = mkdtempSync(join(tmpdir(), "gantry-workerd-"));
+  const scriptPath = join(outDir, "worker.js");
+  nodeImports = [];
+  const result = await build({
+    entryPoints: [join(root, "gateway/worker.ts")],
+    outfile: scriptPath,
+    bundle: true,
+    format: "esm",
+    platform: "neutral",
+    target: "es2022",
+    conditions: ["workerd", "worker", "browser"],
+    mainFields: ["browser", "module", "main"],
+    metafile: true,
+    logLevel: "silent",
+    plugins: [flagNodeBuiltins(nodeImports)],
+  });
+  runtimeGlobals = findNodeGlobals(Object.keys(result.metafile.inputs));
+  const bundle = readFileSync(scriptPath);
+  const kib = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`;
+  console.log(`workerd bundle: ${kib(bundle.byteLength)} (gzip ${kib(gzipSync(bundle).byteLength)})`);
+
+  const secrets = {
+    GANTRY_BLOB_SECRET: randomToken(32),
+    GANTRY_MODELS: "ocr,noop",
+  };
+  mf = new Miniflare({
+    workers: [
+      {
+        name: "gateway",
+        modules: true,
+        modulesRoot: outDir,
+        scriptPath,
+        compatibilityDate: COMPAT_DATE,
+        d1Databases: ["DB"],
+        r2Buckets: ["BLOBS"],
+        bindings: { ...secrets, GANTRY_AGENT_TOKEN: agentToken, GANTRY_BOOTSTRAP_API_KEY: apiKey },
+      },
+      {
+        // The same script without its agent token: must explain itself, not crash.
+        name: "misconfigured",
+        modules: true,
+        modulesRoot: outDir,
+        scriptPath,
+        compatibilityDate: COMPAT_DATE,
+        d1Databases: ["DB"],
+        r2Buckets: ["BLOBS"],
+        bindings: secrets,
+      },
+    ],
+  });
+  await mf.ready;
+});
+
+afterAll(async () => {
+  await mf?.dispose();
+  if (outDir) rmSync(outDir, { recursive: true, force: true });
+});
+
+type Init = { method?: string; json?: unknown; body?: string; headers?: Record<string, string> };
+
+function api(path: string, init: Init = {}, key: string = apiKey) {
+  const headers: Record<string, string> = { authorization: `Bearer ${key}`, ...init.headers };
+  if (init.json !== undefined) headers["content-type"] = "application/json";
+  const body = init.json === undefined ? init.body : JSON.stringify(init.json);
+  return mf.dispatchFetch(`${ORIGIN}${path}`, { method: init.method ?? "GET", headers, body });
+}
+
+function agent(path: string, json: unknown) {
+  return mf.dispatchFetch(`${ORIGIN}/internal/v1${path}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${agentToken}`, "content-type": "application/json" },
+    body: JSON.stringify(json),
+  });
+}
+
+interface Problem {
+  status: number;
+  code: string;
+  title: string;
+  detail?: string;
+}
+
+async function expectProblem(response: { status: number; headers: Headers; json(): Promise<unknown> }, status: number, code?: string) {
+  expect(response.status).toBe(status);
+  expect(response.headers.get("content-type")).toContain("application/problem+json");
+  const body = (await response.json()) as Problem;
+  expect(body.status).toBe(status);
+  if (code) expect(body.code).toBe(code);
+  return body;
+}
+
+async function submit(json: unknown, key?: string) {
+  const response = await api("/v1/jobs", { method: "POST", json }, key);
+  expect(response.status).toBe(202);
+  const job = (await response.json()) as { id: string; status: string };
+  expect(response.headers.get("location")).toBe(`/v1/jobs/${job.id}`);
+  return job;
+}
+
+/** A Kysely handle on the worker's own D1 database, from the test side. */
+async function d1(): Promise<Kysely<Database>> {
+  const database = await mf.getD1Database("DB", "gateway");
+  return new Kysely<Database>({ dialect: new D1Dialect({ database }) });
+}
+
+/** A body with no Content-Length: the route must count the bytes as they stream. */
+function chunked(bytes: Uint8Array): ReadableStream<Uint8Array> {
+  return new ReadableStream({
+    start(controller) {
+      for (let i = 0; i < bytes.byteLength; i += 100) controller.enqueue(bytes.slice(i, i + 100));
+      controller.close();
+    },
+  });
+}
+
+describe("gateway in workerd", () => {
+  it("bundles without Node built-ins or Node globals", () => {
+    expect(nodeImports, "the gateway core must be runtime-free").toEqual([]);
+    expect(runtimeGlobals, "the gateway core must not use Node globals").toEqual([]);
+  });
+
+  it("answers health and refuses a missing API key", async () => {
+    const health = await mf.dispatchFetch(`${ORIGIN}/healthz`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toEqual({ status: "ok" });
+    expect((await mf.dispatchFetch(`${ORIGIN}/readyz`)).status).toBe(200);
+    await expectProblem(await mf.dispatchFetch(`${ORIGIN}/v1/jobs`), 401, "unauthorized");
+  });
+
+  it("names a missing secret in a 500 problem", async () => {
+    const worker = await mf.getWorker("misconfigured");
+    const response = await worker.fetch(`${ORIGIN}/healthz`);
+    const body = await expectProblem(response, 500, "misconfigured");
+    expect(body.detail).toContain("GANTRY_AGENT_TOKEN");
+    expect(body.detail).not.toContain(" at ");
+  });
+
+  it("refuses malformed jobs with 4xx problems", async () => {
+    const post = (init: Init) => api("/v1/jobs", { method: "POST", ...init });
+    const json = { "content-type": "application/json" };
+    await expectProblem(await post({ body: "{", headers: json }), 400, "malformed_json");
+    await expectProblem(await post({ json: { model: 5, input: "x" } }), 422, "validation_failed");
+    await expectProblem(await post({ json: { model: "nope", input: {} } }), 422, "unknown_model");
+    await expectProblem(await api("/v1/jobs/job_nope"), 404);
+  });
+
+  it("accepts a noop job with 202 and reads it back", async () => {
+    const job = await submit({ model: "noop", input: { n: 1 } });
+    expect(job.status).toBe("queued");
+    const read = await api(`/v1/jobs/${job.id}`);
+    expect(read.status).toBe(200);
+    expect(await read.json()).toMatchObject({ id: job.id, status: "queued", input: { n: 1 } });
+  });
+
+  it("stores an upload in R2 through its signed URL, then an agent claims and finishes the job", async () => {
+    const bytes = Uint8Array.from({ length: 1000 }, (_, i) => (i * 7) % 256);
+    const created = await api("/v1/uploads", {
+      method: "POST",
+      json: { content_type: "image/png", size_bytes: bytes.byteLength },
+    });
+    expect(created.status).toBe(201);
+    const upload = (await created.json()) as { id: string; url: string; headers: Record<string, string> };
+    expect(upload.url.startsWith(`${ORIGIN}/v1/blobs/`)).toBe(true);
+    const put = (body: Uint8Array | ReadableStream<Uint8Array>) =>
+      mf.dispatchFetch(upload.url, { method: "PUT", headers: upload.headers, body, duplex: "half" });
+
+    // Wrong sizes are refused, declared or streamed, and leave nothing behind.
+    await expectProblem(await put(bytes.slice(0, 10)), 400);
+    await expectProblem(await put(chunked(bytes.slice(0, 500))), 400);
+    await expectProblem(await put(chunked(new Uint8Array(1500))), 413);
+    await expectProblem(await submit409(upload.id), 409, "upload_incomplete");
+
+    expect((await put(chunked(bytes))).status).toBe(201);
+    const job = await submit({ model: "ocr", input: { image: upload.id } });
+
+    const claimed = await agent(`/jobs/${job.id}/claim`, { v: 1, agent_id: "agent-1", attempt: 1 });
+    expect(claimed.status).toBe(200);
+    const claim = Claim.parse(await claimed.json());
+    expect(claim.job.status).toBe("running");
+    const input = await mf.dispatchFetch(claim.inputs.image?.url ?? "");
+    expect(input.headers.get("content-type")).toBe("image/png");
+    expect(new Uint8Array(await input.arrayBuffer())).toEqual(bytes);
+
+    const output = JSON.stringify({ text: "hello" });
+    const stored = await mf.dispatchFetch(claim.output.url, {
+      method: "PUT",
+      headers: claim.output.headers,
+      body: output,
+    });
+    expect(stored.status).toBe(201);
+    const done = await agent(`/jobs/${job.id}/events`, {
+      v: 1,
+      type: "succeeded",
+      agent_id: "agent-1",
+      attempt: 1,
+      output: { text: "hello" },
+    });
+    expect(done.status).toBe(200);
+    expect(await (await api(`/v1/jobs/${job.id}`)).json()).toMatchObject({ status: "succeeded" });
+  });
+
+  it("hides a job from another tenant", async () => {
+    const job = await submit({ model: "noop", input: {} });
+    const otherKey = `gk_${randomToken(24)}`;
+    const db = await d1();
+    await ensureTenantWithKey(db, {
+      id: "ten_other",
+      name: "other",
+      apiKey: otherKey,
+      webhookSecret: "whsec_b3RoZXI=",
+    });
+    await expectProblem(await api(`/v1/jobs/${job.id}`, {}, otherKey), 404, "not_found");
+    const list = (await (await api("/v1/jobs", {}, otherKey)).json()) as { data: unknown[] };
+    expect(list.data).toEqual([]);
+  });
+
+  it("runs the sweeper from the cron trigger", async () => {
+    const job = await submit({ model: "noop", input: {} });
+    // Make the job overdue, as if its TTL had passed, so the sweep has work to show.
+    const db = await d1();
+    await db.updateTable("jobs").set({ expires_at: Date.now() - 1000 }).where("id", "=", job.id).execute();
+    const worker = await mf.getWorker("gateway");
+    const result = await worker.scheduled({ cron: "* * * * *", scheduledTime: new Date() });
+    expect(result.outcome).toBe("ok");
+    expect(await (await api(`/v1/jobs/${job.id}`)).json()).toMatchObject({ status: "expired" });
+  });
+});
+
+function submit409(uploadId: string) {
+  return api("/v1/jobs", { method: "POST", json: { model: "ocr", input: { image: uploadId } } });
+}

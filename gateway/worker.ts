@@ -76,48 +76,57 @@ function logLine(level: string, fields: object, message: string): string {
 
 /**
  * What lives as long as the isolate: the database handle, the migration (run once, retried
- * on the next request if it failed), and one gateway per public URL, so the in-memory job
- * notifier is shared by every request this isolate serves.
+ * on the next request if it failed) and one gateway, so the in-memory job notifier is
+ * shared by every request this isolate serves.
  */
 interface IsolateState {
-  ready: Promise<void> | null;
-  gateways: Map<string, Gateway>;
   db: Kysely<Database>;
+  ready: Promise<void> | null;
+  /** Built by the first request that finds every setting valid. */
+  shared: { gateway: Gateway; bucket: R2BucketLike; blobSecret: string } | null;
 }
 const isolates = new WeakMap<WorkerEnv, IsolateState>();
 
-async function gatewayFor(env: WorkerEnv, publicUrl: string): Promise<Gateway> {
+/** The isolate's gateway, fitted to one request (its waitUntil, and its origin if need be). */
+async function gatewayFor(env: WorkerEnv, publicUrl: string, ctx: WorkerContext): Promise<Gateway> {
   const state = isolateState(env);
-  const cached = state.gateways.get(publicUrl);
-  if (cached) return cached;
-
-  const settings = readSettings(env, publicUrl);
-  state.ready ??= prepare(state.db, env).catch((error: unknown) => {
-    state.ready = null;
-    throw error;
-  });
-  await state.ready;
-  let gateway = state.gateways.get(publicUrl);
-  if (!gateway) {
-    gateway = createGateway({
-      db: state.db,
-      queue: createSqlQueue(state.db, {
-        dialect: "sqlite",
-        onError: (error) => log.error({ err: String(error) }, "queue error"),
-      }),
-      blobs: settings.blobs,
-      config: settings.config,
-      log,
-      now: Date.now,
-      // Bound: workerd refuses a `fetch` called with another `this` ("Illegal invocation").
-      fetch: fetch.bind(globalThis),
-      // Replaced per request: waitUntil belongs to one request's context.
-      background: (work) => void work.catch(logBackgroundFailure),
-      localBlobs: { backend: settings.blobs, secret: settings.blobSecret },
+  if (!state.shared) {
+    const settings = readSettings(env, publicUrl);
+    state.ready ??= prepare(state.db, env).catch((error: unknown) => {
+      state.ready = null;
+      throw error;
     });
-    state.gateways.set(publicUrl, gateway);
+    await state.ready;
+    state.shared ??= {
+      gateway: createGateway({
+        db: state.db,
+        queue: createSqlQueue(state.db, {
+          dialect: "sqlite",
+          onError: (error) => log.error({ err: String(error) }, "queue error"),
+        }),
+        blobs: settings.blobs,
+        config: settings.config,
+        log,
+        now: Date.now,
+        // Bound: workerd refuses a `fetch` called with another `this` ("Illegal invocation").
+        fetch: fetch.bind(globalThis),
+        background: (work) => void work.catch(logBackgroundFailure),
+        localBlobs: { backend: settings.blobs, secret: settings.blobSecret },
+      }),
+      bucket: settings.bucket,
+      blobSecret: settings.blobSecret,
+    };
   }
-  return gateway;
+  const { gateway, bucket, blobSecret } = state.shared;
+  // waitUntil belongs to one request: background work started for it must be tied to it.
+  const scoped: Gateway = {
+    ...gateway,
+    background: (work) => ctx.waitUntil(work.catch(logBackgroundFailure)),
+  };
+  if (publicUrl === gateway.config.publicUrl) return scoped;
+  // Without GANTRY_PUBLIC_URL each request's origin is its public URL; only minted URLs change.
+  const blobs = createR2BlobStore({ bucket, publicBaseUrl: publicUrl, secret: blobSecret });
+  return { ...scoped, blobs, config: { ...gateway.config, publicUrl } };
 }
 
 function isolateState(env: WorkerEnv): IsolateState {
@@ -130,7 +139,7 @@ function isolateState(env: WorkerEnv): IsolateState {
       );
     }
     const db = new Kysely<Database>({ dialect: new D1Dialect({ database: env.DB }) });
-    state = { ready: null, gateways: new Map(), db };
+    state = { db, ready: null, shared: null };
     isolates.set(env, state);
   }
   return state;
@@ -187,7 +196,7 @@ function readSettings(env: WorkerEnv, publicUrl: string) {
     );
   }
   const blobs = createR2BlobStore({ bucket, publicBaseUrl: publicUrl, secret: blobSecret });
-  return { blobs, blobSecret, config: parsed.data };
+  return { bucket, blobs, blobSecret, config: parsed.data };
 }
 
 const SETTING_NAMES: Record<string, string> = {
@@ -228,34 +237,28 @@ async function handleFetch(
   ctx: WorkerContext,
 ): Promise<Response> {
   const url = new URL(request.url);
-  let shared: Gateway;
+  let gateway: Gateway;
   try {
-    shared = await gatewayFor(env, env.GANTRY_PUBLIC_URL || url.origin);
+    gateway = await gatewayFor(env, env.GANTRY_PUBLIC_URL || url.origin, ctx);
   } catch (error) {
     if (error instanceof ConfigurationError) {
       log.error({ setting: error.setting, err: error.message }, "gateway misconfigured");
       return problem(500, "misconfigured", "Gateway misconfigured", error.message, url.pathname);
     }
-    logBackgroundFailure(error);
+    log.error(
+      { err: error instanceof Error ? error.stack : String(error) },
+      "gateway start failed",
+    );
     const detail = "The gateway could not reach its database. Try again shortly.";
     return problem(503, "unavailable", "Service unavailable", detail, url.pathname);
   }
-  // Background work (webhooks, notifications) must be tied to this request's waitUntil,
-  // so each request gets the shared gateway with its own `background`. Building the Hono
-  // app per request is cheap next to a D1 round trip.
-  const gateway: Gateway = {
-    ...shared,
-    background: (work) => ctx.waitUntil(work.catch(logBackgroundFailure)),
-  };
+  // The app is built per request because the gateway it closes over is per request (its
+  // waitUntil); that is cheap next to a D1 round trip.
   return createApp(gateway).fetch(request);
 }
 
 async function handleScheduled(event: ScheduledEventLike, env: WorkerEnv, ctx: WorkerContext) {
-  const shared = await gatewayFor(env, env.GANTRY_PUBLIC_URL || SWEEPER_URL);
-  const gateway: Gateway = {
-    ...shared,
-    background: (work) => ctx.waitUntil(work.catch(logBackgroundFailure)),
-  };
+  const gateway = await gatewayFor(env, env.GANTRY_PUBLIC_URL || SWEEPER_URL, ctx);
   const report = await sweep(gateway);
   log.info({ cron: event.cron, ...report }, "sweep done");
 }

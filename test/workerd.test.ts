@@ -83,7 +83,9 @@ beforeAll(async () => {
   runtimeGlobals = findNodeGlobals(Object.keys(result.metafile.inputs));
   const bundle = readFileSync(scriptPath);
   const kib = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`;
-  console.log(`workerd bundle: ${kib(bundle.byteLength)} (gzip ${kib(gzipSync(bundle).byteLength)})`);
+  console.log(
+    `workerd bundle: ${kib(bundle.byteLength)} (gzip ${kib(gzipSync(bundle).byteLength)})`,
+  );
 
   const secrets = {
     GANTRY_BLOB_SECRET: randomToken(32),
@@ -139,6 +141,13 @@ function agent(path: string, json: unknown) {
   });
 }
 
+/** What both Miniflare's and the global Response offer. */
+interface ProblemResponse {
+  status: number;
+  headers: { get(name: string): string | null };
+  json(): Promise<unknown>;
+}
+
 interface Problem {
   status: number;
   code: string;
@@ -146,7 +155,7 @@ interface Problem {
   detail?: string;
 }
 
-async function expectProblem(response: { status: number; headers: Headers; json(): Promise<unknown> }, status: number, code?: string) {
+async function expectProblem(response: ProblemResponse, status: number, code?: string) {
   expect(response.status).toBe(status);
   expect(response.headers.get("content-type")).toContain("application/problem+json");
   const body = (await response.json()) as Problem;
@@ -225,10 +234,19 @@ describe("gateway in workerd", () => {
       json: { content_type: "image/png", size_bytes: bytes.byteLength },
     });
     expect(created.status).toBe(201);
-    const upload = (await created.json()) as { id: string; url: string; headers: Record<string, string> };
+    const upload = (await created.json()) as {
+      id: string;
+      url: string;
+      headers: Record<string, string>;
+    };
     expect(upload.url.startsWith(`${ORIGIN}/v1/blobs/`)).toBe(true);
     const put = (body: Uint8Array | ReadableStream<Uint8Array>) =>
-      mf.dispatchFetch(upload.url, { method: "PUT", headers: upload.headers, body, duplex: "half" });
+      mf.dispatchFetch(upload.url, {
+        method: "PUT",
+        headers: upload.headers,
+        body,
+        duplex: "half",
+      });
 
     // Wrong sizes are refused, declared or streamed, and leave nothing behind.
     await expectProblem(await put(bytes.slice(0, 10)), 400);
@@ -284,7 +302,11 @@ describe("gateway in workerd", () => {
     const job = await submit({ model: "noop", input: {} });
     // Make the job overdue, as if its TTL had passed, so the sweep has work to show.
     const db = await d1();
-    await db.updateTable("jobs").set({ expires_at: Date.now() - 1000 }).where("id", "=", job.id).execute();
+    await db
+      .updateTable("jobs")
+      .set({ expires_at: Date.now() - 1000 })
+      .where("id", "=", job.id)
+      .execute();
     const worker = await mf.getWorker("gateway");
     const result = await worker.scheduled({ cron: "* * * * *", scheduledTime: new Date() });
     expect(result.outcome).toBe("ok");

@@ -157,6 +157,7 @@ async function writeExact(
   const pumping = (async () => {
     const held: Uint8Array[] = [];
     const total = await forEachChunk(body, limitOf(meta), async (chunk) => {
+      if (chunk.byteLength === 0) return; // an empty chunk must not release the held one
       const previous = held.pop();
       if (previous) await writer.write(previous);
       held.push(chunk);

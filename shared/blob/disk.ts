@@ -25,26 +25,16 @@ import {
   type BlobWriteMeta,
   type LocalBlob,
   type LocalBlobBackend,
+  readBodyChunk,
 } from "./local-backend.ts";
-import type { BlobHead, BlobStore, PresignedRequest, PresignPutOptions } from "./port.ts";
-import { assertUsableSecret, type BlobMethod, signBlobUrl } from "./signed-url.ts";
+import type { BlobHead, BlobStore } from "./port.ts";
+import { createGatewayPresigner, type GatewayPresignerOptions } from "./presign.ts";
 
-export interface DiskBlobStoreOptions {
+export interface DiskBlobStoreOptions extends Omit<GatewayPresignerOptions, "checkKey"> {
   /** Folder holding the blobs; created on first write. */
   root: string;
-  /** Where clients reach the gateway, e.g. `https://gantry.example.com`; URLs start here. */
-  publicBaseUrl: string;
-  /** HMAC secret shared with the gateway's blob routes (16 characters at least). */
-  secret: string;
-  /** Lifetime of presigned URLs when the caller gives none; 15 minutes by default. */
-  defaultExpiresInSeconds?: number;
-  /** Clock in milliseconds, injectable so tests can mint already-expired URLs. */
-  now?: () => number;
 }
 
-const DEFAULT_EXPIRES_IN_SECONDS = 15 * 60;
-// Like S3's SigV4 ceiling: a leaked URL must stop working within a week at the latest.
-const MAX_EXPIRES_IN_SECONDS = 7 * 24 * 60 * 60;
 const READ_CHUNK_BYTES = 64 * 1024;
 const FALLBACK_CONTENT_TYPE = "application/octet-stream";
 
@@ -55,13 +45,7 @@ interface Sidecar {
 }
 
 export function createDiskBlobStore(options: DiskBlobStoreOptions): BlobStore & LocalBlobBackend {
-  assertUsableSecret(options.secret);
-  new URL(options.publicBaseUrl); // throws at start-up, not on the first upload
   const root = path.resolve(options.root);
-  const now = options.now ?? Date.now;
-  const defaultExpires = checkExpiresIn(
-    options.defaultExpiresInSeconds ?? DEFAULT_EXPIRES_IN_SECONDS,
-  );
 
   function filePath(key: string): string {
     assertSafeBlobKey(key);
@@ -72,35 +56,8 @@ export function createDiskBlobStore(options: DiskBlobStoreOptions): BlobStore & 
     return full;
   }
 
-  async function sign(
-    method: BlobMethod,
-    key: string,
-    expiresIn: number | undefined,
-    put?: PresignPutOptions,
-  ) {
-    filePath(key);
-    const seconds = expiresIn === undefined ? defaultExpires : checkExpiresIn(expiresIn);
-    const expiresAt = new Date((Math.floor(now() / 1000) + seconds) * 1000);
-    const url = await signBlobUrl({
-      baseUrl: options.publicBaseUrl,
-      secret: options.secret,
-      method,
-      key,
-      expiresAt,
-      ...(put && { contentType: put.contentType, ...putBound(put) }),
-    });
-    return { url, expiresAt };
-  }
-
   return {
-    async presignPut(key: string, put: PresignPutOptions): Promise<PresignedRequest> {
-      const { url, expiresAt } = await sign("PUT", key, put.expiresInSeconds, put);
-      return { url, method: "PUT", headers: { "content-type": put.contentType }, expiresAt };
-    },
-
-    async presignGet(key: string, get?: { expiresInSeconds?: number }): Promise<string> {
-      return (await sign("GET", key, get?.expiresInSeconds)).url;
-    },
+    ...createGatewayPresigner({ ...options, checkKey: filePath }),
 
     async head(key: string): Promise<BlobHead | null> {
       const file = filePath(key);
@@ -140,26 +97,6 @@ export function createDiskBlobStore(options: DiskBlobStoreOptions): BlobStore & 
       }
     },
   };
-}
-
-function putBound(put: PresignPutOptions): { sizeBytes: number } | { maxBytes: number } {
-  if (put.sizeBytes !== undefined) {
-    if (put.maxBytes !== undefined && put.sizeBytes > put.maxBytes) {
-      throw new Error(`sizeBytes ${put.sizeBytes} is above maxBytes ${put.maxBytes}`);
-    }
-    return { sizeBytes: put.sizeBytes };
-  }
-  if (put.maxBytes !== undefined) return { maxBytes: put.maxBytes };
-  throw new Error("presignPut needs sizeBytes or maxBytes");
-}
-
-function checkExpiresIn(seconds: number): number {
-  if (!Number.isInteger(seconds) || seconds < 1 || seconds > MAX_EXPIRES_IN_SECONDS) {
-    throw new Error(
-      `expiresInSeconds must be a whole number from 1 to ${MAX_EXPIRES_IN_SECONDS}, got ${seconds}`,
-    );
-  }
-  return seconds;
 }
 
 /**
@@ -205,19 +142,6 @@ async function writeBlob(
     await rm(temp, { force: true }).catch(() => {});
     await reader.cancel(error).catch(() => {});
     throw error;
-  }
-}
-
-/** A failing body stream is the client's doing (abort, reset), not a server fault. */
-async function readBodyChunk(
-  reader: ReadableStreamDefaultReader<Uint8Array>,
-): Promise<Uint8Array | null> {
-  try {
-    const { done, value } = await reader.read();
-    return done ? null : value;
-  } catch (error) {
-    if (error instanceof BlobWriteError) throw error;
-    throw new BlobWriteError("unreadable_body", `upload body could not be read: ${String(error)}`);
   }
 }
 

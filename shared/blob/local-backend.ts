@@ -71,3 +71,16 @@ export function assertSafeBlobKey(key: string): void {
   if (problem !== null)
     throw new BlobWriteError("invalid_key", `unsafe blob key ${JSON.stringify(key)}: ${problem}`);
 }
+
+/** A failing body stream is the client's doing (abort, reset), not a server fault. */
+export async function readBodyChunk(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+): Promise<Uint8Array | null> {
+  try {
+    const { done, value } = await reader.read();
+    return done ? null : value;
+  } catch (error) {
+    if (error instanceof BlobWriteError) throw error;
+    throw new BlobWriteError("unreadable_body", `upload body could not be read: ${String(error)}`);
+  }
+}

@@ -1,6 +1,10 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { backoffMs } from "../gpu-agent/backoff.ts";
 import { defaultAgentId, parseAgentConfig } from "../gpu-agent/config.ts";
+import { openQueue } from "../gpu-agent/open-queue.ts";
 import { UserError } from "../shared/errors.ts";
 
 const REQUIRED = {
@@ -136,5 +140,30 @@ describe("backoff", () => {
       expect(delay).toBeGreaterThanOrEqual(0);
       expect(delay).toBeLessThan(4_000);
     }
+  });
+});
+
+describe("openQueue", () => {
+  it("opens the SQLite queue from sqlite:<path> or a plain path", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "gantry-open-queue-"));
+    try {
+      for (const url of [
+        `sqlite:${join(dir, "a.db")}`,
+        `sqlite://${join(dir, "b.db")}`,
+        join(dir, "c.db"),
+      ]) {
+        const opened = await openQueue(url);
+        expect(opened.description).toMatch(/^sqlite:\/.*\.db$/);
+        expect(await opened.queue.depth()).toEqual({ ready: 0, inFlight: 0, delayed: 0, dead: 0 });
+        await opened.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses a scheme it does not know yet, plainly", async () => {
+    await expect(openQueue("amqp://rabbit:5672")).rejects.toThrow(UserError);
+    await expect(openQueue("sqlite:")).rejects.toThrow("names no file");
   });
 });

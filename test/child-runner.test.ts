@@ -8,6 +8,7 @@ import {
   probeProvider,
   selectProvider,
 } from "../gpu-agent/runner/providers.ts";
+import { RestartBackoff } from "../gpu-agent/runner/restart-backoff.ts";
 import type { Runner, RunRequest } from "../gpu-agent/runner/types.ts";
 import { renderTextPng } from "./helpers/render-text.ts";
 
@@ -183,6 +184,46 @@ describe("child runner", () => {
       ok: false,
       error: { type: "transient", code: "runner_stopped" },
     });
+  });
+});
+
+describe("restart backoff", () => {
+  it("doubles with each crash in the last minute and each failed restart, up to a cap", () => {
+    let now = 0;
+    const backoff = new RestartBackoff({ initialDelayMs: 100, maxDelayMs: 1000 }, () => now);
+    expect(backoff.crashed()).toBe(100);
+    now += 1000;
+    expect(backoff.crashed()).toBe(200);
+    expect(backoff.delay(1)).toBe(400);
+    expect(backoff.delay(5)).toBe(1000);
+    now += 120_000; // a quiet spell forgets old crashes
+    expect(backoff.crashed()).toBe(100);
+  });
+});
+
+describe("child runner stopped while restarting", () => {
+  it("fails queued runs as runner_stopped instead of leaving them waiting", async () => {
+    const runner = createChildRunner({
+      models: ["noop"],
+      threads: 1,
+      providers: ["cpu"],
+      logger: capturingLogger().logger,
+      restartDelayMs: 60_000,
+    });
+    await runner.start();
+    const running = runner.run(noop({ delay_ms: 5000 }));
+    await nextMacrotask();
+    process.kill(runner.pid!, "SIGKILL");
+    expect(await running).toMatchObject({ ok: false, error: { code: "runner_crashed" } });
+    // The successor is a minute away; this run waits for it until the runner stops.
+    const waiting = runner.run(noop({}));
+    await nextMacrotask();
+    await runner.stop();
+    expect(await waiting).toMatchObject({
+      ok: false,
+      error: { type: "transient", code: "runner_stopped" },
+    });
+    expect(runner.pid).toBeNull();
   });
 });
 

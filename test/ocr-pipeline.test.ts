@@ -1,7 +1,10 @@
 import { crc32, deflateSync } from "node:zlib";
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ctcGreedyDecode } from "../gpu-agent/pipelines/ocr/ctc.ts";
+import { dbBoxes } from "../gpu-agent/pipelines/ocr/db-postprocess.ts";
 import { type OcrOutput, ocrPipeline } from "../gpu-agent/pipelines/ocr/index.ts";
+import { mergeRowNeighbours, sortReadingOrder } from "../gpu-agent/pipelines/ocr/layout.ts";
 import { type LoadedPipeline, PipelineFailure } from "../gpu-agent/pipelines/pipeline.ts";
 import { sessionFactory } from "../gpu-agent/runner/providers.ts";
 import type { RunRequest } from "../gpu-agent/runner/types.ts";
@@ -54,8 +57,9 @@ describe("ocr pipeline (PP-OCRv4, in-process, cpu)", () => {
   beforeAll(async () => {
     pipeline = await ocrPipeline.load({
       provider: "cpu",
-      threads: 0,
-      createSession: sessionFactory("cpu", 0),
+      // One thread: test files run two at a time on small machines.
+      threads: 1,
+      createSession: sessionFactory("cpu", 1),
     });
     await pipeline.warm();
   });
@@ -82,6 +86,13 @@ describe("ocr pipeline (PP-OCRv4, in-process, cpu)", () => {
     expect(bottomLeft[0]).toBe(topLeft[0]);
     expect(first!.box[2][1]).toBeLessThanOrEqual(second!.box[0][1] + 10);
     for (const line of output.lines) expect(line.score).toBeGreaterThan(0.8);
+  });
+
+  it.each([20, 64, 96])("keeps words apart and lines whole at %i px", async (fontSize) => {
+    const lines = ["Invoice No. 8812", "Total: 149.99 EUR"];
+    const png = await renderTextPng(lines, { fontSize });
+    const output = (await pipeline.run(request(png))) as OcrOutput;
+    expect(output.lines.map((line) => normalise(line.text))).toEqual(lines.map(normalise));
   });
 
   it("reads an image whose text needs its EXIF orientation applied", async () => {
@@ -134,5 +145,69 @@ describe("ocr pipeline (PP-OCRv4, in-process, cpu)", () => {
   it("asks for an image when the job has none", async () => {
     const error = await jobErrorOf(pipeline.run({ ...request(new Uint8Array()), files: {} }));
     expect(error).toMatchObject({ type: "permanent", code: "missing_input" });
+  });
+});
+
+describe("ocr post-processing", () => {
+  it("decodes CTC greedily: collapses repeats, drops blanks, averages kept probabilities", () => {
+    const charset = ["", "a", "b", " "];
+    // Steps: a a blank a b b  -> "aab"
+    const steps = [1, 1, 0, 1, 2, 2];
+    const probabilities = new Float32Array(steps.length * charset.length);
+    steps.forEach((best, step) => {
+      probabilities.fill(0.1 / 3, step * 4, step * 4 + 4);
+      probabilities[step * 4 + best] = 0.9;
+    });
+    probabilities[1] = 0.7; // the first "a" is less sure
+    const decoded = ctcGreedyDecode(probabilities, steps.length, charset.length, charset);
+    expect(decoded.text).toBe("aab");
+    expect(decoded.score).toBeCloseTo((0.7 + 0.9 + 0.9) / 3);
+  });
+
+  it("finds one grown box per blob in a DB probability map", () => {
+    const width = 40;
+    const height = 20;
+    const map = new Float32Array(width * height);
+    for (let y = 8; y <= 11; y++) for (let x = 5; x <= 30; x++) map[y * width + x] = 0.9;
+    const [box, ...rest] = dbBoxes(map, width, height);
+    expect(rest).toEqual([]);
+    // 25 x 3 kernel: offset = 75 * 1.5 / 56
+    const offset = (75 * 1.5) / 56;
+    expect(box).toEqual({
+      left: 5 - offset,
+      top: 8 - offset,
+      right: 30 + offset,
+      bottom: 11 + offset,
+    });
+  });
+
+  it("ignores faint blobs and specks", () => {
+    const width = 40;
+    const height = 20;
+    const map = new Float32Array(width * height);
+    for (let y = 2; y <= 6; y++) for (let x = 2; x <= 30; x++) map[y * width + x] = 0.45;
+    map[15 * width + 20] = 0.99;
+    expect(dbBoxes(map, width, height)).toEqual([]);
+  });
+
+  it("joins a line the detector split at a wide space, but not separate columns", () => {
+    const rect = (left: number, top: number, right: number, bottom: number) => ({
+      left,
+      top,
+      right,
+      bottom,
+    });
+    const merged = mergeRowNeighbours([
+      rect(300, 10, 380, 50),
+      rect(10, 12, 290, 52),
+      rect(700, 10, 800, 50),
+    ]);
+    expect(merged).toEqual([rect(10, 10, 380, 52), rect(700, 10, 800, 50)]);
+  });
+
+  it("sorts top to bottom, and left to right within a row", () => {
+    const rect = (left: number, top: number) => ({ left, top, right: left + 50, bottom: top + 20 });
+    const sorted = sortReadingOrder([rect(200, 100), rect(300, 3), rect(10, 5), rect(10, 98)]);
+    expect(sorted).toEqual([rect(10, 5), rect(300, 3), rect(10, 98), rect(200, 100)]);
   });
 });

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Kysely } from "kysely";
 import pino from "pino";
+import { afterEach } from "vitest";
 import { createGatewayClient } from "../../gpu-agent/gateway-client.ts";
 import type { Runner } from "../../gpu-agent/runner/types.ts";
 import {
@@ -13,7 +14,9 @@ import {
 } from "../../gpu-agent/supervisor.ts";
 import type { Database } from "../../shared/db/schema.ts";
 import { openSqlite } from "../../shared/db/sqlite.ts";
+import type { QueueDepth } from "../../shared/queue/port.ts";
 import { createSqlQueue, type SqlQueue } from "../../shared/queue/sql.ts";
+import { deferred, echo } from "./fake-runner.ts";
 import { type StubGateway, startStubGateway } from "./stub-gateway.ts";
 import { type TrackingQueue, trackQueue } from "./tracking-queue.ts";
 
@@ -145,4 +148,30 @@ export async function startHarness(options: HarnessOptions): Promise<AgentHarnes
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** Starts one harness per test and closes it after the test, pass or fail. */
+export function harnessPerTest(): (options: HarnessOptions) => Promise<AgentHarness> {
+  let current: AgentHarness | undefined;
+  afterEach(async () => {
+    await current?.close();
+    current = undefined;
+  });
+  return async (options) => {
+    current = await startHarness(options);
+    return current;
+  };
+}
+
+export const EMPTY_DEPTH: QueueDepth = { ready: 0, inFlight: 0, delayed: 0, dead: 0 };
+
+/** A runner behaviour that holds every run until the test releases it. */
+export function holdingRuns() {
+  const held: { release: () => void; jobId: string }[] = [];
+  const behaviour = (request: Parameters<typeof echo>[0]) => {
+    const gate = deferred<void>();
+    held.push({ release: () => gate.resolve(), jobId: request.jobId });
+    return gate.promise.then(() => echo(request));
+  };
+  return { held, behaviour };
 }

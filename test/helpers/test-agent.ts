@@ -6,7 +6,7 @@ import type { TestGateway } from "./test-gateway.ts";
 /** A real agent (supervisor + child-process runners) on the test gateway's own queue. */
 export function startTestAgent(
   gw: TestGateway,
-  options: { models?: string[]; slots?: number } = {},
+  options: { models?: string[]; slots?: number; threads?: number } = {},
 ): Promise<AgentHandle> {
   const config = parseAgentConfig({
     GANTRY_GATEWAY_URL: gw.url,
@@ -14,7 +14,7 @@ export function startTestAgent(
     GANTRY_QUEUE_URL: "embedded",
     GANTRY_MODELS: (options.models ?? ["ocr", "noop"]).join(","),
     GANTRY_SLOTS: String(options.slots ?? 1),
-    GANTRY_THREADS: "1",
+    GANTRY_THREADS: String(options.threads ?? 1),
     GANTRY_HEARTBEAT_INTERVAL_SECONDS: "1",
     GANTRY_LEASE_SECONDS: "5",
     GANTRY_DRAIN_TIMEOUT_SECONDS: "5",

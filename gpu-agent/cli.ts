@@ -1,0 +1,145 @@
+import { parseArgs } from "node:util";
+import pino from "pino";
+import { UserError } from "../shared/errors.ts";
+import { type AgentHandle, startAgent } from "./agent.ts";
+import { type AgentConfigFlags, parseAgentConfig } from "./config.ts";
+
+const HELP = `gantry-agent: pulls inference jobs from the queue and runs them on this host's GPUs.
+
+Usage:
+  gantry-agent run [options]     start the agent (stops gracefully on SIGTERM / Ctrl-C)
+  gantry-agent --help            show this help
+
+Options (each overrides its environment variable):
+  --gateway URL      gateway base URL                      GANTRY_GATEWAY_URL
+  --queue URL        sqlite:<path> or a file path          GANTRY_QUEUE_URL
+  --models LIST      models to serve, comma-separated      GANTRY_MODELS (ocr)
+  --slots N          runner processes = jobs at once       GANTRY_SLOTS (1)
+  --threads N        onnxruntime threads per runner, 0=auto GANTRY_THREADS (0)
+  --agent-id ID      this agent's name                     GANTRY_AGENT_ID (host-pid)
+
+Environment only:
+  GANTRY_AGENT_TOKEN                  the agent's secret for the gateway (required)
+  GANTRY_EXECUTION_PROVIDERS          providers to try in order (cuda,cpu)
+  GANTRY_MAX_ATTEMPTS                 deliveries before a job fails for good (5)
+  GANTRY_HEARTBEAT_INTERVAL_SECONDS   lease extension and heartbeat period (10)
+  GANTRY_LEASE_SECONDS                how long a delivery is held per extension (60)
+  GANTRY_DRAIN_TIMEOUT_SECONDS        time in-flight jobs get on shutdown (60)
+  GANTRY_MAX_INPUT_BYTES              largest input file accepted (67108864)
+  GANTRY_LOG_LEVEL                    pino log level for the JSON logs on stdout (info)
+`;
+
+/** Runs `gantry-agent` with these arguments; sets `process.exitCode` on failure. */
+export async function main(
+  argv: string[] = process.argv.slice(2),
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<void> {
+  try {
+    await dispatch(argv, env);
+  } catch (error) {
+    if (error instanceof UserError) {
+      process.stderr.write(`gantry-agent: ${error.message}\n`);
+      process.exitCode = 2;
+    } else {
+      process.stderr.write(`gantry-agent: failed to start: ${describe(error)}\n`);
+      process.exitCode = 1;
+    }
+  }
+}
+
+async function dispatch(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(argv);
+  } catch (error) {
+    // parseArgs explains unknown or malformed flags well; it only needs the usage hint.
+    throw new UserError(`${describe(error)}\nRun "gantry-agent --help" for usage.`);
+  }
+  const { values, positionals } = parsed;
+  if (values.help || positionals.length === 0) {
+    process.stdout.write(HELP);
+    return;
+  }
+  const [command, ...extra] = positionals;
+  if (command !== "run" || extra.length > 0) {
+    throw new UserError(`unknown command "${positionals.join(" ")}"; try "gantry-agent run"`);
+  }
+  const flags: AgentConfigFlags = {
+    gatewayUrl: values.gateway,
+    queueUrl: values.queue,
+    models: values.models,
+    slots: values.slots,
+    threads: values.threads,
+    agentId: values["agent-id"],
+  };
+  await run(parseAgentConfig(env, flags), env);
+}
+
+function parse(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      help: { type: "boolean", short: "h" },
+      gateway: { type: "string" },
+      queue: { type: "string" },
+      models: { type: "string" },
+      slots: { type: "string" },
+      threads: { type: "string" },
+      "agent-id": { type: "string" },
+    },
+  });
+}
+
+async function run(
+  config: ReturnType<typeof parseAgentConfig>,
+  env: NodeJS.ProcessEnv,
+): Promise<void> {
+  const level = env.GANTRY_LOG_LEVEL || "info";
+  if (!Object.hasOwn(pino.levels.values, level) && level !== "silent") {
+    throw new UserError(`GANTRY_LOG_LEVEL: unknown level ${JSON.stringify(level)}`);
+  }
+  const logger = pino({ name: "gantry-agent", level });
+  const say = (line: string) => process.stderr.write(`gantry-agent: ${line}\n`);
+  say(`agent ${config.agentId} → gateway ${config.gatewayUrl}`);
+  const agent = await startAgent(config, { logger, progress: say });
+  installShutdown(agent, config.drainTimeoutMs, say);
+}
+
+/**
+ * The first SIGTERM/SIGINT drains: no new deliveries, in-flight jobs get the drain timeout,
+ * the rest are released to other agents. A second signal exits at once; the queue then
+ * redelivers whatever was in flight when its lease runs out.
+ */
+function installShutdown(agent: AgentHandle, drainTimeoutMs: number, say: (line: string) => void) {
+  let draining = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (draining) {
+      say(
+        `${signal} again: exiting now; unfinished jobs return to the queue when their leases end`,
+      );
+      process.exit(130);
+    }
+    draining = true;
+    const jobs = agent.supervisor.status().inFlight.length;
+    say(
+      `${signal}: draining ${jobs} in-flight job(s), up to ${Math.round(drainTimeoutMs / 1000)} s (signal again to exit now)`,
+    );
+    agent.stop().then(
+      () => {
+        say("stopped");
+        process.exit(0);
+      },
+      (error: unknown) => {
+        say(`shutdown failed: ${describe(error)}`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", onSignal);
+  process.on("SIGINT", onSignal);
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

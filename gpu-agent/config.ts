@@ -1,0 +1,175 @@
+import { hostname } from "node:os";
+import { z } from "zod";
+import { UserError } from "../shared/errors.ts";
+import { AgentId } from "../shared/protocol/agent.ts";
+import { ModelId } from "../shared/protocol/job.ts";
+import type { ExecutionProvider } from "./runner/types.ts";
+
+/** The agent's settings, parsed once at start-up. Durations are milliseconds. */
+export interface AgentConfig {
+  gatewayUrl: string;
+  agentToken: string;
+  agentId: string;
+  /** `sqlite:<path>` or a plain file path for now; `amqp://` and `sqs://` later. */
+  queueUrl: string;
+  models: string[];
+  /** Runner child processes, and so the queue prefetch. */
+  slots: number;
+  /** onnxruntime intra-op threads per runner; 0 lets onnxruntime choose. */
+  threads: number;
+  /** Deliveries before a job is dead-lettered; the queue and `will_retry` agree on it. */
+  maxAttempts: number;
+  heartbeatIntervalMs: number;
+  leaseMs: number;
+  drainTimeoutMs: number;
+  executionProviders: ExecutionProvider[];
+  /** Inputs larger than this fail the job permanently instead of filling memory. */
+  maxInputBytes: number;
+}
+
+/** Settings a CLI flag can override; the value is the flag's raw text. */
+export type AgentConfigFlags = Partial<
+  Record<"gatewayUrl" | "queueUrl" | "models" | "slots" | "threads" | "agentId", string>
+>;
+
+type Env = Record<string, string | undefined>;
+
+const number = (pattern: RegExp, hint: string) =>
+  z.string().trim().regex(pattern, hint).transform(Number);
+const wholeNumber = (min: number, max: number) =>
+  number(/^\d+$/, "must be a whole number").pipe(
+    z.number().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`),
+  );
+/** Seconds in the environment (fractions allowed, for tests), milliseconds in the config. */
+const seconds = (min: number, max: number) =>
+  number(/^\d+(\.\d+)?$/, "must be a number of seconds, such as 10 or 0.5")
+    .pipe(z.number().min(min, `must be at least ${min} s`).max(max, `must be at most ${max} s`))
+    .transform((s) => Math.round(s * 1000));
+const splitList = (text: unknown) =>
+  typeof text === "string"
+    ? [
+        ...new Set(
+          text
+            .split(",")
+            .map((part) => part.trim())
+            .filter(Boolean),
+        ),
+      ]
+    : text;
+const list = <T extends z.ZodType>(item: T) =>
+  z.preprocess(splitList, z.array(item).min(1, "must name at least one, comma-separated"));
+
+/** Every setting: where it comes from, its default, and how its text is parsed. */
+const SETTINGS = {
+  gatewayUrl: {
+    env: "GANTRY_GATEWAY_URL",
+    flag: "--gateway",
+    schema: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }),
+  },
+  agentToken: { env: "GANTRY_AGENT_TOKEN", schema: z.string().min(1) },
+  agentId: { env: "GANTRY_AGENT_ID", flag: "--agent-id", schema: AgentId },
+  queueUrl: { env: "GANTRY_QUEUE_URL", flag: "--queue", schema: z.string().trim().min(1) },
+  models: { env: "GANTRY_MODELS", flag: "--models", default: "ocr", schema: list(ModelId) },
+  slots: { env: "GANTRY_SLOTS", flag: "--slots", default: "1", schema: wholeNumber(1, 64) },
+  threads: { env: "GANTRY_THREADS", flag: "--threads", default: "0", schema: wholeNumber(0, 256) },
+  maxAttempts: { env: "GANTRY_MAX_ATTEMPTS", default: "5", schema: wholeNumber(1, 100) },
+  heartbeatIntervalMs: {
+    env: "GANTRY_HEARTBEAT_INTERVAL_SECONDS",
+    default: "10",
+    schema: seconds(0.05, 3600),
+  },
+  leaseMs: { env: "GANTRY_LEASE_SECONDS", default: "60", schema: seconds(0.1, 12 * 3600) },
+  drainTimeoutMs: {
+    env: "GANTRY_DRAIN_TIMEOUT_SECONDS",
+    default: "60",
+    schema: seconds(0, 24 * 3600),
+  },
+  executionProviders: {
+    env: "GANTRY_EXECUTION_PROVIDERS",
+    default: "cuda,cpu",
+    schema: list(z.enum(["cuda", "cpu"], { error: "must be cuda or cpu" })),
+  },
+  maxInputBytes: {
+    env: "GANTRY_MAX_INPUT_BYTES",
+    default: String(64 * 1024 * 1024),
+    schema: wholeNumber(1, 2 ** 32),
+  },
+} as const;
+
+type SettingKey = keyof typeof SETTINGS;
+
+/** `host-pid`, trimmed to what an agent id allows, so two agents on one host differ. */
+export function defaultAgentId(host = hostname(), pid = process.pid): string {
+  const suffix = `-${pid}`;
+  const cleanHost = host.replace(/[^A-Za-z0-9._-]/g, "-").slice(0, 64 - suffix.length);
+  return `${cleanHost || "agent"}${suffix}`;
+}
+
+/**
+ * Reads the agent's settings from `GANTRY_*` environment variables, with CLI flags taking
+ * precedence. Every bad value is reported at once, named as the operator wrote it, in a
+ * `UserError` (the CLI prints it plainly and exits 2).
+ */
+export function parseAgentConfig(env: Env, flags: AgentConfigFlags = {}): AgentConfig {
+  const raw: Partial<Record<SettingKey, string>> = {};
+  const source: Partial<Record<SettingKey, string>> = {};
+  for (const [key, setting] of Object.entries(SETTINGS) as [SettingKey, Setting][]) {
+    const fromFlag = (flags as Partial<Record<SettingKey, string>>)[key];
+    const fromEnv = env[setting.env];
+    // An empty variable counts as unset: `GANTRY_SLOTS=` in a unit file means "default".
+    if (fromFlag !== undefined) {
+      raw[key] = fromFlag;
+      source[key] = setting.flag ?? setting.env;
+    } else if (fromEnv !== undefined && fromEnv !== "") {
+      raw[key] = fromEnv;
+      source[key] = setting.env;
+    } else {
+      raw[key] = key === "agentId" ? defaultAgentId() : setting.default;
+      source[key] = setting.env;
+    }
+  }
+
+  const problems: string[] = [];
+  const parsed: Record<string, unknown> = {};
+  for (const [key, setting] of Object.entries(SETTINGS) as [SettingKey, Setting][]) {
+    const value = raw[key];
+    const name = source[key] ?? setting.env;
+    if (value === undefined) {
+      problems.push(`${name} is required (${REQUIRED_HINT[key] ?? "no default"})`);
+      continue;
+    }
+    const result = setting.schema.safeParse(value);
+    if (result.success) parsed[key] = result.data;
+    else problems.push(`${name}: ${describe(result.error)} (got ${JSON.stringify(value)})`);
+  }
+  const config = parsed as unknown as AgentConfig;
+  if (
+    problems.length === 0 &&
+    config.heartbeatIntervalMs * 2 > config.leaseMs // one lost heartbeat must not lose the lease
+  ) {
+    problems.push(
+      `GANTRY_HEARTBEAT_INTERVAL_SECONDS (${config.heartbeatIntervalMs / 1000}) must be at most half of GANTRY_LEASE_SECONDS (${config.leaseMs / 1000})`,
+    );
+  }
+  if (problems.length > 0) {
+    throw new UserError(`Invalid agent settings:\n  ${problems.join("\n  ")}`);
+  }
+  return config;
+}
+
+interface Setting {
+  env: string;
+  flag?: string;
+  default?: string;
+  schema: z.ZodType;
+}
+
+const REQUIRED_HINT: Partial<Record<SettingKey, string>> = {
+  gatewayUrl: "the gateway's base URL, such as http://127.0.0.1:8080",
+  agentToken: "the agent's secret for the gateway's internal API",
+  queueUrl: "where jobs wait, such as sqlite:./data/gantry.db",
+};
+
+function describe(error: z.ZodError): string {
+  return error.issues.map((issue) => issue.message).join("; ");
+}

@@ -1,0 +1,98 @@
+import type * as ort from "onnxruntime-node";
+import type { SessionFactory } from "../../runner/providers.ts";
+import { loadCharset, ocrAssetPaths } from "./assets.ts";
+import type { Rect } from "./db-postprocess.ts";
+import { detectText } from "./detect.ts";
+import { cropRgb, decodeImage, type RgbImage, rotateCounterClockwise } from "./image.ts";
+import { mergeRowNeighbours, recognitionRegion, sortReadingOrder } from "./layout.ts";
+import { recognizeLines } from "./recognize.ts";
+
+/** Four corners, clockwise from the top-left, in original image pixels. */
+export type Quad = [[number, number], [number, number], [number, number], [number, number]];
+
+export interface OcrLine {
+  text: string;
+  /** Mean character confidence, 0..1. */
+  score: number;
+  box: Quad;
+}
+
+/** The `ocr` model's job output. */
+export interface OcrOutput {
+  /** Every line's text, top to bottom, joined with "\n". */
+  text: string;
+  lines: OcrLine[];
+}
+
+/** Lines the recogniser is less sure of than this are dropped (PaddleOCR's drop_score). */
+const MIN_LINE_SCORE = 0.5;
+/** PaddleOCR turns crops at least this much taller than wide upright before reading. */
+const TALL_CROP_RATIO = 1.5;
+
+/** PP-OCRv4 detection and recognition, loaded once and reused for every image. */
+export class OcrEngine {
+  private constructor(
+    private readonly detector: ort.InferenceSession,
+    private readonly recognizer: ort.InferenceSession,
+    private readonly charset: readonly string[],
+  ) {}
+
+  static async load(createSession: SessionFactory): Promise<OcrEngine> {
+    const paths = ocrAssetPaths();
+    const [detector, recognizer, charset] = await Promise.all([
+      createSession(paths.detectionModel),
+      createSession(paths.recognitionModel),
+      loadCharset(paths.dictionary),
+    ]);
+    return new OcrEngine(detector, recognizer, charset);
+  }
+
+  /** Reads the text in an encoded image (JPEG, PNG, …). */
+  async recognize(bytes: Uint8Array): Promise<OcrOutput> {
+    return this.recognizeDecoded(await decodeImage(bytes));
+  }
+
+  async recognizeDecoded(image: RgbImage): Promise<OcrOutput> {
+    const boxes = sortReadingOrder(mergeRowNeighbours(await detectText(this.detector, image)));
+    const crops = boxes.map((box) => cropForRecognition(image, box));
+    const decoded = await recognizeLines(this.recognizer, crops, this.charset);
+    const lines: OcrLine[] = [];
+    decoded.forEach(({ text, score }, i) => {
+      const trimmed = text.trim();
+      if (trimmed === "" || score < MIN_LINE_SCORE) return;
+      lines.push({ text: trimmed, score, box: toQuad(boxes[i]!) });
+    });
+    return { text: lines.map((line) => line.text).join("\n"), lines };
+  }
+
+  /** Runs both models once on blank input so the first job does not pay for allocation. */
+  async warm(): Promise<void> {
+    const blank = (width: number, height: number): RgbImage => ({
+      data: new Uint8Array(width * height * 3).fill(255),
+      width,
+      height,
+    });
+    await detectText(this.detector, blank(320, 96));
+    await recognizeLines(this.recognizer, [blank(160, 48)], this.charset);
+  }
+
+  async release(): Promise<void> {
+    await Promise.all([this.detector.release(), this.recognizer.release()]);
+  }
+}
+
+function cropForRecognition(image: RgbImage, box: Rect): RgbImage {
+  const region = recognitionRegion(box, image.width, image.height);
+  const { left, top, right, bottom } = region;
+  const crop = cropRgb(image, left, top, right - left, bottom - top);
+  return crop.height / crop.width >= TALL_CROP_RATIO ? rotateCounterClockwise(crop) : crop;
+}
+
+function toQuad({ left, top, right, bottom }: Rect): Quad {
+  return [
+    [left, top],
+    [right, top],
+    [right, bottom],
+    [left, bottom],
+  ];
+}

@@ -1,0 +1,95 @@
+import { z } from "zod";
+import { JobError } from "../../shared/protocol/index.ts";
+
+/**
+ * Messages between the runner (parent) and its child process over the IPC channel. The
+ * channel uses advanced (structured clone) serialisation, so input bytes cross as
+ * Uint8Array, not base64. Every message carries `v: 1` so parent and child from different
+ * releases refuse each other clearly instead of misreading fields.
+ */
+
+const ExecutionProviderSchema = z.enum(["cuda", "cpu"]);
+
+const Bytes = z.custom<Uint8Array>((value) => value instanceof Uint8Array, "expected bytes");
+
+/** Parent → child: load these models on the first provider that works. */
+export const LoadMessage = z.object({
+  v: z.literal(1),
+  type: z.literal("load"),
+  models: z.array(z.string()).min(1),
+  threads: z.number().int().min(0),
+  providers: z.array(ExecutionProviderSchema).min(1),
+});
+export type LoadMessage = z.infer<typeof LoadMessage>;
+
+/** Parent → child: run one job. `id` pairs the result with its request. */
+export const RunMessage = z.object({
+  v: z.literal(1),
+  type: z.literal("run"),
+  id: z.number().int(),
+  request: z.object({
+    jobId: z.string(),
+    model: z.string(),
+    files: z.record(z.string(), z.object({ bytes: Bytes, contentType: z.string().nullable() })),
+    params: z.record(z.string(), z.unknown()),
+  }),
+});
+export type RunMessage = z.infer<typeof RunMessage>;
+
+export const ParentMessage = z.discriminatedUnion("type", [LoadMessage, RunMessage]);
+export type ParentMessage = z.infer<typeof ParentMessage>;
+
+const ProviderAttemptSchema = z.object({
+  provider: ExecutionProviderSchema,
+  ok: z.boolean(),
+  reason: z.string().optional(),
+});
+
+/** Child → parent: models loaded and warmed on `provider`. */
+export const ReadyMessage = z.object({
+  v: z.literal(1),
+  type: z.literal("ready"),
+  provider: ExecutionProviderSchema,
+  attempts: z.array(ProviderAttemptSchema),
+  models: z.array(z.string()),
+  loadMs: z.number(),
+});
+export type ReadyMessage = z.infer<typeof ReadyMessage>;
+
+/** Child → parent: loading failed; the child exits after sending this. */
+export const LoadFailedMessage = z.object({
+  v: z.literal(1),
+  type: z.literal("load_failed"),
+  error: JobError,
+});
+export type LoadFailedMessage = z.infer<typeof LoadFailedMessage>;
+
+export const ResultMessage = z.object({
+  v: z.literal(1),
+  type: z.literal("result"),
+  id: z.number().int(),
+  result: z.discriminatedUnion("ok", [
+    z.object({ ok: z.literal(true), output: z.unknown() }),
+    z.object({ ok: z.literal(false), error: JobError }),
+  ]),
+  durationMs: z.number(),
+});
+export type ResultMessage = z.infer<typeof ResultMessage>;
+
+/** Child → parent: a log line for the parent's logger (the child has no log sink). */
+export const LogMessage = z.object({
+  v: z.literal(1),
+  type: z.literal("log"),
+  level: z.enum(["info", "warn", "error"]),
+  msg: z.string(),
+  data: z.record(z.string(), z.unknown()).optional(),
+});
+export type LogMessage = z.infer<typeof LogMessage>;
+
+export const ChildMessage = z.discriminatedUnion("type", [
+  ReadyMessage,
+  LoadFailedMessage,
+  ResultMessage,
+  LogMessage,
+]);
+export type ChildMessage = z.infer<typeof ChildMessage>;

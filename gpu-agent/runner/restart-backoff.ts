@@ -1,0 +1,41 @@
+/** Crashes this close together count as one crash loop. */
+const CRASH_WINDOW_MS = 60_000;
+
+export interface RestartBackoffOptions {
+  /** First delay before forking a new child after a crash (default 250 ms). */
+  initialDelayMs?: number;
+  /** Longest delay, however often the child crashes (default 30 s). */
+  maxDelayMs?: number;
+}
+
+/**
+ * How long to wait before replacing a crashed child: the delay doubles with each crash in
+ * the last minute and with each failed restart, so a job that kills the child every time, or
+ * a child that cannot start, slows down instead of spinning the host.
+ */
+export class RestartBackoff {
+  private crashTimes: number[] = [];
+  private readonly initialDelayMs: number;
+  private readonly maxDelayMs: number;
+
+  constructor(
+    options: RestartBackoffOptions = {},
+    private readonly now = () => Date.now(),
+  ) {
+    this.initialDelayMs = options.initialDelayMs ?? 250;
+    this.maxDelayMs = options.maxDelayMs ?? 30_000;
+  }
+
+  /** Records a crash; returns the delay before the first restart attempt. */
+  crashed(): number {
+    const now = this.now();
+    this.crashTimes = [...this.crashTimes.filter((t) => now - t < CRASH_WINDOW_MS), now];
+    return this.delay(0);
+  }
+
+  /** The delay before the next attempt after `failedStarts` restarts failed in a row. */
+  delay(failedStarts: number): number {
+    const step = Math.max(0, this.crashTimes.length - 1) + failedStarts;
+    return Math.min(this.maxDelayMs, this.initialDelayMs * 2 ** step);
+  }
+}

@@ -1,0 +1,295 @@
+import type { Logger } from "pino";
+import type { JobError } from "../shared/protocol/error.ts";
+import type { Consumer, Delivery, JobQueue } from "../shared/queue/port.ts";
+import { runAttempt } from "./attempt.ts";
+import { backoffMs } from "./backoff.ts";
+import { type GatewayClient, GatewayError } from "./gateway-client.ts";
+import { startHeartbeats } from "./heartbeat.ts";
+import type { Runner } from "./runner/types.ts";
+import { createRunnerPool } from "./runner-pool.ts";
+import type {
+  JobPhase,
+  SettleOutcome,
+  Supervisor,
+  SupervisorConfig,
+  SupervisorEvent,
+  SupervisorStatus,
+} from "./supervisor-types.ts";
+
+export type * from "./supervisor-types.ts";
+
+export interface SupervisorOptions {
+  queue: JobQueue;
+  gateway: GatewayClient;
+  runners: Runner[];
+  config: SupervisorConfig;
+  logger: Logger;
+  /** For input downloads and output uploads. */
+  fetch?: typeof fetch;
+  /** Delay before redelivering a failed attempt; exponential with full jitter by default. */
+  retryDelayMs?: (attempt: number) => number;
+}
+
+interface InFlight {
+  delivery: Delivery;
+  jobId: string;
+  attempt: number;
+  model: string;
+  phase: JobPhase;
+  since: number;
+  log: Logger;
+  claimed: boolean;
+  /** Taken back at the drain deadline: whatever the run yields is dropped. */
+  released: boolean;
+  settled: boolean;
+  onSettled: () => void;
+}
+
+/**
+ * Creates the supervisor. It holds the queue connection, the leases and the gateway
+ * conversation; inference runs in the runners' child processes, so this event loop stays
+ * free for heartbeats however long a model takes, and a crashed runner costs one attempt,
+ * not the agent.
+ *
+ * One delivery: claim → download inputs → run → upload output → report → settle. The
+ * message is settled (ack, retry, dead-letter) only after the gateway recorded the
+ * outcome, so a crash anywhere means redelivery, never a lost job.
+ */
+export function createSupervisor(options: SupervisorOptions): Supervisor {
+  const { queue, gateway, config, logger } = options;
+  const pool = createRunnerPool(options.runners);
+  const inFlight = new Map<Delivery, InFlight>();
+  const listeners = new Set<(event: SupervisorEvent) => void>();
+  const idleWaiters: (() => void)[] = [];
+  let state: SupervisorStatus["state"] = "idle";
+  let consumer: Consumer | null = null;
+  let heartbeats: { stop(): void } | null = null;
+  let drained: Promise<void> | null = null;
+  const retryDelay = options.retryDelayMs ?? ((attempt: number) => backoffMs(attempt));
+  const transfer = { maxInputBytes: config.maxInputBytes, fetch: options.fetch };
+
+  const emit = (event: SupervisorEvent) => {
+    for (const listener of listeners) listener(event);
+  };
+
+  /** Settles once: whichever of the normal path and the drain deadline comes first wins. */
+  async function settle(
+    job: InFlight,
+    outcome: SettleOutcome,
+    error: JobError | null,
+    action: () => Promise<unknown>,
+  ): Promise<void> {
+    if (job.settled) return;
+    job.settled = true;
+    let final = outcome;
+    try {
+      const result = await action();
+      if (result === "dead-lettered") final = "dead-lettered";
+    } catch (cause) {
+      // The lease runs out and the queue delivers the job again: nothing is lost.
+      job.log.error({ err: cause }, "could not settle the message; it will be redelivered");
+    }
+    job.log.info({ outcome: final, error_code: error?.code }, `job ${final}`);
+    inFlight.delete(job.delivery);
+    job.onSettled();
+    emit({ type: "settled", jobId: job.jobId, attempt: job.attempt, outcome: final, error });
+    if (inFlight.size === 0) for (const wake of idleWaiters.splice(0)) wake();
+  }
+
+  /** The gateway could not be told; another delivery will redo the work and tell it. */
+  const retryLater = (job: InFlight, cause: GatewayError) => {
+    const error: JobError = { type: "transient", code: cause.code, message: cause.message };
+    job.log.warn({ err: cause }, "gateway call failed; leaving the job to another delivery");
+    return settle(job, "retried", error, () => job.delivery.retry(retryDelay(job.attempt), error));
+  };
+
+  async function handleJob(job: InFlight): Promise<void> {
+    const claimed = await gateway.claim(job.jobId, job.attempt);
+    if (!claimed.ok) {
+      job.log.info({ code: claimed.code, detail: claimed.detail }, "claim refused; not running");
+      return settle(job, "refused", null, () => job.delivery.ack());
+    }
+    job.claimed = true;
+    // Released at the drain deadline while the claim was in flight: not ours to run now.
+    if (job.settled) return;
+    const result = await runAttempt({
+      jobId: job.jobId,
+      claim: claimed.claim,
+      pool,
+      transfer,
+      onPhase(phase, detail) {
+        job.phase = phase;
+        if (phase !== "running" || !detail) return;
+        job.log.info(detail, "running");
+        emit({ type: "running", jobId: job.jobId, attempt: job.attempt, ...detail });
+      },
+      isReleased: () => job.released,
+    });
+    if (job.released) return;
+    if (!result.ok) return fail(job, result.error);
+    job.phase = "reporting";
+    await gateway.report(job.jobId, {
+      type: "succeeded",
+      attempt: job.attempt,
+      output: result.output,
+    });
+    await settle(job, "succeeded", null, () => job.delivery.ack());
+  }
+
+  async function fail(job: InFlight, error: JobError): Promise<void> {
+    const willRetry = error.type === "transient" && job.attempt < config.maxAttempts;
+    job.log.warn(
+      { error_code: error.code, error_type: error.type, will_retry: willRetry },
+      error.message,
+    );
+    job.phase = "reporting";
+    await gateway.report(job.jobId, {
+      type: "failed",
+      attempt: job.attempt,
+      error,
+      will_retry: willRetry,
+    });
+    if (willRetry) {
+      return settle(job, "retried", error, () =>
+        job.delivery.retry(retryDelay(job.attempt), error),
+      );
+    }
+    return settle(job, "dead-lettered", error, () => job.delivery.deadLetter(error));
+  }
+
+  function handle(delivery: Delivery): Promise<void> {
+    const { message } = delivery;
+    let onSettled = () => {};
+    const settledPromise = new Promise<void>((resolve) => {
+      onSettled = resolve;
+    });
+    const job: InFlight = {
+      delivery,
+      jobId: message.id,
+      attempt: delivery.attempt,
+      model: message.model,
+      phase: "claiming",
+      since: Date.now(),
+      log: logger.child({ job_id: message.id, attempt: delivery.attempt, model: message.model }),
+      claimed: false,
+      released: false,
+      settled: false,
+      onSettled,
+    };
+    inFlight.set(delivery, job);
+    job.log.info("delivery received");
+    handleJob(job).catch((cause) => {
+      if (job.settled) return;
+      if (cause instanceof GatewayError) return retryLater(job, cause);
+      job.log.error({ err: cause }, "unexpected failure handling the job");
+      const error: JobError = { type: "transient", code: "agent_error", message: String(cause) };
+      return settle(job, "retried", error, () =>
+        job.delivery.retry(retryDelay(job.attempt), error),
+      );
+    });
+    // Resolves when the message is settled, not when the run ends: a job released at the
+    // drain deadline must not hold up the consumer's stop while its runner is killed.
+    return settledPromise;
+  }
+
+  /** At the drain deadline: tell the gateway and requeue at once for another agent. */
+  async function release(job: InFlight): Promise<void> {
+    job.released = true;
+    const error: JobError = {
+      type: "transient",
+      code: "agent_draining",
+      message: "the agent shut down before the job finished",
+    };
+    if (job.claimed) {
+      await gateway
+        .report(job.jobId, {
+          type: "released",
+          attempt: job.attempt,
+          reason: "agent shutting down",
+        })
+        .catch((cause) => job.log.warn({ err: cause }, "could not report the release"));
+    }
+    await settle(job, "released", error, () => job.delivery.retry(0, error));
+  }
+
+  const whenIdle = () =>
+    new Promise<void>((resolve) => {
+      if (inFlight.size === 0) resolve();
+      else idleWaiters.push(resolve);
+    });
+
+  async function drainNow(): Promise<void> {
+    state = "draining";
+    logger.info({ in_flight: inFlight.size, timeout_ms: config.drainTimeoutMs }, "draining");
+    // The consumer may still hand over a delivery it was fetching, so "finished" means the
+    // consumer has stopped and, after that, nothing is in flight here.
+    const stopping = (consumer?.stop() ?? Promise.resolve()).catch((cause) =>
+      logger.error({ err: cause }, "consumer stop failed"),
+    );
+    const finished = stopping.then(whenIdle);
+    let deadline: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<boolean>((resolve) => {
+      deadline = setTimeout(() => resolve(true), config.drainTimeoutMs);
+    });
+    const late = await Promise.race([finished.then(() => false), timedOut]);
+    clearTimeout(deadline);
+    if (late) {
+      logger.warn({ jobs: inFlight.size }, "drain timeout: releasing unfinished jobs");
+      await Promise.all([...inFlight.values()].map(release));
+      await stopping;
+    }
+    heartbeats?.stop();
+    state = "stopped";
+    logger.info("drained");
+  }
+
+  return {
+    async start() {
+      if (state !== "idle") throw new Error(`the supervisor is ${state}`);
+      state = "running";
+      heartbeats = startHeartbeats({
+        gateway,
+        intervalMs: config.heartbeatIntervalMs,
+        leaseMs: config.leaseMs,
+        targets: () => inFlight.values(),
+        onBeat: (job) => emit({ type: "heartbeat", jobId: job.jobId, attempt: job.attempt }),
+      });
+      try {
+        consumer = await queue.consume(handle, { prefetch: pool.size, models: config.models });
+      } catch (cause) {
+        heartbeats.stop();
+        state = "stopped";
+        throw cause;
+      }
+      logger.info({ slots: pool.size, models: config.models }, "waiting for jobs");
+    },
+
+    drain() {
+      drained ??= drainNow();
+      return drained;
+    },
+
+    status() {
+      const runners = pool.snapshot();
+      return {
+        state,
+        slots: pool.size,
+        busy: pool.busyCount(),
+        provider: runners.find((r) => r.provider)?.provider ?? null,
+        runners,
+        inFlight: [...inFlight.values()].map((job) => ({
+          jobId: job.jobId,
+          attempt: job.attempt,
+          model: job.model,
+          phase: job.phase,
+          since: new Date(job.since).toISOString(),
+        })),
+      };
+    },
+
+    on(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+  };
+}

@@ -7,11 +7,15 @@ import type { Gateway, GatewayRuntime } from "./context.ts";
 import type { AppEnv } from "./env.ts";
 import { JobNotifier } from "./notifier.ts";
 import { problemResponse } from "./problem.ts";
+import { adminRoutes } from "./routes/admin.ts";
+import { adminAgentRoutes } from "./routes/admin-agents.ts";
 import { agentRoutes } from "./routes/agent.ts";
 import { blobRoutes } from "./routes/blobs.ts";
 import { jobEventRoutes } from "./routes/job-events.ts";
+import { jobWebhookRoutes } from "./routes/job-webhooks.ts";
 import { jobRoutes } from "./routes/jobs.ts";
 import { metaRoutes } from "./routes/meta.ts";
+import { modelRoutes } from "./routes/models.ts";
 import { uploadRoutes } from "./routes/uploads.ts";
 import { webhookRoutes } from "./routes/webhooks.ts";
 import { JobStore } from "./store/job-store.ts";
@@ -72,7 +76,11 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
   api.route("/uploads", uploadRoutes);
   api.route("/jobs", jobRoutes);
   api.route("/jobs", jobEventRoutes);
+  api.route("/jobs", jobWebhookRoutes);
   api.route("/webhooks", webhookRoutes);
+  api.route("/models", modelRoutes);
+  api.route("/admin/agents", adminAgentRoutes);
+  api.route("/admin", adminRoutes);
   app.route("/v1", api);
   return app;
 }

@@ -146,3 +146,6 @@ process.on("message", (raw: unknown) => {
 
 // The parent is gone (crashed or killed): nobody will read results, so stop now.
 process.on("disconnect", () => process.exit(0));
+// Ctrl-C in a terminal signals the whole process group. The supervisor decides when this
+// runner stops (after draining its job), so the child ignores SIGINT and waits to be told.
+process.on("SIGINT", () => {});

@@ -71,15 +71,19 @@ function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/** Resizes RGB pixels (bilinear, as PaddleOCR's cv2.resize does by default). */
+/**
+ * Resizes RGB pixels. Detection input uses bilinear, as PaddleOCR's cv2.resize does by
+ * default; recognition crops read better bicubic (PaddleOCR cuts them with INTER_CUBIC).
+ */
 export async function resizeRgb(
   image: RgbImage,
   width: number,
   height: number,
+  kernel: "linear" | "cubic" = "linear",
 ): Promise<Uint8Array> {
   if (width === image.width && height === image.height) return image.data;
   return sharp(image.data, { raw: { width: image.width, height: image.height, channels: 3 } })
-    .resize(width, height, { fit: "fill", kernel: (process.env.K ?? "linear") as "linear" })
+    .resize(width, height, { fit: "fill", kernel })
     .raw()
     .toBuffer();
 }

@@ -2,8 +2,11 @@ import type { Rect } from "./db-postprocess.ts";
 
 /** Boxes whose tops are this close (pixels) count as one row and read left to right. */
 const SAME_ROW_PIXELS = 10;
-/** Two boxes on a row closer than this many line heights are one line the detector split. */
-const MAX_WORD_GAP = 0.5;
+/**
+ * Two boxes on a row closer than this many line heights are one line the detector split. A
+ * word space is about 0.3-0.5 of a line's height; table columns sit further apart.
+ */
+const MAX_WORD_GAP = 0.8;
 /** Share of the shorter box's height two boxes must overlap vertically to share a row. */
 const MIN_ROW_OVERLAP = 0.5;
 /**
@@ -11,7 +14,7 @@ const MIN_ROW_OVERLAP = 0.5;
  * PP-OCRv4's recogniser was trained on looser crops and, without room around the text,
  * drops the spaces between words at small font sizes.
  */
-const CROP_MARGIN = Number(process.env.MV ?? 0.2);
+const CROP_MARGIN = 0.25;
 
 /**
  * Joins boxes the detector split inside one line (a wide space at large font sizes). Read

@@ -61,7 +61,7 @@ async function recognizeBatch(
   const input = new Float32Array(crops.length * imageSize);
   for (const [i, crop] of crops.entries()) {
     const width = widths[i]!;
-    const pixels = await resizeRgb(crop, width, RECOGNITION_HEIGHT);
+    const pixels = await resizeRgb(crop, width, RECOGNITION_HEIGHT, "cubic");
     writeBgrPlanes(
       input,
       i * imageSize,

@@ -57,7 +57,10 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
     port: settings.port,
     host: settings.host,
     publicUrl: settings.publicUrl,
-    databasePath: join(settings.dataDir, "gantry.db"),
+    databaseUrl: settings.databaseUrl,
+    queueUrl: settings.queueUrl,
+    maxAttempts: settings.maxAttempts,
+    leaseSeconds: settings.leaseSeconds,
     blobDir: join(settings.dataDir, "blobs"),
     blobSecret: secrets.blobSecret,
     agentToken,
@@ -67,6 +70,9 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
     allowInsecureWebhooks: command === "start",
     logger: logger.child({ component: "gateway" }),
   });
+  say(
+    `jobs in ${node.dialect === "postgres" ? "Postgres" : "SQLite"}; queue: ${node.queueDescription}`,
+  );
   const apiKey = settings.apiKey ?? secrets.apiKey;
   await ensureTenantWithKey(node.db, {
     id: "ten_default",
@@ -81,7 +87,7 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
       ...env,
       GANTRY_GATEWAY_URL: node.url,
       GANTRY_AGENT_TOKEN: agentToken,
-      GANTRY_QUEUE_URL: `sqlite:${join(settings.dataDir, "gantry.db")}`,
+      GANTRY_QUEUE_URL: settings.queueUrl ?? settings.databaseUrl,
       GANTRY_MODELS: settings.models.join(","),
       GANTRY_SLOTS: String(settings.slots),
       GANTRY_THREADS: String(settings.threads),
@@ -89,10 +95,11 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
     agent = await startAgent(config, {
       logger: logger.child({ component: "agent" }),
       progress: say,
-      // Share the gateway's queue: one SQLite connection, and publishes wake the agent at once.
+      // Share the gateway's queue: one connection, and on the embedded `sql` queue a publish
+      // wakes the agent at once instead of at its next poll.
       openQueue: async () => ({
         queue: node.queue,
-        description: "embedded sql queue",
+        description: node.queueDescription,
         close: async () => {},
       }),
     });

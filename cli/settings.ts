@@ -1,7 +1,9 @@
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { z } from "zod";
+import { isPostgresUrl, parsePostgresUrl } from "../shared/db/postgres.ts";
 import { UserError } from "../shared/errors.ts";
 import { ModelId } from "../shared/protocol/index.ts";
+import { queueKind } from "../shared/queue/open.ts";
 
 const port = z.coerce.number().int().min(0).max(65535);
 const list = z
@@ -25,6 +27,22 @@ const Settings = z.object({
   GANTRY_HOST: z.string().min(1).default("127.0.0.1"),
   GANTRY_PUBLIC_URL: z.url().optional(),
   GANTRY_DATA_DIR: z.string().min(1).default(".gantry"),
+  GANTRY_DATABASE_URL: z
+    .string()
+    .trim()
+    .min(1)
+    .refine(validDatabaseUrl, {
+      error: "must be postgres://user@host/db (optionally ?schema=name) or a SQLite file path",
+    })
+    .optional(),
+  GANTRY_QUEUE_URL: z
+    .string()
+    .trim()
+    .min(1)
+    .refine(validQueueUrl, {
+      error: "must be amqp(s)://…, sqs://…, postgres://… or a SQLite file path",
+    })
+    .optional(),
   GANTRY_API_KEY: z.string().min(16, "must be at least 16 characters").max(256).optional(),
   GANTRY_AGENT_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
   GANTRY_MODELS: list.default(["ocr"]),
@@ -36,6 +54,12 @@ const Settings = z.object({
     .positive()
     .default(20 * 1024 * 1024),
   GANTRY_SWEEP_SECONDS: z.coerce.number().positive().default(5),
+  GANTRY_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(5),
+  GANTRY_LEASE_SECONDS: z.coerce
+    .number()
+    .min(0.1)
+    .max(12 * 3600)
+    .default(60),
   GANTRY_LOG_LEVEL: z
     .enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"])
     .default("info"),
@@ -46,6 +70,10 @@ export interface GantrySettings {
   host: string;
   publicUrl: string | null;
   dataDir: string;
+  /** `postgres://…` or a SQLite path; defaults to `<dataDir>/gantry.db`. */
+  databaseUrl: string;
+  /** Null: the embedded `sql` queue in the same database. */
+  queueUrl: string | null;
   apiKey: string | null;
   agentToken: string | null;
   models: string[];
@@ -53,6 +81,10 @@ export interface GantrySettings {
   threads: number;
   maxUploadBytes: number;
   sweepIntervalMs: number;
+  /** Claims before a job fails for good; the agents' GANTRY_MAX_ATTEMPTS. */
+  maxAttempts: number;
+  /** The agents' lease: a running job silent longer (plus a grace) goes back to the queue. */
+  leaseSeconds: number;
   logLevel: string;
 }
 
@@ -66,11 +98,14 @@ export function readSettings(env: Record<string, string | undefined>): GantrySet
     throw new UserError(`Invalid settings:\n${lines.join("\n")}`);
   }
   const s = result.data;
+  const dataDir = resolve(s.GANTRY_DATA_DIR);
   return {
     port: s.PORT,
     host: s.GANTRY_HOST,
     publicUrl: s.GANTRY_PUBLIC_URL ?? null,
-    dataDir: resolve(s.GANTRY_DATA_DIR),
+    dataDir,
+    databaseUrl: s.GANTRY_DATABASE_URL ?? join(dataDir, "gantry.db"),
+    queueUrl: s.GANTRY_QUEUE_URL ?? null,
     apiKey: s.GANTRY_API_KEY ?? null,
     agentToken: s.GANTRY_AGENT_TOKEN ?? null,
     models: s.GANTRY_MODELS,
@@ -78,6 +113,27 @@ export function readSettings(env: Record<string, string | undefined>): GantrySet
     threads: s.GANTRY_THREADS,
     maxUploadBytes: s.GANTRY_MAX_UPLOAD_BYTES,
     sweepIntervalMs: s.GANTRY_SWEEP_SECONDS * 1000,
+    maxAttempts: s.GANTRY_MAX_ATTEMPTS,
+    leaseSeconds: s.GANTRY_LEASE_SECONDS,
     logLevel: s.GANTRY_LOG_LEVEL,
   };
+}
+
+/** Checked at start-up, so a typo stops the program before it opens anything. */
+function validDatabaseUrl(url: string): boolean {
+  if (isPostgresUrl(url)) return succeeds(() => parsePostgresUrl(url));
+  return !/^[a-z][a-z0-9+.-]+:\/\//i.test(url) || /^(sqlite|file):/i.test(url);
+}
+
+function validQueueUrl(url: string): boolean {
+  return succeeds(() => queueKind(url)) && (!isPostgresUrl(url) || validDatabaseUrl(url));
+}
+
+function succeeds(check: () => unknown): boolean {
+  try {
+    check();
+    return true;
+  } catch {
+    return false;
+  }
 }

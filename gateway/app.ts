@@ -1,12 +1,14 @@
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HttpProblem } from "../shared/errors.ts";
-import { requireApiKey } from "./auth.ts";
+import { requireApiKey, requireScope } from "./auth.ts";
+import { RetryLaterProblem } from "./backpressure.ts";
 import { modelSpecs } from "./config.ts";
 import type { Gateway, GatewayRuntime } from "./context.ts";
 import type { AppEnv } from "./env.ts";
 import { JobNotifier } from "./notifier.ts";
 import { problemResponse } from "./problem.ts";
+import { rateLimit } from "./rate-limit.ts";
 import { adminRoutes } from "./routes/admin.ts";
 import { adminAgentRoutes } from "./routes/admin-agents.ts";
 import { agentRoutes } from "./routes/agent.ts";
@@ -37,6 +39,9 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
     await next();
   });
   app.onError((error, c) => {
+    if (error instanceof RetryLaterProblem) {
+      return problemResponse(c, error, error.responseHeaders());
+    }
     if (error instanceof HttpProblem) return problemResponse(c, error);
     gateway.log.error(
       { err: error instanceof Error ? error.stack : String(error), path: c.req.path },
@@ -72,7 +77,8 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
 
   app.route("/", metaRoutes);
   app.route("/internal/v1", agentRoutes);
-  const api = new Hono<AppEnv>().use(requireApiKey);
+  // Who (401), then how often (429, counted even for what the key may not do), then what (403).
+  const api = new Hono<AppEnv>().use(requireApiKey, rateLimit, requireScope);
   api.route("/uploads", uploadRoutes);
   api.route("/jobs", jobRoutes);
   api.route("/jobs", jobEventRoutes);

@@ -1,6 +1,7 @@
 import { createMiddleware } from "hono/factory";
 import { HttpProblem } from "../shared/errors.ts";
 import type { AppEnv } from "./env.ts";
+import { KEY_PREFIX, type Scope, VISIBLE_PREFIX_LENGTH } from "./store/api-keys.ts";
 import { tenantForKey } from "./store/tenants.ts";
 
 const unauthorized = (detail: string) =>
@@ -12,29 +13,63 @@ function bearerToken(header: string | undefined): string {
   return match[1];
 }
 
-/** Public API: the bearer key names the tenant. */
-export const requireApiKey = createMiddleware<AppEnv>(async (c, next) => {
-  const tenant = await tenantForKey(c.var.gateway.db, bearerToken(c.req.header("authorization")));
-  if (!tenant) throw unauthorized("The API key is not valid or has been revoked.");
-  c.set("tenant", tenant);
-  await next();
-});
-
-/** Internal agent API: the shared agent token, compared in constant time. */
-export const requireAgentToken = createMiddleware<AppEnv>(async (c, next) => {
-  const token = bearerToken(c.req.header("authorization"));
-  if (!constantTimeEqual(token, c.var.gateway.config.agentToken)) {
-    throw unauthorized("The agent token is not valid.");
-  }
-  await next();
-});
-
-function constantTimeEqual(a: string, b: string): boolean {
-  const left = new TextEncoder().encode(a);
-  const right = new TextEncoder().encode(b);
-  let diff = left.length ^ right.length;
-  for (let i = 0; i < Math.max(left.length, right.length); i++) {
-    diff |= (left[i] ?? 0) ^ (right[i] ?? 0);
-  }
-  return diff === 0;
+/**
+ * What of a presented token may go into a log line. Our own `gk_live_` keys show the
+ * prefix that is also stored and listed; anything else (an old or hand-picked key, a
+ * token pasted by mistake) shows at most a quarter of itself, so a short secret is never
+ * logged whole.
+ */
+export function loggablePrefix(token: string): string {
+  if (token.startsWith(KEY_PREFIX)) return token.slice(0, VISIBLE_PREFIX_LENGTH);
+  return `${token.slice(0, Math.min(8, Math.floor(token.length / 4)))}…`;
 }
+
+/**
+ * Public API: the bearer key names the tenant. Keys are looked up on every request (one
+ * indexed read), so a revoked key stops working at once on every gateway.
+ */
+export const requireApiKey = createMiddleware<AppEnv>(async (c, next) => {
+  // A 401 tells the client how to authenticate (RFC 6750); headers set now survive the throw.
+  c.header("www-authenticate", 'Bearer realm="gantry"');
+  const token = bearerToken(c.req.header("authorization"));
+  const found = await tenantForKey(c.var.gateway.db, token);
+  if (!found) {
+    c.var.gateway.log.warn(
+      { key_prefix: loggablePrefix(token), path: c.req.path },
+      "API key refused",
+    );
+    throw unauthorized("The API key is not valid or has been revoked.");
+  }
+  c.header("www-authenticate", undefined);
+  c.set("tenant", found.tenant);
+  c.set("apiKey", found.key);
+  await next();
+});
+
+/**
+ * The scope each request needs, decided in one place so routes added later are covered:
+ * `/v1/admin` needs `admin`; the webhook signing secret needs `jobs:write` (whoever holds
+ * it can forge webhooks to the tenant); `/v1/models` only a valid key; other reads need
+ * `jobs:read` and everything else (submit, cancel, upload, redeliver) `jobs:write`.
+ */
+export function requiredScope(method: string, path: string): Scope | null {
+  if (path === "/v1/admin" || path.startsWith("/v1/admin/")) return "admin";
+  if (path === "/v1/models" || path.startsWith("/v1/models/")) return null;
+  if (path === "/v1/webhooks" || path.startsWith("/v1/webhooks/")) return "jobs:write";
+  return method === "GET" || method === "HEAD" ? "jobs:read" : "jobs:write";
+}
+
+/** Refuses a key without the scope its request needs: 403, naming the scope. */
+export const requireScope = createMiddleware<AppEnv>(async (c, next) => {
+  const scope = requiredScope(c.req.method, c.req.path);
+  if (scope && !c.var.apiKey.scopes.includes(scope)) {
+    throw new HttpProblem(
+      403,
+      "insufficient_scope",
+      "Insufficient scope",
+      `This API key lacks the \`${scope}\` scope that ${c.req.method} ${c.req.path} needs.`,
+      { required_scope: scope },
+    );
+  }
+  await next();
+});

@@ -34,6 +34,16 @@ export const GatewayConfig = z.object({
   agentToken: z.string().min(16),
   /** Embedded mode lets webhooks go to http:// and loopback receivers, for local testing. */
   allowInsecureWebhooks: z.boolean().default(false),
+  /**
+   * Backpressure: the most jobs that may wait (ready, not yet taken) in one model's queue
+   * before `POST /v1/jobs` answers 503; `queueBounds` sets it per model.
+   */
+  maxQueueDepth: z.number().int().positive().default(10_000),
+  queueBounds: z.record(z.string(), z.number().int().positive()).default({}),
+  /** How long a queue depth reading is reused, so each submit does not ask the broker. */
+  queueDepthCacheMs: z.number().int().min(0).default(1_000),
+  /** `Retry-After` on a 503 (queue full) or a 429 for too many queued jobs. */
+  retryAfterSeconds: z.number().int().positive().default(5),
 });
 export type GatewayConfig = z.infer<typeof GatewayConfig>;
 export type GatewayConfigInput = z.input<typeof GatewayConfig>;

@@ -2,14 +2,14 @@ import { type ServerType, serve } from "@hono/node-server";
 import type { Kysely } from "kysely";
 import pino from "pino";
 import { createDiskBlobStore } from "../shared/blob/disk.ts";
+import { type OpenedDatabase, openDatabase } from "../shared/db/open.ts";
 import type { Database } from "../shared/db/schema.ts";
-import { openSqlite } from "../shared/db/sqlite.ts";
-import type { JobQueue } from "../shared/queue/port.ts";
-import { createSqlQueue } from "../shared/queue/sql.ts";
+import { type OpenedQueue, openQueue, sqlQueueOn } from "../shared/queue/open.ts";
+import type { JobQueue, QueueLimits } from "../shared/queue/port.ts";
 import { createApp, createGateway } from "./app.ts";
 import { GatewayConfig } from "./config.ts";
 import type { Gateway } from "./context.ts";
-import { sweep } from "./sweep.ts";
+import { type SweepOptions, sweep } from "./sweep.ts";
 
 /** The Node entry: the only gateway file, beside `worker.ts`, that knows its runtime. */
 export interface NodeGatewayOptions {
@@ -17,8 +17,10 @@ export interface NodeGatewayOptions {
   host: string;
   /** Defaults to `http://host:port` once the port is known. */
   publicUrl: string | null;
-  /** SQLite file; the embedded default. */
-  databasePath: string;
+  /** `postgres://…[?schema=]`, or a SQLite path (the embedded default). */
+  databaseUrl: string;
+  /** `amqp://…`, `sqs://…`, `postgres://…`; null: the `sql` queue in the same database. */
+  queueUrl?: string | null;
   blobDir: string;
   blobSecret: string;
   agentToken: string;
@@ -29,24 +31,37 @@ export interface NodeGatewayOptions {
   logger?: pino.Logger;
   /** Queue limits shared with the agents (attempts before dead-lettering, lease). */
   maxAttempts?: number;
+  /** The agents' lease: a running job silent for longer (plus a grace) is requeued. */
+  leaseSeconds?: number;
+  /** Overrides for the sweeper's thresholds (tests shorten them). */
+  sweep?: SweepOptions;
+  /** Wraps the queue the gateway publishes to: tests inject faults with it. */
+  wrapQueue?: (queue: JobQueue) => JobQueue;
 }
 
 export interface NodeGateway {
   url: string;
   gateway: Gateway;
   db: Kysely<Database>;
+  dialect: OpenedDatabase["dialect"];
   queue: JobQueue;
+  /** Where the queue lives, without credentials. */
+  queueDescription: string;
   server: ServerType;
+  /** Runs one sweep now (the timer runs them every `sweepIntervalMs`). */
+  sweepNow(): ReturnType<typeof sweep>;
   close(): Promise<void>;
 }
 
 export async function startNodeGateway(options: NodeGatewayOptions): Promise<NodeGateway> {
   const log = options.logger ?? pino({ name: "gantry-gateway" });
-  const db = await openSqlite(options.databasePath);
-  const queue = createSqlQueue(db, {
-    dialect: "sqlite",
-    limits: { maxAttempts: options.maxAttempts ?? 5 },
+  const database = await openDatabase(options.databaseUrl);
+  const db = database.db;
+  const opened = await openGatewayQueue(database, options, log).catch(async (error) => {
+    await database.close();
+    throw error;
   });
+  const queue = options.wrapQueue ? options.wrapQueue(opened.queue) : opened.queue;
   const pending = new Set<Promise<unknown>>();
   const background = (work: Promise<unknown>) => {
     const tracked = work.catch((error) =>
@@ -63,10 +78,17 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     hostname: options.host,
     fetch: (request) => (app ? app.fetch(request) : new Response("starting", { status: 503 })),
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("listening", resolve);
-    server.once("error", reject);
-  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once("listening", resolve);
+      server.once("error", reject);
+    });
+  } catch (error) {
+    // Port taken: release the database and queue so the process can exit with the error.
+    await opened.close().catch(() => {});
+    await database.close().catch(() => {});
+    throw error;
+  }
   const address = server.address();
   const port = typeof address === "object" && address ? address.port : options.port;
   const url = options.publicUrl ?? `http://${options.host}:${port}`;
@@ -82,6 +104,8 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     maxUploadBytes: options.maxUploadBytes,
     agentToken: options.agentToken,
     allowInsecureWebhooks: options.allowInsecureWebhooks,
+    // Whole seconds in the claim; the sweeper and the queue use the exact lease.
+    ...(options.leaseSeconds ? { leaseSeconds: Math.ceil(options.leaseSeconds) } : {}),
   });
   const gateway = createGateway({
     db,
@@ -96,9 +120,17 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
   });
   app = createApp(gateway);
 
+  const sweepOptions: SweepOptions = {
+    ...(options.maxAttempts ? { maxAttempts: options.maxAttempts } : {}),
+    ...options.sweep,
+  };
   let sweeping: Promise<unknown> | null = null;
   const timer = setInterval(() => {
-    sweeping ??= sweep(gateway)
+    sweeping ??= sweep(gateway, sweepOptions)
+      .then((report) => {
+        if (report.republished || report.released || report.abandoned || report.expired)
+          log.info(report, "sweep changed jobs");
+      })
       .catch((error) => log.error({ err: String(error) }, "sweep failed"))
       .finally(() => {
         sweeping = null;
@@ -110,8 +142,11 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     url,
     gateway,
     db,
+    dialect: database.dialect,
     queue,
+    queueDescription: opened.description,
     server,
+    sweepNow: () => sweep(gateway, sweepOptions),
     async close() {
       clearInterval(timer);
       await new Promise<void>((resolve) => {
@@ -120,8 +155,27 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
         if ("closeAllConnections" in server) server.closeAllConnections();
       });
       await Promise.allSettled([...pending, sweeping]);
-      await queue.close();
-      await db.destroy();
+      await opened.close();
+      await database.close();
     },
+  };
+}
+
+/** The queue `queueUrl` names, or the embedded default: the `sql` queue in this database. */
+async function openGatewayQueue(
+  database: OpenedDatabase,
+  options: NodeGatewayOptions,
+  log: pino.Logger,
+): Promise<OpenedQueue> {
+  const limits: Partial<QueueLimits> = {
+    maxAttempts: options.maxAttempts ?? 5,
+    ...(options.leaseSeconds ? { leaseMs: options.leaseSeconds * 1000 } : {}),
+  };
+  if (options.queueUrl) return openQueue(options.queueUrl, { limits, logger: log });
+  const queue = sqlQueueOn(database, { limits, logger: log });
+  return {
+    queue,
+    description: `sql queue in ${database.description}`,
+    close: () => queue.close(),
   };
 }

@@ -1,35 +1,99 @@
+import type { JobError } from "../shared/protocol/index.ts";
+import { DEFAULT_QUEUE_LIMITS } from "../shared/queue/port.ts";
 import type { Gateway } from "./context.ts";
 import { afterTransition, publishJob, webhookDeps } from "./jobs/lifecycle.ts";
 import { deliverDue } from "./webhooks/deliveries.ts";
 
 /** A job unpublished this long after its commit is taken to have lost its publish. */
 const OUTBOX_GRACE_MS = 10_000;
+/**
+ * Added to the lease before a silent running job counts as abandoned. The queue gives the
+ * message back when the lease ends; this margin lets that redelivery's claim come first, so
+ * the sweeper only acts when the queue did not (no agent left, or the message was lost).
+ */
+const STALE_GRACE_MS = 30_000;
 const BATCH = 100;
+
+export interface SweepOptions {
+  /** How long after its commit an unpublished job is republished. Default 10 s. */
+  outboxGraceMs?: number;
+  /** How long a running job may go without a heartbeat. Default: the lease + 30 s. */
+  staleAfterMs?: number;
+  /** Claims a job gets before a stale one is failed instead of requeued. Default 5. */
+  maxAttempts?: number;
+  /** The most jobs each pass handles per sweep. Default 100. */
+  batch?: number;
+}
 
 export interface SweepReport {
   republished: number;
   expired: number;
+  /** Stale running jobs put back in the queue. */
+  released: number;
+  /** Stale running jobs that had used every attempt. */
+  abandoned: number;
   webhooks: number;
 }
 
 /**
  * The periodic housekeeping, runtime-free: run on an interval on Node and from a cron
- * trigger on Workers. Each pass is bounded and safe to run on several gateways at once.
+ * trigger on Workers. Each pass is bounded and safe to run on several gateways at once:
+ * every change is a conditional update that only one of them wins.
  */
-export async function sweep(gateway: Gateway): Promise<SweepReport> {
+export async function sweep(gateway: Gateway, options: SweepOptions = {}): Promise<SweepReport> {
   const now = gateway.now();
+  const batch = options.batch ?? BATCH;
   let republished = 0;
-  for (const row of await gateway.jobs.unpublished(now - OUTBOX_GRACE_MS, BATCH)) {
+  const outboxBefore = now - (options.outboxGraceMs ?? OUTBOX_GRACE_MS);
+  for (const row of await gateway.jobs.unpublished(outboxBefore, batch)) {
     if (await publishJob(gateway, row)) republished++;
   }
   let expired = 0;
-  for (const row of await gateway.jobs.overdueQueued(now, BATCH)) {
+  for (const row of await gateway.jobs.overdueQueued(now, batch)) {
     const result = await gateway.jobs.expire(row.id, now);
     if (result.ok) {
       expired++;
       afterTransition(gateway, result.job);
     }
   }
+  const stale = await sweepStale(gateway, now, options, batch);
   const webhooks = await deliverDue(gateway.db, webhookDeps(gateway));
-  return { republished, expired, webhooks: webhooks.attempted };
+  return { republished, expired, ...stale, webhooks: webhooks.attempted };
+}
+
+/**
+ * Running jobs whose agent stopped heartbeating go back to the queue, or fail once they
+ * were claimed `maxAttempts` times. The queue may still give the original message back as
+ * well (a lease or visibility timeout); that duplicate is harmless, because a claim is a
+ * conditional update: one delivery runs the job, the other is refused and acked.
+ */
+async function sweepStale(gateway: Gateway, now: number, options: SweepOptions, batch: number) {
+  const staleAfterMs = options.staleAfterMs ?? gateway.config.leaseSeconds * 1000 + STALE_GRACE_MS;
+  const maxAttempts = options.maxAttempts ?? DEFAULT_QUEUE_LIMITS.maxAttempts;
+  const staleBefore = now - staleAfterMs;
+  let released = 0;
+  let abandoned = 0;
+  for (const row of await gateway.jobs.staleRunning(staleBefore, batch)) {
+    const claims = await gateway.jobs.claims(row.id);
+    const retry = claims < maxAttempts;
+    const silentSeconds = Math.round((now - row.updated_at) / 1000);
+    const error: JobError = {
+      type: "transient",
+      code: "agent_lost",
+      message: retry
+        ? `the agent running attempt ${row.attempt} went silent for ${silentSeconds} s; the job was requeued`
+        : `the agent running the job went silent for ${silentSeconds} s, and it was claimed ${claims} times (the most allowed is ${maxAttempts})`,
+    };
+    const result = await gateway.jobs.reclaimStale(row, staleBefore, error, retry, now);
+    if (!result.ok) continue;
+    afterTransition(gateway, result.job);
+    if (!retry) {
+      abandoned++;
+      continue;
+    }
+    released++;
+    // A failed publish leaves the job unpublished: the outbox pass republishes it later.
+    await publishJob(gateway, result.job);
+  }
+  return { released, abandoned };
 }

@@ -1,7 +1,8 @@
 import pino, { type Logger } from "pino";
+import { type OpenedQueue, type OpenQueueOptions, openQueue } from "../shared/queue/open.ts";
 import type { AgentConfig } from "./config.ts";
-import { createGatewayClient, type GatewayClient } from "./gateway-client.ts";
-import { type OpenedQueue, type OpenQueueOptions, openQueue } from "./open-queue.ts";
+import type { GatewayClient, GatewayError } from "./gateway-client.ts";
+import { linkGateway } from "./gateway-link.ts";
 import { type ChildRunnerOptions, createChildRunner } from "./runner/child-runner.ts";
 import type { Runner } from "./runner/types.ts";
 import { createSupervisor, type Supervisor } from "./supervisor.ts";
@@ -16,14 +17,25 @@ export interface AgentDeps {
   gateway?: GatewayClient;
   /** For input downloads and output uploads. */
   fetch?: typeof fetch;
+  /** For the gateway's internal API (an in-process gateway in tests). */
+  gatewayFetch?: typeof fetch;
 }
 
 export interface AgentHandle {
   supervisor: Supervisor;
   runners: Runner[];
+  /** The id the gateway knows this agent by (enrolled, or GANTRY_AGENT_ID). */
+  agentId: string;
   /** Drains the supervisor, then stops the runners and closes the queue. Idempotent. */
   stop(): Promise<void>;
+  /**
+   * Resolves once the agent stopped: `revoked` when it stopped itself because the gateway
+   * revoked it (the CLI then exits non-zero), `requested` after `stop()`.
+   */
+  stopped: Promise<AgentStopReason>;
 }
+
+export type AgentStopReason = "requested" | "revoked";
 
 /**
  * Wires an agent: the queue, one runner child process per slot, the gateway client and
@@ -75,14 +87,32 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
     throw error;
   }
 
-  const gateway =
-    deps.gateway ??
-    createGatewayClient({
-      gatewayUrl: config.gatewayUrl,
-      token: config.agentToken,
-      agentId: config.agentId,
+  // A revoked agent stops taking jobs at once: every claim would be refused, and each
+  // refused delivery would spend one of the job's attempts.
+  let revoked: GatewayError | null = null;
+  let handle: AgentHandle | null = null;
+  const onRevoked = (error: GatewayError) => {
+    if (revoked) return;
+    revoked = error;
+    log.error({ code: error.code }, `${error.message}; stopping`);
+    progress(`${error.message}; stopping`);
+    void handle?.stop().catch((cause) => log.error({ err: cause }, "stop after revocation failed"));
+  };
+  let link: Awaited<ReturnType<typeof linkGateway>>;
+  try {
+    link = await linkGateway(config, runners, {
       logger: log,
+      progress,
+      ...(deps.gateway ? { gateway: deps.gateway } : {}),
+      ...(deps.gatewayFetch ? { fetch: deps.gatewayFetch } : {}),
+      onRevoked,
     });
+  } catch (error) {
+    await Promise.allSettled(runners.map((runner) => runner.stop()));
+    await opened.close().catch(() => {});
+    throw error;
+  }
+  const gateway = link.gateway;
   const supervisor = createSupervisor({
     queue: opened.queue,
     gateway,
@@ -98,20 +128,32 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
     await opened.close().catch(() => {});
     throw error;
   }
+  const heartbeats = link.startHeartbeats(supervisor);
   progress(`waiting for jobs (models: ${config.models.join(", ")}; slots: ${runners.length})`);
 
   let stopping: Promise<void> | undefined;
-  return {
+  let markStopped: (reason: AgentStopReason) => void = () => {};
+  const stopped = new Promise<AgentStopReason>((resolve) => {
+    markStopped = resolve;
+  });
+  handle = {
     supervisor,
     runners,
+    agentId: gateway.agentId,
+    stopped,
     stop() {
       stopping ??= (async () => {
         await supervisor.drain();
+        heartbeats.stop();
         await Promise.allSettled(runners.map((runner) => runner.stop()));
         await opened.close();
         log.info("agent stopped");
+        markStopped(revoked ? "revoked" : "requested");
       })();
       return stopping;
     },
   };
+  // Revoked between registering and now: stop at once.
+  if (revoked) void handle.stop();
+  return handle;
 }

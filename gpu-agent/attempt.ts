@@ -1,10 +1,13 @@
+import { createHash } from "node:crypto";
+import { z } from "zod";
 import type { Claim } from "../shared/protocol/agent.ts";
 import { GatewayError } from "./gateway-client.ts";
-import type { RunResult } from "./runner/types.ts";
+import type { Artifact, RunResult } from "./runner/types.ts";
 import type { RunnerPool } from "./runner-pool.ts";
 import {
   downloadInputs,
   JobFailure,
+  permanent,
   type TransferOptions,
   transient,
   uploadOutput,
@@ -18,15 +21,42 @@ export interface AttemptContext {
   pool: RunnerPool;
   transfer: TransferOptions;
   /** Tells the supervisor where the attempt is, for `status()` and logs. */
-  onPhase(phase: AttemptPhase, detail?: { runner: number; pid: number | null }): void;
-  /** True once the drain deadline took the job back: the output is then not uploaded. */
+  onPhase(
+    phase: AttemptPhase,
+    detail?: { runner: number; pid: number | null; batch: number },
+  ): void;
+  /** True once the drain took the job back: the output is then not uploaded. */
   isReleased(): boolean;
+  /** Aborted when the job is taken back: a job still waiting for a runner leaves the line. */
+  signal?: AbortSignal;
 }
 
 /**
- * The work of one claimed attempt: download the inputs, run the model on a free runner,
- * upload the output. Job-level failures (bad input, model errors, a crashed runner, a
- * failed upload) come back as data for the supervisor to report; nothing here settles.
+ * Per artifact name, where to PUT it. The gateway's claim does not carry this yet (it gives
+ * one JSON output URL); when it does, as an optional `artifacts` field, artifacts go there.
+ */
+const ArtifactTargets = z.record(
+  z.string(),
+  z.object({
+    url: z.url(),
+    method: z.literal("PUT"),
+    headers: z.record(z.string(), z.string()),
+    max_bytes: z.number().int().positive().optional(),
+  }),
+);
+
+/**
+ * Without an upload URL, an artifact this small travels inside the job output as base64, so
+ * small masks work on a gateway without artifact URLs. The gateway's JSON body limit (64 KiB
+ * by default) bounds what may go this way.
+ */
+export const MAX_INLINE_ARTIFACT_BYTES = 32 * 1024;
+
+/**
+ * The work of one claimed attempt: download the inputs, wait for a runner (in a batch when
+ * the model batches), upload the output. Job-level failures (bad input, model errors, a
+ * crashed runner, a failed upload) come back as data for the supervisor to report; nothing
+ * here settles.
  */
 export async function runAttempt(ctx: AttemptContext): Promise<RunResult> {
   const { claim } = ctx;
@@ -38,22 +68,95 @@ export async function runAttempt(ctx: AttemptContext): Promise<RunResult> {
       Object.entries(claim.job.input).filter(([name]) => !(name in claim.inputs)),
     );
     ctx.onPhase("waiting");
-    const slot = await ctx.pool.acquire();
-    let result: RunResult;
-    try {
-      ctx.onPhase("running", { runner: slot.index, pid: slot.runner.pid });
-      result = await slot.runner.run({ jobId: ctx.jobId, model: claim.job.model, files, params });
-    } finally {
-      slot.release();
-    }
+    // The runner is released as soon as inference ends: the upload below overlaps the next
+    // job's inference.
+    const result = await ctx.pool.run(
+      { jobId: ctx.jobId, model: claim.job.model, files, params },
+      {
+        onStart: (start) => ctx.onPhase("running", start),
+        ...(ctx.signal ? { signal: ctx.signal } : {}),
+      },
+    );
     if (!result.ok || ctx.isReleased()) return result;
     ctx.onPhase("uploading");
-    await uploadOutput(claim.output, JSON.stringify(result.output ?? null), ctx.transfer);
-    return result;
+    const output = await storeArtifacts(claim, result, ctx.transfer);
+    await uploadOutput(claim.output, JSON.stringify(output ?? null), ctx.transfer);
+    return { ok: true, output };
   } catch (cause) {
     if (cause instanceof JobFailure) return { ok: false, error: cause.error };
     if (cause instanceof GatewayError) throw cause;
     const message = cause instanceof Error ? cause.message : String(cause);
     return { ok: false, error: transient("agent_error", message).error };
+  }
+}
+
+/**
+ * Uploads each artifact where the claim says and returns the output with a reference to it
+ * under the artifact's name: `{ content_type, size_bytes, sha256 }` (plus `base64` when it
+ * had to travel inline).
+ */
+async function storeArtifacts(
+  claim: Claim,
+  result: Extract<RunResult, { ok: true }>,
+  transfer: TransferOptions,
+): Promise<unknown> {
+  const artifacts = Object.entries(result.artifacts ?? {});
+  if (artifacts.length === 0) return result.output;
+  const parsed = ArtifactTargets.optional().safeParse(
+    (claim as Claim & { artifacts?: unknown }).artifacts,
+  );
+  const targets = parsed.success ? (parsed.data ?? {}) : {};
+  const output: Record<string, unknown> = { ...(result.output as Record<string, unknown>) };
+  for (const [name, artifact] of artifacts) {
+    const reference: Record<string, unknown> = {
+      content_type: artifact.contentType,
+      size_bytes: artifact.bytes.byteLength,
+      sha256: createHash("sha256").update(artifact.bytes).digest("hex"),
+    };
+    const target = targets[name];
+    if (target) {
+      if (target.max_bytes !== undefined && artifact.bytes.byteLength > target.max_bytes) {
+        throw permanent(
+          "output_too_large",
+          `artifact ${name} is ${artifact.bytes.byteLength} bytes; the gateway takes ${target.max_bytes}`,
+        );
+      }
+      await putArtifact(name, artifact, target, transfer);
+    } else if (artifact.bytes.byteLength <= MAX_INLINE_ARTIFACT_BYTES) {
+      reference.base64 = Buffer.from(artifact.bytes).toString("base64");
+    } else {
+      throw permanent(
+        "artifact_not_accepted",
+        `the gateway gave no upload URL for artifact ${name} (${artifact.bytes.byteLength} bytes), ` +
+          `and only ${MAX_INLINE_ARTIFACT_BYTES} bytes fit inline in the output`,
+      );
+    }
+    output[name] = reference;
+  }
+  return output;
+}
+
+async function putArtifact(
+  name: string,
+  artifact: Artifact,
+  target: z.infer<typeof ArtifactTargets>[string],
+  transfer: TransferOptions,
+): Promise<void> {
+  const doFetch = transfer.fetch ?? fetch;
+  let response: Response;
+  try {
+    response = await doFetch(target.url, {
+      method: "PUT",
+      headers: { "content-type": artifact.contentType, ...target.headers },
+      body: new Uint8Array(artifact.bytes),
+      signal: AbortSignal.timeout(transfer.timeoutMs ?? 60_000),
+    });
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw transient("output_upload_failed", `artifact ${name} upload failed: ${reason}`);
+  }
+  await response.body?.cancel().catch(() => {});
+  if (!response.ok) {
+    throw transient("output_upload_failed", `artifact ${name} upload failed: HTTP ${response.status}`);
   }
 }

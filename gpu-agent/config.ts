@@ -8,7 +8,14 @@ import type { ExecutionProvider } from "./runner/types.ts";
 /** The agent's settings, parsed once at start-up. Durations are milliseconds. */
 export interface AgentConfig {
   gatewayUrl: string;
-  agentToken: string;
+  /**
+   * The fleet's enrollment token: without `agentSecret`, the agent enrolls with it at start
+   * and gets an id and secret of its own (kept in memory: a restart enrolls anew).
+   */
+  agentToken?: string;
+  /** This agent's own secret, issued for `agentId` (`gantry agents create`): no enrollment. */
+  agentSecret?: string;
+  /** With `agentSecret`, the id it was issued for; otherwise the name to enroll under. */
   agentId: string;
   /** `sqlite:<path>` or a plain file path for now; `amqp://` and `sqs://` later. */
   queueUrl: string;
@@ -66,7 +73,18 @@ const SETTINGS = {
     flag: "--gateway",
     schema: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }),
   },
-  agentToken: { env: "GANTRY_AGENT_TOKEN", schema: z.string().min(1) },
+  agentToken: {
+    env: "GANTRY_AGENT_TOKEN",
+    optional: true,
+    secret: true,
+    schema: z.string().min(1),
+  },
+  agentSecret: {
+    env: "GANTRY_AGENT_SECRET",
+    optional: true,
+    secret: true,
+    schema: z.string().min(16, "must be at least 16 characters"),
+  },
   agentId: { env: "GANTRY_AGENT_ID", flag: "--agent-id", schema: AgentId },
   queueUrl: { env: "GANTRY_QUEUE_URL", flag: "--queue", schema: z.string().trim().min(1) },
   models: { env: "GANTRY_MODELS", flag: "--models", default: "ocr", schema: list(ModelId) },
@@ -113,6 +131,7 @@ export function defaultAgentId(host = hostname(), pid = process.pid): string {
 export function parseAgentConfig(env: Env, flags: AgentConfigFlags = {}): AgentConfig {
   const raw: Partial<Record<SettingKey, string>> = {};
   const source: Partial<Record<SettingKey, string>> = {};
+  const defaulted = new Set<SettingKey>();
   for (const [key, setting] of Object.entries(SETTINGS) as [SettingKey, Setting][]) {
     const fromFlag = (flags as Partial<Record<SettingKey, string>>)[key];
     const fromEnv = env[setting.env];
@@ -126,6 +145,7 @@ export function parseAgentConfig(env: Env, flags: AgentConfigFlags = {}): AgentC
     } else {
       raw[key] = key === "agentId" ? defaultAgentId() : setting.default;
       source[key] = setting.env;
+      defaulted.add(key);
     }
   }
 
@@ -134,14 +154,18 @@ export function parseAgentConfig(env: Env, flags: AgentConfigFlags = {}): AgentC
   for (const [key, setting] of Object.entries(SETTINGS) as [SettingKey, Setting][]) {
     const value = raw[key];
     const name = source[key] ?? setting.env;
+    if (value === undefined && setting.optional) continue;
     if (value === undefined) {
       problems.push(`${name} is required (${REQUIRED_HINT[key] ?? "no default"})`);
       continue;
     }
     const result = setting.schema.safeParse(value);
+    // A secret's value is never echoed, not even a wrong one: error output ends up in logs.
+    const got = setting.secret ? `${value.length} characters` : JSON.stringify(value);
     if (result.success) parsed[key] = result.data;
-    else problems.push(`${name}: ${describe(result.error)} (got ${JSON.stringify(value)})`);
+    else problems.push(`${name}: ${describe(result.error)} (got ${got})`);
   }
+  problems.push(...credentialProblems(raw, !defaulted.has("agentId")));
   const config = parsed as unknown as AgentConfig;
   if (
     problems.length === 0 &&
@@ -161,12 +185,32 @@ interface Setting {
   env: string;
   flag?: string;
   default?: string;
+  /** May be left unset; `credentialProblems` checks the combinations. */
+  optional?: boolean;
+  /** Never shown back in an error message. */
+  secret?: boolean;
   schema: z.ZodType;
+}
+
+/**
+ * An agent authenticates with its own id and secret, or enrolls with the fleet's token. A
+ * secret without the id it was issued for cannot work, and the default id (host-pid) is
+ * never one the gateway issued.
+ */
+function credentialProblems(raw: Partial<Record<SettingKey, string>>, idGiven: boolean): string[] {
+  if (raw.agentSecret !== undefined) {
+    return idGiven
+      ? []
+      : ["GANTRY_AGENT_SECRET needs GANTRY_AGENT_ID (or --agent-id): the id it was issued for"];
+  }
+  if (raw.agentToken !== undefined) return [];
+  return [
+    "GANTRY_AGENT_TOKEN is required (the fleet's enrollment token), unless GANTRY_AGENT_ID and GANTRY_AGENT_SECRET give this agent its own credentials",
+  ];
 }
 
 const REQUIRED_HINT: Partial<Record<SettingKey, string>> = {
   gatewayUrl: "the gateway's base URL, such as http://127.0.0.1:8080",
-  agentToken: "the agent's secret for the gateway's internal API",
   queueUrl: "where jobs wait, such as sqlite:./data/gantry.db",
 };
 

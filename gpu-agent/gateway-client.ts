@@ -1,16 +1,33 @@
 import type { Logger } from "pino";
 import type { z } from "zod";
-import type { AgentEvent } from "../shared/protocol/agent.ts";
-import { AgentEventAck, Claim } from "../shared/protocol/agent.ts";
+import { signAgentRequest } from "../shared/agent-signing.ts";
+import type {
+  AgentEvent,
+  AgentHeartbeatRequest,
+  AgentRegisterRequest,
+  HeartbeatRequest,
+} from "../shared/protocol/agent.ts";
+import { AgentAck, AgentCredentials, AgentEventAck, Claim } from "../shared/protocol/agent.ts";
 import { backoffMs } from "./backoff.ts";
+import { enrollmentRefused, GatewayError, signedRequestRefused } from "./gateway-errors.ts";
+
+export { GatewayError } from "./gateway-errors.ts";
 
 /**
- * The agent's side of the gateway's internal API (`/internal/v1/jobs/{id}/…`). Transient
- * trouble (network errors, timeouts, 5xx, 429) is retried here with backoff and jitter;
- * what is left is either an answer the supervisor acts on or a `GatewayError`.
+ * The agent's side of the gateway's internal API (`/internal/v1/…`). Every request is
+ * signed with the agent's own secret (shared/agent-signing.ts), afresh on each try.
+ * Transient trouble (network errors, timeouts, 5xx, 429) is retried here with backoff and
+ * jitter; what is left is either an answer the supervisor acts on or a `GatewayError`.
  */
 export interface GatewayClient {
+  /** The id the gateway knows this agent by: the enrolled id once enrolled. */
   readonly agentId: string;
+  /** Gets an id and secret with the enrollment token, once; the later calls reuse them. */
+  enroll(): Promise<string>;
+  /** Tells the gateway what this agent serves; it may claim only jobs of these models. */
+  register(registration: AgentRegistration): Promise<void>;
+  /** The agent-level heartbeat, sent busy or idle. */
+  agentHeartbeat(status: AgentHeartbeatBody): Promise<void>;
   claim(jobId: string, attempt: number): Promise<ClaimOutcome>;
   heartbeat(jobId: string, attempt: number): Promise<HeartbeatOutcome>;
   /** Idempotent per job and attempt: a 409 (already recorded, stale) counts as recorded. */
@@ -23,6 +40,14 @@ export type AgentEventBody = AgentEvent extends infer E
     ? Omit<E, "v" | "agent_id">
     : never
   : never;
+
+export type AgentRegistration = Omit<AgentRegisterRequest, "v">;
+export type AgentHeartbeatBody = Omit<AgentHeartbeatRequest, "v">;
+/** What every job heartbeat also says about the agent. */
+export type AgentStatus = Pick<
+  HeartbeatRequest,
+  "slots_busy" | "run_time_ms_avg" | "vram_used_mb" | "provider"
+>;
 
 /**
  * `refused`: the job must not run (409 `job_canceled` | `job_finished` | `job_expired` |
@@ -43,25 +68,21 @@ export interface ReportOutcome {
   duplicate: boolean;
 }
 
-/**
- * A gateway call that failed after its retries, or got an answer the agent cannot act on.
- * The supervisor leaves the job to another delivery: it never acks on one of these.
- */
-export class GatewayError extends Error {
-  override name = "GatewayError";
-  constructor(
-    message: string,
-    readonly code: string,
-    readonly status: number | null,
-  ) {
-    super(message);
-  }
-}
-
 export interface GatewayClientOptions {
   gatewayUrl: string;
-  token: string;
+  /**
+   * With `secret`: the id the secret was issued for. Without: the name this agent enrolls
+   * under (the gateway picks the id).
+   */
   agentId: string;
+  /** The agent's own secret (`GANTRY_AGENT_SECRET`): requests are signed as `agentId`. */
+  secret?: string;
+  /** The fleet's enrollment token (`GANTRY_AGENT_TOKEN`), used when there is no secret. */
+  token?: string;
+  /** Status sent along with every job heartbeat. */
+  status?: () => AgentStatus;
+  /** Called when the gateway says this agent was revoked (each time it says so). */
+  onRevoked?: (error: GatewayError) => void;
   /** Tries per call, the first included. Default 4. */
   tries?: number;
   /** Backoff between tries. Defaults: 200 ms base, 3 s cap. */
@@ -71,6 +92,8 @@ export interface GatewayClientOptions {
   timeoutMs?: number;
   logger?: Logger;
   fetch?: typeof fetch;
+  /** The clock signatures are timestamped with; `Date.now` by default. */
+  now?: () => number;
 }
 
 interface Answer {
@@ -80,15 +103,62 @@ interface Answer {
   code: string | null;
 }
 
+interface Credentials {
+  agentId: string;
+  secret: string;
+}
+
+type Auth = "enrollment" | "signed";
+
 export function createGatewayClient(options: GatewayClientOptions): GatewayClient {
+  if (!options.secret && !options.token) {
+    throw new Error("the gateway client needs the agent's secret or the enrollment token");
+  }
   const base = options.gatewayUrl.replace(/\/+$/, "");
   const tries = options.tries ?? 4;
   const timeoutMs = options.timeoutMs ?? 10_000;
   const doFetch = options.fetch ?? fetch;
-  const agentId = options.agentId;
+  const now = options.now ?? Date.now;
+  let credentials: Credentials | null = options.secret
+    ? { agentId: options.agentId, secret: options.secret }
+    : null;
+  let enrolling: Promise<Credentials> | null = null;
 
-  async function call(jobId: string, action: string, body: unknown): Promise<Answer> {
-    const url = `${base}/internal/v1/jobs/${encodeURIComponent(jobId)}/${action}`;
+  /** Enrolls at most once at a time; a failed enrollment is tried again on the next call. */
+  function ensureCredentials(): Promise<Credentials> {
+    if (credentials) return Promise.resolve(credentials);
+    enrolling ??= enrollNow().finally(() => {
+      enrolling = null;
+    });
+    return enrolling;
+  }
+
+  async function enrollNow(): Promise<Credentials> {
+    const answer = await send(
+      "/internal/v1/agents/enroll",
+      { v: 1, name: options.agentId },
+      {
+        auth: "enrollment",
+        action: "enroll",
+      },
+    );
+    if (answer.status !== 201 && answer.status !== 200) throw unexpected("enroll", answer);
+    const enrolled = parse(AgentCredentials, "enroll", answer);
+    credentials = { agentId: enrolled.agent_id, secret: enrolled.secret };
+    options.logger?.info(
+      { agent_id: enrolled.agent_id, name: options.agentId },
+      "enrolled with the gateway",
+    );
+    return credentials;
+  }
+
+  async function send(
+    path: string,
+    body: unknown,
+    label: { auth: Auth; action: string; jobId?: string },
+  ): Promise<Answer> {
+    const url = `${base}${path}`;
+    const text = JSON.stringify(body);
     let lastError = "";
     for (let attempt = 1; attempt <= tries; attempt++) {
       if (attempt > 1) {
@@ -97,21 +167,39 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
           capMs: options.retryCapMs ?? 3_000,
         });
         options.logger?.warn(
-          { job_id: jobId, action, try: attempt, delay_ms: delay, reason: lastError },
+          {
+            job_id: label.jobId,
+            action: label.action,
+            try: attempt,
+            delay_ms: delay,
+            reason: lastError,
+          },
           "gateway call failed; retrying",
         );
         await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+      const headers: Record<string, string> = {
+        "content-type": "application/json",
+        accept: "application/json, application/problem+json",
+      };
+      let signedAs = options.agentId;
+      if (label.auth === "enrollment") {
+        headers.authorization = `Bearer ${options.token}`;
+      } else {
+        const own = await ensureCredentials();
+        signedAs = own.agentId;
+        // Signed per try: a retry with the same nonce would be refused as a replay.
+        Object.assign(
+          headers,
+          await signAgentRequest({ ...own, method: "POST", url, body: text, now: now() }),
+        );
       }
       let response: Response;
       try {
         response = await doFetch(url, {
           method: "POST",
-          headers: {
-            authorization: `Bearer ${options.token}`,
-            "content-type": "application/json",
-            accept: "application/json, application/problem+json",
-          },
-          body: JSON.stringify(body),
+          headers,
+          body: text,
           signal: AbortSignal.timeout(timeoutMs),
         });
       } catch (error) {
@@ -119,16 +207,21 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
         continue;
       }
       const answer = await readAnswer(response);
-      if (response.status >= 500 || response.status === 429 || response.status === 408) {
+      const retryable =
+        response.status >= 500 ||
+        response.status === 429 ||
+        response.status === 408 ||
+        // Only a replay of our own signature, which a fresh nonce fixes.
+        (response.status === 401 && answer.code === "replayed_request");
+      if (retryable) {
         lastError = `HTTP ${response.status}${answer.code ? ` ${answer.code}` : ""}`;
         continue;
       }
-      if (response.status === 401 || response.status === 403) {
-        throw new GatewayError(
-          `the gateway refused the agent token (HTTP ${response.status}); check GANTRY_AGENT_TOKEN`,
-          "gateway_unauthorized",
-          response.status,
-        );
+      if (response.status === 401) {
+        if (label.auth === "enrollment") throw enrollmentRefused(response.status);
+        const error = signedRequestRefused(answer.code, signedAs, problemDetail(answer.body));
+        if (error.code === "agent_revoked") options.onRevoked?.(error);
+        throw error;
       }
       return answer;
     }
@@ -139,10 +232,18 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
     );
   }
 
+  const jobCall = (jobId: string, action: string, body: unknown) =>
+    send(`/internal/v1/jobs/${encodeURIComponent(jobId)}/${action}`, body, {
+      auth: "signed",
+      action,
+      jobId,
+    });
+
   function unexpected(action: string, answer: Answer): GatewayError {
+    const detail = problemDetail(answer.body);
     return new GatewayError(
-      `unexpected gateway answer to ${action}: HTTP ${answer.status}${answer.code ? ` ${answer.code}` : ""}`,
-      "gateway_bad_response",
+      `unexpected gateway answer to ${action}: HTTP ${answer.status}${answer.code ? ` ${answer.code}` : ""}${detail ? `: ${detail}` : ""}`,
+      answer.status === 403 && answer.code ? answer.code : "gateway_bad_response",
       answer.status,
     );
   }
@@ -164,12 +265,39 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
    * is more likely a wrong gateway URL, and acking on it would silently drop every job.
    */
   const isJobNotFound = (answer: Answer) => answer.status === 404 && answer.code !== null;
+  const currentId = () => credentials?.agentId ?? options.agentId;
 
   return {
-    agentId,
+    get agentId() {
+      return currentId();
+    },
+
+    async enroll() {
+      return (await ensureCredentials()).agentId;
+    },
+
+    async register(registration) {
+      const answer = await send(
+        "/internal/v1/agents/register",
+        { v: 1, ...registration },
+        { auth: "signed", action: "register" },
+      );
+      if (answer.status !== 200) throw unexpected("register", answer);
+      parse(AgentAck, "register", answer);
+    },
+
+    async agentHeartbeat(status) {
+      const answer = await send(
+        "/internal/v1/agents/heartbeat",
+        { v: 1, ...status },
+        { auth: "signed", action: "agent heartbeat" },
+      );
+      if (answer.status !== 200) throw unexpected("agent heartbeat", answer);
+    },
 
     async claim(jobId, attempt) {
-      const answer = await call(jobId, "claim", { v: 1, agent_id: agentId, attempt });
+      await ensureCredentials();
+      const answer = await jobCall(jobId, "claim", { v: 1, agent_id: currentId(), attempt });
       if (answer.status === 200) return { ok: true, claim: parse(Claim, "claim", answer) };
       if (answer.status === 409 || isJobNotFound(answer)) {
         return {
@@ -179,22 +307,27 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
           detail: problemDetail(answer.body),
         };
       }
+      // 403 `model_not_registered`: not ours to run, but not to drop either: another
+      // delivery (to an agent that serves the model) takes it.
       throw unexpected("claim", answer);
     },
 
     async heartbeat(jobId, attempt) {
-      const answer = await call(jobId, "heartbeat", { v: 1, agent_id: agentId, attempt });
+      await ensureCredentials();
+      const body = { v: 1, agent_id: currentId(), attempt, ...options.status?.() };
+      const answer = await jobCall(jobId, "heartbeat", body);
       if (answer.status === 200) {
         return { ok: true, status: parse(AgentEventAck, "heartbeat", answer).status };
       }
-      if (answer.status === 409 || isJobNotFound(answer)) {
+      if (answer.status === 409 || answer.status === 403 || isJobNotFound(answer)) {
         return { ok: false, status: answer.status, code: answer.code ?? "conflict" };
       }
       throw unexpected("heartbeat", answer);
     },
 
     async report(jobId, event) {
-      const answer = await call(jobId, "events", { v: 1, agent_id: agentId, ...event });
+      await ensureCredentials();
+      const answer = await jobCall(jobId, "events", { v: 1, agent_id: currentId(), ...event });
       if (answer.status === 200 || answer.status === 201 || answer.status === 202) {
         return { status: parse(AgentEventAck, "event", answer).status, duplicate: false };
       }

@@ -1,21 +1,30 @@
-import type { Runner } from "./runner/types.ts";
+import { type WaitingRequest, WaitingQueue } from "./batching/waiting-queue.ts";
+import { OUT_OF_MEMORY_CODE } from "./runner/oom.ts";
+import type { BatchPolicy, Runner, RunRequest, RunResult } from "./runner/types.ts";
 
 /**
- * Hands each job a free runner. With prefetch = runners, a delivery always finds one free;
- * the wait list only covers the moment between a settle and its runner's release.
+ * The runners behind one scheduler. Jobs wait here, after their inputs are downloaded, for
+ * a free runner; jobs of the same model that wait together run as one batch on runners that
+ * batch. So the supervisor can claim and download ahead (prefetch beyond the slots) and a
+ * runner that finishes finds its next work already here.
  */
 export interface RunnerPool {
-  acquire(): Promise<RunnerSlot>;
   readonly size: number;
+  /** How many jobs the runners take at once: each runner's largest batch, summed. */
+  capacity(models: readonly string[]): number;
+  /** Runs one job, alone or in a batch; never rejects unless the runner itself throws. */
+  run(request: RunRequest, options?: PoolRunOptions): Promise<RunResult>;
   busyCount(): number;
+  /** Jobs downloaded and waiting for a runner. */
+  waitingCount(): number;
   snapshot(): RunnerSnapshot[];
 }
 
-export interface RunnerSlot {
-  readonly index: number;
-  readonly runner: Runner;
-  /** Returns the runner to the pool; calling it twice is harmless. */
-  release(): void;
+export interface PoolRunOptions {
+  /** Called when the job is handed to a runner, with the size of the batch it is in. */
+  onStart?(start: { runner: number; pid: number | null; batch: number }): void;
+  /** Aborting while the job waits withdraws it: it resolves as `withdrawn` without running. */
+  signal?: AbortSignal;
 }
 
 export interface RunnerSnapshot {
@@ -26,35 +35,142 @@ export interface RunnerSnapshot {
   busy: boolean;
 }
 
-export function createRunnerPool(runners: readonly Runner[]): RunnerPool {
+interface Pending extends WaitingRequest {
+  options: PoolRunOptions;
+  settle(result: RunResult): void;
+  fail(error: unknown): void;
+  detach(): void;
+}
+
+const NO_BATCHING: BatchPolicy = { maxBatch: 1, windowMs: 0 };
+
+export function createRunnerPool(
+  runners: readonly Runner[],
+  now: () => number = () => performance.now(),
+): RunnerPool {
   if (runners.length === 0) throw new Error("the supervisor needs at least one runner");
   const busy = runners.map(() => false);
-  const waiters: ((slot: RunnerSlot) => void)[] = [];
+  const waiting = new WaitingQueue();
+  let timer: NodeJS.Timeout | null = null;
+  let timerAt = Number.POSITIVE_INFINITY;
 
-  function slotFor(index: number): RunnerSlot {
-    busy[index] = true;
-    let released = false;
-    return {
-      index,
-      runner: runners[index]!,
-      release() {
-        if (released) return;
-        released = true;
-        const next = waiters.shift();
-        if (next) next(slotFor(index));
-        else busy[index] = false;
+  const policyOf = (runner: Runner) => (model: string) =>
+    runner.runBatch && runner.batching ? runner.batching(model) : NO_BATCHING;
+
+  /** Hands waiting jobs to free runners until one or the other runs out. */
+  function pump(): void {
+    for (;;) {
+      const index = busy.indexOf(false);
+      if (index < 0) return;
+      const next = waiting.next(policyOf(runners[index]!), now());
+      if (next.kind === "idle") return;
+      if (next.kind === "wait") return wakeAt(next.until);
+      dispatch(index, next.items as Pending[]);
+    }
+  }
+
+  function wakeAt(until: number): void {
+    if (timer && timerAt <= until) return;
+    if (timer) clearTimeout(timer);
+    timerAt = until;
+    timer = setTimeout(
+      () => {
+        timer = null;
+        timerAt = Number.POSITIVE_INFINITY;
+        pump();
       },
+      Math.max(0, until - now()),
+    );
+  }
+
+  function dispatch(index: number, items: Pending[]): void {
+    const runner = runners[index]!;
+    busy[index] = true;
+    for (const item of items) {
+      item.detach();
+      item.options.onStart?.({ runner: index, pid: runner.pid, batch: items.length });
+    }
+    const requests = items.map((item) => item.request);
+    const running =
+      items.length === 1 || !runner.runBatch
+        ? runner.run(requests[0]!).then((result) => [result])
+        : runner.runBatch(requests);
+    running
+      .then(
+        (results) => settleBatch(items, results),
+        (error: unknown) => {
+          for (const item of items) item.fail(error);
+        },
+      )
+      .finally(() => {
+        busy[index] = false;
+        pump();
+      });
+  }
+
+  /**
+   * One result per job, except two failures that are the batch's and not the job's: out of
+   * memory (the runner halved its batch; the jobs go back in line, in smaller batches) and a
+   * crash (the culprit is unknown; each job goes back to run alone, so only it is blamed).
+   */
+  function settleBatch(items: Pending[], results: RunResult[]): void {
+    items.forEach((item, i) => {
+      const result = results[i] ?? missingResult;
+      const code = result.ok ? null : result.error.code;
+      if (items.length > 1 && code === OUT_OF_MEMORY_CODE) {
+        requeue(item, { batchCap: Math.max(1, Math.floor(items.length / 2)) });
+      } else if (items.length > 1 && code === "runner_crashed") {
+        requeue(item, { solo: true });
+      } else {
+        item.settle(result);
+      }
+    });
+  }
+
+  function requeue(item: Pending, change: Partial<WaitingRequest>): void {
+    Object.assign(item, change);
+    attach(item);
+    waiting.add(item);
+  }
+
+  function attach(item: Pending): void {
+    const signal = item.options.signal;
+    if (!signal) return;
+    const onAbort = () => {
+      if (waiting.remove(item)) item.settle(withdrawn);
     };
+    signal.addEventListener("abort", onAbort, { once: true });
+    item.detach = () => signal.removeEventListener("abort", onAbort);
   }
 
   return {
     size: runners.length,
-    acquire() {
-      const free = busy.indexOf(false);
-      if (free >= 0) return Promise.resolve(slotFor(free));
-      return new Promise((resolve) => waiters.push(resolve));
+    capacity(models) {
+      return runners.reduce((sum, runner) => {
+        const policy = policyOf(runner);
+        return sum + Math.max(1, ...models.map((model) => policy(model).maxBatch));
+      }, 0);
+    },
+    run(request, options = {}) {
+      if (options.signal?.aborted) return Promise.resolve(withdrawn);
+      return new Promise<RunResult>((settle, fail) => {
+        const item: Pending = {
+          request,
+          enqueuedAt: now(),
+          solo: false,
+          batchCap: Number.POSITIVE_INFINITY,
+          options,
+          settle,
+          fail,
+          detach: () => {},
+        };
+        attach(item);
+        waiting.add(item);
+        pump();
+      });
     },
     busyCount: () => busy.filter(Boolean).length,
+    waitingCount: () => waiting.size,
     snapshot: () =>
       runners.map((runner, index) => ({
         index,
@@ -65,3 +181,13 @@ export function createRunnerPool(runners: readonly Runner[]): RunnerPool {
       })),
   };
 }
+
+const withdrawn: RunResult = {
+  ok: false,
+  error: { type: "transient", code: "withdrawn", message: "the job was taken back before it ran" },
+};
+
+const missingResult: RunResult = {
+  ok: false,
+  error: { type: "transient", code: "agent_error", message: "the runner returned no result" },
+};

@@ -1,6 +1,10 @@
+import type { Logger } from "pino";
 import type { JobError } from "../shared/protocol/error.ts";
+import type { Delivery, JobQueue } from "../shared/queue/port.ts";
 import type { AttemptPhase } from "./attempt.ts";
 import type { AgentConfig } from "./config.ts";
+import type { GatewayClient } from "./gateway-client.ts";
+import type { Runner } from "./runner/types.ts";
 import type { RunnerSnapshot } from "./runner-pool.ts";
 
 /** The supervisor's public shapes, apart so `supervisor.ts` stays about behaviour. */
@@ -22,6 +26,8 @@ export interface SupervisorStatus {
   state: "idle" | "running" | "draining" | "stopped";
   slots: number;
   busy: number;
+  /** Jobs claimed and downloaded, waiting for a runner. */
+  waiting: number;
   provider: string | null;
   runners: RunnerSnapshot[];
   inFlight: { jobId: string; attempt: number; model: string; phase: JobPhase; since: string }[];
@@ -38,7 +44,52 @@ export type SupervisorEvent =
       outcome: SettleOutcome;
       error: JobError | null;
     }
-  | { type: "running"; jobId: string; attempt: number; runner: number; pid: number | null }
+  | {
+      type: "running";
+      jobId: string;
+      attempt: number;
+      runner: number;
+      pid: number | null;
+      /** Jobs in the batch this one runs in (1: alone). */
+      batch: number;
+    }
   | { type: "heartbeat"; jobId: string; attempt: number };
 
 export type JobPhase = "claiming" | AttemptPhase | "reporting";
+
+export interface SupervisorOptions {
+  queue: JobQueue;
+  gateway: GatewayClient;
+  runners: Runner[];
+  config: SupervisorConfig;
+  logger: Logger;
+  /** For input downloads and output uploads. */
+  fetch?: typeof fetch;
+  /** Delay before redelivering a failed attempt; exponential with full jitter by default. */
+  retryDelayMs?: (attempt: number) => number;
+  /**
+   * Deliveries taken beyond what the runners can run at once, so the next jobs are claimed
+   * and downloaded while the current ones run. Default: one per runner.
+   */
+  lookahead?: number;
+  /** Runner crashes on one job before it is dead-lettered as `poison_job`. Default 3. */
+  poisonCrashes?: number;
+}
+
+/** The supervisor's record of one delivery, from receipt to settle. */
+export interface InFlight {
+  delivery: Delivery;
+  jobId: string;
+  attempt: number;
+  model: string;
+  phase: JobPhase;
+  since: number;
+  log: Logger;
+  claimed: boolean;
+  /** Taken back (at the drain, or its deadline): whatever the run yields is dropped. */
+  released: boolean;
+  /** Aborted on release, so a job still waiting for a runner leaves the line. */
+  abort: AbortController;
+  settled: boolean;
+  onSettled: () => void;
+}

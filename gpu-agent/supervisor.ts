@@ -1,49 +1,21 @@
-import type { Logger } from "pino";
 import type { JobError } from "../shared/protocol/error.ts";
-import type { Consumer, Delivery, JobQueue } from "../shared/queue/port.ts";
+import type { Consumer, Delivery } from "../shared/queue/port.ts";
 import { runAttempt } from "./attempt.ts";
 import { backoffMs } from "./backoff.ts";
-import { type GatewayClient, GatewayError } from "./gateway-client.ts";
+import { GatewayError } from "./gateway-client.ts";
 import { startHeartbeats } from "./heartbeat.ts";
-import type { Runner } from "./runner/types.ts";
+import { PoisonTracker } from "./runner/poison.ts";
 import { createRunnerPool } from "./runner-pool.ts";
 import type {
-  JobPhase,
+  InFlight,
   SettleOutcome,
   Supervisor,
-  SupervisorConfig,
   SupervisorEvent,
+  SupervisorOptions,
   SupervisorStatus,
 } from "./supervisor-types.ts";
 
 export type * from "./supervisor-types.ts";
-
-export interface SupervisorOptions {
-  queue: JobQueue;
-  gateway: GatewayClient;
-  runners: Runner[];
-  config: SupervisorConfig;
-  logger: Logger;
-  /** For input downloads and output uploads. */
-  fetch?: typeof fetch;
-  /** Delay before redelivering a failed attempt; exponential with full jitter by default. */
-  retryDelayMs?: (attempt: number) => number;
-}
-
-interface InFlight {
-  delivery: Delivery;
-  jobId: string;
-  attempt: number;
-  model: string;
-  phase: JobPhase;
-  since: number;
-  log: Logger;
-  claimed: boolean;
-  /** Taken back at the drain deadline: whatever the run yields is dropped. */
-  released: boolean;
-  settled: boolean;
-  onSettled: () => void;
-}
 
 /**
  * Creates the supervisor. It holds the queue connection, the leases and the gateway
@@ -65,8 +37,10 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
   let consumer: Consumer | null = null;
   let heartbeats: { stop(): void } | null = null;
   let drained: Promise<void> | null = null;
+  let prefetch = 0;
   const retryDelay = options.retryDelayMs ?? ((attempt: number) => backoffMs(attempt));
   const transfer = { maxInputBytes: config.maxInputBytes, fetch: options.fetch };
+  const poison = new PoisonTracker({ crashes: options.poisonCrashes });
 
   const emit = (event: SupervisorEvent) => {
     for (const listener of listeners) listener(event);
@@ -110,8 +84,8 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
       return settle(job, "refused", null, () => job.delivery.ack());
     }
     job.claimed = true;
-    // Released at the drain deadline while the claim was in flight: not ours to run now.
-    if (job.settled) return;
+    // Released while the claim was in flight: not ours to run now; tell the gateway.
+    if (job.settled) return reportReleased(job);
     const result = await runAttempt({
       jobId: job.jobId,
       claim: claimed.claim,
@@ -124,9 +98,11 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
         emit({ type: "running", jobId: job.jobId, attempt: job.attempt, ...detail });
       },
       isReleased: () => job.released,
+      signal: job.abort.signal,
     });
     if (job.released) return;
-    if (!result.ok) return fail(job, result.error);
+    if (!result.ok) return fail(job, poison.judge(job.jobId, result.error));
+    poison.forget(job.jobId);
     job.phase = "reporting";
     await gateway.report(job.jobId, {
       type: "succeeded",
@@ -173,11 +149,17 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
       log: logger.child({ job_id: message.id, attempt: delivery.attempt, model: message.model }),
       claimed: false,
       released: false,
+      abort: new AbortController(),
       settled: false,
       onSettled,
     };
     inFlight.set(delivery, job);
     job.log.info("delivery received");
+    // Fetched by the consumer as the drain began: back to the queue without a claim.
+    if (state !== "running") {
+      void release(job);
+      return settledPromise;
+    }
     handleJob(job).catch((cause) => {
       if (job.settled) return;
       if (cause instanceof GatewayError) return retryLater(job, cause);
@@ -192,25 +174,31 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
     return settledPromise;
   }
 
-  /** At the drain deadline: tell the gateway and requeue at once for another agent. */
+  const reportReleased = (job: InFlight) =>
+    gateway
+      .report(job.jobId, { type: "released", attempt: job.attempt, reason: "agent shutting down" })
+      .then(
+        () => {},
+        (cause) => job.log.warn({ err: cause }, "could not report the release"),
+      );
+
+  /** Tells the gateway and requeues at once for another agent. */
   async function release(job: InFlight): Promise<void> {
+    if (job.released || job.settled) return;
     job.released = true;
+    job.abort.abort();
     const error: JobError = {
       type: "transient",
       code: "agent_draining",
       message: "the agent shut down before the job finished",
     };
-    if (job.claimed) {
-      await gateway
-        .report(job.jobId, {
-          type: "released",
-          attempt: job.attempt,
-          reason: "agent shutting down",
-        })
-        .catch((cause) => job.log.warn({ err: cause }, "could not report the release"));
-    }
+    if (job.claimed) await reportReleased(job);
     await settle(job, "released", error, () => job.delivery.retry(0, error));
   }
+
+  /** Jobs claimed or downloaded ahead that no runner has started: handed back at once. */
+  const notStarted = (job: InFlight) =>
+    job.phase === "claiming" || job.phase === "downloading" || job.phase === "waiting";
 
   const whenIdle = () =>
     new Promise<void>((resolve) => {
@@ -226,6 +214,10 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
     const stopping = (consumer?.stop() ?? Promise.resolve()).catch((cause) =>
       logger.error({ err: cause }, "consumer stop failed"),
     );
+    // A preempted host has seconds: the work read ahead goes back to the queue now, so only
+    // the jobs on a runner use the grace period. (A delivery still arriving goes back too.)
+    const handBack = () => Promise.all([...inFlight.values()].filter(notStarted).map(release));
+    await handBack();
     const finished = stopping.then(whenIdle);
     let deadline: NodeJS.Timeout | undefined;
     const timedOut = new Promise<boolean>((resolve) => {
@@ -255,13 +247,15 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
         onBeat: (job) => emit({ type: "heartbeat", jobId: job.jobId, attempt: job.attempt }),
       });
       try {
-        consumer = await queue.consume(handle, { prefetch: pool.size, models: config.models });
+        // Runners busy with full batches plus the look-ahead, claimed and downloaded early.
+        prefetch = pool.capacity(config.models) + (options.lookahead ?? pool.size);
+        consumer = await queue.consume(handle, { prefetch, models: config.models });
       } catch (cause) {
         heartbeats.stop();
         state = "stopped";
         throw cause;
       }
-      logger.info({ slots: pool.size, models: config.models }, "waiting for jobs");
+      logger.info({ slots: pool.size, prefetch, models: config.models }, "waiting for jobs");
     },
 
     drain() {
@@ -275,6 +269,7 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
         state,
         slots: pool.size,
         busy: pool.busyCount(),
+        waiting: pool.waitingCount(),
         provider: runners.find((r) => r.provider)?.provider ?? null,
         runners,
         inFlight: [...inFlight.values()].map((job) => ({

@@ -121,6 +121,34 @@ describe("agent config", () => {
     );
   });
 
+  it("takes the agent's own id and secret instead of the enrollment token", () => {
+    const own = { GANTRY_GATEWAY_URL: REQUIRED.GANTRY_GATEWAY_URL, GANTRY_QUEUE_URL: "q.db" };
+    const config = parseAgentConfig({
+      ...own,
+      GANTRY_AGENT_ID: "agt_01jx0000000000000000000000",
+      GANTRY_AGENT_SECRET: "gas_0123456789abcdef0123456789",
+    });
+    expect(config).toMatchObject({
+      agentId: "agt_01jx0000000000000000000000",
+      agentSecret: "gas_0123456789abcdef0123456789",
+    });
+    expect(config.agentToken).toBeUndefined();
+    // A secret without the id it was issued for cannot work.
+    expect(
+      problemsOf(() =>
+        parseAgentConfig({ ...own, GANTRY_AGENT_SECRET: "gas_0123456789abcdef0123456789" }),
+      ),
+    ).toContain("GANTRY_AGENT_SECRET needs GANTRY_AGENT_ID");
+    // A bad secret is named, never shown.
+    const message = problemsOf(() =>
+      parseAgentConfig({ ...own, GANTRY_AGENT_ID: "a", GANTRY_AGENT_SECRET: "hunter2" }),
+    );
+    expect(message).toContain(
+      "GANTRY_AGENT_SECRET: must be at least 16 characters (got 7 characters)",
+    );
+    expect(message).not.toContain("hunter2");
+  });
+
   it("derives a valid default agent id from any host name", () => {
     expect(defaultAgentId("gpu box.local", 42)).toBe("gpu-box.local-42");
     expect(defaultAgentId("x".repeat(100), 1234)).toHaveLength(64);

@@ -1,5 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { createGatewayClient, GatewayError } from "../gpu-agent/gateway-client.ts";
+import {
+  createGatewayClient,
+  type GatewayClientOptions,
+  GatewayError,
+} from "../gpu-agent/gateway-client.ts";
+import { AGENT_HEADERS, sha256Hex, verifyAgentSignature } from "../shared/agent-signing.ts";
 
 /** A fetch that answers from a script, recording every request. */
 function scripted(...answers: (Response | Error)[]) {
@@ -24,20 +29,43 @@ const problem = (status: number, code?: string) =>
   );
 const JOB = "job_01jx000000000000000000000a";
 
-function client(fetch: typeof globalThis.fetch, tries = 3) {
+const SECRET = "gas_secret-for-the-client-tests";
+
+function client(
+  fetch: typeof globalThis.fetch,
+  tries = 3,
+  extra: Partial<GatewayClientOptions> = {},
+) {
   return createGatewayClient({
     gatewayUrl: "http://gateway.test/",
-    token: "tok",
+    secret: SECRET,
     agentId: "agent-1",
     tries,
     retryBaseMs: 1,
     retryCapMs: 2,
     fetch,
+    ...extra,
   });
 }
 
+/** Whether a recorded request carries a valid signature by `secret`. */
+async function signedBy(request: { url: string; init: RequestInit | undefined }, secret: string) {
+  const headers = new Headers(request.init?.headers);
+  return verifyAgentSignature(
+    secret,
+    {
+      method: request.init?.method ?? "GET",
+      path: new URL(request.url).pathname,
+      timestamp: Number(headers.get(AGENT_HEADERS.timestamp)),
+      nonce: headers.get(AGENT_HEADERS.nonce) ?? "",
+      bodySha256: await sha256Hex(String(request.init?.body ?? "")),
+    },
+    headers.get(AGENT_HEADERS.signature) ?? "",
+  );
+}
+
 describe("gateway client", () => {
-  it("sends the bearer token and the attempt, and retries network errors and 5xx", async () => {
+  it("signs every try afresh, sends the attempt, and retries network errors and 5xx", async () => {
     const { fetch, requests } = scripted(
       new TypeError("fetch failed"),
       problem(502),
@@ -46,11 +74,77 @@ describe("gateway client", () => {
     expect(await client(fetch).heartbeat(JOB, 2)).toEqual({ ok: true, status: "running" });
     expect(requests).toHaveLength(3);
     expect(requests[0]?.url).toBe(`http://gateway.test/internal/v1/jobs/${JOB}/heartbeat`);
-    expect(new Headers(requests[0]?.init?.headers).get("authorization")).toBe("Bearer tok");
+    expect(new Headers(requests[0]?.init?.headers).get("authorization")).toBeNull();
+    for (const request of requests) {
+      expect(new Headers(request.init?.headers).get(AGENT_HEADERS.agentId)).toBe("agent-1");
+      expect(await signedBy(request, SECRET)).toBe(true);
+      expect(await signedBy(request, "gas_another-secret-entirely")).toBe(false);
+    }
+    const nonces = requests.map((r) => new Headers(r.init?.headers).get(AGENT_HEADERS.nonce));
+    expect(new Set(nonces).size).toBe(3);
     expect(JSON.parse(String(requests[0]?.init?.body))).toEqual({
       v: 1,
       agent_id: "agent-1",
       attempt: 2,
+    });
+  });
+
+  it("enrolls once with the token, then signs as the id it was given", async () => {
+    const { fetch, requests } = scripted(
+      new Response(JSON.stringify({ v: 1, agent_id: "agt_given", secret: SECRET }), {
+        status: 201,
+      }),
+      new Response(JSON.stringify({ v: 1, agent_id: "agt_given" }), { status: 200 }),
+      new Response(JSON.stringify({ v: 1, job_id: JOB, status: "running" }), { status: 200 }),
+    );
+    const enrolling = client(fetch, 3, {
+      secret: undefined,
+      token: "enroll-token",
+      agentId: "box-1",
+    });
+    expect(enrolling.agentId).toBe("box-1");
+    await enrolling.register({ models: ["noop"], provider: "cpu", slots: 1 });
+    expect(await enrolling.heartbeat(JOB, 1)).toEqual({ ok: true, status: "running" });
+    expect(enrolling.agentId).toBe("agt_given");
+    expect(requests.map((r) => new URL(r.url).pathname)).toEqual([
+      "/internal/v1/agents/enroll",
+      "/internal/v1/agents/register",
+      `/internal/v1/jobs/${JOB}/heartbeat`,
+    ]);
+    const [enroll, register, heartbeat] = requests;
+    expect(new Headers(enroll?.init?.headers).get("authorization")).toBe("Bearer enroll-token");
+    expect(JSON.parse(String(enroll?.init?.body))).toEqual({ v: 1, name: "box-1" });
+    expect(new Headers(register?.init?.headers).get("authorization")).toBeNull();
+    expect(register && (await signedBy(register, SECRET))).toBe(true);
+    expect(JSON.parse(String(heartbeat?.init?.body))).toMatchObject({ agent_id: "agt_given" });
+  });
+
+  it("says what to fix when a signed request is refused, and reports a revocation", async () => {
+    const revocations: GatewayError[] = [];
+    const revoked = scripted(problem(401, "agent_revoked"));
+    const error = await client(revoked.fetch, 3, { onRevoked: (e) => revocations.push(e) })
+      .claim(JOB, 1)
+      .catch((e: unknown) => e);
+    expect(error).toMatchObject({ name: "GatewayError", code: "agent_revoked" });
+    expect(String((error as Error).message)).toContain("revoked agent agent-1");
+    expect(revocations).toHaveLength(1);
+    const stale = scripted(problem(401, "stale_request"));
+    await expect(client(stale.fetch).claim(JOB, 1)).rejects.toThrow(/clock/);
+    const forged = scripted(problem(401, "bad_signature"));
+    await expect(client(forged.fetch).claim(JOB, 1)).rejects.toThrow(/GANTRY_AGENT_SECRET/);
+    // A replay refusal is retried with a fresh nonce.
+    const replayed = scripted(
+      problem(401, "replayed_request"),
+      new Response(JSON.stringify({ v: 1, job_id: JOB, status: "running" }), { status: 200 }),
+    );
+    expect(await client(replayed.fetch).heartbeat(JOB, 1)).toEqual({ ok: true, status: "running" });
+  });
+
+  it("leaves a claim of a model it did not register to another delivery", async () => {
+    const { fetch } = scripted(problem(403, "model_not_registered"));
+    await expect(client(fetch).claim(JOB, 1)).rejects.toMatchObject({
+      name: "GatewayError",
+      code: "model_not_registered",
     });
   });
 
@@ -78,11 +172,13 @@ describe("gateway client", () => {
     await expect(client(bare.fetch).claim(JOB, 1)).rejects.toBeInstanceOf(GatewayError);
   });
 
-  it("refuses a bad token loudly instead of dropping jobs", async () => {
+  it("refuses a bad enrollment token loudly instead of dropping jobs", async () => {
     const { fetch } = scripted(problem(401, "unauthorized"));
-    await expect(client(fetch).claim(JOB, 1)).rejects.toMatchObject({
-      code: "gateway_unauthorized",
-    });
+    const enrolling = client(fetch, 3, { secret: undefined, token: "wrong", agentId: "box-1" });
+    const error = await enrolling.claim(JOB, 1).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: "gateway_unauthorized" });
+    expect(String((error as Error).message)).toContain("GANTRY_AGENT_TOKEN");
+    expect(String((error as Error).message)).not.toContain("wrong");
   });
 
   it("counts a 409 on an event as already recorded", async () => {

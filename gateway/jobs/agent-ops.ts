@@ -6,6 +6,12 @@ import type {
   HeartbeatRequest,
 } from "../../shared/protocol/index.ts";
 import { InputRef } from "../../shared/protocol/index.ts";
+import {
+  type AgentRow,
+  AgentStore,
+  registeredModels,
+  statusOfJobHeartbeat,
+} from "../agents/store.ts";
 import type { Gateway } from "../context.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
 import type { Transition } from "../store/job-store.ts";
@@ -34,13 +40,49 @@ function refusal(current: JobRow | null, attempt: number): HttpProblem {
 const conflict = (code: string, detail: string) =>
   new HttpProblem(409, code, "Job not available", detail);
 
+const forbidden = (code: string, detail: string) =>
+  new HttpProblem(403, code, "Not allowed for this agent", detail);
+
+/** The body names an agent: it must be the one that signed. */
+function checkBodyAgent(agent: AgentRow, bodyAgentId: string): void {
+  if (bodyAgentId !== agent.id) {
+    throw forbidden(
+      "agent_mismatch",
+      `The body names agent ${bodyAgentId} but the request is signed by ${agent.id}.`,
+    );
+  }
+}
+
+/**
+ * Another agent holds this attempt. Only the current attempt is checked: an older attempt's
+ * report is refused as `stale_attempt` anyway, which its (rightful) agent acts on.
+ */
+function checkOwnAttempt(agent: AgentRow, current: JobRow | undefined, attempt: number): void {
+  if (current && current.attempt === attempt && current.agent_id !== agent.id) {
+    throw forbidden(
+      "not_your_job",
+      `Attempt ${attempt} of ${current.id} was not claimed by ${agent.id}.`,
+    );
+  }
+}
+
 export async function claimJob(
   gateway: Gateway,
+  agent: AgentRow,
   jobId: string,
   request: ClaimRequest,
 ): Promise<Claim> {
+  checkBodyAgent(agent, request.agent_id);
+  const job = await gateway.jobs.byId(jobId);
+  if (!job) throw notFound("Job", jobId);
+  if (!registeredModels(agent).includes(job.model)) {
+    throw forbidden(
+      "model_not_registered",
+      `Agent ${agent.id} has not registered model ${job.model}: register it first (POST /internal/v1/agents/register).`,
+    );
+  }
   const now = gateway.now();
-  let result = await gateway.jobs.claim(jobId, request.agent_id, request.attempt, now);
+  let result = await gateway.jobs.claim(jobId, agent.id, request.attempt, now);
   if (!result.ok && result.current?.status === "queued" && result.current.expires_at < now) {
     const expired = await gateway.jobs.expire(jobId, now);
     if (expired.ok) afterTransition(gateway, expired.job);
@@ -79,14 +121,30 @@ async function buildClaim(gateway: Gateway, row: JobRow): Promise<Claim> {
   };
 }
 
-export async function heartbeatJob(gateway: Gateway, jobId: string, request: HeartbeatRequest) {
-  const row = await gateway.jobs.heartbeat(jobId, request.attempt, gateway.now());
+export async function heartbeatJob(
+  gateway: Gateway,
+  agent: AgentRow,
+  jobId: string,
+  request: HeartbeatRequest,
+) {
+  checkBodyAgent(agent, request.agent_id);
+  checkOwnAttempt(agent, await gateway.jobs.byId(jobId), request.attempt);
+  const now = gateway.now();
+  await new AgentStore(gateway.db).heartbeat(agent.id, statusOfJobHeartbeat(request), now);
+  const row = await gateway.jobs.heartbeat(jobId, request.attempt, now);
   if (!row) throw refusal((await gateway.jobs.byId(jobId)) ?? null, request.attempt);
   return { v: 1 as const, job_id: jobId, status: row.status };
 }
 
 /** Records what an agent reports. Idempotent: the same report twice is answered alike. */
-export async function reportJob(gateway: Gateway, jobId: string, event: AgentEvent) {
+export async function reportJob(
+  gateway: Gateway,
+  agent: AgentRow,
+  jobId: string,
+  event: AgentEvent,
+) {
+  checkBodyAgent(agent, event.agent_id);
+  checkOwnAttempt(agent, await gateway.jobs.byId(jobId), event.attempt);
   const now = gateway.now();
   let result: Transition;
   if (event.type === "succeeded") {

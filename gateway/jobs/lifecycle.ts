@@ -2,7 +2,12 @@ import type { JobStatus, QueueMessage, WebhookEventType } from "../../shared/pro
 import { isTerminal, WebhookSubscription } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
-import { deliverOne, enqueueWebhook, secretFromTenants } from "../webhooks/deliveries.ts";
+import {
+  type DeliverDeps,
+  deliverOne,
+  enqueueWebhook,
+  secretFromTenants,
+} from "../webhooks/deliveries.ts";
 
 const DEFAULT_WEBHOOK_EVENTS: WebhookEventType[] = [
   "job.succeeded",
@@ -72,6 +77,16 @@ async function sendWebhook(gateway: Gateway, row: JobRow, url: string, type: Web
   }
 }
 
-export function webhookDeps(gateway: Gateway) {
-  return { fetch: gateway.fetch, now: gateway.now, secretFor: secretFromTenants(gateway.db) };
+/**
+ * How this gateway sends webhooks: its fetch (on Node outside embedded mode, one that
+ * refuses private addresses at connect time), its clock, the tenants' signing secrets
+ * (both during a rotation's overlap), and the URL policy, checked again before each attempt.
+ */
+export function webhookDeps(gateway: Gateway): DeliverDeps {
+  return {
+    fetch: gateway.fetch,
+    now: gateway.now,
+    secretFor: secretFromTenants(gateway.db, gateway.now),
+    urlPolicy: { allowInsecure: gateway.config.allowInsecureWebhooks },
+  };
 }

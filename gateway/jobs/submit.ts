@@ -1,9 +1,12 @@
 import { HttpProblem } from "../../shared/errors.ts";
 import { newId } from "../../shared/ids.ts";
 import type { JobRequest } from "../../shared/protocol/index.ts";
+import { assertQueueHasRoom, noteJobQueued, RetryLaterProblem } from "../backpressure.ts";
 import type { Gateway } from "../context.ts";
+import type { ModelSpec } from "../models.ts";
+import { jobPriority } from "../plans.ts";
 import type { JobRow } from "../store/job-rows.ts";
-import { hashKey, type Tenant } from "../store/tenants.ts";
+import { hashKey, queuedJobCount, type Tenant } from "../store/tenants.ts";
 import { uploadBlobKey, uploadForTenant } from "../store/uploads.ts";
 import { afterTransition, publishJob } from "./lifecycle.ts";
 
@@ -19,9 +22,12 @@ export interface Submitted {
 }
 
 /**
- * Validates a job against its model and its inputs, commits it, then publishes it.
- * The commit comes first: once the client hears 202, the job exists even if the queue
- * is down (the outbox sweep publishes it later).
+ * Validates a job against its model and its inputs, checks the tenant's and the model's
+ * limits, commits it, then publishes it. The commit comes first: once the client hears
+ * 202, the job exists even if the queue is down (the outbox sweep publishes it later).
+ *
+ * A repeat of an accepted request (same Idempotency-Key and body) gets its job back before
+ * any limit is checked: a client retrying after a lost 202 must not be told to slow down.
  */
 export async function submitJob(
   gateway: Gateway,
@@ -34,14 +40,17 @@ export async function submitJob(
     const earlier = await replay(gateway, tenant, options.idempotencyKey, requestHash);
     if (earlier) return { job: earlier, created: false };
   }
-  await checkModelAndInputs(gateway, tenant, request);
+  const spec = await checkModelAndInputs(gateway, tenant, request);
+  await assertTenantHasRoom(gateway, tenant);
+  await assertQueueHasRoom(gateway, spec.id);
   const now = gateway.now();
   const ttlSeconds = request.ttl_seconds ?? gateway.config.defaultTtlSeconds;
   const row = await gateway.jobs.insert({
     id: newId("job", now),
     tenantId: tenant.id,
     model: request.model,
-    priority: request.priority ?? 5,
+    // Clamped into the plan's band: see gateway/plans.ts.
+    priority: jobPriority(tenant.limits, request.priority),
     input: request.input,
     webhook: request.webhook ?? null,
     idempotencyKey: options.idempotencyKey,
@@ -56,6 +65,7 @@ export async function submitJob(
     if (earlier) return { job: earlier, created: false };
     throw new Error("idempotent insert conflicted but no job was found");
   }
+  noteJobQueued(gateway, spec.id);
   afterTransition(gateway, row);
   await publishJob(gateway, row);
   return { job: row, created: true };
@@ -74,7 +84,30 @@ async function replay(gateway: Gateway, tenant: Tenant, key: string, requestHash
   return earlier ?? null;
 }
 
-async function checkModelAndInputs(gateway: Gateway, tenant: Tenant, request: JobRequest) {
+/**
+ * The plan's bound on jobs waiting at once. Counted, then inserted: concurrent submits can
+ * pass it by a few, which is fine for a bound that exists to stop floods.
+ */
+async function assertTenantHasRoom(gateway: Gateway, tenant: Tenant): Promise<void> {
+  const max = tenant.limits.max_queued_jobs;
+  const queued = await queuedJobCount(gateway.db, tenant.id);
+  if (queued < max) return;
+  const retryAfter = gateway.config.retryAfterSeconds;
+  throw new RetryLaterProblem(
+    429,
+    "too_many_queued_jobs",
+    "Too many queued jobs",
+    `You have ${queued} jobs queued; your plan (${tenant.plan}) allows ${max}. ` +
+      "Submit more once some have started, or cancel some.",
+    retryAfter,
+  );
+}
+
+async function checkModelAndInputs(
+  gateway: Gateway,
+  tenant: Tenant,
+  request: JobRequest,
+): Promise<ModelSpec> {
   const spec = gateway.models.get(request.model);
   if (!spec) {
     const known = [...gateway.models.keys()].join(", ");
@@ -86,18 +119,16 @@ async function checkModelAndInputs(gateway: Gateway, tenant: Tenant, request: Jo
     );
   }
   const image = request.input.image;
-  if (!image) {
-    if (spec.requiresImage) {
-      throw new HttpProblem(
-        422,
-        "input_missing",
-        "Input missing",
-        `Model "${spec.id}" needs input.image.`,
-      );
-    }
-    return;
+  if (!image && spec.requiresImage) {
+    throw new HttpProblem(
+      422,
+      "input_missing",
+      "Input missing",
+      `Model "${spec.id}" needs input.image.`,
+    );
   }
-  if (!image.startsWith("upl_")) return;
+  checkModelInput(spec, request.input);
+  if (!image?.startsWith("upl_")) return spec;
   const upload = await uploadForTenant(gateway.db, tenant.id, image);
   if (!upload) {
     throw new HttpProblem(422, "unknown_upload", "Unknown upload", `No upload ${image}.`);
@@ -119,4 +150,23 @@ async function checkModelAndInputs(gateway: Gateway, tenant: Tenant, request: Jo
       `Upload ${image} has not been received yet: PUT the file to its upload URL first.`,
     );
   }
+  return spec;
+}
+
+/** The model's own schema for `input`: a 422 that lists every problem, by path. */
+function checkModelInput(spec: ModelSpec, input: JobRequest["input"]): void {
+  const result = spec.input.safeParse(input);
+  if (result.success) return;
+  const errors = result.error.issues.slice(0, 20).map((issue) => ({
+    path: ["input", ...issue.path.map(String)].join("."),
+    message: issue.message,
+  }));
+  const summary = errors.map((error) => `${error.path}: ${error.message}`).join("; ");
+  throw new HttpProblem(
+    422,
+    "invalid_input",
+    "Invalid model input",
+    `Model "${spec.id}" refused its input: ${summary}.`,
+    { errors },
+  );
 }

@@ -1,5 +1,99 @@
 import { Hono } from "hono";
+import { z } from "zod";
+import { notFound } from "../../shared/errors.ts";
+import {
+  type AgentCreated,
+  AgentCreateRequest,
+  type AgentList,
+} from "../../shared/protocol/index.ts";
+import { agentViews } from "../agents/listing.ts";
+import { type AgentRow, AgentStore, registeredModels } from "../agents/store.ts";
+import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
+import { parseJsonBody, parseWith } from "../validation.ts";
 
-/** Admin API for agents (list, register, revoke): mounted at /v1/admin/agents. */
-export const adminAgentRoutes = new Hono<AppEnv>();
+const ListQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(500).default(100),
+  cursor: z.string().max(64).optional(),
+});
+
+/**
+ * Admin API for agents, mounted at /v1/admin/agents behind the API-key middleware (the
+ * `admin` scope is required for all of /v1/admin). Lists every agent with its derived state
+ * so an operator sees which box is idle, busy, overloaded or gone; creates agents with
+ * their own secret (shown once); revokes them, which stops them at their next request.
+ */
+export const adminAgentRoutes = new Hono<AppEnv>()
+  .get("/", async (c) => {
+    const gateway = c.var.gateway;
+    const query = parseWith(ListQuery, c.req.query(), "query");
+    const rows = await new AgentStore(gateway.db).list({
+      limit: query.limit,
+      before: query.cursor,
+    });
+    const body: AgentList = {
+      object: "list",
+      data: await views(gateway, rows),
+      next_cursor: rows.length === query.limit ? (rows.at(-1)?.id ?? null) : null,
+    };
+    return c.json(body);
+  })
+  .post("/", async (c) => {
+    const gateway = c.var.gateway;
+    const request = await parseJsonBody(c, AgentCreateRequest);
+    const { row, secret } = await new AgentStore(gateway.db).create({
+      name: request.name,
+      source: "admin",
+      now: gateway.now(),
+    });
+    gateway.log.info(
+      { agent_id: row.id, name: row.name, tenant_id: c.var.tenant.id },
+      "agent created",
+    );
+    const [view] = await views(gateway, [row]);
+    const body: AgentCreated = { ...view!, agent_id: row.id, secret };
+    return c.json(body, 201, { location: `/v1/admin/agents/${row.id}` });
+  })
+  .get("/:id", async (c) => {
+    const gateway = c.var.gateway;
+    const row = await new AgentStore(gateway.db).byId(c.req.param("id"));
+    if (!row) throw notFound("Agent", c.req.param("id"));
+    const [view] = await views(gateway, [row]);
+    return c.json(view);
+  })
+  .post("/:id/revoke", async (c) => {
+    const gateway = c.var.gateway;
+    const row = await new AgentStore(gateway.db).revoke(c.req.param("id"), gateway.now());
+    if (!row) throw notFound("Agent", c.req.param("id"));
+    gateway.log.warn({ agent_id: row.id, tenant_id: c.var.tenant.id }, "agent revoked");
+    const [view] = await views(gateway, [row]);
+    return c.json(view);
+  });
+
+/** Views for these rows, with what the job store and the queue know about them. */
+async function views(gateway: Gateway, rows: AgentRow[]) {
+  return agentViews(gateway.db, rows, await waitingJobs(gateway, rows), gateway.now());
+}
+
+/**
+ * Ready jobs per model the listed agents serve: one depth reading per model. A queue that
+ * cannot answer leaves its models out (an agent is then never called overloaded by it)
+ * rather than failing the listing an operator needs most when things go wrong.
+ */
+async function waitingJobs(gateway: Gateway, rows: AgentRow[]): Promise<Map<string, number>> {
+  const models = [...new Set(rows.filter((r) => !r.revoked_at).flatMap(registeredModels))];
+  const waiting = new Map<string, number>();
+  await Promise.all(
+    models.map(async (model) => {
+      try {
+        waiting.set(model, (await gateway.queue.depth(model)).ready);
+      } catch (error) {
+        gateway.log.warn(
+          { model, err: String(error) },
+          "queue depth unavailable for the agent list",
+        );
+      }
+    }),
+  );
+  return waiting;
+}

@@ -1,5 +1,50 @@
 import { Hono } from "hono";
+import { HttpProblem, notFound } from "../../shared/errors.ts";
+import type { WebhookDeliveryList } from "../../shared/protocol/webhook-api.ts";
 import type { AppEnv } from "../env.ts";
+import { webhookDeps } from "../jobs/lifecycle.ts";
+import { listDeliveries } from "../webhooks/deliveries.ts";
+import { redeliver } from "../webhooks/redeliver.ts";
+import { toWebhookDelivery } from "../webhooks/views.ts";
 
-/** A job's webhook deliveries: mounted at /v1/jobs (`/:id/webhooks`, `/:id/webhooks/:delivery/redeliver`). */
-export const jobWebhookRoutes = new Hono<AppEnv>();
+/**
+ * A job's webhook deliveries, mounted at /v1/jobs. Another tenant's job is a 404 here as
+ * everywhere: the job is looked up for the caller's tenant before anything else.
+ */
+export const jobWebhookRoutes = new Hono<AppEnv>()
+  .get("/:id/webhooks", async (c) => {
+    const gateway = c.var.gateway;
+    const id = c.req.param("id");
+    if (!(await gateway.jobs.forTenant(c.var.tenant.id, id))) throw notFound("Job", id);
+    const deliveries = await listDeliveries(gateway.db, c.var.tenant.id, id);
+    const body: WebhookDeliveryList = { object: "list", data: deliveries.map(toWebhookDelivery) };
+    return c.json(body);
+  })
+  .post("/:id/webhooks/:delivery/redeliver", async (c) => {
+    const gateway = c.var.gateway;
+    const tenantId = c.var.tenant.id;
+    const jobId = c.req.param("id");
+    const deliveryId = c.req.param("delivery");
+    if (!(await gateway.jobs.forTenant(tenantId, jobId))) throw notFound("Job", jobId);
+    // The attempt is made before answering (it is bounded by the 15 s webhook timeout), so
+    // the answer already shows how it went.
+    const result = await redeliver(
+      gateway.db,
+      { tenantId, jobId, deliveryId },
+      webhookDeps(gateway),
+    );
+    if (result.kind === "not_found") throw notFound("Webhook delivery", deliveryId);
+    if (result.kind === "busy") {
+      throw new HttpProblem(
+        409,
+        "delivery_busy",
+        "Delivery busy",
+        "Another attempt at this delivery started just now; list the job's webhooks to see it.",
+      );
+    }
+    const view = (await listDeliveries(gateway.db, tenantId, jobId)).find(
+      (d) => d.id === deliveryId,
+    );
+    if (!view) throw notFound("Webhook delivery", deliveryId);
+    return c.json(toWebhookDelivery(view), 202);
+  });

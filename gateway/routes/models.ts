@@ -1,5 +1,43 @@
 import { Hono } from "hono";
+import { notFound } from "../../shared/errors.ts";
+import { queueBound } from "../backpressure.ts";
+import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
+import { inputJsonSchema, type ModelSpec } from "../models.ts";
+import type { Tenant } from "../store/tenants.ts";
+import { maxUploadBytes } from "./uploads.ts";
 
-/** `GET /v1/models`: mounted at /v1/models. */
-export const modelRoutes = new Hono<AppEnv>();
+/** A served model as `GET /v1/models` shows it, with the limits that apply to the caller. */
+function modelView(gateway: Gateway, tenant: Tenant, spec: ModelSpec) {
+  return {
+    id: spec.id,
+    object: "model" as const,
+    description: spec.description,
+    input_schema: inputJsonSchema(spec),
+    content_types: spec.contentTypes,
+    limits: {
+      max_upload_bytes: maxUploadBytes(
+        gateway.config.maxUploadBytes,
+        tenant.limits.max_upload_bytes,
+      ),
+      max_image_pixels: spec.maxPixels,
+      max_image_side: spec.maxSide,
+      max_queue_depth: queueBound(gateway, spec.id),
+      priority: { min: tenant.limits.priority_min, max: tenant.limits.priority_max },
+    },
+  };
+}
+
+/** `GET /v1/models` and `GET /v1/models/{id}`: mounted at /v1/models; any valid key. */
+export const modelRoutes = new Hono<AppEnv>()
+  .get("/", (c) => {
+    const { gateway, tenant } = c.var;
+    const data = [...gateway.models.values()].map((spec) => modelView(gateway, tenant, spec));
+    return c.json({ object: "list", data });
+  })
+  .get("/:id", (c) => {
+    const { gateway, tenant } = c.var;
+    const spec = gateway.models.get(c.req.param("id"));
+    if (!spec) throw notFound("Model", c.req.param("id"));
+    return c.json(modelView(gateway, tenant, spec));
+  });

@@ -3,14 +3,23 @@ import { HttpProblem } from "../../shared/errors.ts";
 import { newId } from "../../shared/ids.ts";
 import { type Upload, UploadRequest } from "../../shared/protocol/index.ts";
 import type { AppEnv } from "../env.ts";
-import { IMAGE_TYPES } from "../models.ts";
+import { acceptedContentTypes } from "../models.ts";
 import { insertUpload, uploadBlobKey } from "../store/uploads.ts";
 import { parseJsonBody } from "../validation.ts";
 
+/** The largest upload a tenant may make: its plan's ceiling, within the gateway's own. */
+export function maxUploadBytes(gatewayMax: number, planMax: number): number {
+  return Math.min(gatewayMax, planMax);
+}
+
+/**
+ * Presigned uploads. Uploads name no model, so the content type is checked here against
+ * every served model's allowlist, and against the job's model when a job uses the upload.
+ */
 export const uploadRoutes = new Hono<AppEnv>().post("/", async (c) => {
-  const gateway = c.var.gateway;
+  const { gateway, tenant } = c.var;
   const request = await parseJsonBody(c, UploadRequest);
-  const accepted: readonly string[] = IMAGE_TYPES;
+  const accepted = acceptedContentTypes(gateway.models);
   if (!accepted.includes(request.content_type)) {
     throw new HttpProblem(
       415,
@@ -19,12 +28,14 @@ export const uploadRoutes = new Hono<AppEnv>().post("/", async (c) => {
       `content_type must be one of ${accepted.join(", ")}.`,
     );
   }
-  if (request.size_bytes > gateway.config.maxUploadBytes) {
+  const limit = maxUploadBytes(gateway.config.maxUploadBytes, tenant.limits.max_upload_bytes);
+  if (request.size_bytes > limit) {
     throw new HttpProblem(
       413,
       "upload_too_large",
       "Upload too large",
-      `size_bytes may be at most ${gateway.config.maxUploadBytes}.`,
+      `size_bytes may be at most ${limit} on your plan (${tenant.plan}).`,
+      { max_upload_bytes: limit },
     );
   }
   const now = gateway.now();
@@ -36,7 +47,7 @@ export const uploadRoutes = new Hono<AppEnv>().post("/", async (c) => {
   });
   await insertUpload(gateway.db, {
     id,
-    tenant_id: c.var.tenant.id,
+    tenant_id: tenant.id,
     content_type: request.content_type,
     size_bytes: request.size_bytes,
     blob_key: uploadBlobKey(id),

@@ -1,11 +1,52 @@
 import { Hono } from "hono";
-import type { WebhookSecret } from "../../shared/protocol/index.ts";
+import { notFound } from "../../shared/errors.ts";
+import {
+  WebhookEndpointEnableRequest,
+  type WebhookEndpointList,
+  WebhookSecretRotateRequest,
+} from "../../shared/protocol/webhook-api.ts";
 import type { AppEnv } from "../env.ts";
-import { webhookSecretOf } from "../store/tenants.ts";
+import { parseJsonBody } from "../validation.ts";
+import { enableEndpoint, listEndpoints } from "../webhooks/endpoints.ts";
+import { rotateWebhookSecret, webhookSecretState } from "../webhooks/secret-rotation.ts";
+import { toWebhookEndpoint, toWebhookSecretDetails } from "../webhooks/views.ts";
 
-export const webhookRoutes = new Hono<AppEnv>().get("/secret", async (c) => {
-  const secret = await webhookSecretOf(c.var.gateway.db, c.var.tenant.id);
-  const body: WebhookSecret = { object: "webhook_secret", secret };
-  c.header("cache-control", "no-store");
-  return c.json(body);
-});
+/** The tenant's webhook settings: signing secret (and its rotation), endpoint health. */
+export const webhookRoutes = new Hono<AppEnv>()
+  .get("/secret", async (c) => {
+    const gateway = c.var.gateway;
+    const state = await webhookSecretState(gateway.db, c.var.tenant.id, gateway.now());
+    if (!state) throw notFound("Tenant", c.var.tenant.id);
+    c.header("cache-control", "no-store");
+    return c.json(toWebhookSecretDetails(state));
+  })
+  .post("/secret/rotate", async (c) => {
+    const gateway = c.var.gateway;
+    // The body is optional: an empty POST rotates with the default overlap.
+    const empty = (await c.req.text()).trim() === "";
+    const request = empty ? {} : await parseJsonBody(c, WebhookSecretRotateRequest);
+    const state = await rotateWebhookSecret(gateway.db, c.var.tenant.id, {
+      now: gateway.now(),
+      ...(request.overlap_seconds === undefined
+        ? {}
+        : { overlapMs: request.overlap_seconds * 1000 }),
+    });
+    gateway.log.info(
+      { tenant_id: c.var.tenant.id, previous_expires_at: state.previousExpiresAt },
+      "webhook secret rotated",
+    );
+    c.header("cache-control", "no-store");
+    return c.json(toWebhookSecretDetails(state));
+  })
+  .get("/endpoints", async (c) => {
+    const endpoints = await listEndpoints(c.var.gateway.db, c.var.tenant.id);
+    const body: WebhookEndpointList = { object: "list", data: endpoints.map(toWebhookEndpoint) };
+    return c.json(body);
+  })
+  .post("/endpoints/enable", async (c) => {
+    const gateway = c.var.gateway;
+    const { url } = await parseJsonBody(c, WebhookEndpointEnableRequest);
+    const endpoint = await enableEndpoint(gateway.db, c.var.tenant.id, url, gateway.now());
+    if (!endpoint) throw notFound("Webhook endpoint", url);
+    return c.json(toWebhookEndpoint(endpoint));
+  });

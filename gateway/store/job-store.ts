@@ -141,6 +141,55 @@ export class JobStore {
       .execute();
   }
 
+  /** Running jobs not heard from (claim, heartbeat) since `staleBefore`: their agent is gone. */
+  staleRunning(staleBefore: number, limit: number): Promise<JobRow[]> {
+    return this.db
+      .selectFrom("jobs")
+      .selectAll()
+      .where("status", "=", "running")
+      .where("updated_at", "<", staleBefore)
+      .orderBy("updated_at")
+      .limit(limit)
+      .execute();
+  }
+
+  /**
+   * How many times the job was claimed. Counted from its events rather than read from
+   * `attempt`, which is the queue's delivery count and starts again on a republished message.
+   */
+  async claims(id: string): Promise<number> {
+    const row = await this.db
+      .selectFrom("job_events")
+      .select((eb) => eb.fn.countAll<number | string>().as("claims"))
+      .where("job_id", "=", id)
+      .where("status", "=", "running")
+      .executeTakeFirst();
+    return Number(row?.claims ?? 0);
+  }
+
+  /**
+   * Takes a stale running job back: to `queued` (unpublished, so the outbox covers a failed
+   * republish) when `retry`, else to `failed`. Only if no heartbeat came in since `staleBefore`
+   * and the attempt is still the one judged stale: a racing heartbeat or claim wins.
+   */
+  reclaimStale(
+    row: JobRow,
+    staleBefore: number,
+    error: JobError,
+    retry: boolean,
+    now: number,
+  ): Promise<Transition> {
+    const change = retry
+      ? { status: "queued", error: JSON.stringify(error), published_at: null }
+      : { status: "failed", error: JSON.stringify(error), finished_at: now };
+    return this.transition(row.id, change, now, (q) =>
+      q
+        .where("status", "=", "running")
+        .where("attempt", "=", row.attempt)
+        .where("updated_at", "<", staleBefore),
+    );
+  }
+
   cancel(tenantId: string, id: string, now: number): Promise<Transition> {
     return this.transition(id, { status: "canceled", finished_at: now }, now, (q) =>
       q.where("tenant_id", "=", tenantId).where("status", "in", ACTIVE),

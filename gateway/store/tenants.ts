@@ -1,27 +1,107 @@
-import type { Kysely } from "kysely";
-import type { Database } from "../../shared/db/schema.ts";
-import { newId } from "../../shared/ids.ts";
+import type { Kysely, Selectable } from "kysely";
+import type { Database, TenantTable } from "../../shared/db/schema.ts";
+import {
+  effectiveLimits,
+  PlanLimits,
+  type PlanLimits as PlanLimitsType,
+  PlanName,
+  PlanOverrides,
+} from "../plans.ts";
+import { ALL_SCOPES, hashKey, insertApiKey, parseScopes, type Scope } from "./api-keys.ts";
 
+export { hashKey } from "./api-keys.ts";
+
+/** The tenant a request acts for, with its plan's limits already resolved. */
 export interface Tenant {
   id: string;
   name: string;
+  plan: PlanName;
+  limits: PlanLimitsType;
 }
 
-/** SHA-256 of a key, hex. Keys are stored only as hashes. */
-export async function hashKey(key: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(key));
-  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+/** The API key a request came with: what may be logged of it, and what it may do. */
+export interface AuthenticatedKey {
+  id: string;
+  prefix: string;
+  scopes: Scope[];
 }
 
-export async function tenantForKey(db: Kysely<Database>, key: string): Promise<Tenant | null> {
+export type TenantRow = Selectable<TenantTable>;
+
+/** The admin API's view of a tenant: never its webhook secret. */
+export interface TenantView {
+  id: string;
+  object: "tenant";
+  name: string;
+  plan: PlanName;
+  /** The overrides stored for this tenant, or null. */
+  overrides: PlanOverrides | null;
+  /** The plan with the overrides applied: what the gateway enforces. */
+  limits: PlanLimitsType;
+  created_at: string;
+}
+
+/** A stored plan name the code no longer knows (a hand edit) falls back to `free`. */
+export const planOf = (stored: string): PlanName => PlanName.catch("free").parse(stored);
+
+export function overridesOf(stored: string | null): PlanOverrides | null {
+  if (stored === null) return null;
+  try {
+    const parsed = PlanOverrides.safeParse(JSON.parse(stored));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
+}
+
+function toTenant(row: Pick<TenantRow, "id" | "name" | "plan" | "limits">): Tenant {
+  const plan = planOf(row.plan);
+  return {
+    id: row.id,
+    name: row.name,
+    plan,
+    limits: effectiveLimits(plan, overridesOf(row.limits)),
+  };
+}
+
+export function toTenantView(row: TenantRow): TenantView {
+  const tenant = toTenant(row);
+  return {
+    id: row.id,
+    object: "tenant",
+    name: row.name,
+    plan: tenant.plan,
+    overrides: overridesOf(row.limits),
+    limits: tenant.limits,
+    created_at: new Date(Number(row.created_at)).toISOString(),
+  };
+}
+
+/** The tenant and key a bearer key belongs to; null when unknown or revoked. */
+export async function tenantForKey(
+  db: Kysely<Database>,
+  key: string,
+): Promise<{ tenant: Tenant; key: AuthenticatedKey } | null> {
   const row = await db
     .selectFrom("api_keys")
     .innerJoin("tenants", "tenants.id", "api_keys.tenant_id")
-    .select(["tenants.id", "tenants.name"])
+    .select([
+      "tenants.id as tenant_id",
+      "tenants.name",
+      "tenants.plan",
+      "tenants.limits",
+      "api_keys.id as key_id",
+      "api_keys.prefix",
+      "api_keys.scopes",
+    ])
     .where("api_keys.hash", "=", await hashKey(key))
     .where("api_keys.revoked_at", "is", null)
     .executeTakeFirst();
-  return row ?? null;
+  if (!row) return null;
+  return {
+    tenant: toTenant({ id: row.tenant_id, name: row.name, plan: row.plan, limits: row.limits }),
+    key: { id: row.key_id, prefix: row.prefix, scopes: parseScopes(row.scopes) },
+  };
 }
 
 export async function webhookSecretOf(db: Kysely<Database>, tenantId: string): Promise<string> {
@@ -33,35 +113,130 @@ export async function webhookSecretOf(db: Kysely<Database>, tenantId: string): P
   return row.webhook_secret;
 }
 
+export interface NewTenant {
+  id: string;
+  name: string;
+  plan: PlanName;
+  overrides?: PlanOverrides | null;
+  webhookSecret: string;
+  now: number;
+}
+
+/** Inserts a tenant; returns null when the id is taken. */
+export async function insertTenant(
+  db: Kysely<Database>,
+  tenant: NewTenant,
+): Promise<TenantRow | null> {
+  const row = await db
+    .insertInto("tenants")
+    .values({
+      id: tenant.id,
+      name: tenant.name,
+      plan: tenant.plan,
+      limits: storedOverrides(tenant.overrides),
+      webhook_secret: tenant.webhookSecret,
+      created_at: tenant.now,
+    })
+    .onConflict((oc) => oc.column("id").doNothing())
+    .returningAll()
+    .executeTakeFirst();
+  return row ?? null;
+}
+
+export function tenantById(db: Kysely<Database>, id: string): Promise<TenantRow | undefined> {
+  return db.selectFrom("tenants").selectAll().where("id", "=", id).executeTakeFirst();
+}
+
+export function listTenants(
+  db: Kysely<Database>,
+  options: { limit: number; after?: string },
+): Promise<TenantRow[]> {
+  let query = db.selectFrom("tenants").selectAll().orderBy("id").limit(options.limit);
+  if (options.after !== undefined) query = query.where("id", ">", options.after);
+  return query.execute();
+}
+
+/** Moves a tenant to another plan and/or replaces its overrides (null clears them). */
+export async function updateTenantPlan(
+  db: Kysely<Database>,
+  id: string,
+  change: { plan?: PlanName; overrides?: PlanOverrides | null },
+): Promise<TenantRow | undefined> {
+  const set: { plan?: string; limits?: string | null } = {};
+  if (change.plan !== undefined) set.plan = change.plan;
+  if (change.overrides !== undefined) set.limits = storedOverrides(change.overrides);
+  if (Object.keys(set).length > 0) {
+    await db.updateTable("tenants").set(set).where("id", "=", id).execute();
+  }
+  return tenantById(db, id);
+}
+
 /**
- * Creates the tenant if missing and makes `apiKey` one of its keys. Idempotent, so the
- * embedded default can call it on every start with the same tenant and key.
+ * Overrides are checked against the whole plan they land on, so a tenant can never end
+ * up with a priority band out of order. Returns an error message, or null when valid.
+ */
+export function overridesProblem(plan: PlanName, overrides: PlanOverrides | null): string | null {
+  if (!overrides) return null;
+  const merged = PlanLimits.safeParse({ ...effectiveLimits(plan, null), ...overrides });
+  return merged.success ? null : (merged.error.issues[0]?.message ?? "invalid limits");
+}
+
+function storedOverrides(overrides: PlanOverrides | null | undefined): string | null {
+  return overrides && Object.keys(overrides).length > 0 ? JSON.stringify(overrides) : null;
+}
+
+/** How many of a tenant's jobs wait in the queue: what `max_queued_jobs` bounds. */
+export async function queuedJobCount(db: Kysely<Database>, tenantId: string): Promise<number> {
+  const row = await db
+    .selectFrom("jobs")
+    .select((eb) => eb.fn.countAll<string | number>().as("n"))
+    .where("tenant_id", "=", tenantId)
+    .where("status", "=", "queued")
+    .executeTakeFirst();
+  return Number(row?.n ?? 0);
+}
+
+export interface BootstrapTenant {
+  id: string;
+  name: string;
+  apiKey: string;
+  webhookSecret: string;
+  /** Default `enterprise`: the operator's own tenant is not throttled like a customer. */
+  plan?: PlanName;
+  /** Default every scope: the printed key must be able to make other tenants' keys. */
+  scopes?: readonly Scope[];
+}
+
+/**
+ * The embedded default's tenant (and the Workers bootstrap tenant): creates it if missing,
+ * puts it on `plan`, and makes `apiKey` one of its keys. Idempotent, so it runs on every
+ * start with the same tenant and key. A key that was revoked stays revoked, and the webhook
+ * secret is used only when the tenant is first made.
  */
 export async function ensureTenantWithKey(
   db: Kysely<Database>,
-  tenant: Tenant & { apiKey: string; webhookSecret: string },
+  tenant: BootstrapTenant,
   now = Date.now(),
 ): Promise<void> {
+  const plan = tenant.plan ?? "enterprise";
   await db
     .insertInto("tenants")
     .values({
       id: tenant.id,
       name: tenant.name,
+      plan,
+      limits: null,
       webhook_secret: tenant.webhookSecret,
       created_at: now,
     })
-    .onConflict((oc) => oc.column("id").doNothing())
+    // The plan follows the operator's settings, so a tenant from before plans catches up.
+    .onConflict((oc) => oc.column("id").doUpdateSet({ plan }))
     .execute();
-  await db
-    .insertInto("api_keys")
-    .values({
-      id: newId("key", now),
-      tenant_id: tenant.id,
-      prefix: tenant.apiKey.slice(0, 10),
-      hash: await hashKey(tenant.apiKey),
-      created_at: now,
-      revoked_at: null,
-    })
-    .onConflict((oc) => oc.column("hash").doNothing())
-    .execute();
+  await insertApiKey(db, {
+    tenantId: tenant.id,
+    scopes: tenant.scopes ?? ALL_SCOPES,
+    name: "bootstrap",
+    key: tenant.apiKey,
+    now,
+  });
 }

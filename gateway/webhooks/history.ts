@@ -19,7 +19,7 @@ export interface WebhookDeliveryView {
   job_id: string;
   event_type: string;
   url: string;
-  /** pending | delivered | failed */
+  /** pending | delivered | failed | skipped */
   state: string;
   /** Attempts started, including one in flight. */
   attempts: number;

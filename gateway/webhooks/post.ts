@@ -9,6 +9,8 @@ export interface PostResult {
   statusCode: number | null;
   /** Null on 2xx; otherwise a short, single-line reason. */
   error: string | null;
+  /** The `Retry-After` header of a 429 or 503, as sent (the schedule parses it). */
+  retryAfter?: string;
 }
 
 /** Receivers' bodies are theirs: keep only enough to tell an operator what went wrong. */
@@ -53,7 +55,14 @@ export async function postWebhook(
     reason += ` redirect not followed${location ? ` (to ${location})` : ""}`;
   }
   if (excerpt) reason += `: ${excerpt}`;
-  return { statusCode: response.status, error: shorten(reason) };
+  const retryAfter = response.headers.get("retry-after");
+  // Only these two statuses mean "come back later"; elsewhere the header is noise.
+  const honoured = (response.status === 429 || response.status === 503) && retryAfter;
+  return {
+    statusCode: response.status,
+    error: shorten(reason),
+    ...(honoured ? { retryAfter: retryAfter.slice(0, 64) } : {}),
+  };
 }
 
 function describeFetchError(error: unknown, timeoutMs: number): string {

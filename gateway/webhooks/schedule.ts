@@ -39,3 +39,38 @@ export function nextAttemptDelayMs(
   const factor = 1 + (random() * 2 - 1) * JITTER;
   return Math.round(base * factor);
 }
+
+/**
+ * The most a receiver's `Retry-After` can push the next attempt out. A receiver that asks
+ * for more still gets its retry after a day rather than never; the attempt still counts,
+ * so the schedule still ends.
+ */
+export const RETRY_AFTER_CAP_MS = 24 * HOUR;
+
+/**
+ * `Retry-After` (delay-seconds or an HTTP-date) as milliseconds from `now`; null when
+ * absent or unreadable. A date in the past means "now".
+ */
+export function parseRetryAfterMs(value: string | undefined, now: number): number | null {
+  const text = value?.trim();
+  if (!text) return null;
+  if (/^\d+$/.test(text)) return Math.min(Number(text) * SECOND, RETRY_AFTER_CAP_MS);
+  const date = Date.parse(text);
+  return Number.isNaN(date) ? null : Math.min(Math.max(0, date - now), RETRY_AFTER_CAP_MS);
+}
+
+/**
+ * The wait after a failed attempt: the scheduled delay, but at least what the receiver
+ * asked for in `Retry-After` (capped). Null once the schedule is exhausted, or on
+ * `410 Gone`: the receiver says the endpoint is retired, and retrying would only annoy it.
+ */
+export function delayAfterFailureMs(
+  attemptsMade: number,
+  failure: { statusCode: number | null; retryAfterMs: number | null },
+  random: () => number = Math.random,
+): number | null {
+  if (failure.statusCode === 410) return null;
+  const scheduled = nextAttemptDelayMs(attemptsMade, random);
+  if (scheduled === null) return null;
+  return Math.max(scheduled, failure.retryAfterMs ?? 0);
+}

@@ -1,6 +1,7 @@
 import type { JobError } from "../../shared/protocol/index.ts";
 import type { SessionFactory } from "../runner/providers.ts";
-import type { ExecutionProvider, RunRequest } from "../runner/types.ts";
+import type { Artifact, ExecutionProvider, RunRequest } from "../runner/types.ts";
+import type { ModelConfig } from "./model-config.ts";
 
 /** What a pipeline gets when the runner loads it on a chosen execution provider. */
 export interface PipelineLoadOptions {
@@ -9,21 +10,52 @@ export interface PipelineLoadOptions {
   threads: number;
   /** Creates onnxruntime sessions on `provider` with the runner's thread settings. */
   createSession: SessionFactory;
+  /** The model id jobs name; defaults to the pipeline's id. */
+  modelId?: string;
+  /** The model's file, batch limits and pipeline options; built-ins load without one. */
+  config?: ModelConfig;
 }
 
 /** A loaded model: sessions created, ready to run requests. */
 export interface LoadedPipeline {
-  /** Returns the job output, or throws a `PipelineFailure` for an expected failure. */
+  /**
+   * Returns the job output (or an `OutputWithArtifacts` when the run made files), or throws
+   * a `PipelineFailure` for an expected failure.
+   */
   run(request: RunRequest): Promise<unknown>;
+  /**
+   * Most requests `runBatch` takes at once: above 1 only for a model whose batch axis is
+   * dynamic. Absent means 1.
+   */
+  readonly maxBatch?: number;
+  /**
+   * Runs requests of this model as one batch. Each entry settles on its own: a request whose
+   * input is bad fails alone while the others succeed.
+   */
+  runBatch?(requests: readonly RunRequest[]): Promise<PromiseSettledResult<unknown>[]>;
   /** Runs once on synthetic input so the first real job does not pay for lazy allocation. */
   warm(): Promise<void>;
   release(): Promise<void>;
 }
 
 export interface PipelineDefinition {
-  /** The model id jobs name (`ocr`, `noop`). */
+  /** The pipeline's id: a model config's `pipeline`, and the model id of built-ins. */
   id: string;
+  /** True when the pipeline runs without a model config (`ocr`, `noop`). */
+  builtin?: boolean;
   load(options: PipelineLoadOptions): Promise<LoadedPipeline>;
+}
+
+/**
+ * A job output with binary files beside it. The agent uploads each artifact where the claim
+ * says and merges a reference `{ content_type, size_bytes }` into the output under its name,
+ * so `output` must be a JSON object.
+ */
+export class OutputWithArtifacts {
+  constructor(
+    readonly output: Record<string, unknown>,
+    readonly artifacts: Readonly<Record<string, Artifact>>,
+  ) {}
 }
 
 /**
@@ -43,4 +75,18 @@ export function permanentFailure(code: string, message: string): PipelineFailure
 
 export function transientFailure(code: string, message: string): PipelineFailure {
   return new PipelineFailure({ type: "transient", code, message });
+}
+
+/** The one image a vision model reads: `image`, or the only input whatever its name. */
+export function imageInput(request: RunRequest, modelId: string): Uint8Array {
+  const named = request.files.image;
+  if (named) return named.bytes;
+  const all = Object.values(request.files);
+  if (all.length === 1) return all[0]!.bytes;
+  throw permanentFailure(
+    "missing_input",
+    all.length === 0
+      ? `the ${modelId} model needs an image input named \`image\``
+      : `the ${modelId} model reads one image; name it \`image\``,
+  );
 }

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { JobError } from "../../shared/protocol/index.ts";
+import { ModelConfig } from "../pipelines/model-config.ts";
 
 /**
  * Messages between the runner (parent) and its child process over the IPC channel. The
@@ -19,20 +20,27 @@ export const LoadMessage = z.object({
   models: z.array(z.string()).min(1),
   threads: z.number().int().min(0),
   providers: z.array(ExecutionProviderSchema).min(1),
+  /** Which pipeline and file back each configured model id. */
+  configs: z.record(z.string(), ModelConfig).optional(),
 });
 export type LoadMessage = z.infer<typeof LoadMessage>;
 
-/** Parent → child: run one job. `id` pairs the result with its request. */
+const RunRequestSchema = z.object({
+  jobId: z.string(),
+  model: z.string(),
+  files: z.record(z.string(), z.object({ bytes: Bytes, contentType: z.string().nullable() })),
+  params: z.record(z.string(), z.unknown()),
+});
+
+/**
+ * Parent → child: run jobs of one model, as one batch when there are several. `id` pairs
+ * the results with their requests.
+ */
 export const RunMessage = z.object({
   v: z.literal(1),
   type: z.literal("run"),
   id: z.number().int(),
-  request: z.object({
-    jobId: z.string(),
-    model: z.string(),
-    files: z.record(z.string(), z.object({ bytes: Bytes, contentType: z.string().nullable() })),
-    params: z.record(z.string(), z.unknown()),
-  }),
+  requests: z.array(RunRequestSchema).min(1),
 });
 export type RunMessage = z.infer<typeof RunMessage>;
 
@@ -52,6 +60,8 @@ export const ReadyMessage = z.object({
   provider: ExecutionProviderSchema,
   attempts: z.array(ProviderAttemptSchema),
   models: z.array(z.string()),
+  /** Most jobs each model takes in one batch (1: no batching). */
+  maxBatch: z.record(z.string(), z.number().int().min(1)),
   loadMs: z.number(),
 });
 export type ReadyMessage = z.infer<typeof ReadyMessage>;
@@ -64,14 +74,21 @@ export const LoadFailedMessage = z.object({
 });
 export type LoadFailedMessage = z.infer<typeof LoadFailedMessage>;
 
+const RunResultSchema = z.discriminatedUnion("ok", [
+  z.object({
+    ok: z.literal(true),
+    output: z.unknown(),
+    artifacts: z.record(z.string(), z.object({ contentType: z.string(), bytes: Bytes })).optional(),
+  }),
+  z.object({ ok: z.literal(false), error: JobError }),
+]);
+
+/** Child → parent: one result per request of a run, in the same order. */
 export const ResultMessage = z.object({
   v: z.literal(1),
   type: z.literal("result"),
   id: z.number().int(),
-  result: z.discriminatedUnion("ok", [
-    z.object({ ok: z.literal(true), output: z.unknown() }),
-    z.object({ ok: z.literal(false), error: JobError }),
-  ]),
+  results: z.array(RunResultSchema),
   durationMs: z.number(),
 });
 export type ResultMessage = z.infer<typeof ResultMessage>;

@@ -1,11 +1,19 @@
-import { type ChildProcess, fork } from "node:child_process";
-import { createRequire } from "node:module";
-import { fileURLToPath, pathToFileURL } from "node:url";
 import { type Logger, pino } from "pino";
 import type { JobError } from "../../shared/protocol/index.ts";
-import { ChildMessage, type ParentMessage, type ReadyMessage } from "./child-protocol.ts";
+import type { LoadMessage, ParentMessage, ReadyMessage } from "./child-protocol.ts";
+import { type Child, forkChild } from "./child-process.ts";
+import { OUT_OF_MEMORY_CODE } from "./oom.ts";
 import { RestartBackoff } from "./restart-backoff.ts";
-import type { ExecutionProvider, Runner, RunnerOptions, RunRequest, RunResult } from "./types.ts";
+import type {
+  BatchPolicy,
+  ExecutionProvider,
+  Runner,
+  RunnerOptions,
+  RunRequest,
+  RunResult,
+} from "./types.ts";
+
+export { RunnerStartError } from "./child-process.ts";
 
 export type RunnerLogger = Pick<Logger, "info" | "warn" | "error">;
 
@@ -21,27 +29,16 @@ export interface ChildRunnerOptions extends RunnerOptions {
   stopTimeoutMs?: number;
 }
 
-const CHILD_ENTRY = fileURLToPath(new URL("./child.ts", import.meta.url));
-// Resolved from this file, not the working directory, so an agent started elsewhere works.
-const TSX_LOADER = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-
-/** Why a runner child could not start: the child's own load error, or an early exit. */
-export class RunnerStartError extends Error {
-  constructor(readonly jobError: JobError) {
-    super(jobError.message);
-    this.name = "RunnerStartError";
-  }
-}
+const DEFAULT_BATCH_WINDOW_MS = 10;
 
 /** A runner backed by one child process (one GPU slot); see `Runner`. */
 export function createChildRunner(options: ChildRunnerOptions): Runner {
   return new ChildRunner(options);
 }
 
-interface Child {
-  process: ChildProcess;
-  ready: boolean;
-  exited: Promise<void>;
+interface PendingRun {
+  count: number;
+  settle(results: RunResult[]): void;
 }
 
 class ChildRunner implements Runner {
@@ -51,7 +48,7 @@ class ChildRunner implements Runner {
   private child: Child | null = null;
   /** Settles when the current (or next) child is ready; replaced on every restart. */
   private ready: Promise<void> | null = null;
-  private pending = new Map<number, (result: RunResult) => void>();
+  private pending = new Map<number, PendingRun>();
   private nextRunId = 1;
   /** Runs go one at a time: a runner is one GPU slot. */
   private queue: Promise<unknown> = Promise.resolve();
@@ -61,6 +58,10 @@ class ChildRunner implements Runner {
   private broken: JobError | null = null;
   /** Cancels a pending restart (its timer) so `stop` leaves no run waiting on it. */
   private cancelRestart: (() => void) | null = null;
+  /** Each model's batch limit as the child reported it after loading. */
+  private maxBatch: Record<string, number> = {};
+  /** Lower limits learnt from running out of memory; they outlive the child. */
+  private readonly memoryLimits = new Map<string, number>();
 
   constructor(private readonly options: ChildRunnerOptions) {
     this.logger = options.logger ?? pino({ name: "gantry-runner" });
@@ -79,10 +80,24 @@ class ChildRunner implements Runner {
     return this.ready;
   }
 
-  run(request: RunRequest): Promise<RunResult> {
-    const result = this.queue.then(() => this.runNow(request));
-    this.queue = result.catch(() => {});
-    return result;
+  async run(request: RunRequest): Promise<RunResult> {
+    const [result] = await this.runBatch([request]);
+    return result!;
+  }
+
+  runBatch(requests: readonly RunRequest[]): Promise<RunResult[]> {
+    const results = this.queue.then(() => this.runNow(requests));
+    this.queue = results.catch(() => {});
+    return results;
+  }
+
+  batching(model: string): BatchPolicy {
+    const reported = this.maxBatch[model] ?? 1;
+    const windowMs =
+      this.options.modelConfigs?.[model]?.batch_window_ms ??
+      this.options.batchWindowMs ??
+      DEFAULT_BATCH_WINDOW_MS;
+    return { maxBatch: Math.min(reported, this.memoryLimits.get(model) ?? reported), windowMs };
   }
 
   async stop(): Promise<void> {
@@ -107,28 +122,33 @@ class ChildRunner implements Runner {
     clearTimeout(timer);
   }
 
-  private async runNow(request: RunRequest): Promise<RunResult> {
+  private async runNow(requests: readonly RunRequest[]): Promise<RunResult[]> {
+    const all = (result: RunResult) => requests.map(() => result);
     for (;;) {
-      if (this.stopping) return failure("runner_stopped", "the runner is shutting down");
-      if (this.broken) return { ok: false, error: this.broken };
+      if (this.stopping) return all(failure("runner_stopped", "the runner is shutting down"));
+      if (this.broken) return all({ ok: false, error: this.broken });
       try {
         await this.start();
       } catch (error) {
-        if (this.stopping) return failure("runner_stopped", "the runner is shutting down");
-        return failure("runner_unavailable", `the runner child did not start: ${message(error)}`);
+        if (this.stopping) return all(failure("runner_stopped", "the runner is shutting down"));
+        return all(
+          failure("runner_unavailable", `the runner child did not start: ${message(error)}`),
+        );
       }
       const child = this.child;
-      // The child crashed between becoming ready and now; wait for its successor.
-      if (!child?.ready) continue;
-      return this.send(child, request);
+      // The child crashed (or is being replaced) since it became ready; wait for the next.
+      if (!child?.ready || child.retiring) continue;
+      const results = await this.send(child, requests);
+      this.afterRun(child, requests, results);
+      return results;
     }
   }
 
-  private send(child: Child, request: RunRequest): Promise<RunResult> {
+  private send(child: Child, requests: readonly RunRequest[]): Promise<RunResult[]> {
     const id = this.nextRunId++;
-    const message: ParentMessage = { v: 1, type: "run", id, request };
-    return new Promise((resolve) => {
-      this.pending.set(id, resolve);
+    const message: ParentMessage = { v: 1, type: "run", id, requests: [...requests] };
+    return new Promise((settle) => {
+      this.pending.set(id, { count: requests.length, settle });
       // A failed send means the channel is closing; the exit handler resolves the run.
       child.process.send(message, (error) => {
         if (error) this.logger.warn({ err: error }, "could not send a job to the runner child");
@@ -136,103 +156,73 @@ class ChildRunner implements Runner {
     });
   }
 
+  /**
+   * After an out-of-memory error the device's arena may be fragmented or the CUDA context
+   * poisoned, so the child is replaced, and this model's batch halves so the retried jobs
+   * fit. The limit stays down for this runner's life.
+   */
+  private afterRun(child: Child, requests: readonly RunRequest[], results: RunResult[]): void {
+    if (!results.some((r) => !r.ok && r.error.code === OUT_OF_MEMORY_CODE)) return;
+    const model = requests[0]!.model;
+    const limit = Math.max(1, Math.floor(requests.length / 2));
+    const previous = this.batching(model).maxBatch;
+    this.memoryLimits.set(model, Math.min(previous, limit));
+    this.logger.warn(
+      { model, batch: requests.length, max_batch: this.batching(model).maxBatch },
+      "runner ran out of memory; replacing the child with a smaller batch",
+    );
+    this.recycle(child);
+  }
+
+  /** Replaces a healthy child: runs wait on `ready` until its successor has loaded. */
+  private recycle(child: Child): void {
+    if (this.stopping || child.retiring) return;
+    child.retiring = true;
+    this.restarts++;
+    this.restartAfter(child.exited, 0);
+    child.process.kill("SIGTERM");
+  }
+
   /** Forks a child and resolves once it has loaded and warmed its models. */
   private spawn(): Promise<void> {
-    const { models, threads, providers } = this.options;
-    const forked = fork(CHILD_ENTRY, [], {
-      execArgv: ["--import", TSX_LOADER],
-      serialization: "advanced",
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
-    });
-    let markExited = () => {};
-    const child: Child = {
-      process: forked,
-      ready: false,
-      exited: new Promise((resolve) => {
-        markExited = resolve;
-      }),
+    const { models, threads, providers, modelConfigs } = this.options;
+    const load: LoadMessage = {
+      v: 1,
+      type: "load",
+      models: [...models],
+      threads,
+      providers: [...providers],
+      ...(modelConfigs ? { configs: { ...modelConfigs } } : {}),
     };
-    this.child = child;
-    return new Promise<void>((resolve, reject) => {
-      let loadError: JobError | null = null;
-      forked.on("message", (raw: unknown) => {
-        const parsed = ChildMessage.safeParse(raw);
-        if (!parsed.success) {
-          this.logger.error({ child_pid: forked.pid }, "malformed message from the runner child");
-          return;
-        }
-        const msg = parsed.data;
-        if (msg.type === "ready") {
-          child.ready = true;
-          this.onReady(msg, forked.pid);
-          resolve();
-        } else if (msg.type === "load_failed") {
-          loadError = msg.error;
-        } else if (msg.type === "result") {
-          const settle = this.pending.get(msg.id);
-          this.pending.delete(msg.id);
-          settle?.(msg.result);
-        } else {
-          this.logger[msg.level]({ child_pid: forked.pid, ...msg.data }, msg.msg);
-        }
-      });
-      forked.on("error", (error) => {
-        // Spawning failed or the channel broke; an exit follows when there was a process.
-        this.logger.error({ err: error, child_pid: forked.pid }, "runner child error");
-        if (forked.pid === undefined) {
-          if (this.child === child) this.child = null;
-          markExited();
-        }
-      });
-      // Finish only once the process has exited and its IPC channel has drained, so a result
-      // or load error sent just before dying is read before the exit is acted on.
-      let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
-      let disconnected = false;
-      const finish = () => {
-        if (!exit || !disconnected) return;
-        this.onExit(child, exit.code, exit.signal);
-        markExited();
-      };
-      forked.on("disconnect", () => {
-        disconnected = true;
-        finish();
-      });
-      forked.on("exit", (code, signal) => {
-        exit = { code, signal };
-        disconnected ||= !forked.connected;
-        finish();
-      });
-      child.exited.then(() => {
-        if (child.ready) return;
-        reject(
-          new RunnerStartError(
-            loadError ?? {
-              type: "transient",
-              code: "runner_start_failed",
-              message: "the runner child exited during start-up",
-            },
-          ),
-        );
-      });
-      const load: ParentMessage = {
-        v: 1,
-        type: "load",
-        models: [...models],
-        threads,
-        providers: [...providers],
-      };
-      forked.send(load);
+    const { child, started } = forkChild(load, {
+      ready: (msg) => this.onReady(msg, child.process.pid),
+      result: (msg) => {
+        const run = this.pending.get(msg.id);
+        this.pending.delete(msg.id);
+        run?.settle(msg.results);
+      },
+      log: (msg) => this.logger[msg.level]({ child_pid: child.process.pid, ...msg.data }, msg.msg),
+      exit: (code, signal) => this.onExit(child, code, signal),
+      spawnFailed: () => {
+        if (this.child === child) this.child = null;
+      },
+      problem: (text, error) =>
+        this.logger.error({ err: error, child_pid: child.process.pid }, text),
     });
+    this.child = child;
+    return started;
   }
 
   private onReady(msg: ReadyMessage, pid: number | undefined): void {
     this.provider = msg.provider;
+    this.maxBatch = msg.maxBatch;
     const fellBack = msg.attempts.filter((attempt) => !attempt.ok);
     this.logger.info(
       {
         child_pid: pid,
         provider: msg.provider,
         models: msg.models,
+        max_batch: msg.maxBatch,
         load_ms: Math.round(msg.loadMs),
         ...(fellBack.length > 0 ? { unavailable: fellBack } : {}),
       },
@@ -246,25 +236,30 @@ class ChildRunner implements Runner {
     const failed: RunResult = this.stopping
       ? failure("runner_stopped", "the runner was stopped during the run")
       : failure("runner_crashed", `the runner child died during the run (${how})`);
-    for (const settle of this.pending.values()) settle(failed);
+    for (const run of this.pending.values()) run.settle(Array(run.count).fill(failed));
     this.pending.clear();
-    // A child that never became ready fails its `spawn()`, whose caller decides what next.
-    if (this.stopping || !child.ready) return;
+    // A child that never became ready fails its `spawn()`, whose caller decides what next;
+    // a retiring child's successor is already on its way.
+    if (this.stopping || !child.ready || child.retiring) return;
     this.restarts++;
     this.logger.error({ child_pid: child.process.pid, exit: how }, "runner child died; restarting");
-    this.scheduleRestart();
+    this.restartAfter(Promise.resolve(), this.backoff.crashed());
   }
 
-  /** Forks a successor after a backoff; runs wait on `ready` until it is up or given up. */
-  private scheduleRestart(): void {
-    const firstDelay = this.backoff.crashed();
+  /**
+   * Forks a successor once `after` settles and `firstDelay` has passed, retrying with backoff;
+   * runs wait on `ready` until it is up or given up.
+   */
+  private restartAfter(after: Promise<void>, firstDelay: number): void {
     const maxFailedStarts = this.options.maxFailedStarts ?? 5;
     let cancel = () => {};
     this.ready = new Promise<void>((resolve, reject) => {
       let failedStarts = 0;
       let timer: NodeJS.Timeout | undefined;
+      let cancelled = false;
       const stopped = () => new Error("the runner is stopping");
       cancel = () => {
+        cancelled = true;
         clearTimeout(timer);
         reject(stopped());
       };
@@ -284,7 +279,9 @@ class ChildRunner implements Runner {
           }
         });
       };
-      timer = setTimeout(tryStart, firstDelay);
+      after.then(() => {
+        if (!cancelled) timer = setTimeout(tryStart, firstDelay);
+      });
     });
     this.cancelRestart = cancel;
     // Once settled, the restart can no longer be cancelled.

@@ -5,14 +5,16 @@
  * a fresh child.
  */
 import type { JobError } from "../../shared/protocol/index.ts";
-import { findPipeline, type LoadedPipeline, PipelineFailure } from "../pipelines/index.ts";
+import type { LoadedPipeline } from "../pipelines/index.ts";
 import {
   type ChildMessage,
   type LoadMessage,
   ParentMessage,
   type RunMessage,
 } from "./child-protocol.ts";
-import { errorMessage, probeProvider, selectProvider, sessionFactory } from "./providers.ts";
+import { executeBatch } from "./execute.ts";
+import { loadModels, UnknownModelError } from "./load-models.ts";
+import { errorMessage } from "./providers.ts";
 import type { RunResult } from "./types.ts";
 
 const loaded = new Map<string, LoadedPipeline>();
@@ -27,20 +29,12 @@ function log(level: "info" | "warn" | "error", msg: string, data?: Record<string
 
 async function load(message: LoadMessage): Promise<void> {
   const started = performance.now();
-  const unknown = message.models.filter((model) => !findPipeline(model));
-  if (unknown.length > 0) {
-    fail({
-      type: "permanent",
-      code: "unknown_model",
-      message: `unknown model(s): ${unknown.join(", ")}`,
-    });
-    return;
-  }
   try {
-    const selection = await selectProvider(message.providers, async (provider) => {
-      // The probe proves the provider works even when no configured model uses onnxruntime.
-      await probeProvider(provider);
-      return loadPipelines(message.models, provider, message.threads);
+    const selection = await loadModels({
+      models: message.models,
+      providers: message.providers,
+      threads: message.threads,
+      ...(message.configs ? { configs: message.configs } : {}),
     });
     for (const attempt of selection.attempts) {
       if (!attempt.ok) {
@@ -56,31 +50,17 @@ async function load(message: LoadMessage): Promise<void> {
       provider: selection.provider,
       attempts: selection.attempts,
       models: [...loaded.keys()],
+      maxBatch: Object.fromEntries(
+        [...loaded].map(([model, pipeline]) => [model, Math.max(1, pipeline.maxBatch ?? 1)]),
+      ),
       loadMs: performance.now() - started,
     });
   } catch (error) {
-    fail({ type: "transient", code: "model_load_failed", message: errorMessage(error) });
-  }
-}
-
-/** Loads and warms every model on one provider, releasing them all if any fails. */
-async function loadPipelines(
-  models: readonly string[],
-  provider: LoadMessage["providers"][number],
-  threads: number,
-): Promise<Map<string, LoadedPipeline>> {
-  const createSession = sessionFactory(provider, threads);
-  const pipelines = new Map<string, LoadedPipeline>();
-  try {
-    for (const model of models) {
-      const pipeline = await findPipeline(model)!.load({ provider, threads, createSession });
-      pipelines.set(model, pipeline);
-      await pipeline.warm();
+    if (error instanceof UnknownModelError) {
+      fail({ type: "permanent", code: "unknown_model", message: error.message });
+    } else {
+      fail({ type: "transient", code: "model_load_failed", message: errorMessage(error) });
     }
-    return pipelines;
-  } catch (error) {
-    await Promise.allSettled([...pipelines.values()].map((pipeline) => pipeline.release()));
-    throw error;
   }
 }
 
@@ -90,40 +70,37 @@ function fail(error: JobError): void {
   process.send?.(message, undefined, undefined, () => process.exit(1));
 }
 
-async function run({ id, request }: RunMessage): Promise<void> {
+async function run({ id, requests }: RunMessage): Promise<void> {
   const started = performance.now();
-  const result = await runPipeline(request);
-  send({ v: 1, type: "result", id, result, durationMs: performance.now() - started });
+  const results = await runRequests(requests);
+  results.forEach((result, i) => {
+    if (!result.ok && result.error.type === "transient") {
+      // Not the client's doing: a bug, a device fault or memory. The operator wants to know.
+      log("error", "inference failed", {
+        job_id: requests[i]?.jobId,
+        error_code: result.error.code,
+        error: result.error.message,
+      });
+    }
+  });
+  send({ v: 1, type: "result", id, results, durationMs: performance.now() - started });
 }
 
-async function runPipeline(request: RunMessage["request"]): Promise<RunResult> {
-  const pipeline = loaded.get(request.model);
-  if (!pipeline) {
+async function runRequests(requests: RunMessage["requests"]): Promise<RunResult[]> {
+  const model = requests[0]!.model;
+  const pipeline = loaded.get(model);
+  if (!pipeline || requests.some((request) => request.model !== model)) {
     const served = [...loaded.keys()].join(", ") || "none";
-    return {
+    return requests.map((request) => ({
       ok: false,
       error: {
         type: "permanent",
         code: "unknown_model",
         message: `model ${request.model} is not served here (models: ${served})`,
       },
-    };
+    }));
   }
-  try {
-    return { ok: true, output: await pipeline.run(request) };
-  } catch (error) {
-    if (error instanceof PipelineFailure) return { ok: false, error: error.jobError };
-    // Unexpected: a bug or a device fault, either of which a retry may not meet again.
-    log("error", "inference failed", { job_id: request.jobId, error: errorMessage(error) });
-    return {
-      ok: false,
-      error: {
-        type: "transient",
-        code: "inference_failed",
-        message: errorMessage(error).slice(0, 2000),
-      },
-    };
-  }
+  return executeBatch(pipeline, requests);
 }
 
 if (!process.send) {

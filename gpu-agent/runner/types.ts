@@ -1,4 +1,5 @@
 import type { JobError } from "../../shared/protocol/index.ts";
+import type { ModelConfig } from "../pipelines/model-config.ts";
 
 /** One unit of work for the inference runner (a child process). */
 export interface RunRequest {
@@ -10,9 +11,25 @@ export interface RunRequest {
   params: Record<string, unknown>;
 }
 
-export type RunResult = { ok: true; output: unknown } | { ok: false; error: JobError };
+/** A binary file a run produced beside its JSON output (a PNG cut-out, a mask, …). */
+export interface Artifact {
+  contentType: string;
+  bytes: Uint8Array;
+}
+
+export type RunResult =
+  | { ok: true; output: unknown; artifacts?: Record<string, Artifact> }
+  | { ok: false; error: JobError };
 
 export type ExecutionProvider = "cuda" | "cpu";
+
+/** How one model is batched on one runner, as the scheduler in front of the runners sees it. */
+export interface BatchPolicy {
+  /** Most requests of the model in one batch; 1 when the model cannot batch. */
+  maxBatch: number;
+  /** How long the first request of a batch may wait for company when a runner is free. */
+  windowMs: number;
+}
 
 /**
  * The Runner port, as the supervisor sees it: a child process that loads models and runs
@@ -23,6 +40,13 @@ export interface Runner {
   /** Spawns the child and loads (and warms) the configured models. */
   start(): Promise<void>;
   run(request: RunRequest): Promise<RunResult>;
+  /**
+   * Runs requests of one model as one batch, one result per request in order. Runners that
+   * cannot batch leave it out and get one request at a time.
+   */
+  runBatch?(requests: readonly RunRequest[]): Promise<RunResult[]>;
+  /** The batch policy for `model` now (it shrinks after an out-of-memory error). */
+  batching?(model: string): BatchPolicy;
   /** The execution provider the child ended up on, once started. */
   readonly provider: ExecutionProvider | null;
   /** The child's pid, for operators and fault tests. */
@@ -32,10 +56,17 @@ export interface Runner {
 }
 
 export interface RunnerOptions {
-  /** Model ids to load: `ocr`, `noop`. */
+  /** Model ids to load: `ocr`, `noop`, or ids that `modelConfigs` defines. */
   models: readonly string[];
   /** onnxruntime intra-op threads; 0 lets onnxruntime choose. */
   threads: number;
   /** Execution providers to try in order. */
   providers: readonly ExecutionProvider[];
+  /**
+   * Which pipeline and ONNX file back each model id, with its batch limits and options. The
+   * built-in ids (`ocr`, `noop`) need no entry.
+   */
+  modelConfigs?: Readonly<Record<string, ModelConfig>>;
+  /** The batch window of models whose config names none. Default 10 ms. */
+  batchWindowMs?: number;
 }

@@ -14,7 +14,11 @@ export interface Database {
   job_events: JobEventTable;
   webhook_deliveries: WebhookDeliveryTable;
   webhook_attempts: WebhookAttemptTable;
+  webhook_endpoints: WebhookEndpointTable;
+  webhook_secret_rotations: WebhookSecretRotationTable;
   queue_messages: QueueMessageTable;
+  agents: AgentTable;
+  agent_nonces: AgentNonceTable;
 }
 
 export interface TenantTable {
@@ -22,6 +26,10 @@ export interface TenantTable {
   name: string;
   webhook_secret: string;
   created_at: number;
+  /** free | pro | enterprise: see gateway/plans.ts. The column defaults to free. */
+  plan: Generated<string>;
+  /** JSON: this tenant's overrides of its plan's limits, or null. */
+  limits: string | null;
 }
 
 export interface ApiKeyTable {
@@ -31,6 +39,13 @@ export interface ApiKeyTable {
   prefix: string;
   /** SHA-256 of the whole key, hex. The key itself is never stored. */
   hash: string;
+  /**
+   * Space-separated: `jobs:read`, `jobs:write`, `admin`. The column defaults to all three,
+   * what keys made before scopes existed could do.
+   */
+  scopes: Generated<string>;
+  /** A label the operator chose ("ci", "billing service"). */
+  name: string | null;
   created_at: number;
   revoked_at: number | null;
 }
@@ -87,7 +102,7 @@ export interface WebhookDeliveryTable {
   event_type: string;
   url: string;
   payload: string;
-  /** pending | delivered | failed */
+  /** pending | delivered | failed | skipped (not sent: the endpoint was disabled) */
   state: string;
   attempts: number;
   next_attempt_at: number | null;
@@ -102,6 +117,32 @@ export interface WebhookAttemptTable {
   status_code: number | null;
   error: string | null;
   duration_ms: number;
+}
+
+/**
+ * The health of one tenant's webhook URL, so one that has failed every delivery for days
+ * can be disabled, with the reason shown to the tenant.
+ */
+export interface WebhookEndpointTable {
+  tenant_id: string;
+  url: string;
+  /** When the current unbroken run of failed attempts began; null after a success. */
+  first_failure_at: number | null;
+  last_failure_at: number | null;
+  last_success_at: number | null;
+  consecutive_failures: number;
+  last_error: string | null;
+  disabled_at: number | null;
+  disabled_reason: string | null;
+  updated_at: number;
+}
+
+/** A rotated-out webhook secret, still signed with until it expires (the overlap). */
+export interface WebhookSecretRotationTable {
+  tenant_id: string;
+  previous_secret: string;
+  previous_expires_at: number;
+  rotated_at: number;
 }
 
 export interface QueueMessageTable {
@@ -119,4 +160,43 @@ export interface QueueMessageTable {
   state: string;
   error: string | null;
   created_at: number;
+}
+
+/**
+ * A GPU agent: its credentials, what it registered and what its heartbeats last said.
+ * `secret` is kept as issued, because verifying an HMAC needs the key itself: this table
+ * is as sensitive as the secrets, and the secret never leaves it except in the answer that
+ * creates it.
+ */
+export interface AgentTable {
+  /** `agt_…` */
+  id: string;
+  /** A label: the host-pid an enrolled agent sent, or the operator's name for it. */
+  name: string;
+  secret: string;
+  /** admin | enrollment */
+  source: string;
+  created_at: number;
+  revoked_at: number | null;
+  /** JSON array of model ids; null until the agent registers. */
+  models: string | null;
+  /** cuda | cpu */
+  provider: string | null;
+  slots: number | null;
+  vram_total_mb: number | null;
+  heartbeat_interval_ms: number | null;
+  registered_at: number | null;
+  last_heartbeat_at: number | null;
+  slots_busy: number | null;
+  run_time_ms_avg: number | null;
+  vram_used_mb: number | null;
+  /** running | draining, as the agent last said. */
+  reported_state: string | null;
+}
+
+/** Nonces of signed agent requests, kept until their timestamp could no longer pass. */
+export interface AgentNonceTable {
+  agent_id: string;
+  nonce: string;
+  expires_at: number;
 }

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { JobError } from "./error.ts";
-import { Job, JobId } from "./job.ts";
+import { Job, JobId, ModelId } from "./job.ts";
 
 export const AgentId = z
   .string()
@@ -30,10 +30,34 @@ export const Claim = z.object({
 });
 export type Claim = z.infer<typeof Claim>;
 
+export const ExecutionProviderName = z.enum(["cuda", "cpu"]);
+
+/**
+ * What an agent says about itself on every heartbeat (job and agent-level alike), for the
+ * admin listing. Each is optional: an agent reports what it knows.
+ */
+const agentStatusFields = {
+  slots_busy: z.number().int().min(0).max(1024).optional(),
+  /** Average run time of the agent's recent jobs, milliseconds. */
+  run_time_ms_avg: z
+    .number()
+    .min(0)
+    .max(7 * 24 * 3600 * 1000)
+    .optional(),
+  vram_used_mb: z
+    .number()
+    .int()
+    .min(0)
+    .max(64 * 1024 * 1024)
+    .optional(),
+  provider: ExecutionProviderName.optional(),
+};
+
 export const HeartbeatRequest = z.object({
   v: z.literal(1),
   agent_id: AgentId,
   attempt: z.number().int().min(1),
+  ...agentStatusFields,
 });
 export type HeartbeatRequest = z.infer<typeof HeartbeatRequest>;
 
@@ -67,3 +91,107 @@ export type AgentEvent = z.infer<typeof AgentEvent>;
 
 export const AgentEventAck = z.object({ v: z.literal(1), job_id: JobId, status: z.string() });
 export type AgentEventAck = z.infer<typeof AgentEventAck>;
+
+/**
+ * Agent → gateway, once, with the fleet's enrollment token as a bearer token: asks for an
+ * agent id and secret of its own. `name` labels it in the admin listing (host-pid).
+ */
+export const AgentEnrollRequest = z.object({ v: z.literal(1), name: AgentId.optional() });
+export type AgentEnrollRequest = z.infer<typeof AgentEnrollRequest>;
+
+/** Gateway → agent: its credentials. The only answer that ever carries the secret. */
+export const AgentCredentials = z.object({
+  v: z.literal(1),
+  agent_id: AgentId,
+  secret: z.string().min(16),
+});
+export type AgentCredentials = z.infer<typeof AgentCredentials>;
+
+/**
+ * Agent → gateway (signed): what it serves. Sent at start, once its runners know their
+ * execution provider, and again whenever any of this changes. An agent may claim only jobs
+ * of the models it registered.
+ */
+export const AgentRegisterRequest = z.object({
+  v: z.literal(1),
+  models: z.array(ModelId).min(1).max(100),
+  provider: ExecutionProviderName,
+  slots: z.number().int().min(1).max(1024),
+  vram_total_mb: z
+    .number()
+    .int()
+    .min(0)
+    .max(64 * 1024 * 1024)
+    .optional(),
+  /** How often it heartbeats; the gateway calls it gone after three missed beats. */
+  heartbeat_interval_seconds: z.number().positive().max(3600).optional(),
+});
+export type AgentRegisterRequest = z.infer<typeof AgentRegisterRequest>;
+
+/** Agent → gateway (signed), on the heartbeat interval, busy or idle. */
+export const AgentHeartbeatRequest = z.object({
+  v: z.literal(1),
+  ...agentStatusFields,
+  /** `draining` once the agent stopped taking jobs (SIGTERM, spot preemption). */
+  state: z.enum(["running", "draining"]).optional(),
+});
+export type AgentHeartbeatRequest = z.infer<typeof AgentHeartbeatRequest>;
+
+export const AgentAck = z.object({ v: z.literal(1), agent_id: AgentId });
+export type AgentAck = z.infer<typeof AgentAck>;
+
+/**
+ * Admin API: how an operator sees an agent. `state` is derived: `pending` (created, never
+ * connected), `idle`, `busy`, `overloaded` (every slot busy while its models' jobs wait,
+ * or VRAM nearly full), `draining`, `gone` (no heartbeat for three intervals), `revoked`.
+ */
+export const AgentState = z.enum([
+  "pending",
+  "idle",
+  "busy",
+  "overloaded",
+  "draining",
+  "gone",
+  "revoked",
+]);
+export type AgentState = z.infer<typeof AgentState>;
+
+export const AgentView = z.object({
+  object: z.literal("agent"),
+  id: AgentId,
+  name: z.string(),
+  /** `admin` (created through the admin API or CLI) or `enrollment`. */
+  source: z.enum(["admin", "enrollment"]),
+  state: AgentState,
+  /** Why the state is what it is, in words. */
+  state_reason: z.string(),
+  models: z.array(z.string()),
+  provider: z.string().nullable(),
+  slots: z.number().int().nullable(),
+  slots_busy: z.number().int().nullable(),
+  /** Jobs the gateway has as running on this agent. */
+  jobs_running: z.number().int(),
+  run_time_ms_avg: z.number().nullable(),
+  vram_used_mb: z.number().int().nullable(),
+  vram_total_mb: z.number().int().nullable(),
+  heartbeat_interval_seconds: z.number().nullable(),
+  last_heartbeat_at: z.iso.datetime().nullable(),
+  registered_at: z.iso.datetime().nullable(),
+  created_at: z.iso.datetime(),
+  revoked_at: z.iso.datetime().nullable(),
+});
+export type AgentView = z.infer<typeof AgentView>;
+
+export const AgentList = z.object({
+  object: z.literal("list"),
+  data: z.array(AgentView),
+  next_cursor: z.string().nullable(),
+});
+export type AgentList = z.infer<typeof AgentList>;
+
+export const AgentCreateRequest = z.object({ name: AgentId.optional() });
+export type AgentCreateRequest = z.infer<typeof AgentCreateRequest>;
+
+/** The answer to `POST /v1/admin/agents`: the secret, this once. */
+export const AgentCreated = AgentView.extend({ agent_id: AgentId, secret: z.string() });
+export type AgentCreated = z.infer<typeof AgentCreated>;

@@ -1,7 +1,13 @@
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { Hono } from "hono";
-import { newId } from "../../shared/ids.ts";
+import {
+  AGENT_HEADERS,
+  SIGNATURE_WINDOW_SECONDS,
+  sha256Hex,
+  verifyAgentSignature,
+} from "../../shared/agent-signing.ts";
+import { newId, randomToken } from "../../shared/ids.ts";
 import {
   AgentEvent,
   type Claim,
@@ -12,8 +18,10 @@ import type { Job } from "../../shared/protocol/job.ts";
 import type { QueueMessage } from "../../shared/protocol/queue-message.ts";
 
 /**
- * A stand-in for the gateway's internal agent API (claim, heartbeat, events) that also
- * serves the presigned input and output URLs from memory. Every call is recorded, and a
+ * A stand-in for the gateway's internal agent API (enroll, register, agent heartbeat,
+ * claim, heartbeat, events) that also serves the presigned input and output URLs from
+ * memory. It checks signatures as the gateway does (shared/agent-signing.ts), keeping its
+ * agents and nonces in memory; an enrolled agent's id is the name it asked for. Every call is recorded, and a
  * test awaits the call it expects with `waitFor` instead of sleeping.
  */
 export interface StubJob {
@@ -28,7 +36,15 @@ export interface StubJob {
   output?: { body: string; headers: Record<string, string> };
 }
 
-export type CallKind = "claim" | "heartbeat" | "event" | "download" | "upload";
+export type CallKind =
+  | "enroll"
+  | "register"
+  | "agent-heartbeat"
+  | "claim"
+  | "heartbeat"
+  | "event"
+  | "download"
+  | "upload";
 
 export interface Call {
   kind: CallKind;
@@ -36,11 +52,18 @@ export interface Call {
   /** The JSON body of agent API calls; null for blob traffic. */
   body: unknown;
   status: number;
+  /** The agent that signed the call, for signed calls that passed the check. */
+  agentId?: string;
 }
 
 export interface StubGateway {
   url: string;
+  /** The enrollment token. */
   token: string;
+  /** Agents by id: their secret, and whether they were revoked. */
+  agents: Map<string, { secret: string; revoked: boolean }>;
+  /** Later signed requests of this agent are refused with 401 `agent_revoked`. */
+  revoke(agentId: string): void;
   jobs: Map<string, StubJob>;
   calls: Call[];
   addJob(options?: {
@@ -84,14 +107,69 @@ export async function startStubGateway(): Promise<StubGateway> {
       },
     );
 
+  const agents = new Map<string, { secret: string; revoked: boolean }>();
+  const nonces = new Set<string>();
+  const signedBy = new WeakMap<Request, string>();
+
   const app = new Hono();
+  app.post("/internal/v1/agents/enroll", async (c) => {
+    const raw = (await c.req.json()) as { name?: string };
+    if (c.req.header("authorization") !== `Bearer ${token}`) {
+      record({ kind: "enroll", jobId: "", body: raw, status: 401 });
+      return problem(401, "unauthorized");
+    }
+    const agentId = raw.name ?? `stub-agent-${agents.size + 1}`;
+    const secret = `gas_${randomToken(32)}`;
+    agents.set(agentId, { secret, revoked: false });
+    record({ kind: "enroll", jobId: "", body: raw, status: 201 });
+    return c.json({ v: 1, agent_id: agentId, secret }, 201);
+  });
   app.use("/internal/*", async (c, next) => {
-    if (c.req.header("authorization") !== `Bearer ${token}`) return problem(401, "unauthorized");
+    const agentId = c.req.header(AGENT_HEADERS.agentId) ?? "";
+    const timestamp = Number(c.req.header(AGENT_HEADERS.timestamp));
+    const nonce = c.req.header(AGENT_HEADERS.nonce) ?? "";
+    const agent = agents.get(agentId);
+    if (!agent) return problem(401, "unknown_agent");
+    if (Math.abs(Date.now() / 1000 - timestamp) > SIGNATURE_WINDOW_SECONDS) {
+      return problem(401, "stale_request");
+    }
+    const parts = {
+      method: c.req.method,
+      path: c.req.path,
+      timestamp,
+      nonce,
+      bodySha256: await sha256Hex(new Uint8Array(await c.req.arrayBuffer())),
+    };
+    const signature = c.req.header(AGENT_HEADERS.signature) ?? "";
+    if (!(await verifyAgentSignature(agent.secret, parts, signature))) {
+      return problem(401, "bad_signature");
+    }
+    if (agent.revoked) return problem(401, "agent_revoked");
+    if (nonces.has(`${agentId} ${nonce}`)) return problem(401, "replayed_request");
+    nonces.add(`${agentId} ${nonce}`);
+    signedBy.set(c.req.raw, agentId);
     await next();
   });
 
-  /** The shared part of the three agent endpoints: record, inject failures, find the job. */
-  async function agentCall(kind: CallKind, jobId: string, raw: unknown) {
+  /** Registration and the agent-level heartbeat: recorded and acknowledged. */
+  for (const [path, kind] of [
+    ["register", "register"],
+    ["heartbeat", "agent-heartbeat"],
+  ] as const) {
+    app.post(`/internal/v1/agents/${path}`, async (c) => {
+      const agentId = signedBy.get(c.req.raw) ?? "";
+      record({ kind, jobId: "", body: await c.req.json(), status: 200, agentId });
+      return c.json({ v: 1, agent_id: agentId });
+    });
+  }
+
+  /** The shared part of the three job endpoints: record, inject failures, find the job. */
+  async function agentCall(kind: CallKind, jobId: string, raw: unknown, signer: string) {
+    const bodyAgent = (raw as { agent_id?: unknown } | null)?.agent_id;
+    if (bodyAgent !== signer) {
+      record({ kind, jobId, body: raw, status: 403 });
+      return { response: problem(403, "agent_mismatch") };
+    }
     const injected = failures[kind] ?? 0;
     if (injected > 0) {
       failures[kind] = injected - 1;
@@ -109,7 +187,7 @@ export async function startStubGateway(): Promise<StubGateway> {
   app.post("/internal/v1/jobs/:id/claim", async (c) => {
     const jobId = c.req.param("id");
     const raw = await c.req.json();
-    const { stub, response } = await agentCall("claim", jobId, raw);
+    const { stub, response } = await agentCall("claim", jobId, raw, signer(c.req.raw));
     if (!stub) return response;
     const request = ClaimRequest.parse(raw);
     if (stub.claimProblem) {
@@ -140,7 +218,7 @@ export async function startStubGateway(): Promise<StubGateway> {
   app.post("/internal/v1/jobs/:id/heartbeat", async (c) => {
     const jobId = c.req.param("id");
     const raw = await c.req.json();
-    const { stub, response } = await agentCall("heartbeat", jobId, raw);
+    const { stub, response } = await agentCall("heartbeat", jobId, raw, signer(c.req.raw));
     if (!stub) return response;
     HeartbeatRequest.parse(raw);
     record({ kind: "heartbeat", jobId, body: raw, status: 200 });
@@ -150,7 +228,7 @@ export async function startStubGateway(): Promise<StubGateway> {
   app.post("/internal/v1/jobs/:id/events", async (c) => {
     const jobId = c.req.param("id");
     const raw = await c.req.json();
-    const { stub, response } = await agentCall("event", jobId, raw);
+    const { stub, response } = await agentCall("event", jobId, raw, signer(c.req.raw));
     if (!stub) return response;
     const event = AgentEvent.parse(raw);
     await gateway.onEvent?.(jobId, event);
@@ -166,6 +244,10 @@ export async function startStubGateway(): Promise<StubGateway> {
     record({ kind: "event", jobId, body: event, status: 200 });
     return c.json({ v: 1, job_id: jobId, status });
   });
+
+  function signer(request: Request): string {
+    return signedBy.get(request) ?? "";
+  }
 
   app.get("/blobs/in/:id/:name", (c) => {
     const jobId = c.req.param("id");
@@ -195,6 +277,11 @@ export async function startStubGateway(): Promise<StubGateway> {
   const gateway: StubGateway & { onEvent?: StubGateway["onEvent"] } = {
     url: base,
     token,
+    agents,
+    revoke(agentId) {
+      const agent = agents.get(agentId);
+      if (agent) agent.revoked = true;
+    },
     jobs,
     calls,
     addJob(options = {}) {

@@ -1,30 +1,56 @@
 import pino from "pino";
 import { type AgentHandle, startAgent } from "../../gpu-agent/agent.ts";
 import { parseAgentConfig } from "../../gpu-agent/config.ts";
+import { openQueue } from "../../shared/queue/open.ts";
+import type { JobQueue } from "../../shared/queue/port.ts";
 import type { TestGateway } from "./test-gateway.ts";
 
-/** A real agent (supervisor + child-process runners) on the test gateway's own queue. */
+export interface TestAgentOptions {
+  models?: string[];
+  slots?: number;
+  threads?: number;
+  /**
+   * Absent: share the test gateway's queue object (one connection; on the `sql` queue a
+   * publish wakes the agent at once). A URL: open it as a separate agent would.
+   */
+  queueUrl?: string;
+  maxAttempts?: number;
+  leaseSeconds?: number;
+  heartbeatSeconds?: number;
+  /** Wraps the queue the agent consumes from: tests observe retries with it. */
+  wrapQueue?: (queue: JobQueue) => JobQueue;
+}
+
+/** A real agent (supervisor + child-process runners) on the test gateway's queue. */
 export function startTestAgent(
   gw: TestGateway,
-  options: { models?: string[]; slots?: number; threads?: number } = {},
+  options: TestAgentOptions = {},
 ): Promise<AgentHandle> {
   const config = parseAgentConfig({
     GANTRY_GATEWAY_URL: gw.url,
     GANTRY_AGENT_TOKEN: gw.agentToken,
-    GANTRY_QUEUE_URL: "embedded",
+    GANTRY_QUEUE_URL: options.queueUrl ?? "embedded",
     GANTRY_MODELS: (options.models ?? ["ocr", "noop"]).join(","),
     GANTRY_SLOTS: String(options.slots ?? 1),
     GANTRY_THREADS: String(options.threads ?? 1),
-    GANTRY_HEARTBEAT_INTERVAL_SECONDS: "1",
-    GANTRY_LEASE_SECONDS: "5",
+    GANTRY_HEARTBEAT_INTERVAL_SECONDS: String(options.heartbeatSeconds ?? 1),
+    GANTRY_LEASE_SECONDS: String(options.leaseSeconds ?? 5),
     GANTRY_DRAIN_TIMEOUT_SECONDS: "5",
+    ...(options.maxAttempts ? { GANTRY_MAX_ATTEMPTS: String(options.maxAttempts) } : {}),
   });
+  const wrap = options.wrapQueue ?? ((queue: JobQueue) => queue);
   return startAgent(config, {
     logger: pino({ level: process.env.GANTRY_TEST_LOG ?? "silent" }),
-    openQueue: async () => ({
-      queue: gw.queue,
-      description: "test gateway queue",
-      close: async () => {},
-    }),
+    openQueue: async (url, queueOptions) => {
+      if (options.queueUrl) {
+        const opened = await openQueue(url, queueOptions);
+        return { ...opened, queue: wrap(opened.queue) };
+      }
+      return {
+        queue: wrap(gw.queue),
+        description: "test gateway queue",
+        close: async () => {},
+      };
+    },
   });
 }

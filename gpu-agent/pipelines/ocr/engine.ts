@@ -24,6 +24,11 @@ export interface OcrOutput {
   lines: OcrLine[];
 }
 
+/** The output of OCR without recognition: where the text is, in reading order. */
+export interface OcrDetectionOutput {
+  boxes: Quad[];
+}
+
 /** Lines the recogniser is less sure of than this are dropped (PaddleOCR's drop_score). */
 const MIN_LINE_SCORE = 0.5;
 /** PaddleOCR turns crops at least this much taller than wide upright before reading. */
@@ -50,6 +55,13 @@ export class OcrEngine {
   /** Reads the text in an encoded image (JPEG, PNG, …). */
   async recognize(bytes: Uint8Array): Promise<OcrOutput> {
     return this.recognizeDecoded(await decodeImage(bytes));
+  }
+
+  /** Finds the text boxes in an encoded image without reading them. */
+  async detect(bytes: Uint8Array): Promise<OcrDetectionOutput> {
+    const image = await decodeImage(bytes);
+    const boxes = sortReadingOrder(mergeRowNeighbours(await detectText(this.detector, image)));
+    return { boxes: boxes.map(toQuad) };
   }
 
   async recognizeDecoded(image: RgbImage): Promise<OcrOutput> {

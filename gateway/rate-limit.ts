@@ -1,0 +1,120 @@
+import { createMiddleware } from "hono/factory";
+import { RetryLaterProblem } from "./backpressure.ts";
+import type { Gateway } from "./context.ts";
+import type { AppEnv } from "./env.ts";
+
+/**
+ * Request rate limits: a token bucket per tenant (not per key, so a tenant cannot multiply
+ * its plan's rate by making more keys), held in this gateway's memory.
+ *
+ * In memory, not in the database, on purpose: a shared counter would add a write to every
+ * request to stop floods, which is all the rate limit is for. The hard bounds (a tenant's
+ * queued jobs, a model's queue depth) are read from the database and the queue, so they
+ * hold across gateways. The cost: N gateways behind a load balancer let a tenant through at
+ * up to N times its plan's rate (divide the plan's rate by N where that matters), and on
+ * Workers each isolate keeps its own buckets.
+ */
+export interface BucketPolicy {
+  /** Tokens refilled per second. */
+  ratePerSecond: number;
+  /** Bucket size: the most requests that may arrive at once after a quiet spell. */
+  burst: number;
+}
+
+export interface BucketVerdict {
+  allowed: boolean;
+  limit: number;
+  /** Whole requests left now. */
+  remaining: number;
+  /** Seconds until the next request would be allowed (0 when allowed). */
+  retryAfterSeconds: number;
+  /** Seconds until the bucket is full again. */
+  resetSeconds: number;
+}
+
+interface Bucket {
+  tokens: number;
+  at: number;
+}
+
+export class TokenBuckets {
+  private readonly buckets = new Map<string, Bucket>();
+
+  /** `maxBuckets` bounds memory; the least recently used bucket goes first (and refills). */
+  constructor(private readonly maxBuckets = 100_000) {}
+
+  take(key: string, policy: BucketPolicy, now: number, cost = 1): BucketVerdict {
+    const { ratePerSecond: rate, burst } = policy;
+    const bucket = this.buckets.get(key);
+    // A clock that steps back refills nothing rather than draining the bucket.
+    const elapsedSeconds = bucket ? Math.max(0, now - bucket.at) / 1000 : 0;
+    let tokens = bucket ? Math.min(burst, bucket.tokens + elapsedSeconds * rate) : burst;
+    const allowed = tokens >= cost;
+    if (allowed) tokens -= cost;
+    // Re-inserting keeps the Map in least-recently-used order for eviction.
+    this.buckets.delete(key);
+    this.buckets.set(key, { tokens, at: now });
+    if (this.buckets.size > this.maxBuckets) {
+      const oldest = this.buckets.keys().next().value;
+      if (oldest !== undefined) this.buckets.delete(oldest);
+    }
+    return {
+      allowed,
+      limit: burst,
+      remaining: Math.floor(tokens),
+      retryAfterSeconds: allowed ? 0 : Math.max(1, Math.ceil((cost - tokens) / rate)),
+      resetSeconds: Math.ceil((burst - tokens) / rate),
+    };
+  }
+
+  get size(): number {
+    return this.buckets.size;
+  }
+}
+
+/**
+ * The draft IETF RateLimit header fields in their widely deployed form (draft 6:
+ * separate Limit, Remaining and Reset fields, plus the policy as `burst;w=window`).
+ */
+export function rateLimitHeaders(verdict: BucketVerdict, policy: BucketPolicy) {
+  const windowSeconds = Math.max(1, Math.ceil(policy.burst / policy.ratePerSecond));
+  return {
+    "ratelimit-limit": String(verdict.limit),
+    "ratelimit-remaining": String(verdict.remaining),
+    "ratelimit-reset": String(verdict.resetSeconds),
+    "ratelimit-policy": `${policy.burst};w=${windowSeconds}`,
+  };
+}
+
+/** One set of buckets per gateway process or isolate: see `readingsByGateway` in backpressure. */
+const bucketsByGateway = new WeakMap<object, TokenBuckets>();
+
+export function bucketsOf(gateway: Gateway): TokenBuckets {
+  let buckets = bucketsByGateway.get(gateway.notifier);
+  if (!buckets) {
+    buckets = new TokenBuckets();
+    bucketsByGateway.set(gateway.notifier, buckets);
+  }
+  return buckets;
+}
+
+/** Spends one token of the tenant's bucket per request; 429 with Retry-After when empty. */
+export const rateLimit = createMiddleware<AppEnv>(async (c, next) => {
+  const { gateway, tenant } = c.var;
+  const policy = { ratePerSecond: tenant.limits.rate_per_second, burst: tenant.limits.burst };
+  const verdict = bucketsOf(gateway).take(tenant.id, policy, gateway.now());
+  const headers = rateLimitHeaders(verdict, policy);
+  if (!verdict.allowed) {
+    throw new RetryLaterProblem(
+      429,
+      "rate_limited",
+      "Too many requests",
+      `Your plan (${tenant.plan}) allows ${policy.ratePerSecond} requests per second with ` +
+        `bursts of ${policy.burst}; retry in ${verdict.retryAfterSeconds} s.`,
+      verdict.retryAfterSeconds,
+      headers,
+    );
+  }
+  for (const [name, value] of Object.entries(headers)) c.header(name, value);
+  await next();
+});

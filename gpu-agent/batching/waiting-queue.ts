@@ -1,0 +1,86 @@
+import type { BatchPolicy, RunRequest } from "../runner/types.ts";
+
+/** A request waiting for a runner. */
+export interface WaitingRequest {
+  request: RunRequest;
+  /** When it first joined the queue (ms, monotonic); a retried request keeps its place. */
+  enqueuedAt: number;
+  /** Runs alone: its last batch crashed the runner and the culprit is not known yet. */
+  solo: boolean;
+  /** The largest batch it may join: halved each time a batch it was in ran out of memory. */
+  batchCap: number;
+}
+
+/** What a free runner should do now. */
+export type NextBatch =
+  | { kind: "run"; items: WaitingRequest[] }
+  | { kind: "wait"; until: number }
+  | { kind: "idle" };
+
+/**
+ * Requests waiting for a runner, one FIFO per model. A free runner takes the model whose
+ * oldest request has waited longest, and from it as many requests as its batch allows. A
+ * batch that is not full waits for company until its first request has waited `windowMs`
+ * (Triton's max queue delay): when runners are busy, requests pile up anyway and leave as
+ * full batches without waiting.
+ */
+export class WaitingQueue {
+  private readonly byModel = new Map<string, WaitingRequest[]>();
+
+  get size(): number {
+    let total = 0;
+    for (const queue of this.byModel.values()) total += queue.length;
+    return total;
+  }
+
+  add(item: WaitingRequest): void {
+    const model = item.request.model;
+    const queue = this.byModel.get(model) ?? [];
+    // Back in line after a failed batch: ahead of younger requests, in arrival order.
+    const at = queue.findIndex((other) => other.enqueuedAt > item.enqueuedAt);
+    if (at < 0) queue.push(item);
+    else queue.splice(at, 0, item);
+    this.byModel.set(model, queue);
+  }
+
+  /** Takes `item` out if it is still waiting; true when it was. */
+  remove(item: WaitingRequest): boolean {
+    const queue = this.byModel.get(item.request.model);
+    const at = queue?.indexOf(item) ?? -1;
+    if (!queue || at < 0) return false;
+    queue.splice(at, 1);
+    if (queue.length === 0) this.byModel.delete(item.request.model);
+    return true;
+  }
+
+  /**
+   * The batch a runner with `policyOf` should run at `now`, or when to ask again. A runner
+   * that cannot batch gets a batch of one.
+   */
+  next(policyOf: (model: string) => BatchPolicy, now: number): NextBatch {
+    const models = [...this.byModel.entries()].sort(
+      ([, a], [, b]) => a[0]!.enqueuedAt - b[0]!.enqueuedAt,
+    );
+    let until = Number.POSITIVE_INFINITY;
+    for (const [model, queue] of models) {
+      const first = queue[0]!;
+      const policy = policyOf(model);
+      let limit = first.solo ? 1 : Math.max(1, Math.min(policy.maxBatch, first.batchCap));
+      let count = 0;
+      for (const item of queue) {
+        if (count >= limit || (count > 0 && item.solo)) break;
+        limit = Math.min(limit, item.batchCap);
+        count++;
+      }
+      count = Math.min(count, limit);
+      const deadline = first.enqueuedAt + policy.windowMs;
+      if (limit === 1 || count >= limit || now >= deadline) {
+        const items = queue.splice(0, count);
+        if (queue.length === 0) this.byModel.delete(model);
+        return { kind: "run", items };
+      }
+      until = Math.min(until, deadline);
+    }
+    return Number.isFinite(until) ? { kind: "wait", until } : { kind: "idle" };
+  }
+}

@@ -1,0 +1,97 @@
+import type { Logger } from "pino";
+import {
+  type AgentHeartbeats,
+  readVramWithNvidiaSmi,
+  startAgentHeartbeats,
+  type VramReading,
+} from "./agent-heartbeat.ts";
+import type { AgentConfig } from "./config.ts";
+import {
+  type AgentRegistration,
+  createGatewayClient,
+  type GatewayClient,
+  type GatewayError,
+} from "./gateway-client.ts";
+import type { ExecutionProvider, Runner } from "./runner/types.ts";
+import type { Supervisor } from "./supervisor-types.ts";
+
+export interface GatewayLinkOptions {
+  logger: Logger;
+  progress: (line: string) => void;
+  /** A ready client (tests); by default one is made from the config. */
+  gateway?: GatewayClient;
+  fetch?: typeof fetch;
+  readVram?: () => Promise<VramReading | null>;
+  /** The gateway said this agent is revoked. */
+  onRevoked: (error: GatewayError) => void;
+}
+
+export interface GatewayLink {
+  gateway: GatewayClient;
+  /** Starts the agent-level heartbeat, once the supervisor runs. */
+  startHeartbeats(supervisor: Supervisor): AgentHeartbeats;
+}
+
+/**
+ * The agent's standing with the gateway: its credentials (its own secret, or enrolled with
+ * the fleet's token), its registration (models, execution provider, slots: sent once the
+ * runners know their provider) and its heartbeat. Registration failing fails the start:
+ * an agent the gateway will not let claim anything should say so at once.
+ */
+export async function linkGateway(
+  config: AgentConfig,
+  runners: readonly Runner[],
+  options: GatewayLinkOptions,
+): Promise<GatewayLink> {
+  const readVram = options.readVram ?? (() => readVramWithNvidiaSmi());
+  let heartbeats: AgentHeartbeats | null = null;
+  const gateway =
+    options.gateway ??
+    createGatewayClient({
+      gatewayUrl: config.gatewayUrl,
+      agentId: config.agentId,
+      ...(config.agentSecret ? { secret: config.agentSecret } : { token: config.agentToken }),
+      status: () => heartbeats?.status() ?? {},
+      onRevoked: options.onRevoked,
+      logger: options.logger,
+      ...(options.fetch ? { fetch: options.fetch } : {}),
+    });
+
+  const providerNow = (): ExecutionProvider =>
+    runners.find((runner) => runner.provider)?.provider ?? "cpu";
+  const provider = providerNow();
+  const vram = provider === "cuda" ? await readVram() : null;
+  const registrationFor = (current: ExecutionProvider): AgentRegistration => ({
+    models: config.models,
+    provider: current,
+    slots: runners.length,
+    ...(vram ? { vram_total_mb: vram.totalMb } : {}),
+    heartbeat_interval_seconds: config.heartbeatIntervalMs / 1000,
+  });
+  const registered = registrationFor(provider);
+  if (!config.agentSecret) options.progress("enrolling with the gateway…");
+  await gateway.register(registered);
+  options.logger.info(
+    { agent_id: gateway.agentId, models: registered.models, provider, slots: registered.slots },
+    "registered with the gateway",
+  );
+  options.progress(
+    `registered with the gateway as ${gateway.agentId} (${registered.models.join(", ")} on ${provider})`,
+  );
+
+  return {
+    gateway,
+    startHeartbeats(supervisor) {
+      heartbeats = startAgentHeartbeats({
+        gateway,
+        supervisor,
+        intervalMs: config.heartbeatIntervalMs,
+        registration: () => registrationFor(providerNow()),
+        registered,
+        logger: options.logger,
+        readVram,
+      });
+      return heartbeats;
+    },
+  };
+}

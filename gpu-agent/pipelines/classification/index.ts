@@ -1,0 +1,145 @@
+import * as ort from "onnxruntime-node";
+import { z } from "zod";
+import { runStacked } from "../../batching/stack.ts";
+import { stagedPipeline } from "../../batching/staged.ts";
+import type { RunRequest } from "../../runner/types.ts";
+import { pipelineOptions, requireModelFile } from "../model-config.ts";
+import { decodeImage } from "../ocr/image.ts";
+import {
+  imageInput,
+  type LoadedPipeline,
+  type PipelineDefinition,
+  permanentFailure,
+} from "../pipeline.ts";
+import { imageInputShape, maxBatchFor } from "../vision/input-shape.ts";
+import { IMAGENET, writeRgbPlanes } from "../vision/planes.ts";
+import { resizeAndCenterCrop } from "../vision/resize.ts";
+
+const Triple = z.tuple([z.number(), z.number(), z.number()]);
+
+const Options = z.strictObject({
+  /** Class names in the model's order; `class_<i>` when absent. */
+  labels: z.array(z.string()).min(1).optional(),
+  /** `softmax` for models that output logits (most); `none` when they output probabilities. */
+  activation: z.enum(["softmax", "none"]).default("softmax"),
+  /** The shorter side before the centre crop; the crop / 0.875 (256 for 224) by default. */
+  resize: z.number().int().min(8).max(8192).optional(),
+  /** The crop size when the model's height and width are dynamic. */
+  input_size: z.number().int().min(8).max(4096).default(224),
+  normalization: z.object({ mean: Triple, std: Triple }).optional(),
+  top_k: z.number().int().min(1).max(1000).default(5),
+});
+
+const Params = z.looseObject({ top_k: z.number().int().min(1).max(1000).optional() });
+
+export interface ClassificationOutput {
+  /** The `top_k` most likely classes, most likely first. */
+  predictions: { label: string; class_id: number; score: number }[];
+}
+
+interface Prepared {
+  tensor: ort.Tensor;
+  topK: number | undefined;
+}
+
+/**
+ * Image classification (ResNet, EfficientNet, ViT exports): the ImageNet evaluation
+ * transform (shorter side to 256, centre crop 224, ImageNet normalisation), softmax, top-k
+ * with labels.
+ */
+export const classificationPipeline: PipelineDefinition = {
+  id: "classification",
+  async load({ createSession, config, modelId = "classification" }): Promise<LoadedPipeline> {
+    const options = pipelineOptions(Options, modelId, config);
+    const session = await createSession(requireModelFile(modelId, config));
+    const shape = imageInputShape(session, modelId);
+    const crop = {
+      width: shape.width ?? options.input_size,
+      height: shape.height ?? options.input_size,
+    };
+    const shorter = options.resize ?? Math.round(Math.max(crop.width, crop.height) / 0.875);
+    const normalization = options.normalization ?? IMAGENET;
+    const outputName = session.outputNames[0]!;
+    const head = session.outputMetadata[0];
+    const declared = head?.isTensor ? head.shape.at(-1) : undefined;
+    if (options.labels && typeof declared === "number" && declared !== options.labels.length) {
+      throw new Error(`model ${modelId} has ${declared} classes but ${options.labels.length} labels`);
+    }
+
+    const toTensor = (pixels: Uint8Array) => {
+      const data = new Float32Array(3 * crop.width * crop.height);
+      writeRgbPlanes(data, 0, pixels, crop.width, crop.height, normalization);
+      return new ort.Tensor("float32", data, [1, 3, crop.height, crop.width]);
+    };
+
+    const staged = stagedPipeline<Prepared, ort.Tensor>(
+      {
+        async prepare(request: RunRequest) {
+          const params = Params.safeParse(request.params);
+          if (!params.success) {
+            throw permanentFailure("invalid_params", "top_k must be a whole number, 1 to 1000");
+          }
+          const image = await decodeImage(imageInput(request, modelId));
+          const cropped = await resizeAndCenterCrop(image, shorter, crop);
+          return { tensor: toTensor(cropped.data), topK: params.data.top_k };
+        },
+        async infer(items) {
+          const outputs = await runStacked(
+            session,
+            items.map((item) => ({ [shape.name]: item.tensor })),
+            [outputName],
+          );
+          return outputs.map((output) => output[outputName]!);
+        },
+        finish(item, logits): ClassificationOutput {
+          const classes = logits.dims.at(-1) ?? 0;
+          if (logits.type !== "float32" || classes === 0 || logits.size !== classes) {
+            throw new Error(`unexpected classifier output ${logits.type} [${logits.dims.join(", ")}]`);
+          }
+          if (options.labels && options.labels.length !== classes) {
+            throw new Error(
+              `model ${modelId} has ${classes} classes but ${options.labels.length} labels`,
+            );
+          }
+          const scores =
+            options.activation === "softmax"
+              ? softmax(logits.data as Float32Array)
+              : (logits.data as Float32Array);
+          const k = Math.min(classes, item.topK ?? options.top_k);
+          const order = [...scores.keys()].sort((a, b) => scores[b]! - scores[a]!).slice(0, k);
+          return {
+            predictions: order.map((id) => ({
+              label: options.labels?.[id] ?? `class_${id}`,
+              class_id: id,
+              score: scores[id]!,
+            })),
+          };
+        },
+      },
+      maxBatchFor(shape.dynamicBatch, config),
+    );
+
+    return {
+      ...staged,
+      async warm() {
+        const grey = new Uint8Array(crop.width * crop.height * 3).fill(128);
+        await session.run({ [shape.name]: toTensor(grey) }, [outputName]);
+      },
+      release: () => session.release(),
+    };
+  },
+};
+
+/** Softmax with the maximum subtracted first, so large logits do not overflow. */
+export function softmax(logits: ArrayLike<number>): Float32Array {
+  let max = Number.NEGATIVE_INFINITY;
+  for (let i = 0; i < logits.length; i++) max = Math.max(max, logits[i]!);
+  const out = new Float32Array(logits.length);
+  let sum = 0;
+  for (let i = 0; i < logits.length; i++) {
+    out[i] = Math.exp(logits[i]! - max);
+    sum += out[i]!;
+  }
+  for (let i = 0; i < out.length; i++) out[i] = out[i]! / sum;
+  return out;
+}

@@ -1,0 +1,58 @@
+import { z } from "zod";
+
+/**
+ * Which pipeline and ONNX file back one model id, with its batch limits. Pipeline-specific
+ * options (labels, thresholds, the mask activation, …) sit beside these keys and are checked
+ * by the pipeline when it loads, so a typo fails start-up with the model id in the message.
+ *
+ * The models.yaml registry builds these; until then a caller passes them in RunnerOptions.
+ */
+export const ModelConfig = z.looseObject({
+  /** The pipeline that runs the model: `ocr`, `noop`, `background-removal`, `detection`, … */
+  pipeline: z.string().min(1),
+  /** The ONNX file, a local path. Required by every pipeline but `ocr` and `noop`. */
+  file: z.string().min(1).optional(),
+  /**
+   * Most jobs run as one batch. Only models whose first input axis is dynamic batch; a model
+   * with a fixed batch of one runs one job at a time whatever this says.
+   */
+  max_batch: z.number().int().min(1).max(1024).optional(),
+  /** How long a job waits for others of the same model to join its batch. */
+  batch_window_ms: z.number().min(0).max(1000).optional(),
+});
+export type ModelConfig = z.infer<typeof ModelConfig>;
+
+/** The batch size a model gets when its axis is dynamic and its config names none. */
+export const DEFAULT_MAX_BATCH = 8;
+
+/**
+ * Parses a pipeline's own options out of a model config, naming the model on failure. The
+ * common keys are dropped first so a pipeline's schema may be strict.
+ */
+export function pipelineOptions<T extends z.ZodType>(
+  schema: T,
+  modelId: string,
+  config: ModelConfig | undefined,
+): z.infer<T> {
+  const {
+    pipeline: _pipeline,
+    file: _file,
+    max_batch: _maxBatch,
+    batch_window_ms: _window,
+    ...rest
+  } = config ?? { pipeline: "" };
+  const parsed = schema.safeParse(rest);
+  if (parsed.success) return parsed.data;
+  const problems = parsed.error.issues
+    .map((issue) => `${issue.path.join(".") || "(options)"}: ${issue.message}`)
+    .join("; ");
+  throw new Error(`model ${modelId}: invalid options: ${problems}`);
+}
+
+/** The model's ONNX file, or a clear start-up error naming the model. */
+export function requireModelFile(modelId: string, config: ModelConfig | undefined): string {
+  if (!config?.file) {
+    throw new Error(`model ${modelId} (${config?.pipeline ?? "?"}) needs an ONNX \`file\``);
+  }
+  return config.file;
+}

@@ -1,0 +1,133 @@
+import { type ChildProcess, fork } from "node:child_process";
+import { createRequire } from "node:module";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import type { JobError } from "../../shared/protocol/index.ts";
+import { RUNNER_CHILD_ENV } from "../pipelines/noop.ts";
+import {
+  ChildMessage,
+  type LoadMessage,
+  type LogMessage,
+  type ReadyMessage,
+  type ResultMessage,
+} from "./child-protocol.ts";
+
+const CHILD_ENTRY = fileURLToPath(new URL("./child.ts", import.meta.url));
+// Resolved from this file, not the working directory, so an agent started elsewhere works.
+const TSX_LOADER = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+
+/** Why a runner child could not start: the child's own load error, or an early exit. */
+export class RunnerStartError extends Error {
+  constructor(readonly jobError: JobError) {
+    super(jobError.message);
+    this.name = "RunnerStartError";
+  }
+}
+
+/** One forked runner child, from fork to exit. */
+export interface Child {
+  process: ChildProcess;
+  ready: boolean;
+  /** Being replaced on purpose (after running out of memory): its exit is not a crash. */
+  retiring: boolean;
+  /** Resolves once the process has exited and its IPC channel has drained. */
+  exited: Promise<void>;
+}
+
+export interface ChildEvents {
+  ready(message: ReadyMessage): void;
+  result(message: ResultMessage): void;
+  log(message: LogMessage): void;
+  /** After exit, with every message the child sent before dying already delivered. */
+  exit(code: number | null, signal: NodeJS.Signals | null): void;
+  /** The child could not be spawned at all (no process); `exited` resolves right after. */
+  spawnFailed(error: Error): void;
+  /** A message that did not parse, or a channel error. */
+  problem(text: string, error?: Error): void;
+}
+
+/**
+ * Forks the runner child and sends it `load`. `started` resolves when the child has loaded
+ * and warmed its models, and rejects with a `RunnerStartError` when it exits before that.
+ */
+export function forkChild(
+  load: LoadMessage,
+  events: ChildEvents,
+): { child: Child; started: Promise<void> } {
+  const forked = fork(CHILD_ENTRY, [], {
+    execArgv: ["--import", TSX_LOADER],
+    env: { ...process.env, [RUNNER_CHILD_ENV]: "1" },
+    serialization: "advanced",
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
+  let markExited = () => {};
+  const child: Child = {
+    process: forked,
+    ready: false,
+    retiring: false,
+    exited: new Promise((resolve) => {
+      markExited = resolve;
+    }),
+  };
+  const started = new Promise<void>((resolve, reject) => {
+    let loadError: JobError | null = null;
+    forked.on("message", (raw: unknown) => {
+      const parsed = ChildMessage.safeParse(raw);
+      if (!parsed.success) {
+        events.problem("malformed message from the runner child");
+        return;
+      }
+      const msg = parsed.data;
+      if (msg.type === "ready") {
+        child.ready = true;
+        events.ready(msg);
+        resolve();
+      } else if (msg.type === "load_failed") {
+        loadError = msg.error;
+      } else if (msg.type === "result") {
+        events.result(msg);
+      } else {
+        events.log(msg);
+      }
+    });
+    forked.on("error", (error) => {
+      // Spawning failed or the channel broke; an exit follows when there was a process.
+      events.problem("runner child error", error);
+      if (forked.pid === undefined) {
+        events.spawnFailed(error);
+        markExited();
+      }
+    });
+    // Finish only once the process has exited and its IPC channel has drained, so a result
+    // or load error sent just before dying is read before the exit is acted on.
+    let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+    let disconnected = false;
+    const finish = () => {
+      if (!exit || !disconnected) return;
+      events.exit(exit.code, exit.signal);
+      markExited();
+    };
+    forked.on("disconnect", () => {
+      disconnected = true;
+      finish();
+    });
+    forked.on("exit", (code, signal) => {
+      exit = { code, signal };
+      disconnected ||= !forked.connected;
+      finish();
+    });
+    child.exited.then(() => {
+      if (child.ready) return;
+      reject(
+        new RunnerStartError(
+          loadError ?? {
+            type: "transient",
+            code: "runner_start_failed",
+            message: "the runner child exited during start-up",
+          },
+        ),
+      );
+    });
+    forked.send(load);
+  });
+  return { child, started };
+}

@@ -1,0 +1,52 @@
+import type { Kysely } from "kysely";
+import { UserError } from "../errors.ts";
+import type { SqlDialect } from "./migrations.ts";
+import { isPostgresUrl, openPostgres, parsePostgresUrl } from "./postgres.ts";
+import type { Database } from "./schema.ts";
+import { openSqlite } from "./sqlite.ts";
+
+export interface OpenedDatabase {
+  db: Kysely<Database>;
+  dialect: SqlDialect;
+  /** Where it lives, without credentials, for progress lines and logs. */
+  description: string;
+  close(): Promise<void>;
+}
+
+export interface OpenDatabaseOptions {
+  /** Postgres pool size per process. Default 10. */
+  maxConnections?: number;
+}
+
+/**
+ * Opens (and migrates) the database a `GANTRY_DATABASE_URL` names: `postgres://…` (with an
+ * optional `?schema=`), or a SQLite file as a path, `sqlite:<path>` or `file:<path>`.
+ */
+export async function openDatabase(
+  url: string,
+  options: OpenDatabaseOptions = {},
+): Promise<OpenedDatabase> {
+  if (isPostgresUrl(url)) {
+    const { description } = parsePostgresUrl(url);
+    const db = await openPostgres(url, options);
+    return { db, dialect: "postgres", description, close: () => db.destroy() };
+  }
+  const path = sqlitePath(url);
+  const db = await openSqlite(path);
+  return { db, dialect: "sqlite", description: `sqlite:${path}`, close: () => db.destroy() };
+}
+
+/** The file a SQLite URL names: `sqlite:<path>`, `sqlite://<path>`, `file:<path>` or a path. */
+export function sqlitePath(url: string): string {
+  const scheme = /^([a-z][a-z0-9+.-]+):/i.exec(url)?.[1]?.toLowerCase();
+  // A one-letter "scheme" is a Windows drive (C:\data\gantry.db), not a scheme.
+  if (scheme === undefined || scheme.length === 1) return url;
+  if (scheme !== "sqlite" && scheme !== "file") {
+    throw new UserError(
+      `database URL scheme "${scheme}:" is not supported; use postgres://… or a SQLite path`,
+    );
+  }
+  const path = url.slice(scheme.length + 1).replace(/^\/\//, "");
+  if (path === "") throw new UserError(`database URL ${JSON.stringify(url)} names no file`);
+  return path;
+}

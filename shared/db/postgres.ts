@@ -1,0 +1,128 @@
+import { Kysely, PostgresDialect, sql } from "kysely";
+import pg from "pg";
+import { UserError } from "../errors.ts";
+import { migrate } from "./migrations.ts";
+import type { Database } from "./schema.ts";
+
+/**
+ * The JobStore's and the `sql` queue's database on Postgres: the same Kysely code as on
+ * SQLite, so several gateways and agents can share one database.
+ */
+export interface PostgresOptions {
+  /** Pool size per process. Default 10. */
+  maxConnections?: number;
+  /** Apply pending migrations under an advisory lock (default true). */
+  migrate?: boolean;
+}
+
+export interface PostgresTarget {
+  /** The URL as pg understands it: without Gantry's own `schema` parameter. */
+  connectionString: string;
+  /** From `?schema=`: tables live there (created if missing), selected by `search_path`. */
+  schema: string | null;
+  /** The URL without its password, for logs and progress lines. */
+  description: string;
+}
+
+const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+/** Any fixed number: every process migrating this database takes the same lock. */
+const MIGRATION_LOCK = 0x67616e74; // "gant"
+const INT8_OID = 20;
+
+export function isPostgresUrl(url: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(url);
+}
+
+/**
+ * Splits Gantry's `schema` parameter off a `postgres://` URL. A schema per deployment (or
+ * per test) lets one server hold several Gantry databases side by side.
+ */
+export function parsePostgresUrl(url: string): PostgresTarget {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new UserError(`database URL ${JSON.stringify(redact(url))} is not a valid URL`);
+  }
+  const schema = parsed.searchParams.get("schema");
+  if (schema !== null && !SCHEMA_NAME.test(schema)) {
+    throw new UserError(
+      `database URL: schema ${JSON.stringify(schema)} must be letters, digits and _ (at most 63)`,
+    );
+  }
+  parsed.searchParams.delete("schema");
+  const shown = new URL(parsed);
+  if (shown.password) shown.password = "***";
+  if (schema) shown.searchParams.set("schema", schema);
+  return { connectionString: parsed.toString(), schema, description: shown.toString() };
+}
+
+/**
+ * Opens a pool on Postgres and migrates it. Postgres `bigint` (our millisecond instants,
+ * counts and sums) arrives from pg as text by default, because it can exceed 2^53; ours
+ * never do, so this pool parses it to a number, like SQLite returns it.
+ */
+export async function openPostgres(
+  url: string,
+  options: PostgresOptions = {},
+): Promise<Kysely<Database>> {
+  const target = parsePostgresUrl(url);
+  const pool = new pg.Pool({
+    connectionString: target.connectionString,
+    max: options.maxConnections ?? 10,
+    ...(target.schema ? { options: `-c search_path=${target.schema}` } : {}),
+    types: {
+      getTypeParser: ((oid: number, format?: "text" | "binary") =>
+        oid === INT8_OID && format !== "binary"
+          ? (text: string) => Number(text)
+          : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+    },
+  });
+  // An idle client that loses its server (a restart) emits here; without a listener that
+  // error would crash the process. The pool replaces the client on the next query.
+  pool.on("error", () => {});
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  if (options.migrate === false) return db;
+  try {
+    await migrateLocked(db, target.schema);
+  } catch (error) {
+    await db.destroy();
+    throw error;
+  }
+  return db;
+}
+
+/**
+ * `create … if not exists` is not safe against a concurrent `create` of the same object on
+ * Postgres (a unique violation in the catalog), and gateways and agents start together: so
+ * one connection takes an advisory lock, and migrates while holding it.
+ */
+async function migrateLocked(db: Kysely<Database>, schema: string | null): Promise<void> {
+  await db.connection().execute(async (connection) => {
+    await sql`select pg_advisory_lock(${MIGRATION_LOCK})`.execute(connection);
+    try {
+      if (schema) await sql`create schema if not exists ${sql.id(schema)}`.execute(connection);
+      await migrate(connection, "postgres");
+    } finally {
+      await sql`select pg_advisory_unlock(${MIGRATION_LOCK})`.execute(connection);
+    }
+  });
+}
+
+/** Drops a schema and everything in it: for tests that made one per run. */
+export async function dropPostgresSchema(url: string, schema: string): Promise<void> {
+  if (!SCHEMA_NAME.test(schema)) throw new Error(`not a schema name: ${schema}`);
+  const db = await openPostgres(parsePostgresUrl(url).connectionString, {
+    migrate: false,
+    maxConnections: 1,
+  });
+  try {
+    await sql`drop schema if exists ${sql.id(schema)} cascade`.execute(db);
+  } finally {
+    await db.destroy();
+  }
+}
+
+function redact(url: string): string {
+  return url.replace(/\/\/([^:/@]*):[^@]*@/, "//$1:***@");
+}

@@ -1,0 +1,305 @@
+import type { Message } from "amqplib";
+import { UserError } from "../../errors.ts";
+import type { DeliveryHandler } from "../port.ts";
+import { openChannel } from "./channels.ts";
+import { type AmqpContext, sendToDead } from "./context.ts";
+import { AmqpDelivery, type ConsumerChannel, type DeliveryHost } from "./delivery.ts";
+import { decodeBody, deadLetterHeaders, INVALID_MESSAGE, MAX_ATTEMPTS_EXCEEDED } from "./message.ts";
+import { type Lane, lanesOf } from "./names.ts";
+
+export interface AmqpConsumeSettings {
+  prefetch: number;
+  models: readonly string[];
+}
+
+/**
+ * A consumer: its own channel, one broker consumer per model and lane, manual acks.
+ *
+ * Prefetch. Classic queues share one channel-wide limit over every model (`basic.qos`
+ * global), so the broker never pushes more than `prefetch`. Quorum queues refuse a global
+ * limit, so each lane's consumer has `prefetch` of its own and a few more messages can
+ * arrive than there are slots: those wait here ("parked"), highest priority first, and
+ * one parked longer than the lease is given back without spending an attempt. Handlers
+ * never hold more than `prefetch` at once.
+ *
+ * Priority on quorum queues. Before a normal-lane message takes a slot, every high lane
+ * whose broker credit was freed since (an ack or nack that lets the broker push the next
+ * high message) is asked with basic.get. That get goes through the queue's Raft log after
+ * the ack, so a high message the ack released is either returned by it or already on its
+ * way to this channel; a second round trip (queue.declare passive) lets it arrive, since
+ * the broker can answer the get before it forwards that delivery.
+ *
+ * Reconnects. When the channel or connection dies, parked deliveries are forgotten and
+ * deliveries with handlers become stale (their settles reject with LeaseLostError; the
+ * broker redelivers them); the consumer re-declares its queues and consumes again.
+ */
+export class AmqpConsumer implements DeliveryHost {
+  private stopped = false;
+  private source: ConsumerChannel | undefined;
+  private tags: string[] = [];
+  private attaching: Promise<void> | undefined;
+  private retryTimer: ReturnType<typeof setTimeout> | undefined;
+  private retryCount = 0;
+  private readonly parked: AmqpDelivery[] = [];
+  private readonly running = new Set<AmqpDelivery>();
+  private readonly dirtyHighLanes = new Set<string>();
+  private readonly background = new Set<Promise<unknown>>();
+  private pumping = false;
+  private pumpAgain = false;
+  private drained: (() => void) | undefined;
+  private stopping: Promise<void> | undefined;
+  private readonly unsubscribe: () => void;
+
+  constructor(
+    private readonly ctx: AmqpContext,
+    private readonly handler: DeliveryHandler,
+    private readonly options: AmqpConsumeSettings,
+  ) {
+    this.unsubscribe = ctx.conn.onConnect(() => this.reattach());
+  }
+
+  /** Resolves once the broker consumers are registered. */
+  async start(): Promise<void> {
+    try {
+      await this.attach();
+    } catch (error) {
+      await this.stop();
+      throw error;
+    }
+  }
+
+  /** Deliveries of `model` parked or with a handler under a live lease. */
+  inFlight(model: string): number {
+    let count = 0;
+    for (const delivery of [...this.parked, ...this.running])
+      if (delivery.model === model && delivery.inFlight) count += 1;
+    return count;
+  }
+
+  stop(): Promise<void> {
+    this.stopping ??= this.shutDown();
+    return this.stopping;
+  }
+
+  done(delivery: AmqpDelivery): void {
+    const index = this.parked.indexOf(delivery);
+    if (index >= 0) this.parked.splice(index, 1);
+    this.running.delete(delivery);
+    if (this.stopped && this.running.size === 0) this.drained?.();
+    this.pump();
+  }
+
+  creditFreed(delivery: AmqpDelivery): void {
+    if (delivery.lane !== "high") return;
+    this.dirtyHighLanes.add(delivery.model);
+    this.pump();
+  }
+
+  track(work: Promise<unknown>): void {
+    this.background.add(work);
+    work.finally(() => this.background.delete(work)).catch(() => {});
+  }
+
+  private async shutDown(): Promise<void> {
+    this.stopped = true;
+    this.unsubscribe();
+    clearTimeout(this.retryTimer);
+    await this.attaching?.catch(() => {});
+    const source = this.source;
+    if (source?.alive) {
+      // No deliveries follow a cancel-ok, so nothing new can be parked after this.
+      for (const tag of this.tags) await source.channel.cancel(tag).catch(() => {});
+    }
+    for (const delivery of [...this.parked]) delivery.release();
+    if (this.running.size > 0) await new Promise<void>((resolve) => (this.drained = resolve));
+    while (this.background.size > 0) await Promise.allSettled([...this.background]);
+    await source?.channel.close().catch(() => {});
+  }
+
+  private attach(): Promise<void> {
+    this.attaching ??= this.openAndConsume().finally(() => {
+      this.attaching = undefined;
+    });
+    return this.attaching;
+  }
+
+  private reattach(): void {
+    if (this.stopped || this.source?.alive) return;
+    clearTimeout(this.retryTimer);
+    this.attach().catch((error) => {
+      if (error instanceof UserError) this.ctx.settings.onError(error);
+      else this.ctx.settings.logger?.warn({ err: error }, "could not resume consuming; retrying");
+      this.retryLater();
+    });
+  }
+
+  /** Backoff with full jitter for a channel that failed while the connection lives on. */
+  private retryLater(): void {
+    if (this.stopped) return;
+    this.retryCount += 1;
+    const delay = Math.random() * Math.min(5_000, 100 * 2 ** Math.min(this.retryCount, 10));
+    clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(() => this.reattach(), delay);
+  }
+
+  private async openAndConsume(): Promise<void> {
+    if (this.stopped || this.source?.alive) return;
+    const { conn, topology, settings } = this.ctx;
+    const { prefetch, models } = this.options;
+    const connection = await conn.model();
+    for (const model of models) await topology.ensureModel(model);
+    const channel = await openChannel(connection, (error) =>
+      settings.logger?.warn({ err: error }, "RabbitMQ closed a consumer channel"),
+    );
+    const source: ConsumerChannel = { channel, alive: true };
+    channel.once("close", () => this.channelClosed(source));
+    try {
+      // Quorum queues refuse a channel-wide prefetch (a connection error, even); classic
+      // queues get one limit over every model this consumer reads.
+      await channel.prefetch(prefetch, settings.queueType === "classic");
+      this.source = source;
+      this.tags = [];
+      for (const model of models) {
+        for (const lane of lanesOf(settings.queueType)) {
+          const queue = topology.names.laneQueue(model, lane);
+          const reply = await channel.consume(
+            queue,
+            (raw) => (raw ? this.receive(source, model, lane, raw) : this.cancelled(source, model)),
+            { noAck: false },
+          );
+          this.tags.push(reply.consumerTag);
+        }
+      }
+    } catch (error) {
+      await channel.close().catch(() => {});
+      throw error;
+    }
+    if (this.stopped) {
+      await channel.close().catch(() => {});
+      return;
+    }
+    this.retryCount = 0;
+    if (settings.queueType === "quorum") for (const model of models) this.dirtyHighLanes.add(model);
+    this.pump();
+  }
+
+  private channelClosed(source: ConsumerChannel): void {
+    source.alive = false;
+    if (this.source === source) this.source = undefined;
+    for (const delivery of [...this.parked]) if (delivery.source === source) delivery.orphan();
+    // Deliveries with handlers keep their slot until they settle or their lease runs out.
+    if (this.stopped) return;
+    if (this.ctx.conn.connected) this.retryLater();
+    // Otherwise the connection's connect hook resumes.
+  }
+
+  /** The broker cancelled a consumer: its queue was deleted. Declare it again and resume. */
+  private cancelled(source: ConsumerChannel, model: string): void {
+    if (this.stopped || !source.alive) return;
+    this.ctx.settings.logger?.warn({ model }, "RabbitMQ cancelled a consumer; re-declaring");
+    this.ctx.topology
+      .repair(model, this.ctx.settings.operationTimeoutMs)
+      .catch((error) => this.ctx.settings.logger?.warn({ err: error }, "re-declaring failed"))
+      .finally(() => source.channel.close().catch(() => {}));
+  }
+
+  private receive(source: ConsumerChannel, model: string, lane: Lane, raw: Message): void {
+    const { settings } = this.ctx;
+    const message = decodeBody(raw.content);
+    if (!message) return this.deadLetterUnreadable(source, model, lane, raw);
+    const delivery = new AmqpDelivery(this.ctx, source, raw, message, lane, this);
+    if (this.stopped) return delivery.release();
+    const { maxAttempts, leaseMs } = settings.limits;
+    // Returned by consumers that died holding it, past the attempts allowed.
+    if (delivery.attempt > maxAttempts)
+      return delivery.deadLetterOnArrival(MAX_ATTEMPTS_EXCEEDED(maxAttempts));
+    this.parked.push(delivery);
+    delivery.park(leaseMs);
+    this.pump();
+  }
+
+  /** Nothing could ever process it; keep it for a person rather than redeliver forever. */
+  private deadLetterUnreadable(source: ConsumerChannel, model: string, lane: Lane, raw: Message) {
+    const answer = (ack: boolean) => {
+      if (!source.alive) return;
+      try {
+        if (ack) source.channel.ack(raw);
+        else source.channel.nack(raw, false, true);
+      } catch {
+        // The channel died; the broker has it back.
+      }
+    };
+    const properties = { persistent: true, headers: deadLetterHeaders(INVALID_MESSAGE(raw.content), 0) };
+    this.track(
+      sendToDead(this.ctx, { model, lane, content: raw.content, properties }).then(
+        () => answer(true),
+        (error) => {
+          this.ctx.settings.onError(error);
+          answer(false);
+        },
+      ),
+    );
+  }
+
+  private pump(): void {
+    if (this.pumping) {
+      this.pumpAgain = true;
+      return;
+    }
+    this.pumping = true;
+    this.pumpAgain = false;
+    this.fillSlots()
+      .catch((error) => this.ctx.settings.onError(error))
+      .finally(() => {
+        this.pumping = false;
+        if (this.pumpAgain) this.pump();
+      });
+  }
+
+  private async fillSlots(): Promise<void> {
+    while (!this.stopped && this.running.size < this.options.prefetch) {
+      const next = this.mostUrgent();
+      if (!next) return;
+      if (next.lane === "normal" && this.dirtyHighLanes.size > 0) {
+        await this.askHighLanes();
+        continue;
+      }
+      this.parked.splice(this.parked.indexOf(next), 1);
+      this.running.add(next);
+      next.dispatch();
+      Promise.resolve()
+        .then(() => this.handler(next.port))
+        .catch((error) => this.ctx.settings.onError(error));
+    }
+  }
+
+  /** Highest priority first, then arrival order. */
+  private mostUrgent(): AmqpDelivery | undefined {
+    let best: AmqpDelivery | undefined;
+    for (const delivery of this.parked)
+      if (delivery.parked && (!best || delivery.priority > best.priority)) best = delivery;
+    return best;
+  }
+
+  /** See the class comment: high-lane messages the last acks released arrive before this returns. */
+  private async askHighLanes(): Promise<void> {
+    const models = [...this.dirtyHighLanes];
+    this.dirtyHighLanes.clear();
+    if (process.env.NO_PROBE) return;
+    const source = this.source;
+    if (!source?.alive || models.length === 0) return;
+    const { names } = this.ctx.topology;
+    try {
+      let sawEmpty = false;
+      for (const model of models) {
+        const raw = await source.channel.get(names.laneQueue(model, "high"), { noAck: false });
+        if (raw === false) sawEmpty = true;
+        else this.receive(source, model, "high", raw);
+      }
+      if (sawEmpty) await source.channel.checkQueue(names.laneQueue(models[0]!, "high"));
+    } catch (error) {
+      // The channel died (its close handler resumes) or a queue vanished (a consumer cancel follows).
+      this.ctx.settings.logger?.warn({ err: error }, "could not check the high-priority lanes");
+    }
+  }
+}

@@ -1,0 +1,310 @@
+/**
+ * Agent trust: every agent request is signed with the agent's own secret and refused when
+ * stale, replayed, forged, from an unknown or revoked agent; an agent claims only models it
+ * registered and reports only on jobs it claimed. Driven in-process (a clock the test
+ * moves) with hand-signed requests, and with a real agent for revocation.
+ */
+import { Writable } from "node:stream";
+import pino from "pino";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { pruneNonces } from "../gateway/agents/nonces.ts";
+import { type AgentHandle, startAgent } from "../gpu-agent/agent.ts";
+import { parseAgentConfig } from "../gpu-agent/config.ts";
+import type { SupervisorEvent } from "../gpu-agent/supervisor.ts";
+import { AGENT_HEADERS } from "../shared/agent-signing.ts";
+import { createFakeRunner } from "./helpers/fake-runner.ts";
+import {
+  type InProcessGateway,
+  problemOf,
+  startInProcessGateway,
+} from "./helpers/in-process-gateway.ts";
+import { enrollHandAgent, type Fetcher, type HandAgent } from "./helpers/signed-agent.ts";
+
+const ORIGIN = "http://gantry.test";
+let gw: InProcessGateway;
+let adminKey: string;
+let fetcher: Fetcher;
+const agents: AgentHandle[] = [];
+
+beforeEach(async () => {
+  gw = await startInProcessGateway();
+  adminKey = await gw.addTenant({ id: "ten_ops" });
+  fetcher = async (url, init) => gw.app.request(url, init);
+});
+
+afterEach(async () => {
+  await Promise.all(agents.splice(0).map((agent) => agent.stop()));
+  await gw.close();
+});
+
+const enroll = (name?: string) =>
+  enrollHandAgent(ORIGIN, gw.gateway.config.agentToken, { fetcher, ...(name ? { name } : {}) });
+
+async function submitNoop(): Promise<string> {
+  const response = await gw.request("/v1/jobs", {
+    method: "POST",
+    key: adminKey,
+    json: { model: "noop", input: {} },
+  });
+  expect(response.status).toBe(202);
+  return ((await response.json()) as { id: string }).id;
+}
+
+async function expectRefused(response: Response, status: number, code: string) {
+  expect(response.status).toBe(status);
+  const problem = await problemOf(response);
+  expect(problem.code).toBe(code);
+  return problem;
+}
+
+const claim = (agent: HandAgent, jobId: string, attempt = 1) =>
+  agent.post(`/jobs/${jobId}/claim`, { v: 1, agent_id: agent.agentId, attempt });
+
+describe("agent enrollment", () => {
+  it("gives an agent its own id and secret for the fleet's token, and nothing for another", async () => {
+    const agent = await enroll("gpu-box-1");
+    expect(agent.agentId).toMatch(/^agt_/);
+    expect(agent.secret).toMatch(/^gas_.{40,}/);
+    expect((await agent.register(["noop"])).status).toBe(200);
+
+    const wrong = await fetcher(`${ORIGIN}/internal/v1/agents/enroll`, {
+      method: "POST",
+      headers: {
+        authorization: "Bearer gat_not-the-token-at-all",
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ v: 1 }),
+    });
+    const problem = await expectRefused(wrong, 401, "unauthorized");
+    expect(JSON.stringify(problem)).not.toContain("gat_not-the-token");
+
+    // The enrollment token alone opens nothing else: the job API wants a signature.
+    const legacy = await fetcher(`${ORIGIN}/internal/v1/jobs/job_x/claim`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${gw.gateway.config.agentToken}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ v: 1, agent_id: "a1", attempt: 1 }),
+    });
+    await expectRefused(legacy, 401, "bad_signature");
+    expect(gw.logs.join("")).not.toContain(agent.secret);
+  });
+});
+
+describe("signed agent requests", () => {
+  it("refuses a replayed request, even after the nonces were pruned", async () => {
+    const agent = await enroll();
+    const request = await agent.sign("/agents/heartbeat", { v: 1, slots_busy: 0 });
+    expect((await agent.send(request)).status).toBe(200);
+    await expectRefused(await agent.send(request), 401, "replayed_request");
+    // Once its nonce may be forgotten, the request is stale anyway.
+    gw.clock.advance(6 * 60_000);
+    expect(await pruneNonces(gw.db, gw.clock.now, true)).toBeGreaterThan(0);
+    await expectRefused(await agent.send(request), 401, "stale_request");
+  });
+
+  it("refuses a timestamp more than five minutes off, either way", async () => {
+    const agent = await enroll();
+    const beat = { v: 1 };
+    const minutes = (n: number) => gw.clock.now + n * 60_000;
+    await expectRefused(
+      await agent.post("/agents/heartbeat", beat, { now: minutes(-6) }),
+      401,
+      "stale_request",
+    );
+    const ahead = await expectRefused(
+      await agent.post("/agents/heartbeat", beat, { now: minutes(6) }),
+      401,
+      "stale_request",
+    );
+    expect(ahead.detail).toContain("clock");
+    expect((await agent.post("/agents/heartbeat", beat, { now: minutes(-4) })).status).toBe(200);
+  });
+
+  it("refuses a bad signature, a tampered body, an unknown agent and missing headers", async () => {
+    const agent = await enroll();
+    const other = await enroll();
+    const beat = { v: 1, slots_busy: 0 };
+    const forged = await expectRefused(
+      await agent.post("/agents/heartbeat", beat, { secret: other.secret }),
+      401,
+      "bad_signature",
+    );
+    expect(JSON.stringify(forged)).not.toContain(other.secret);
+    expect(JSON.stringify(forged)).not.toContain(agent.secret);
+    await expectRefused(
+      await agent.post("/agents/heartbeat", beat, {
+        sendBody: JSON.stringify({ v: 1, slots_busy: 9 }),
+      }),
+      401,
+      "bad_signature",
+    );
+    const request = await agent.sign("/agents/heartbeat", beat);
+    request.init.headers[AGENT_HEADERS.agentId] = "agt_00000000000000000000000000";
+    await expectRefused(await agent.send(request), 401, "unknown_agent");
+    const unsigned = await fetcher(`${ORIGIN}/internal/v1/agents/heartbeat`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(beat),
+    });
+    await expectRefused(unsigned, 401, "bad_signature");
+    const logs = gw.logs.join("");
+    expect(logs).toContain("agent request refused");
+    expect(logs).not.toContain(agent.secret);
+    expect(logs).not.toContain(other.secret);
+  });
+});
+
+describe("what an agent may do", () => {
+  it("claims only jobs of models it registered", async () => {
+    const jobId = await submitNoop();
+    const unregistered = await enroll();
+    await expectRefused(await claim(unregistered, jobId), 403, "model_not_registered");
+    const ocrOnly = await enroll();
+    expect((await ocrOnly.register(["ocr"])).status).toBe(200);
+    const refused = await expectRefused(await claim(ocrOnly, jobId), 403, "model_not_registered");
+    expect(refused.detail).toContain("noop");
+    // Registering again replaces the set: now it serves noop.
+    expect((await ocrOnly.register(["ocr", "noop"])).status).toBe(200);
+    expect((await claim(ocrOnly, jobId)).status).toBe(200);
+  });
+
+  it("heartbeats and reports only on jobs it claimed", async () => {
+    const jobId = await submitNoop();
+    const owner = await enroll();
+    const stranger = await enroll();
+    await owner.register(["noop"]);
+    await stranger.register(["noop"]);
+    expect((await claim(owner, jobId)).status).toBe(200);
+
+    const succeeded = (agent: HandAgent) => ({
+      v: 1,
+      type: "succeeded",
+      agent_id: agent.agentId,
+      attempt: 1,
+      output: { stolen: true },
+    });
+    await expectRefused(
+      await stranger.post(`/jobs/${jobId}/events`, succeeded(stranger)),
+      403,
+      "not_your_job",
+    );
+    await expectRefused(
+      await stranger.post(`/jobs/${jobId}/heartbeat`, {
+        v: 1,
+        agent_id: stranger.agentId,
+        attempt: 1,
+      }),
+      403,
+      "not_your_job",
+    );
+    // Nor by naming the owner in the body: the signature decides who is asking.
+    await expectRefused(
+      await stranger.post(`/jobs/${jobId}/events`, succeeded(owner)),
+      403,
+      "agent_mismatch",
+    );
+    const job = await (await gw.request(`/v1/jobs/${jobId}`, { key: adminKey })).json();
+    expect(job).toMatchObject({ status: "running", output: null });
+
+    const done = await owner.post(`/jobs/${jobId}/events`, succeeded(owner));
+    expect(await done.json()).toMatchObject({ status: "succeeded" });
+  });
+
+  it("refuses a revoked agent at its next request", async () => {
+    const agent = await enroll();
+    expect((await agent.register(["noop"])).status).toBe(200);
+    const revoke = await gw.request(`/v1/admin/agents/${agent.agentId}/revoke`, {
+      method: "POST",
+      key: adminKey,
+    });
+    expect(await revoke.json()).toMatchObject({ id: agent.agentId, state: "revoked" });
+    await expectRefused(await agent.post("/agents/heartbeat", { v: 1 }), 401, "agent_revoked");
+    await expectRefused(await claim(agent, await submitNoop()), 401, "agent_revoked");
+  });
+});
+
+describe("a real agent that gets revoked", () => {
+  it("stops at its next claim, says so plainly, and the job goes to another agent", async () => {
+    const logLines: string[] = [];
+    const logger = pino(
+      { level: "info" },
+      new Writable({
+        write(chunk, _encoding, done) {
+          logLines.push(String(chunk));
+          done();
+        },
+      }),
+    );
+    const start = (name: string) =>
+      startAgent(
+        parseAgentConfig({
+          GANTRY_GATEWAY_URL: ORIGIN,
+          GANTRY_AGENT_TOKEN: gw.gateway.config.agentToken,
+          GANTRY_AGENT_ID: name,
+          GANTRY_QUEUE_URL: "in-process",
+          GANTRY_MODELS: "noop",
+          GANTRY_EXECUTION_PROVIDERS: "cpu",
+          GANTRY_HEARTBEAT_INTERVAL_SECONDS: "1",
+          GANTRY_LEASE_SECONDS: "5",
+          GANTRY_DRAIN_TIMEOUT_SECONDS: "5",
+        }),
+        {
+          logger,
+          openQueue: async () => ({
+            queue: gw.queue,
+            description: "in-process queue",
+            close: async () => {},
+          }),
+          createRunner: () => createFakeRunner(),
+          // The gateway, and the blob URLs it presigns, live in this process.
+          gatewayFetch: fetcher as typeof fetch,
+          fetch: fetcher as typeof fetch,
+        },
+      );
+
+    const doomed = await start("doomed-box");
+    agents.push(doomed);
+    expect(doomed.agentId).toMatch(/^agt_/);
+    const revoked = await gw.request(`/v1/admin/agents/${doomed.agentId}/revoke`, {
+      method: "POST",
+      key: adminKey,
+    });
+    expect(revoked.status).toBe(200);
+
+    const jobId = await submitNoop();
+    expect(await doomed.stopped).toBe("revoked");
+    const said = logLines.map((line) => JSON.parse(line) as { level: number; msg: string });
+    expect(said).toContainEqual(
+      expect.objectContaining({
+        level: 50,
+        msg: expect.stringMatching(/revoked agent agt_.*stopping/),
+      }),
+    );
+    const job = await (await gw.request(`/v1/jobs/${jobId}`, { key: adminKey })).json();
+    expect(job).toMatchObject({ status: "queued" });
+
+    // Another agent takes the job once the refused delivery's retry delay is over.
+    const healthy = await start("healthy-box");
+    agents.push(healthy);
+    const settled = new Promise<SupervisorEvent>((resolve) =>
+      healthy.supervisor.on((event) => {
+        if (event.type === "settled" && event.jobId === jobId) resolve(event);
+      }),
+    );
+    gw.clock.advance(120_000);
+    expect(await settled).toMatchObject({ outcome: "succeeded" });
+    const finished = await (await gw.request(`/v1/jobs/${jobId}`, { key: adminKey })).json();
+    if ((finished as {status: string}).status !== "succeeded") {
+      console.log("DEBUG", JSON.stringify(finished), JSON.stringify(await gw.db.selectFrom("job_events").selectAll().execute()));
+      console.log("DEBUGLOGS", logLines.join(""), gw.logs.join(""));
+    }
+    expect(finished).toMatchObject({ status: "succeeded" });
+
+    const secrets = await gw.db.selectFrom("agents").select("secret").execute();
+    const everything = logLines.join("") + gw.logs.join("");
+    for (const { secret } of secrets) expect(everything).not.toContain(secret);
+    expect(everything).not.toContain(gw.gateway.config.agentToken);
+  });
+});

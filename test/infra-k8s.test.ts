@@ -1,0 +1,328 @@
+/**
+ * Loads every YAML document under infra/k8s and validates it against what its consumers
+ * read: Kubernetes (kinds, selectors, GPU requests), KEDA (ScaledObject targets, trigger
+ * metadata per scaler, authentication) and the agent itself (the ConfigMap and Secret go
+ * through the agent's own settings parser). Secrets must hold placeholders only.
+ */
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join, relative } from "node:path";
+import { describe, expect, it } from "vitest";
+import { parseAllDocuments } from "yaml";
+import { z } from "zod";
+import { parseAgentConfig } from "../gpu-agent/config.ts";
+
+const ROOT = join(import.meta.dirname, "..");
+const K8S = join(ROOT, "infra/k8s");
+const NAMESPACE = "gantry";
+
+// ------------------------------------------------------------------ schemas
+const Name = z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, "a DNS-1123 name");
+const Labels = z.record(z.string(), z.string());
+const Metadata = z.object({
+  name: Name,
+  namespace: Name.optional(),
+  labels: Labels.optional(),
+  annotations: z.record(z.string(), z.string()).optional(),
+});
+const Manifest = z.object({ apiVersion: z.string(), kind: z.string(), metadata: Metadata });
+type Manifest = z.infer<typeof Manifest> & { file: string; raw: unknown };
+
+/** The apiVersion each kind must be served under. */
+const API_VERSIONS: Record<string, string> = {
+  Namespace: "v1",
+  ConfigMap: "v1",
+  Secret: "v1",
+  ServiceAccount: "v1",
+  Deployment: "apps/v1",
+  ScaledObject: "keda.sh/v1alpha1",
+  TriggerAuthentication: "keda.sh/v1alpha1",
+};
+
+// Kubernetes stores ConfigMap data as strings: an unquoted 120 in YAML is refused.
+const ConfigMap = z.object({ data: z.record(z.string(), z.string()) });
+const Secret = Manifest.extend({
+  type: z.literal("Opaque").optional(),
+  stringData: z.record(z.string(), z.string()),
+}).strict(); // no base64 `data`: it would hide what is committed
+
+const Quantity = z.union([z.number(), z.string()]);
+const Container = z.object({
+  name: Name,
+  image: z.string().min(1),
+  envFrom: z
+    .array(
+      z.union([
+        z.object({ configMapRef: z.object({ name: Name }) }),
+        z.object({ secretRef: z.object({ name: Name }) }),
+      ]),
+    )
+    .optional(),
+  env: z
+    .array(z.object({ name: z.string(), value: z.string().optional(), valueFrom: z.unknown() }))
+    .optional(),
+  resources: z.object({
+    requests: z.record(z.string(), Quantity).optional(),
+    limits: z.record(z.string(), Quantity),
+  }),
+  livenessProbe: z.unknown().optional(),
+  readinessProbe: z.unknown().optional(),
+});
+const Deployment = z.object({
+  spec: z.object({
+    replicas: z.number().int().optional(),
+    selector: z.object({ matchLabels: Labels }),
+    template: z.object({
+      metadata: z.object({ labels: Labels }),
+      spec: z.object({
+        serviceAccountName: Name.optional(),
+        terminationGracePeriodSeconds: z.number().int().positive(),
+        nodeSelector: Labels.optional(),
+        tolerations: z
+          .array(z.object({ key: z.string(), operator: z.enum(["Exists", "Equal"]), effect: z.string() }))
+          .optional(),
+        securityContext: z.object({ runAsNonRoot: z.literal(true), runAsUser: z.number().int() }),
+        containers: z.array(Container).min(1),
+      }),
+    }),
+  }),
+});
+
+// KEDA reads trigger metadata as map[string]string; each scaler needs its own keys.
+const RabbitMQTrigger = z.object({
+  type: z.literal("rabbitmq"),
+  metadata: z
+    .object({
+      // http: the management API, which counts ready + unacknowledged messages.
+      protocol: z.literal("http"),
+      mode: z.literal("QueueLength"),
+      value: z.string().regex(/^\d+$/),
+      queueName: z.string().min(1),
+      vhostName: z.string().optional(),
+      // Set to "true" it would stop counting jobs being run.
+      excludeUnacknowledged: z.literal("false").optional(),
+    })
+    .strict(),
+  // The host (with its password) comes from a TriggerAuthentication, never inline.
+  authenticationRef: z.object({ name: Name }),
+});
+const SqsTrigger = z.object({
+  type: z.literal("aws-sqs-queue"),
+  metadata: z
+    .object({
+      queueURL: z.string().regex(/^https:\/\/sqs\.[a-z0-9-]+\.amazonaws\.com\/\d{12}\/[\w-]+$/),
+      queueLength: z.string().regex(/^\d+$/),
+      awsRegion: z.string().regex(/^[a-z]{2}-[a-z]+-\d$/),
+      scaleOnInFlight: z.literal("true").optional(),
+    })
+    .strict(),
+  authenticationRef: z.object({ name: Name }),
+});
+const Trigger = z.discriminatedUnion("type", [RabbitMQTrigger, SqsTrigger]);
+const ScaledObject = z.object({
+  spec: z.object({
+    scaleTargetRef: z.object({
+      apiVersion: z.literal("apps/v1").optional(),
+      kind: z.literal("Deployment").optional(),
+      name: Name,
+    }),
+    pollingInterval: z.number().int().positive().optional(),
+    cooldownPeriod: z.number().int().positive(),
+    minReplicaCount: z.literal(0),
+    maxReplicaCount: z.number().int().positive(),
+    triggers: z.array(Trigger).min(1),
+  }),
+});
+const TriggerAuthentication = z.object({
+  spec: z.union([
+    z.object({
+      secretTargetRef: z.array(z.object({ parameter: z.string(), name: Name, key: z.string() })).min(1),
+    }),
+    z.object({
+      podIdentity: z.object({
+        provider: z.literal("aws"),
+        identityOwner: z.enum(["keda", "workload"]).optional(),
+      }),
+    }),
+  ]),
+});
+
+// ------------------------------------------------------------------ loading
+function yamlFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) return yamlFiles(path);
+    return /\.ya?ml$/.test(name) ? [path] : [];
+  });
+}
+
+const manifests: Manifest[] = yamlFiles(K8S).flatMap((path) => {
+  const file = relative(ROOT, path);
+  return parseAllDocuments(readFileSync(path, "utf8")).map((doc) => {
+    expect(doc.errors, `${file} parses`).toEqual([]);
+    const raw: unknown = doc.toJS();
+    return { ...Manifest.parse(raw), file, raw };
+  });
+});
+
+const ofKind = (kind: string) => manifests.filter((m) => m.kind === kind);
+function one<T extends z.ZodType>(kind: string, schema: T, name?: string) {
+  const found = ofKind(kind).filter((m) => name === undefined || m.metadata.name === name);
+  expect(found, `one ${kind}${name ? ` ${name}` : ""}`).toHaveLength(1);
+  return { manifest: found[0]!, spec: schema.parse(found[0]!.raw) as z.infer<T> };
+}
+
+const configMap = one("ConfigMap", ConfigMap, "gantry-agent");
+const secretData = (name: string) => {
+  const secret = one("Secret", z.object({ stringData: z.record(z.string(), z.string()) }), name);
+  return secret.spec.stringData;
+};
+const deployment = one("Deployment", Deployment);
+const podSpec = deployment.spec.spec.template.spec;
+const agent = podSpec.containers[0]!;
+
+// ------------------------------------------------------------------ tests
+describe("infra/k8s manifests", () => {
+  it("uses the apiVersion each kind is served under, all in one namespace", () => {
+    expect(manifests.length).toBeGreaterThan(5);
+    for (const m of manifests) {
+      expect(API_VERSIONS[m.kind], `${m.file}: known kind ${m.kind}`).toBeDefined();
+      expect(m.apiVersion, `${m.file}: ${m.kind}`).toBe(API_VERSIONS[m.kind]);
+      if (m.kind === "Namespace") expect(m.metadata.name).toBe(NAMESPACE);
+      else expect(m.metadata.namespace, `${m.file}: ${m.kind} ${m.metadata.name}`).toBe(NAMESPACE);
+    }
+  });
+
+  it("selects the Deployment's own pods", () => {
+    const labels = deployment.spec.spec.template.metadata.labels;
+    for (const [key, value] of Object.entries(deployment.spec.spec.selector.matchLabels)) {
+      expect(labels[key], `template label ${key}`).toBe(value);
+    }
+  });
+
+  it("asks for one NVIDIA GPU per pod and runs on GPU nodes", () => {
+    expect(Number(agent.resources.limits["nvidia.com/gpu"])).toBe(1);
+    const requested = agent.resources.requests?.["nvidia.com/gpu"];
+    // Extended resources cannot be overcommitted: a request must equal the limit.
+    if (requested !== undefined) expect(Number(requested)).toBe(1);
+    expect(podSpec.nodeSelector ?? {}).toHaveProperty(["nvidia.com/gpu.present"]);
+    expect(podSpec.tolerations?.some((t) => t.key === "nvidia.com/gpu")).toBe(true);
+    // No probe until the agent serves an endpoint (see infra/k8s/README.md).
+    expect(agent.livenessProbe).toBeUndefined();
+    expect(agent.readinessProbe).toBeUndefined();
+  });
+
+  it("reads its settings from the ConfigMap and Secret that exist", () => {
+    const refs = agent.envFrom ?? [];
+    const names = (kind: string) => new Set(ofKind(kind).map((m) => m.metadata.name));
+    for (const ref of refs) {
+      if ("configMapRef" in ref) expect(names("ConfigMap")).toContain(ref.configMapRef.name);
+      else expect(names("Secret")).toContain(ref.secretRef.name);
+    }
+    expect(refs.map((r) => Object.keys(r)[0]).sort()).toEqual(["configMapRef", "secretRef"]);
+    if (podSpec.serviceAccountName) expect(names("ServiceAccount")).toContain(podSpec.serviceAccountName);
+  });
+
+  it("gives the agent settings its own parser accepts", () => {
+    const env = {
+      ...configMap.spec.data,
+      ...secretData("gantry-agent"),
+      GANTRY_AGENT_ID: "gantry-agent-7c9f8d6b5-x2x4q", // a pod name, from the downward API
+    };
+    for (const name of ["GANTRY_GATEWAY_URL", "GANTRY_QUEUE_URL", "GANTRY_AGENT_TOKEN", "GANTRY_MODELS", "GANTRY_SLOTS"]) {
+      expect(env, name).toHaveProperty([name]);
+    }
+    // A misspelt key would be ignored silently: every key must be a setting the agent reads.
+    const known = new Set(
+      ["gpu-agent/config.ts", "gpu-agent/cli.ts"].flatMap((file) =>
+        readFileSync(join(ROOT, file), "utf8").match(/GANTRY_[A-Z_]+/g) ?? [],
+      ),
+    );
+    for (const key of Object.keys(env)) expect(known, `${key} is an agent setting`).toContain(key);
+    const config = parseAgentConfig(env);
+    expect(config.slots).toBeGreaterThanOrEqual(1);
+    expect(agent.env?.find((e) => e.name === "GANTRY_AGENT_ID")).toBeDefined();
+  });
+
+  it("lets in-flight jobs drain before the kubelet kills the pod", () => {
+    const drainSeconds = parseAgentConfig({
+      ...configMap.spec.data,
+      ...secretData("gantry-agent"),
+    }).drainTimeoutMs / 1000;
+    expect(configMap.spec.data.GANTRY_DRAIN_TIMEOUT_SECONDS).toBeDefined();
+    // Some margin for the last result report and the process exit.
+    expect(podSpec.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(drainSeconds + 10);
+  });
+
+  it("commits placeholders only, never real secret values", () => {
+    expect(ofKind("Secret").length).toBeGreaterThan(0);
+    for (const m of ofKind("Secret")) {
+      const values = Object.entries(Secret.parse(m.raw).stringData);
+      expect(values.length, `${m.file}: stringData`).toBeGreaterThan(0);
+      for (const [key, value] of values) {
+        expect(value, `${m.file}: ${key} is a placeholder`).toContain("REPLACE_ME");
+      }
+    }
+  });
+
+  it("scales the agent Deployment from zero with KEDA", () => {
+    const scaled = ofKind("ScaledObject");
+    expect(scaled.map((m) => m.file).sort()).toEqual([
+      "infra/k8s/keda/rabbitmq.yaml",
+      "infra/k8s/keda/sqs.yaml",
+    ]);
+    for (const m of scaled) {
+      const { spec } = ScaledObject.parse(m.raw);
+      expect(spec.scaleTargetRef.name, m.file).toBe(deployment.manifest.metadata.name);
+      expect(spec.maxReplicaCount).toBeGreaterThan(spec.minReplicaCount);
+      // KEDA refuses two ScaledObjects on one target: each file is the whole choice.
+      expect(manifests.filter((o) => o.file === m.file && o.kind === "ScaledObject")).toHaveLength(1);
+    }
+  });
+
+  it("authenticates every trigger with a TriggerAuthentication that resolves", () => {
+    const auths = new Map(
+      ofKind("TriggerAuthentication").map((m) => [m.metadata.name, TriggerAuthentication.parse(m.raw).spec]),
+    );
+    for (const m of ofKind("ScaledObject")) {
+      for (const trigger of ScaledObject.parse(m.raw).spec.triggers) {
+        const auth = auths.get(trigger.authenticationRef.name);
+        expect(auth, `${m.file}: ${trigger.authenticationRef.name}`).toBeDefined();
+        if (trigger.type === "rabbitmq") {
+          expect(auth && "secretTargetRef" in auth).toBe(true);
+          if (!auth || !("secretTargetRef" in auth)) continue;
+          const host = auth.secretTargetRef.find((ref) => ref.parameter === "host");
+          expect(host, "the rabbitmq host comes from a Secret").toBeDefined();
+          expect(secretData(host!.name)).toHaveProperty([host!.key]);
+          expect(secretData(host!.name)[host!.key]).toMatch(/^https?:\/\//);
+        } else {
+          expect(auth && "podIdentity" in auth && auth.podIdentity.provider).toBe("aws");
+        }
+      }
+    }
+  });
+
+  it("watches the queues of every model the agent serves", () => {
+    const models = configMap.spec.data.GANTRY_MODELS!.split(",");
+    const sqs = one("ScaledObject", ScaledObject, "gantry-agent-sqs").spec.spec.triggers;
+    const queueNames = sqs.map((t) => (t.type === "aws-sqs-queue" ? t.metadata.queueURL.split("/").pop() : ""));
+    for (const model of models) {
+      // infra/terraform/aws names them <prefix>-<model> and <prefix>-<model>-high.
+      expect(queueNames).toContain(`gantry-${model}`);
+      expect(queueNames).toContain(`gantry-${model}-high`);
+    }
+    for (const trigger of sqs) {
+      if (trigger.type !== "aws-sqs-queue") continue;
+      expect(trigger.metadata.queueURL).toContain(`sqs.${trigger.metadata.awsRegion}.`);
+    }
+    const rabbit = one("ScaledObject", ScaledObject, "gantry-agent-rabbitmq").spec.spec.triggers;
+    for (const model of models) {
+      expect(rabbit.some((t) => t.type === "rabbitmq" && t.metadata.queueName.includes(model))).toBe(true);
+    }
+  });
+
+  it("runs as the image's non-root user", () => {
+    const dockerfile = readFileSync(join(ROOT, "infra/docker/agent.Dockerfile"), "utf8");
+    const user = /^USER\s+(\d+)/m.exec(dockerfile)?.[1];
+    expect(podSpec.securityContext.runAsUser).toBe(Number(user));
+  });
+});

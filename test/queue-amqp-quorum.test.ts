@@ -1,0 +1,225 @@
+import { connect } from "amqplib";
+import { describe, expect, it, onTestFinished } from "vitest";
+import { UserError } from "../shared/errors.ts";
+import { type AmqpQueue, createAmqpQueue } from "../shared/queue/amqp/index.ts";
+import { TopologyNames } from "../shared/queue/amqp/names.ts";
+import type { QueueLimits } from "../shared/queue/port.ts";
+import { LeaseLostError } from "../shared/queue/sql.ts";
+import {
+  describeJobQueueConformance,
+  freshModel,
+  Inbox,
+  type JobQueueFixture,
+  queueMessage,
+} from "./conformance/job-queue.ts";
+
+const URL = process.env.GANTRY_TEST_AMQP_URL ?? "amqp://guest:guest@127.0.0.1:5672";
+const LIMITS: QueueLimits = { maxAttempts: 3, leaseMs: 400 };
+const STEPS = [100, 500, 2_000];
+
+async function quorumFixture(): Promise<JobQueueFixture & { queue: AmqpQueue; prefix: string }> {
+  const prefix = `gantry-test-${crypto.randomUUID().slice(0, 12)}`;
+  const opened: AmqpQueue[] = [];
+  const open = async () => {
+    const queue = createAmqpQueue({
+      url: URL,
+      queueType: "quorum",
+      prefix,
+      limits: LIMITS,
+      retryDelaysMs: STEPS,
+      onError: (error) => {
+        if (!(error instanceof Error && error.message === "handler bug")) console.error(error);
+      },
+    });
+    opened.push(queue);
+    await queue.ready(5_000);
+    return queue;
+  };
+  return {
+    queue: await open(),
+    prefix,
+    limits: LIMITS,
+    reopen: open,
+    async cleanup() {
+      for (const queue of opened) {
+        await queue.deleteTopology();
+        await queue.close();
+      }
+    },
+  };
+}
+
+describeJobQueueConformance("amqp with quorum queues", quorumFixture);
+
+describe("amqp quorum queues: beyond the port", () => {
+  const setUp = async () => {
+    const fixture = await quorumFixture();
+    onTestFinished(() => fixture.cleanup());
+    return { ...fixture, names: new TopologyNames(fixture.prefix), model: freshModel() };
+  };
+  const POISON = { type: "permanent", code: "bad_input", message: "not an image" } as const;
+
+  it("drains the high lane first even when one urgent job sits behind a backlog", async () => {
+    const { queue, model } = await setUp();
+    for (let i = 0; i < 3; i++) await queue.publish(queueMessage(model, 2));
+    const urgent = queueMessage(model, 7);
+    await queue.publish(urgent);
+    const box = new Inbox(5_000, (d) => d.ack());
+    const consumer = await queue.consume(box.handler, { prefetch: 1, models: [model] });
+    await box.nth(4);
+    expect(box.received[0]!.message.id).toBe(urgent.id);
+    await consumer.stop();
+  });
+
+  it("an urgent job published while every slot is busy takes the next free slot", async () => {
+    const { queue, model } = await setUp();
+    await queue.publish(queueMessage(model, 5));
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let released = false;
+    const box = new Inbox(5_000, async (d) => {
+      while (box.received.length === 1 && !released) {
+        await d.extendLease(LIMITS.leaseMs);
+        await Promise.race([gate, new Promise((resolve) => setTimeout(resolve, LIMITS.leaseMs / 4))]);
+      }
+      await d.ack();
+    });
+    const consumer = await queue.consume(box.handler, { prefetch: 1, models: [model] });
+    await box.nth(1);
+    for (let i = 0; i < 3; i++) await queue.publish(queueMessage(model, 5));
+    const urgent = queueMessage(model, 9);
+    await queue.publish(urgent);
+    // The urgent job waits here for the slot; the backlog waits in the broker.
+    await expect.poll(() => queue.depth(model)).toMatchObject({ ready: 3, inFlight: 2 });
+    released = true;
+    release();
+    expect((await box.nth(2)).message.id).toBe(urgent.id);
+    await box.nth(5);
+    await consumer.stop();
+  });
+
+  it("holds no more than prefetch over several models, and parked messages keep their attempt", async () => {
+    const { queue } = await setUp();
+    const models = [freshModel(), freshModel()];
+    for (const model of models) for (let i = 0; i < 2; i++) await queue.publish(queueMessage(model));
+    let busy = 0;
+    let most = 0;
+    const box = new Inbox(10_000, async (d) => {
+      busy += 1;
+      most = Math.max(most, busy);
+      if (box.received.length === 1) {
+        // Outlive the lease of the messages parked meanwhile, so they are given back.
+        for (let i = 0; i < 5; i++) {
+          await d.extendLease(LIMITS.leaseMs);
+          await new Promise((resolve) => setTimeout(resolve, LIMITS.leaseMs / 2));
+        }
+      }
+      busy -= 1;
+      await d.ack();
+    });
+    const consumer = await queue.consume(box.handler, { prefetch: 1, models });
+    await box.nth(4);
+    expect(most).toBe(1);
+    expect(box.received.map((d) => d.attempt)).toEqual([1, 1, 1, 1]);
+    await consumer.stop();
+    for (const model of models)
+      expect(await queue.depth(model)).toEqual({ ready: 0, inFlight: 0, delayed: 0, dead: 0 });
+  });
+
+  it("keeps dead letters with their reason and attempt count", async () => {
+    const { queue, model } = await setUp();
+    const poison = queueMessage(model);
+    const spent = queueMessage(model);
+    await queue.publish(poison);
+    await queue.publish(spent);
+    const box = new Inbox(5_000, async (d) => {
+      if (d.message.id === poison.id) return d.deadLetter(POISON);
+      await d.retry(0, { type: "transient", code: "oom", message: "out of memory" });
+    });
+    const consumer = await queue.consume(box.handler, { prefetch: 1, models: [model] });
+    await box.nth(1 + LIMITS.maxAttempts);
+    await expect.poll(() => queue.depth(model)).toMatchObject({ dead: 2, inFlight: 0 });
+    await consumer.stop();
+    const letters = await queue.deadLetters(model);
+    expect(letters).toHaveLength(2);
+    expect(letters).toContainEqual({ message: poison, attempts: 1, error: POISON });
+    expect(letters).toContainEqual({
+      message: spent,
+      attempts: LIMITS.maxAttempts,
+      error: { type: "transient", code: "oom", message: "out of memory" },
+    });
+    // Reading them leaves them where they are.
+    expect(await queue.depth(model)).toMatchObject({ dead: 2 });
+    expect(await queue.deadLetters(freshModel())).toEqual([]);
+  });
+
+  it("dead-letters on arrival a message whose consumers kept dying, without running it", async () => {
+    const { queue, model, names } = await setUp();
+    const doomed = queueMessage(model);
+    await queue.publish(doomed);
+    // Each consumer takes the message and dies (its channel closes): the broker counts it.
+    const raw = await connect(URL);
+    onTestFinished(() => raw.close());
+    for (let i = 0; i < LIMITS.maxAttempts; i++) {
+      const channel = await raw.createChannel();
+      expect(await channel.get(names.laneQueue(model, "normal"), { noAck: false })).not.toBe(false);
+      await channel.close();
+    }
+    const box = new Inbox(5_000, (d) => d.ack());
+    const consumer = await queue.consume(box.handler, { prefetch: 1, models: [model] });
+    await expect.poll(() => queue.depth(model)).toMatchObject({ ready: 0, inFlight: 0, dead: 1 });
+    expect(box.received).toHaveLength(0);
+    expect(await queue.deadLetters(model)).toMatchObject([
+      { message: doomed, attempts: LIMITS.maxAttempts, error: { code: "max_attempts_exceeded" } },
+    ]);
+    await consumer.stop();
+  });
+
+  it("sends an unreadable message to the dead-letter queue, not to a handler", async () => {
+    const { queue, model, names } = await setUp();
+    await queue.publish(queueMessage(model)); // declares the model's queues
+    const raw = await connect(URL);
+    onTestFinished(() => raw.close());
+    const channel = await raw.createConfirmChannel();
+    channel.publish(names.jobsExchange, names.laneKey(model, "normal"), Buffer.from("{oops"));
+    await channel.waitForConfirms();
+    const box = new Inbox(5_000, (d) => d.ack());
+    const consumer = await queue.consume(box.handler, { prefetch: 1, models: [model] });
+    await expect.poll(() => queue.depth(model)).toMatchObject({ ready: 0, inFlight: 0, dead: 1 });
+    expect(box.received).toHaveLength(1);
+    await consumer.stop();
+  });
+
+  it("rejects settling or extending through a lost lease with LeaseLostError", async () => {
+    const { queue, model } = await setUp();
+    await queue.publish(queueMessage(model));
+    const box = new Inbox(5_000);
+    const consumer = await queue.consume(box.handler, { prefetch: 2, models: [model] });
+    const stale = await box.nth(1);
+    const current = await box.nth(2);
+    await current.extendLease(10_000);
+    await expect(stale.ack()).rejects.toBeInstanceOf(LeaseLostError);
+    await expect(stale.extendLease(1_000)).rejects.toBeInstanceOf(LeaseLostError);
+    await expect(stale.retry(0, POISON)).rejects.toBeInstanceOf(LeaseLostError);
+    await expect(stale.deadLetter(POISON)).rejects.toBeInstanceOf(LeaseLostError);
+    await current.ack();
+    await expect(current.ack()).rejects.toBeInstanceOf(LeaseLostError);
+    await expect.poll(() => queue.depth(model)).toEqual({ ready: 0, inFlight: 0, delayed: 0, dead: 0 });
+    await consumer.stop();
+  });
+
+  it("refuses a lease or job timeout longer than RabbitMQ's consumer_timeout, and bad options", async () => {
+    const { queue } = await setUp();
+    const make = (options: Partial<Parameters<typeof createAmqpQueue>[0]>) => () =>
+      createAmqpQueue({ url: URL, ...options });
+    expect(make({ limits: { leaseMs: 31 * 60_000 } })).toThrow(UserError);
+    expect(make({ limits: { leaseMs: 31 * 60_000 } })).toThrow(/consumer_timeout/);
+    expect(make({ maxJobMs: 2 * 3_600_000 })).toThrow(/consumer_timeout/);
+    expect(make({ prefix: "has space" })).toThrow(UserError);
+    expect(make({ retryDelaysMs: [500, 100] })).toThrow(/retryDelaysMs/);
+    await expect(queue.consume(() => {}, { prefetch: 0, models: ["x"] })).rejects.toThrow(/prefetch/);
+    await expect(queue.consume(() => {}, { prefetch: 1, models: [] })).rejects.toThrow(/models/);
+    await expect(queue.consume(() => {}, { prefetch: 1 })).rejects.toThrow(/models/);
+    await expect(queue.publish({ ...queueMessage("m"), id: "not-a-job-id" })).rejects.toThrow();
+  });
+});

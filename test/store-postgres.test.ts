@@ -1,0 +1,137 @@
+import { sql } from "kysely";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { JobStore, type NewJob } from "../gateway/store/job-store.ts";
+import { openDatabase } from "../shared/db/open.ts";
+import { dropPostgresSchema, parsePostgresUrl } from "../shared/db/postgres.ts";
+import { newId } from "../shared/ids.ts";
+import { freshPostgresUrl, openTestDatabase } from "./helpers/test-gateway.ts";
+
+/**
+ * The JobStore's state machine on Postgres, where it differs from SQLite in what can go
+ * wrong: bigint instants coming back as text, real concurrency between connections, and
+ * migrations racing between processes that start together.
+ */
+const T0 = 1_750_000_000_000;
+let database: Awaited<ReturnType<typeof openTestDatabase>>;
+let store: JobStore;
+
+beforeAll(async () => {
+  database = await openTestDatabase("postgres");
+  store = new JobStore(database.db);
+});
+afterAll(() => database?.close());
+
+const newJob = (overrides: Partial<NewJob> = {}): NewJob => ({
+  id: newId("job", T0),
+  tenantId: "ten_a",
+  model: "noop",
+  priority: 5,
+  input: { n: 1 },
+  webhook: null,
+  idempotencyKey: null,
+  requestHash: null,
+  traceparent: null,
+  now: T0,
+  expiresAt: T0 + 3_600_000,
+  ...overrides,
+});
+
+describe("JobStore on Postgres", () => {
+  it("returns instants and counters as numbers, not bigint text", async () => {
+    const row = await store.insert(newJob());
+    expect(row).toBeDefined();
+    expect(row?.created_at).toBe(T0);
+    expect(typeof row?.expires_at).toBe("number");
+    const read = await store.byId(row?.id ?? "");
+    expect(read?.created_at).toBe(T0);
+    expect(read?.last_seq).toBe(1);
+    const events = await store.eventsAfter(row?.id ?? "", 0);
+    expect(events).toEqual([
+      expect.objectContaining({ seq: 1, status: "queued", attempt: 0, at: T0 }),
+    ]);
+  });
+
+  it("lets one of many concurrent claims win, and records one result", async () => {
+    const row = await store.insert(newJob());
+    const id = row?.id ?? "";
+    const claims = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => store.claim(id, `agent-${i}`, 1, T0 + 10)),
+    );
+    expect(claims.filter((c) => c.ok)).toHaveLength(1);
+    const results = await Promise.all(
+      Array.from({ length: 4 }, () => store.succeed(id, 1, { ok: true }, T0 + 20)),
+    );
+    expect(results.filter((r) => r.ok)).toHaveLength(1);
+    const statuses = (await store.eventsAfter(id, 0)).map((e) => e.status);
+    expect(statuses).toEqual(["queued", "running", "succeeded"]);
+    expect(await store.claims(id)).toBe(1);
+  });
+
+  it("refuses a reused Idempotency-Key without an error", async () => {
+    const first = await store.insert(newJob({ idempotencyKey: "k1" }));
+    const second = await store.insert(newJob({ idempotencyKey: "k1" }));
+    expect(first).toBeDefined();
+    expect(second).toBeNull();
+    expect((await store.byIdempotencyKey("ten_a", "k1"))?.id).toBe(first?.id);
+  });
+
+  it("finds stale running jobs and takes one back only while it is still stale", async () => {
+    const row = await store.insert(newJob());
+    const id = row?.id ?? "";
+    const claimed = await store.claim(id, "agent-x", 1, T0 + 100);
+    expect(claimed.ok).toBe(true);
+    const stale = (await store.staleRunning(T0 + 200, 100)).find((r) => r.id === id);
+    expect(stale).toBeDefined();
+    // A heartbeat lands between the sweeper's read and its update: the heartbeat wins.
+    await store.heartbeat(id, 1, T0 + 300);
+    const error = { type: "transient" as const, code: "agent_lost", message: "silent" };
+    const lost = await store.reclaimStale(stale!, T0 + 200, error, true, T0 + 400);
+    expect(lost.ok).toBe(false);
+    const taken = await store.reclaimStale(stale!, T0 + 350, error, true, T0 + 400);
+    expect(taken.ok && taken.job).toMatchObject({ status: "queued", published_at: null });
+    expect(JSON.parse((taken.ok && taken.job.error) || "null")).toEqual(error);
+  });
+
+  it("lists newest first with a cursor", async () => {
+    const ids = [];
+    for (let i = 0; i < 3; i++) {
+      const row = await store.insert(
+        newJob({ id: newId("job", T0 + 1000 + i), tenantId: "ten_l" }),
+      );
+      ids.push(row?.id);
+    }
+    const page = await store.list("ten_l", { limit: 2 });
+    expect(page.map((r) => r.id)).toEqual([ids[2], ids[1]]);
+    const next = await store.list("ten_l", { limit: 2, before: ids[1] });
+    expect(next.map((r) => r.id)).toEqual([ids[0]]);
+  });
+});
+
+describe("openDatabase on Postgres", () => {
+  it("migrates once when several processes open a new schema at the same moment", async () => {
+    const fresh = freshPostgresUrl("gantry_race");
+    try {
+      const opened = await Promise.all(Array.from({ length: 4 }, () => openDatabase(fresh.url)));
+      const migrations = await opened[0]!.db
+        .selectFrom("gantry_migrations")
+        .select("name")
+        .execute();
+      expect(new Set(migrations.map((m) => m.name)).size).toBe(migrations.length);
+      const { rows } = await sql<{ schema: string }>`select current_schema() as schema`.execute(
+        opened[0]!.db,
+      );
+      expect(rows[0]?.schema).toBe(fresh.schema);
+      await Promise.all(opened.map((o) => o.close()));
+    } finally {
+      await dropPostgresSchema(fresh.url, fresh.schema);
+    }
+  });
+
+  it("keeps the password out of descriptions and refuses a bad schema name", () => {
+    const target = parsePostgresUrl("postgres://u:secret@db.example:5432/gantry?schema=prod");
+    expect(target.description).not.toContain("secret");
+    expect(target.description).toContain("schema=prod");
+    expect(target.connectionString).not.toContain("schema");
+    expect(() => parsePostgresUrl("postgres://h/db?schema=a;drop")).toThrow(/schema/);
+  });
+});

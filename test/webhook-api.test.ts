@@ -1,0 +1,299 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Webhook } from "standardwebhooks";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { webhookDeps } from "../gateway/jobs/lifecycle.ts";
+import { type DeliverDeps, deliverDue, enqueueWebhook } from "../gateway/webhooks/deliveries.ts";
+import { DISABLE_AFTER_MS } from "../gateway/webhooks/endpoints.ts";
+import { Job } from "../shared/protocol/job.ts";
+import {
+  WebhookDelivery,
+  WebhookDeliveryList,
+  WebhookEndpoint,
+  WebhookEndpointList,
+  WebhookSecretDetails,
+} from "../shared/protocol/webhook-api.ts";
+import { startTestGateway, type TestGateway } from "./helpers/test-gateway.ts";
+
+/**
+ * The webhook API over HTTP: a job's delivery log, redelivery, secret rotation with dual
+ * signatures, endpoint health, and 404s for other tenants. The sweeper is slowed to a crawl
+ * so that the test decides when deliveries are attempted.
+ */
+
+interface Received {
+  path: string;
+  headers: Record<string, string>;
+  body: string;
+}
+
+let receiver: Server;
+let receiverUrl: string;
+let received: Received[] = [];
+let scripts = new Map<string, number[]>();
+let waiters: { path: string; resolve: (request: Received) => void }[] = [];
+
+function handle(req: IncomingMessage, res: ServerResponse): void {
+  const chunks: Buffer[] = [];
+  req.on("data", (chunk: Buffer) => chunks.push(chunk));
+  req.on("end", () => {
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (typeof value === "string") headers[name] = value;
+    }
+    const request = { path: req.url ?? "/", headers, body: Buffer.concat(chunks).toString("utf8") };
+    received.push(request);
+    const status = scripts.get(request.path)?.shift() ?? 200;
+    res.writeHead(status).end(status >= 300 ? "receiver says no" : "");
+    for (const waiter of waiters.filter((w) => w.path === request.path)) waiter.resolve(request);
+    waiters = waiters.filter((w) => w.path !== request.path);
+  });
+}
+
+/** Resolves with the next request the receiver gets on `path`. */
+function nextRequest(path: string): Promise<Received> {
+  return new Promise((resolve) => waiters.push({ path, resolve }));
+}
+
+beforeAll(async () => {
+  receiver = createServer(handle);
+  await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+  receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  receiver.closeAllConnections();
+  await new Promise<void>((resolve) => receiver.close(() => resolve()));
+});
+
+let gw: TestGateway;
+
+beforeEach(async () => {
+  received = [];
+  scripts = new Map();
+  waiters = [];
+  gw = await startTestGateway({ models: ["noop"], sweepIntervalMs: 3_600_000 });
+});
+
+afterEach(async () => {
+  await gw.close();
+});
+
+async function submitJob(webhookPath: string, events?: string[]): Promise<Job> {
+  const response = await gw.api("/v1/jobs", {
+    method: "POST",
+    json: {
+      model: "noop",
+      input: {},
+      webhook: { url: receiverUrl + webhookPath, ...(events ? { events } : {}) },
+    },
+  });
+  expect(response.status).toBe(202);
+  return Job.parse(await response.json());
+}
+
+/** A delivery of `job`, made the way a state change makes one, then attempted now. */
+async function deliverEvent(job: Job, path: string, deps: Partial<DeliverDeps> = {}) {
+  const now = deps.now?.() ?? Date.now();
+  const payload = {
+    v: 1 as const,
+    type: "job.succeeded" as const,
+    timestamp: new Date(now).toISOString(),
+    data: job,
+  };
+  const input = { tenantId: "ten_test", jobId: job.id, eventType: "job.succeeded" as const };
+  const id = await enqueueWebhook(gw.db, { ...input, url: receiverUrl + path, payload }, now);
+  await deliverDue(gw.db, { ...webhookDeps(gw.gateway), ...deps });
+  return id;
+}
+
+async function expectProblem(response: Response, status: number) {
+  expect(response.status).toBe(status);
+  expect(response.headers.get("content-type")).toContain("application/problem+json");
+  return (await response.json()) as { code: string; detail?: string };
+}
+
+describe("GET /v1/jobs/{id}/webhooks", () => {
+  it("lists the job's deliveries with every attempt", async () => {
+    // Only job.succeeded: canceling or expiring this job would not add deliveries.
+    const job = await submitJob("/flaky", ["job.succeeded"]);
+    const empty = await gw.api(`/v1/jobs/${job.id}/webhooks`);
+    expect(WebhookDeliveryList.parse(await empty.json())).toEqual({ object: "list", data: [] });
+
+    scripts.set("/flaky", [500]);
+    const id = await deliverEvent(job, "/flaky");
+    const response = await gw.api(`/v1/jobs/${job.id}/webhooks`);
+    expect(response.status).toBe(200);
+    const list = WebhookDeliveryList.parse(await response.json());
+    expect(list.data).toHaveLength(1);
+    const [delivery] = list.data;
+    expect(delivery).toMatchObject({
+      object: "webhook_delivery",
+      id,
+      job_id: job.id,
+      event_type: "job.succeeded",
+      url: `${receiverUrl}/flaky`,
+      state: "pending",
+      attempt_count: 1,
+    });
+    expect(delivery?.next_attempt_at).toMatch(/^\d{4}-\d\d-\d\dT/);
+    expect(delivery?.attempts).toEqual([
+      {
+        n: 1,
+        at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+        status_code: 500,
+        error: "HTTP 500: receiver says no",
+        duration_ms: expect.any(Number),
+      },
+    ]);
+  });
+
+  it("is a 404 for another tenant's job, and for unknown jobs and deliveries", async () => {
+    const job = await submitJob("/ok", ["job.succeeded"]);
+    const id = await deliverEvent(job, "/ok");
+    const otherKey = await gw.addTenant("ten_other");
+    const asOther = { headers: { authorization: `Bearer ${otherKey}` } };
+
+    await expectProblem(await gw.api(`/v1/jobs/${job.id}/webhooks`, asOther), 404);
+    const redeliverPath = `/v1/jobs/${job.id}/webhooks/${id}/redeliver`;
+    await expectProblem(await gw.api(redeliverPath, { method: "POST", ...asOther }), 404);
+    await expectProblem(await gw.api(`/v1/jobs/job_${"9".repeat(26)}/webhooks`), 404);
+    const unknown = `/v1/jobs/${job.id}/webhooks/whd_${"9".repeat(26)}/redeliver`;
+    expect((await expectProblem(await gw.api(unknown, { method: "POST" }), 404)).code).toBe(
+      "not_found",
+    );
+    // The other tenant's attempt sent nothing.
+    expect(received).toHaveLength(1);
+  });
+});
+
+describe("POST /v1/jobs/{id}/webhooks/{delivery}/redeliver", () => {
+  it("sends the delivery again now: same payload and webhook-id, fresh signature", async () => {
+    const job = await submitJob("/hook", ["job.succeeded"]);
+    scripts.set("/hook", [503]);
+    const id = await deliverEvent(job, "/hook");
+    const response = await gw.api(`/v1/jobs/${job.id}/webhooks/${id}/redeliver`, {
+      method: "POST",
+    });
+    expect(response.status).toBe(202);
+    const delivery = WebhookDelivery.parse(await response.json());
+    expect(delivery).toMatchObject({ id, state: "delivered", attempt_count: 2 });
+    expect(delivery.attempts.map((a) => [a.n, a.status_code])).toEqual([
+      [1, 503],
+      [2, 200],
+    ]);
+    const [first, second] = received;
+    expect(second?.headers["webhook-id"]).toBe(id);
+    expect(second?.headers["webhook-id"]).toBe(first?.headers["webhook-id"]);
+    expect(second?.body).toBe(first?.body);
+    const event = new Webhook(gw.webhookSecret).verify(second?.body ?? "", second?.headers ?? {});
+    expect(event).toMatchObject({ type: "job.succeeded", data: { id: job.id } });
+  });
+});
+
+describe("webhook secret rotation", () => {
+  it("sends both signatures during the overlap; each secret verifies", async () => {
+    const before = WebhookSecretDetails.parse(await (await gw.api("/v1/webhooks/secret")).json());
+    expect(before).toEqual({
+      object: "webhook_secret",
+      secret: gw.webhookSecret,
+      previous_secret_expires_at: null,
+    });
+
+    const rotate = await gw.api("/v1/webhooks/secret/rotate", { method: "POST" });
+    expect(rotate.status).toBe(200);
+    expect(rotate.headers.get("cache-control")).toBe("no-store");
+    const rotated = WebhookSecretDetails.parse(await rotate.json());
+    expect(rotated.secret).toMatch(/^whsec_/);
+    expect(rotated.secret).not.toBe(gw.webhookSecret);
+    const overlapEnds = Date.parse(rotated.previous_secret_expires_at ?? "");
+    expect(overlapEnds - Date.now()).toBeGreaterThan(23 * 3600_000);
+    expect(overlapEnds - Date.now()).toBeLessThanOrEqual(24 * 3600_000);
+    const after = WebhookSecretDetails.parse(await (await gw.api("/v1/webhooks/secret")).json());
+    expect(after).toEqual(rotated);
+
+    // A real state change: canceling sends job.canceled (one of the default events).
+    const job = await submitJob("/rotated");
+    const arrived = nextRequest("/rotated");
+    expect((await gw.api(`/v1/jobs/${job.id}/cancel`, { method: "POST" })).status).toBe(200);
+    const request = await arrived;
+    const signatures = request.headers["webhook-signature"]?.split(" ") ?? [];
+    expect(signatures).toHaveLength(2);
+    for (const secret of [gw.webhookSecret, rotated.secret]) {
+      const event = new Webhook(secret).verify(request.body, request.headers);
+      expect(event).toMatchObject({ type: "job.canceled", data: { id: job.id } });
+    }
+  });
+
+  it("retires the old secret at once with overlap_seconds: 0, and checks the body", async () => {
+    const rotate = await gw.api("/v1/webhooks/secret/rotate", {
+      method: "POST",
+      json: { overlap_seconds: 0 },
+    });
+    const rotated = WebhookSecretDetails.parse(await rotate.json());
+    expect(rotated.previous_secret_expires_at).toBeNull();
+
+    const job = await submitJob("/single");
+    const arrived = nextRequest("/single");
+    await gw.api(`/v1/jobs/${job.id}/cancel`, { method: "POST" });
+    const request = await arrived;
+    expect(request.headers["webhook-signature"]?.split(" ")).toHaveLength(1);
+    expect(() => new Webhook(rotated.secret).verify(request.body, request.headers)).not.toThrow();
+    expect(() => new Webhook(gw.webhookSecret).verify(request.body, request.headers)).toThrow();
+
+    for (const json of [{ overlap_seconds: -1 }, { overlap_seconds: 8 * 86400 }, { extra: 1 }]) {
+      const bad = await gw.api("/v1/webhooks/secret/rotate", { method: "POST", json });
+      expect((await expectProblem(bad, 422)).code).toBe("validation_failed");
+    }
+  });
+});
+
+describe("GET /v1/webhooks/endpoints", () => {
+  it("shows each endpoint's health and why one was disabled; enabling clears it", async () => {
+    const job = await submitJob("/down", ["job.succeeded"]);
+    scripts.set("/down", Array(10).fill(500));
+    const t0 = Date.now();
+    await deliverEvent(job, "/down", { now: () => t0 });
+    await deliverEvent(job, "/ok");
+    let list = WebhookEndpointList.parse(await (await gw.api("/v1/webhooks/endpoints")).json());
+    expect(list.data.map((e) => [e.url, e.status])).toEqual([
+      [`${receiverUrl}/down`, "failing"],
+      [`${receiverUrl}/ok`, "healthy"],
+    ]);
+
+    // Five days of failures, on an injected clock.
+    await deliverEvent(job, "/down", { now: () => t0 + DISABLE_AFTER_MS });
+    list = WebhookEndpointList.parse(await (await gw.api("/v1/webhooks/endpoints")).json());
+    const down = list.data.find((e) => e.url === `${receiverUrl}/down`);
+    expect(down).toMatchObject({
+      status: "disabled",
+      failing_since: new Date(t0).toISOString(),
+      disabled_at: new Date(t0 + DISABLE_AFTER_MS).toISOString(),
+      last_error: "HTTP 500: receiver says no",
+    });
+    expect(down?.disabled_reason).toMatch(
+      /^every attempt has failed since .* last error: HTTP 500/,
+    );
+
+    const enable = await gw.api("/v1/webhooks/endpoints/enable", {
+      method: "POST",
+      json: { url: `${receiverUrl}/down` },
+    });
+    expect(enable.status).toBe(200);
+    expect(WebhookEndpoint.parse(await enable.json())).toMatchObject({
+      status: "healthy",
+      disabled_reason: null,
+    });
+    const unknown = await gw.api("/v1/webhooks/endpoints/enable", {
+      method: "POST",
+      json: { url: `${receiverUrl}/never-used` },
+    });
+    await expectProblem(unknown, 404);
+
+    const otherKey = await gw.addTenant("ten_other");
+    const theirs = await gw.api("/v1/webhooks/endpoints", {
+      headers: { authorization: `Bearer ${otherKey}` },
+    });
+    expect(WebhookEndpointList.parse(await theirs.json()).data).toEqual([]);
+  });
+});

@@ -13,7 +13,7 @@ import { createSqsServer } from "local-aws-sqs";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { JobError } from "../shared/protocol/index.ts";
 import type { QueueDepth, QueueLimits } from "../shared/queue/port.ts";
-import { LeaseLostError } from "../shared/queue/sql.ts";
+import { LeaseLostError } from "../shared/queue/port.ts";
 import { createSqsQueue, type SqsQueue, type SqsQueueSettings } from "../shared/queue/sqs.ts";
 import {
   ATTEMPTS_ATTRIBUTE,
@@ -151,9 +151,9 @@ describe("sqs queue adapter", () => {
     expect(await fixture.open().queueUrls(model)).toEqual(urls);
   });
 
-  it("sends priorities 5-9 to the high queue and 0-4 to the normal one", async () => {
+  it("sends priorities 6-9 to the high queue and 0-5 (the default 5 included) to the normal one", async () => {
     start();
-    for (const priority of [0, 4, 5, 9]) await queue.publish(queueMessage(model, priority));
+    for (const priority of [0, 5, 6, 9]) await queue.publish(queueMessage(model, priority));
     const urls = await queue.queueUrls(model);
     expect((await attributesOf(urls.normal)).ApproximateNumberOfMessages).toBe("2");
     expect((await attributesOf(urls.high)).ApproximateNumberOfMessages).toBe("2");

@@ -73,3 +73,15 @@ export interface DeadLetter {
   attempts: number;
   error: JobError;
 }
+
+/**
+ * Settling or extending a delivery whose lease was lost: it expired and the message was
+ * delivered again, or it was already settled. Changes nothing; the newer delivery owns
+ * the job. Every adapter throws this same class.
+ */
+export class LeaseLostError extends Error {
+  override readonly name = "LeaseLostError";
+  constructor(jobId: string) {
+    super(`lease on the queue message for ${jobId} was lost (expired and redelivered, or settled)`);
+  }
+}

@@ -11,11 +11,15 @@ import {
   type Delivery,
   type DeliveryHandler,
   type JobQueue,
+  LeaseLostError,
   type PublishOptions,
   type QueueDepth,
   type QueueLimits,
   type RetryOutcome,
 } from "./port.ts";
+
+// Kept for importers from before the class moved to the port.
+export { LeaseLostError } from "./port.ts";
 
 /**
  * The `sql` JobQueue: the `queue_messages` table, one logical queue per model. Every
@@ -39,14 +43,6 @@ export interface SqlQueueOptions {
 }
 
 export type SqlQueue = JobQueue & { deadLetters(model?: string): Promise<DeadLetter[]> };
-
-/** The delivery's lease expired and the message was claimed again, or it was settled. */
-export class LeaseLostError extends Error {
-  override readonly name = "LeaseLostError";
-  constructor(jobId: string) {
-    super(`lease on the queue message for ${jobId} was lost (expired and redelivered, or settled)`);
-  }
-}
 
 const IDLE_POLL_MS = 500;
 type Row = Selectable<QueueMessageTable>;

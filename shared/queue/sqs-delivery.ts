@@ -7,8 +7,7 @@ import {
   type SQSClient,
 } from "@aws-sdk/client-sqs";
 import type { JobError, QueueMessage } from "../protocol/index.ts";
-import type { Delivery, QueueLimits, RetryOutcome } from "./port.ts";
-import { LeaseLostError } from "./sql.ts";
+import { type Delivery, LeaseLostError, type QueueLimits, type RetryOutcome } from "./port.ts";
 import { attemptsAttribute, encodeMessage, errorAttributes } from "./sqs-message.ts";
 
 /** SQS's ceilings: DelaySeconds up to 15 minutes, a visibility timeout up to 12 hours. */

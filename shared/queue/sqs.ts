@@ -70,8 +70,8 @@ export type SqsQueue = JobQueue & {
   queueUrls(model: string): Promise<SqsQueueUrls>;
 };
 
-/** Priorities from here up go to the `-high` queue. */
-export const HIGH_PRIORITY = 5;
+/** Priorities from here up go to the `-high` queue; the default (5) stays normal. */
+export const HIGH_PRIORITY = 6;
 const DEFAULT_PREFIX = "gantry-";
 const DEFAULT_WAIT_TIME_SECONDS = 20;
 const DEPTH_ATTRIBUTES = [

@@ -285,7 +285,6 @@ export class AmqpConsumer implements DeliveryHost {
   private async askHighLanes(): Promise<void> {
     const models = [...this.dirtyHighLanes];
     this.dirtyHighLanes.clear();
-    if (process.env.NO_PROBE) return;
     const source = this.source;
     if (!source?.alive || models.length === 0) return;
     const { names } = this.ctx.topology;

@@ -5,12 +5,14 @@
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 
-const BENCHMARKS = ["ocr-pipeline.ts"];
+const BENCHMARKS = ["ocr-pipeline.ts", "ocr-agent.ts", "batching.ts"];
 
 let failed = 0;
 for (const file of BENCHMARKS) {
   console.log(`\n=== bench/${file}`);
-  const result = spawnSync(process.execPath, ["--import", "tsx", join(import.meta.dirname, file)], { stdio: "inherit" });
+  const result = spawnSync(process.execPath, ["--import", "tsx", join(import.meta.dirname, file)], {
+    stdio: "inherit",
+  });
   if (result.status !== 0) failed++;
 }
 process.exit(failed ? 1 : 0);

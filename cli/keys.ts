@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { DEFAULT_PLAN, PLAN_NAMES, PlanName } from "../gateway/plans.ts";
@@ -11,7 +12,8 @@ import {
 } from "../gateway/store/api-keys.ts";
 import { insertTenant, tenantById } from "../gateway/store/tenants.ts";
 import { newWebhookSecret } from "../gateway/webhooks/secret.ts";
-import { openDatabase } from "../shared/db/open.ts";
+import { openDatabase, sqlitePath } from "../shared/db/open.ts";
+import { isPostgresUrl } from "../shared/db/postgres.ts";
 import { UserError } from "../shared/errors.ts";
 
 export const KEYS_HELP = `gantry keys: make, list and revoke API keys, straight in the database.
@@ -68,6 +70,12 @@ export async function runKeysCommand(
   }
   const databaseUrl =
     env.GANTRY_DATABASE_URL?.trim() || join(resolve(env.GANTRY_DATA_DIR || ".gantry"), "gantry.db");
+  // A mistyped data dir must not quietly become a new, empty database.
+  if (!isPostgresUrl(databaseUrl) && !existsSync(sqlitePath(databaseUrl))) {
+    throw new UserError(
+      `no database at ${databaseUrl}: run "gantry start" once, or set GANTRY_DATA_DIR or GANTRY_DATABASE_URL`,
+    );
+  }
   const database = await openDatabase(databaseUrl);
   try {
     const db = database.db;

@@ -63,7 +63,10 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
   if (gateway.localBlobs) app.route("/", blobRoutes(gateway.localBlobs));
   const jsonLimit = bodyLimit({
     maxSize: gateway.config.maxBodyBytes,
-    onError: () => {
+    onError: (c) => {
+      // The rest of the body is never read: the connection cannot carry another request, so
+      // say so rather than let the client reuse a socket the server will drop mid-request.
+      c.header("connection", "close");
       throw new HttpProblem(
         413,
         "body_too_large",

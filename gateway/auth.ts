@@ -7,10 +7,10 @@ import { tenantForKey } from "./store/tenants.ts";
 const unauthorized = (detail: string) =>
   new HttpProblem(401, "unauthorized", "Unauthorized", detail);
 
-function bearerToken(header: string | undefined): string {
-  const match = /^Bearer\s+(\S{1,256})\s*$/i.exec(header ?? "");
-  if (!match?.[1]) throw unauthorized("Send your API key as `Authorization: Bearer <key>`.");
-  return match[1];
+const SEND_KEY_AS = "Send your API key as `Authorization: Bearer <key>`.";
+
+function bearerToken(header: string | undefined): string | null {
+  return /^Bearer\s+(\S{1,256})\s*$/i.exec(header ?? "")?.[1] ?? null;
 }
 
 /**
@@ -29,18 +29,23 @@ export function loggablePrefix(token: string): string {
  * indexed read), so a revoked key stops working at once on every gateway.
  */
 export const requireApiKey = createMiddleware<AppEnv>(async (c, next) => {
-  // A 401 tells the client how to authenticate (RFC 6750); headers set now survive the throw.
-  c.header("www-authenticate", 'Bearer realm="gantry"');
+  // RFC 6750: a 401 says how to authenticate; headers set before a throw reach the problem.
+  const challenge = (error?: string) =>
+    c.header("www-authenticate", `Bearer realm="gantry"${error ? `, error="${error}"` : ""}`);
   const token = bearerToken(c.req.header("authorization"));
+  if (!token) {
+    challenge();
+    throw unauthorized(SEND_KEY_AS);
+  }
   const found = await tenantForKey(c.var.gateway.db, token);
   if (!found) {
     c.var.gateway.log.warn(
       { key_prefix: loggablePrefix(token), path: c.req.path },
       "API key refused",
     );
+    challenge("invalid_token");
     throw unauthorized("The API key is not valid or has been revoked.");
   }
-  c.header("www-authenticate", undefined);
   c.set("tenant", found.tenant);
   c.set("apiKey", found.key);
   await next();

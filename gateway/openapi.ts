@@ -10,6 +10,15 @@ import {
   WebhookPayload,
   WebhookSecret,
 } from "../shared/protocol/index.ts";
+import {
+  WebhookDelivery,
+  WebhookDeliveryList,
+  WebhookEndpoint,
+  WebhookEndpointEnableRequest,
+  WebhookEndpointList,
+  WebhookSecretDetails,
+  WebhookSecretRotateRequest,
+} from "../shared/protocol/webhook-api.ts";
 
 const SCHEMAS = {
   JobRequest,
@@ -21,6 +30,13 @@ const SCHEMAS = {
   WebhookSecret,
   WebhookPayload,
   Problem,
+  WebhookDelivery,
+  WebhookDeliveryList,
+  WebhookSecretDetails,
+  WebhookSecretRotateRequest,
+  WebhookEndpoint,
+  WebhookEndpointList,
+  WebhookEndpointEnableRequest,
 };
 type SchemaName = keyof typeof SCHEMAS;
 
@@ -153,8 +169,78 @@ export function openApiDocument(serverUrl: string) {
         get: {
           summary: "Your webhook signing secret",
           responses: {
-            "200": { description: "The secret (whsec_…)", content: json("WebhookSecret") },
+            "200": {
+              description: "The secret (whsec_…), and when a rotated-out one stops signing",
+              content: json("WebhookSecretDetails"),
+            },
             ...problems(401),
+          },
+        },
+      },
+      "/v1/webhooks/secret/rotate": {
+        post: {
+          summary: "Rotate the webhook signing secret",
+          description:
+            "The old secret keeps signing beside the new one for overlap_seconds (default 24 h); webhook-signature then carries both.",
+          requestBody: { required: false, content: json("WebhookSecretRotateRequest") },
+          responses: {
+            "200": { description: "The new secret", content: json("WebhookSecretDetails") },
+            ...problems(400, 401, 403, 409, 415, 422),
+          },
+        },
+      },
+      "/v1/webhooks/endpoints": {
+        get: {
+          summary: "Webhook endpoint health, and why one is disabled",
+          responses: {
+            "200": { description: "Endpoints", content: json("WebhookEndpointList") },
+            ...problems(401, 403),
+          },
+        },
+      },
+      "/v1/webhooks/endpoints/enable": {
+        post: {
+          summary: "Re-enable a disabled endpoint",
+          requestBody: { required: true, content: json("WebhookEndpointEnableRequest") },
+          responses: {
+            "200": { description: "The endpoint", content: json("WebhookEndpoint") },
+            ...problems(401, 403, 404, 415, 422),
+          },
+        },
+      },
+      "/v1/jobs/{id}/webhooks": {
+        get: {
+          summary: "List a job's webhook deliveries and their attempts",
+          parameters: [jobIdParam],
+          responses: {
+            "200": {
+              description: "Deliveries, oldest first",
+              content: json("WebhookDeliveryList"),
+            },
+            ...problems(401, 403, 404),
+          },
+        },
+      },
+      "/v1/jobs/{id}/webhooks/{delivery_id}/redeliver": {
+        post: {
+          summary: "Send a webhook delivery again",
+          description:
+            "One more attempt now: same payload and webhook-id, fresh signature, even to a disabled endpoint (a success re-enables it). Answers once the attempt is made.",
+          parameters: [
+            jobIdParam,
+            {
+              name: "delivery_id",
+              in: "path",
+              required: true,
+              schema: { type: "string", pattern: "^whd_" },
+            },
+          ],
+          responses: {
+            "202": {
+              description: "The delivery with its new attempt",
+              content: json("WebhookDelivery"),
+            },
+            ...problems(401, 403, 404, 409),
           },
         },
       },

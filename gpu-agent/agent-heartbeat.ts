@@ -56,7 +56,8 @@ export interface AgentHeartbeatOptions {
 export interface AgentHeartbeats {
   /** What every heartbeat (the agent's and each job's) says about the agent. */
   status(): AgentStatus;
-  stop(): void;
+  /** Stops beating; resolves once a beat in flight has landed, so none comes after. */
+  stop(): Promise<void>;
 }
 
 /**
@@ -71,7 +72,7 @@ export function startAgentHeartbeats(options: AgentHeartbeatOptions): AgentHeart
   const started = new Map<string, number>();
   let vramUsedMb: number | undefined;
   let lastRegistered = JSON.stringify(options.registered);
-  let beating = false;
+  let beating: Promise<void> | null = null;
 
   const unsubscribe = supervisor.on((event) => {
     const key = `${event.jobId}:${event.attempt}`;
@@ -117,11 +118,10 @@ export function startAgentHeartbeats(options: AgentHeartbeatOptions): AgentHeart
 
   const timer = setInterval(() => {
     if (beating) return; // a slow gateway: skip a beat rather than pile them up
-    beating = true;
-    beat()
+    beating = beat()
       .catch((cause) => logger.warn({ err: cause }, "agent heartbeat failed"))
       .finally(() => {
-        beating = false;
+        beating = null;
       });
   }, options.intervalMs);
   // The queue consumer keeps the process alive; heartbeats alone must not.
@@ -129,9 +129,10 @@ export function startAgentHeartbeats(options: AgentHeartbeatOptions): AgentHeart
 
   return {
     status,
-    stop() {
+    async stop() {
       clearInterval(timer);
       unsubscribe();
+      await beating;
     },
   };
 }

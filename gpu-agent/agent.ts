@@ -144,7 +144,7 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
     stop() {
       stopping ??= (async () => {
         await supervisor.drain();
-        heartbeats.stop();
+        await heartbeats.stop();
         await Promise.allSettled(runners.map((runner) => runner.stop()));
         await opened.close();
         log.info("agent stopped");

@@ -157,6 +157,9 @@ async function putArtifact(
   }
   await response.body?.cancel().catch(() => {});
   if (!response.ok) {
-    throw transient("output_upload_failed", `artifact ${name} upload failed: HTTP ${response.status}`);
+    throw transient(
+      "output_upload_failed",
+      `artifact ${name} upload failed: HTTP ${response.status}`,
+    );
   }
 }

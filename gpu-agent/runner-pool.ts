@@ -1,4 +1,4 @@
-import { type WaitingRequest, WaitingQueue } from "./batching/waiting-queue.ts";
+import { WaitingQueue, type WaitingRequest } from "./batching/waiting-queue.ts";
 import { OUT_OF_MEMORY_CODE } from "./runner/oom.ts";
 import type { BatchPolicy, Runner, RunRequest, RunResult } from "./runner/types.ts";
 
@@ -63,10 +63,16 @@ export function createRunnerPool(
       const index = busy.indexOf(false);
       if (index < 0) return;
       const next = waiting.next(policyOf(runners[index]!), now());
-      if (next.kind === "idle") return;
+      if (next.kind === "idle") return stopTimer();
       if (next.kind === "wait") return wakeAt(next.until);
       dispatch(index, next.items as Pending[]);
     }
+  }
+
+  function stopTimer(): void {
+    if (timer) clearTimeout(timer);
+    timer = null;
+    timerAt = Number.POSITIVE_INFINITY;
   }
 
   function wakeAt(until: number): void {
@@ -75,8 +81,7 @@ export function createRunnerPool(
     timerAt = until;
     timer = setTimeout(
       () => {
-        timer = null;
-        timerAt = Number.POSITIVE_INFINITY;
+        stopTimer();
         pump();
       },
       Math.max(0, until - now()),

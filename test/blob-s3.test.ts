@@ -1,55 +1,25 @@
 import { randomUUID } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
-import { createRequire } from "node:module";
-import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { PresignedRequest } from "../shared/blob/port.ts";
 import { createS3BlobStore, type S3BlobStoreOptions } from "../shared/blob/s3.ts";
+import { EMULATOR_CREDENTIALS, type S3Emulator, startS3Emulator } from "./helpers/aws-emulators.ts";
 
-/** The slice of `@20minutes/s3rver` (untyped CommonJS) these tests use. */
-interface S3rver {
-  run(): Promise<AddressInfo>;
-  close(): Promise<void>;
-}
-type S3rverConstructor = new (options: {
-  address: string;
-  port: number;
-  silent: boolean;
-  directory: string;
-  configureBuckets: { name: string }[];
-}) => S3rver;
-// A fork of s3rver that checks SigV4 signatures; its fixed account is S3RVER/S3RVER.
-const S3rver = createRequire(import.meta.url)("@20minutes/s3rver") as S3rverConstructor;
-const CREDENTIALS = { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" };
-
+const CREDENTIALS = EMULATOR_CREDENTIALS;
 const PNG = "image/png";
 const JSON_TYPE = "application/json";
-const bucket = `gantry-test-${randomUUID().slice(0, 8)}`;
 
-let directory: string;
-let server: S3rver;
+let server: S3Emulator;
+let bucket: string;
 let endpoint: string;
 let prefix: string;
 
 beforeAll(async () => {
-  directory = await mkdtemp(join(tmpdir(), "gantry-s3-"));
-  // The bucket is configured at start-up: s3rver's signature check of bucket-level calls
-  // (CreateBucket's `/bucket/` path) disagrees with the SDK; object calls are what we test.
-  server = new S3rver({
-    address: "127.0.0.1",
-    port: 0,
-    silent: true,
-    directory,
-    configureBuckets: [{ name: bucket }],
-  });
-  endpoint = `http://127.0.0.1:${(await server.run()).port}`;
+  server = await startS3Emulator();
+  ({ bucket, endpoint } = server);
 });
 
 afterAll(async () => {
-  await server.close();
-  await rm(directory, { recursive: true, force: true });
+  await server?.close();
 });
 
 beforeEach(() => {

@@ -91,7 +91,6 @@ describe("fuzzing the API", () => {
     for (const status of [200, 201, 202, 400, 401, 403, 404, 413, 415, 422]) {
       expect(statuses.get(status) ?? 0, `responses with status ${status}`).toBeGreaterThan(0);
     }
-    console.log("fuzz statuses", JSON.stringify(Object.fromEntries(statuses)));
   }, 180_000);
 
   it("still serves a valid caller afterwards", async () => {

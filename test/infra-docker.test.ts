@@ -56,7 +56,8 @@ function parseDockerfile(path: string): Stage[] {
 
 const all = (stages: Stage[], op: string) =>
   stages.flatMap((stage) => stage.instructions.filter((i) => i.op === op).map((i) => i.args));
-const last = (stage: Stage, op: string) => stage.instructions.filter((i) => i.op === op).at(-1)?.args;
+const last = (stage: Stage, op: string) =>
+  stage.instructions.filter((i) => i.op === op).at(-1)?.args;
 const execForm = (text: string | undefined): string[] => JSON.parse(text ?? "[]") as string[];
 
 /** The user a stage runs as must not be root, by name or by uid. */
@@ -106,7 +107,9 @@ describe("infra/docker/agent.Dockerfile", () => {
     expect(last(final, "STOPSIGNAL")).toBe("SIGTERM");
     const command = [...execForm(last(final, "ENTRYPOINT")), ...execForm(last(final, "CMD"))];
     expect(command.slice(-2)).toEqual(["gantry-agent", "run"]);
-    expect(all([final], "RUN").join("\n")).toMatch(/ln -s \/opt\/gantry\/bin\/gantry-agent\.js \/usr\/local\/bin\/gantry-agent/);
+    expect(all([final], "RUN").join("\n")).toMatch(
+      /ln -s \/opt\/gantry\/bin\/gantry-agent\.js \/usr\/local\/bin\/gantry-agent/,
+    );
     checkCopySources(stages);
   });
 });

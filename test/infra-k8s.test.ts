@@ -10,6 +10,8 @@ import { describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { z } from "zod";
 import { parseAgentConfig } from "../gpu-agent/config.ts";
+import { lanesOf, TopologyNames } from "../shared/queue/amqp/names.ts";
+import { queueNameOf, sqsQueueNames } from "../shared/queue/sqs-queues.ts";
 
 const ROOT = join(import.meta.dirname, "..");
 const K8S = join(ROOT, "infra/k8s");
@@ -78,7 +80,13 @@ const Deployment = z.object({
         terminationGracePeriodSeconds: z.number().int().positive(),
         nodeSelector: Labels.optional(),
         tolerations: z
-          .array(z.object({ key: z.string(), operator: z.enum(["Exists", "Equal"]), effect: z.string() }))
+          .array(
+            z.object({
+              key: z.string(),
+              operator: z.enum(["Exists", "Equal"]),
+              effect: z.string(),
+            }),
+          )
           .optional(),
         securityContext: z.object({ runAsNonRoot: z.literal(true), runAsUser: z.number().int() }),
         containers: z.array(Container).min(1),
@@ -135,7 +143,9 @@ const ScaledObject = z.object({
 const TriggerAuthentication = z.object({
   spec: z.union([
     z.object({
-      secretTargetRef: z.array(z.object({ parameter: z.string(), name: Name, key: z.string() })).min(1),
+      secretTargetRef: z
+        .array(z.object({ parameter: z.string(), name: Name, key: z.string() }))
+        .min(1),
     }),
     z.object({
       podIdentity: z.object({
@@ -219,7 +229,8 @@ describe("infra/k8s manifests", () => {
       else expect(names("Secret")).toContain(ref.secretRef.name);
     }
     expect(refs.map((r) => Object.keys(r)[0]).sort()).toEqual(["configMapRef", "secretRef"]);
-    if (podSpec.serviceAccountName) expect(names("ServiceAccount")).toContain(podSpec.serviceAccountName);
+    if (podSpec.serviceAccountName)
+      expect(names("ServiceAccount")).toContain(podSpec.serviceAccountName);
   });
 
   it("gives the agent settings its own parser accepts", () => {
@@ -228,13 +239,19 @@ describe("infra/k8s manifests", () => {
       ...secretData("gantry-agent"),
       GANTRY_AGENT_ID: "gantry-agent-7c9f8d6b5-x2x4q", // a pod name, from the downward API
     };
-    for (const name of ["GANTRY_GATEWAY_URL", "GANTRY_QUEUE_URL", "GANTRY_AGENT_TOKEN", "GANTRY_MODELS", "GANTRY_SLOTS"]) {
+    for (const name of [
+      "GANTRY_GATEWAY_URL",
+      "GANTRY_QUEUE_URL",
+      "GANTRY_AGENT_TOKEN",
+      "GANTRY_MODELS",
+      "GANTRY_SLOTS",
+    ]) {
       expect(env, name).toHaveProperty([name]);
     }
     // A misspelt key would be ignored silently: every key must be a setting the agent reads.
     const known = new Set(
-      ["gpu-agent/config.ts", "gpu-agent/cli.ts"].flatMap((file) =>
-        readFileSync(join(ROOT, file), "utf8").match(/GANTRY_[A-Z_]+/g) ?? [],
+      ["gpu-agent/config.ts", "gpu-agent/cli.ts"].flatMap(
+        (file) => readFileSync(join(ROOT, file), "utf8").match(/GANTRY_[A-Z_]+/g) ?? [],
       ),
     );
     for (const key of Object.keys(env)) expect(known, `${key} is an agent setting`).toContain(key);
@@ -244,10 +261,11 @@ describe("infra/k8s manifests", () => {
   });
 
   it("lets in-flight jobs drain before the kubelet kills the pod", () => {
-    const drainSeconds = parseAgentConfig({
-      ...configMap.spec.data,
-      ...secretData("gantry-agent"),
-    }).drainTimeoutMs / 1000;
+    const drainSeconds =
+      parseAgentConfig({
+        ...configMap.spec.data,
+        ...secretData("gantry-agent"),
+      }).drainTimeoutMs / 1000;
     expect(configMap.spec.data.GANTRY_DRAIN_TIMEOUT_SECONDS).toBeDefined();
     // Some margin for the last result report and the process exit.
     expect(podSpec.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(drainSeconds + 10);
@@ -275,13 +293,18 @@ describe("infra/k8s manifests", () => {
       expect(spec.scaleTargetRef.name, m.file).toBe(deployment.manifest.metadata.name);
       expect(spec.maxReplicaCount).toBeGreaterThan(spec.minReplicaCount);
       // KEDA refuses two ScaledObjects on one target: each file is the whole choice.
-      expect(manifests.filter((o) => o.file === m.file && o.kind === "ScaledObject")).toHaveLength(1);
+      expect(manifests.filter((o) => o.file === m.file && o.kind === "ScaledObject")).toHaveLength(
+        1,
+      );
     }
   });
 
   it("authenticates every trigger with a TriggerAuthentication that resolves", () => {
     const auths = new Map(
-      ofKind("TriggerAuthentication").map((m) => [m.metadata.name, TriggerAuthentication.parse(m.raw).spec]),
+      ofKind("TriggerAuthentication").map((m) => [
+        m.metadata.name,
+        TriggerAuthentication.parse(m.raw).spec,
+      ]),
     );
     for (const m of ofKind("ScaledObject")) {
       for (const trigger of ScaledObject.parse(m.raw).spec.triggers) {
@@ -301,22 +324,27 @@ describe("infra/k8s manifests", () => {
     }
   });
 
-  it("watches the queues of every model the agent serves", () => {
+  it("watches the queues of every model the agent serves, as the adapters name them", () => {
     const models = configMap.spec.data.GANTRY_MODELS!.split(",");
     const sqs = one("ScaledObject", ScaledObject, "gantry-agent-sqs").spec.spec.triggers;
-    const queueNames = sqs.map((t) => (t.type === "aws-sqs-queue" ? t.metadata.queueURL.split("/").pop() : ""));
+    const sqsQueues = sqs.map((t) =>
+      t.type === "aws-sqs-queue" ? queueNameOf(t.metadata.queueURL) : "",
+    );
+    const rabbit = one("ScaledObject", ScaledObject, "gantry-agent-rabbitmq").spec.spec.triggers;
+    const rabbitQueues = rabbit.map((t) => (t.type === "rabbitmq" ? t.metadata.queueName : ""));
+    const topology = new TopologyNames("gantry"); // the amqp adapter's default prefix
     for (const model of models) {
-      // infra/terraform/aws names them <prefix>-<model> and <prefix>-<model>-high.
-      expect(queueNames).toContain(`gantry-${model}`);
-      expect(queueNames).toContain(`gantry-${model}-high`);
+      // Both live queues: a job in either one needs a pod; the dead-letter queue does not.
+      const names = sqsQueueNames("gantry-", model); // the sqs adapter's default prefix
+      expect(sqsQueues.sort()).toEqual([names.normal, names.high].sort());
+      // Quorum (the default) has a high lane too; classic queues use the normal one only.
+      for (const lane of lanesOf("quorum")) {
+        expect(rabbitQueues).toContain(topology.laneQueue(model, lane));
+      }
     }
     for (const trigger of sqs) {
       if (trigger.type !== "aws-sqs-queue") continue;
       expect(trigger.metadata.queueURL).toContain(`sqs.${trigger.metadata.awsRegion}.`);
-    }
-    const rabbit = one("ScaledObject", ScaledObject, "gantry-agent-rabbitmq").spec.spec.triggers;
-    for (const model of models) {
-      expect(rabbit.some((t) => t.type === "rabbitmq" && t.metadata.queueName.includes(model))).toBe(true);
     }
   });
 

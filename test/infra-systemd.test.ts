@@ -4,7 +4,15 @@
  * parses the unit file and checks the settings that shutdown and hardening depend on.
  */
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -41,7 +49,8 @@ function install(args: string[], env: Record<string, string> = {}) {
 /** A checkout with just what the installer copies, so no npm step is needed. */
 function fakeSource(): string {
   const dir = join(scratch, `source-${++rootCount}`);
-  for (const sub of ["bin", "gpu-agent", "shared/queue"]) mkdirSync(join(dir, sub), { recursive: true });
+  for (const sub of ["bin", "gpu-agent", "shared/queue"])
+    mkdirSync(join(dir, sub), { recursive: true });
   writeFileSync(join(dir, "package.json"), '{"name":"gantry","type":"module"}\n');
   writeFileSync(join(dir, "package-lock.json"), '{"lockfileVersion":3}\n');
   writeFileSync(join(dir, "bin/gantry-agent.js"), "#!/usr/bin/env node\n", { mode: 0o755 });
@@ -117,7 +126,9 @@ describe("install.sh arguments", () => {
 
   it("refuses bad values and unknown options before touching anything", () => {
     const root = newRoot();
-    const bad = install(["--prefix", root, ...SETTINGS, "--slots", "lots"], { GANTRY_AGENT_TOKEN: TOKEN });
+    const bad = install(["--prefix", root, ...SETTINGS, "--slots", "lots"], {
+      GANTRY_AGENT_TOKEN: TOKEN,
+    });
     expect(bad.status).toBe(2);
     expect(bad.stderr).toMatch(/GANTRY_SLOTS must be a whole number/);
     const spaced = install(["--prefix", root, ...SETTINGS], { GANTRY_AGENT_TOKEN: "has space" });
@@ -132,7 +143,16 @@ describe("install.sh arguments", () => {
   it("explains itself with --help", () => {
     const result = install(["--help"]);
     expect(result.status).toBe(0);
-    for (const option of ["--gateway", "--queue", "--token", "--prefix", "--dry-run", "--cpu-only", "--skip-npm", "--no-systemctl"]) {
+    for (const option of [
+      "--gateway",
+      "--queue",
+      "--token",
+      "--prefix",
+      "--dry-run",
+      "--cpu-only",
+      "--skip-npm",
+      "--no-systemctl",
+    ]) {
       expect(result.stdout).toContain(option);
     }
   });
@@ -215,7 +235,9 @@ describe("install.sh into a temporary root", () => {
     expect(result.status).toBe(0);
     expect(result.stdout).toContain("Nothing changed");
     expect(result.stdout).not.toMatch(/^ +(copied|wrote|installed|created|enabled|started)/m);
-    const after = new Map(listTree(root).map((path) => [path, statSync(at(path)).mtimeMs] as const));
+    const after = new Map(
+      listTree(root).map((path) => [path, statSync(at(path)).mtimeMs] as const),
+    );
     expect(after).toEqual(before);
   });
 
@@ -255,11 +277,12 @@ describe("gantry-agent.service", () => {
     // Only the supervisor gets SIGTERM; its runners keep running the jobs it drains.
     expect(get("Service.KillMode")).toEqual(["mixed"]);
     const stopSeconds = seconds(get("Service.TimeoutStopSec")[0] ?? "0");
-    const defaultDrain = parseAgentConfig({
-      GANTRY_GATEWAY_URL: "https://gantry.example.com",
-      GANTRY_AGENT_TOKEN: TOKEN,
-      GANTRY_QUEUE_URL: "amqp://rabbit",
-    }).drainTimeoutMs / 1000;
+    const defaultDrain =
+      parseAgentConfig({
+        GANTRY_GATEWAY_URL: "https://gantry.example.com",
+        GANTRY_AGENT_TOKEN: TOKEN,
+        GANTRY_QUEUE_URL: "amqp://rabbit",
+      }).drainTimeoutMs / 1000;
     const installed = Number(
       /^readonly DRAIN_TIMEOUT_SECONDS=(\d+)$/m.exec(readFileSync(INSTALL, "utf8"))?.[1],
     );

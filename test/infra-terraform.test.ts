@@ -5,11 +5,12 @@
  * IAM (agents get nothing on S3); described variables, sensitive secrets; and a Cloudflare
  * Worker with D1, R2, the sweeper's cron trigger and its secrets, matching wrangler.toml.
  */
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { getReferencesInExpression, parse } from "@cdktf/hcl2json";
 import { beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
+import { DEAD_SUFFIX, HIGH_SUFFIX } from "../shared/queue/sqs-queues.ts";
 
 const ROOT = join(import.meta.dirname, "..");
 const TERRAFORM = join(ROOT, "infra/terraform");
@@ -17,6 +18,9 @@ const TERRAFORM = join(ROOT, "infra/terraform");
 // ------------------------------------------------------------------ the parsed shape
 // hcl2json turns each block into an array of objects; expressions stay strings ("${...}").
 const Block = z.record(z.string(), z.unknown());
+/** How hcl2json writes the expression `text`: "${text}". */
+const tf = (text: string) => `\${${text}}`;
+const EXPRESSION_START = tf("").slice(0, 2);
 type Block = z.infer<typeof Block>;
 const Named = z.record(z.string(), z.array(Block));
 const TfFile = z.object({
@@ -61,10 +65,13 @@ async function loadModule(dir: string): Promise<Module> {
       map.set(key, blocks[0]!);
     };
     for (const [type, byName] of Object.entries(parsed.resource ?? {}))
-      for (const [n, blocks] of Object.entries(byName)) one(module.resources, `${type}.${n}`, blocks);
+      for (const [n, blocks] of Object.entries(byName))
+        one(module.resources, `${type}.${n}`, blocks);
     for (const [type, byName] of Object.entries(parsed.data ?? {}))
-      for (const [n, blocks] of Object.entries(byName)) one(module.data, `data.${type}.${n}`, blocks);
-    for (const [n, blocks] of Object.entries(parsed.variable ?? {})) one(module.variables, n, blocks);
+      for (const [n, blocks] of Object.entries(byName))
+        one(module.data, `data.${type}.${n}`, blocks);
+    for (const [n, blocks] of Object.entries(parsed.variable ?? {}))
+      one(module.variables, n, blocks);
     for (const [n, blocks] of Object.entries(parsed.output ?? {})) one(module.outputs, n, blocks);
     for (const locals of parsed.locals ?? [])
       for (const [n, value] of Object.entries(locals)) module.locals.set(n, value);
@@ -79,6 +86,14 @@ function resource<T extends z.ZodType>(module: Module, key: string, schema: T): 
   return schema.parse(block);
 }
 
+/** `text` with each `${local.x}` whose value is a plain string written in. */
+function withLocals(module: Module, text: string): string {
+  return text.replace(/\$\{local\.(\w+)\}/g, (whole, name: string) => {
+    const value = module.locals.get(name);
+    return typeof value === "string" && !value.includes(EXPRESSION_START) ? value : whole;
+  });
+}
+
 function ofType(module: Module, type: string): [string, Block][] {
   return [...module.resources].filter(([key]) => key.startsWith(`${type}.`));
 }
@@ -87,10 +102,11 @@ function ofType(module: Module, type: string): [string, Block][] {
 async function referencesOf(module: Module, expression: unknown, seen = new Set<string>()) {
   const found = new Set<string>();
   for (const text of stringsIn(expression)) {
-    if (!text.includes("${")) continue;
+    if (!text.includes(EXPRESSION_START)) continue;
     // The parser skips the bodies of `for` expressions; a scan of the text catches those.
     const parsed = (await getReferencesInExpression("x.tf", text)).map((ref) => ref.value);
-    const scanned = text.match(/\b(?:data\.\w+\.\w+|var\.\w+|local\.\w+|[a-z0-9]+_\w+\.\w+)/g) ?? [];
+    const scanned =
+      text.match(/\b(?:data\.\w+\.\w+|var\.\w+|local\.\w+|[a-z0-9]+_\w+\.\w+)/g) ?? [];
     for (const value of new Set([...parsed, ...scanned])) {
       const parts = value.split(".");
       const root = parts[0]!;
@@ -116,7 +132,7 @@ function stringsIn(value: unknown): string[] {
 // ------------------------------------------------------------------ block schemas
 const Variable = z.object({
   description: z.string().min(15),
-  type: z.string().startsWith("${"),
+  type: z.string().startsWith(EXPRESSION_START),
   default: z.unknown().optional(),
   sensitive: z.boolean().optional(),
   validation: z.array(z.object({ condition: z.string(), error_message: z.string() })).optional(),
@@ -210,7 +226,7 @@ async function statementsOf(
   ];
 }
 
-const SENSITIVE_NAME = /token|secret|password|api_key|private_key/;
+const SENSITIVE_NAME = /token|secret|password|api_key|private_key|access_key/;
 
 function checkVariables(module: Module) {
   for (const [name, block] of module.variables) {
@@ -272,26 +288,30 @@ describe("infra/terraform/aws", () => {
     const cors = resource(aws, "aws_s3_bucket_cors_configuration.blobs", Cors);
     const rule = cors.cors_rule[0]!;
     expect(rule.allowed_methods).toEqual(expect.arrayContaining(["PUT", "GET"]));
-    expect(rule.allowed_origins).toBe("${var.cors_allowed_origins}");
+    expect(rule.allowed_origins).toBe(tf("var.cors_allowed_origins"));
   });
 
   it("expires inputs/ and outputs/ after their configured days", () => {
     const lifecycle = resource(aws, "aws_s3_bucket_lifecycle_configuration.blobs", Lifecycle);
-    const byPrefix = new Map(lifecycle.rule.map((r) => [r.filter[0]!.prefix, r.expiration[0]!]));
-    expect(byPrefix.get("inputs/")?.days).toBe("${var.input_retention_days}");
-    expect(byPrefix.get("outputs/")?.days).toBe("${var.output_retention_days}");
+    // After GANTRY_S3_KEY_PREFIX (var.key_prefix), when the gateway uses one.
+    const keyPrefix = tf("var.key_prefix");
+    const byPrefix = new Map(
+      lifecycle.rule.map((r) => [r.filter[0]!.prefix.replace(keyPrefix, ""), r.expiration[0]!]),
+    );
+    expect(byPrefix.get("inputs/")?.days).toBe(tf("var.input_retention_days"));
+    expect(byPrefix.get("outputs/")?.days).toBe(tf("var.output_retention_days"));
     // The gateway writes exactly these prefixes (gateway/store/uploads.ts).
     const uploads = readFileSync(join(ROOT, "gateway/store/uploads.ts"), "utf8");
     expect(uploads).toMatch(/`inputs\//);
     expect(uploads).toMatch(/`outputs\//);
   });
 
-  it("gives every job queue a redrive policy to its own dead-letter queue", async () => {
+  it("gives every job queue a redrive policy to its model's dead-letter queue", async () => {
     const queues = ofType(aws, "aws_sqs_queue").map(([key, block]) => ({
       key,
       queue: Queue.parse(block),
     }));
-    const deadLetters = queues.filter((q) => q.queue.name.endsWith("-dlq"));
+    const deadLetters = queues.filter((q) => withLocals(aws, q.queue.name).endsWith(DEAD_SUFFIX));
     const jobs = queues.filter((q) => !deadLetters.includes(q));
     expect(jobs.length).toBeGreaterThan(0);
     expect(deadLetters.length).toBeGreaterThan(0);
@@ -303,6 +323,8 @@ describe("infra/terraform/aws", () => {
       expect(deadLetters.map((d) => d.key)).toContain(targets[0]);
       expect(queue.redrive_policy).toMatch(/deadLetterTargetArn/);
       expect(queue.redrive_policy).toMatch(/maxReceiveCount\s*=\s*var\.max_receive_count/);
+      // The sqs adapter pairs each model's live queues with that model's DLQ.
+      expect(queue.redrive_policy).toMatch(/dead_letter\[each\.value\.model\]/);
     }
     for (const { key, queue } of deadLetters) {
       expect(queue.redrive_policy, `${key} is not redriven itself`).toBeUndefined();
@@ -311,10 +333,12 @@ describe("infra/terraform/aws", () => {
     expect(ofType(aws, "aws_sqs_queue_redrive_allow_policy").length).toBeGreaterThan(0);
   });
 
-  it("has a normal and a high-priority queue per model", () => {
-    expect(aws.locals.get("priority_suffixes")).toEqual({ normal: "", high: "-high" });
+  it("names a normal, a high-priority and a dead-letter queue per model as the adapter does", () => {
+    // shared/queue/sqs-queues.ts: <prefix><model>, <prefix><model>-high, <prefix><model>-dlq.
+    expect(aws.locals.get("priority_suffixes")).toEqual({ normal: "", high: HIGH_SUFFIX });
+    expect(aws.locals.get("dead_letter_suffix")).toBe(DEAD_SUFFIX);
     const jobs = Queue.parse(aws.resources.get("aws_sqs_queue.jobs"));
-    expect(jobs.for_each).toBe("${local.job_queues}");
+    expect(jobs.for_each).toBe(tf("local.job_queues"));
     expect(String(aws.locals.get("job_queues"))).toMatch(/setproduct\(var\.models/);
   });
 
@@ -335,13 +359,20 @@ describe("infra/terraform/aws", () => {
         expect(action, "no S3 action for agents").not.toMatch(/^s3:/i);
         expect(allowed.has(action), `agent action ${action} is allowed`).toBe(true);
       }
-      expect([...refs].some((r) => r.startsWith("aws_s3_bucket")), "no S3 resource").toBe(false);
-      // SendMessage only where poison jobs go: the dead-letter queues.
-      if (statement.actions.includes("sqs:SendMessage")) {
-        expect([...refs]).toEqual(["aws_sqs_queue.dead_letter"]);
-      }
-      if (statement.actions.includes("sqs:ReceiveMessage")) {
+      expect(
+        [...refs].some((r) => r.startsWith("aws_s3_bucket")),
+        "no S3 resource",
+      ).toBe(false);
+      // Consuming happens on the job queues only; never in a dead-letter queue.
+      const consumes = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"];
+      if (statement.actions.some((action) => consumes.includes(action))) {
         expect([...refs]).toEqual(["aws_sqs_queue.jobs"]);
+      }
+      // SendMessage: a retry's delayed copy (job queues) and poison jobs (dead-letter queues).
+      if (statement.actions.includes("sqs:SendMessage")) {
+        for (const ref of refs) {
+          expect(["aws_sqs_queue.jobs", "aws_sqs_queue.dead_letter"]).toContain(ref);
+        }
       }
     }
     const actions = statements.flatMap((s) => s.actions);
@@ -368,7 +399,11 @@ describe("infra/terraform/aws", () => {
       if (statement.actions.some((a) => /^s3:(Put|Get|Delete)Object$/.test(a))) {
         // Object actions only under the blob prefixes, never the whole bucket.
         expect(stringsIn(statement.resources).join(" ")).toMatch(/\/\$\{prefix\}\*/);
-        expect(aws.locals.get("blob_prefixes")).toEqual(["inputs/", "outputs/"]);
+        const keyPrefix = tf("var.key_prefix");
+        expect(aws.locals.get("blob_prefixes")).toEqual([
+          `${keyPrefix}inputs/`,
+          `${keyPrefix}outputs/`,
+        ]);
       }
     }
   });
@@ -398,7 +433,8 @@ const Binding = /\{\s*type\s*=\s*"(\w+)",\s*name\s*=\s*"(\w+)",\s*(\w+)\s*=\s*([
 describe("infra/terraform/cloudflare", () => {
   let cf: Module;
   const wrangler = readFileSync(join(ROOT, "wrangler.toml"), "utf8");
-  const setting = (name: string) => new RegExp(`^${name}\\s*=\\s*"([^"]+)"`, "m").exec(wrangler)?.[1];
+  const setting = (name: string) =>
+    new RegExp(`^${name}\\s*=\\s*"([^"]+)"`, "m").exec(wrangler)?.[1];
 
   beforeAll(async () => {
     cf = await loadModule(join(TERRAFORM, "cloudflare"));
@@ -410,8 +446,16 @@ describe("infra/terraform/cloudflare", () => {
   });
 
   it("creates a D1 database and an R2 bucket", () => {
-    resource(cf, "cloudflare_d1_database.gantry", z.object({ account_id: z.string(), name: z.string() }));
-    resource(cf, "cloudflare_r2_bucket.blobs", z.object({ account_id: z.string(), name: z.string() }));
+    resource(
+      cf,
+      "cloudflare_d1_database.gantry",
+      z.object({ account_id: z.string(), name: z.string() }),
+    );
+    resource(
+      cf,
+      "cloudflare_r2_bucket.blobs",
+      z.object({ account_id: z.string(), name: z.string() }),
+    );
   });
 
   it("deploys the same Worker as wrangler.toml, with its bindings and secrets", async () => {
@@ -449,12 +493,23 @@ describe("infra/terraform/cloudflare", () => {
       expect(source, `${name} comes from a variable`).toBeDefined();
       expect(variable(source!).sensitive, `var.${source} is sensitive`).toBe(true);
     }
-    // Every binding is something gateway/worker.ts reads.
-    const workerEnv = readFileSync(join(ROOT, "gateway/worker.ts"), "utf8");
+    // SQS and S3 instead of D1's queue and R2, with AWS keys as secrets (worker-settings.ts).
+    for (const name of ["GANTRY_QUEUE_URL", "GANTRY_S3_BUCKET", "GANTRY_S3_REGION"])
+      expect(bindings.get(name)?.type, name).toBe("plain_text");
+    for (const name of ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"])
+      expect(bindings.get(name)?.type, name).toBe("secret_text");
+    // Every binding is something the Workers entry reads.
+    const workerEnv = ["gateway/worker.ts", "gateway/worker-settings.ts"]
+      .filter((file) => existsSync(join(ROOT, file)))
+      .map((file) => readFileSync(join(ROOT, file), "utf8"))
+      .find((text) => text.includes("interface WorkerEnv {"));
+    expect(workerEnv, "gateway declares WorkerEnv").toBeDefined();
     const fields = new Set(
-      [...(/interface WorkerEnv \{([\s\S]*?)\n\}/.exec(workerEnv)?.[1] ?? "").matchAll(/^\s+(\w+)\?:/gm)].map(
-        (m) => m[1],
-      ),
+      [
+        ...(/interface WorkerEnv \{([\s\S]*?)\n\}/.exec(workerEnv ?? "")?.[1] ?? "").matchAll(
+          /^\s+(\w+)\?:/gm,
+        ),
+      ].map((m) => m[1]),
     );
     for (const name of bindings.keys()) expect(fields, `WorkerEnv has ${name}`).toContain(name);
   });
@@ -466,7 +521,7 @@ describe("infra/terraform/cloudflare", () => {
       z.object({ script_name: z.string(), schedules: z.array(z.object({ cron: z.string() })) }),
     );
     expect(await referencesOf(cf, cron.script_name)).toContain("cloudflare_workers_script.gateway");
-    expect(cron.schedules[0]?.cron).toBe("${var.sweeper_cron}");
+    expect(cron.schedules[0]?.cron).toBe(tf("var.sweeper_cron"));
     expect(Variable.parse(cf.variables.get("sweeper_cron")).default).toBe("* * * * *");
     expect(wrangler).toMatch(/crons = \["\* \* \* \* \*"\]/);
   });

@@ -17,15 +17,15 @@ async function boxImage(): Promise<Uint8Array> {
   for (let y = 10; y < 40; y++) {
     for (let x = 20; x < 60; x++) pixels.fill(255, (y * 80 + x) * 3, (y * 80 + x) * 3 + 3);
   }
-  return sharp(pixels, { raw: { width: 80, height: 50, channels: 3 } }).png().toBuffer();
+  return sharp(pixels, { raw: { width: 80, height: 50, channels: 3 } })
+    .png()
+    .toBuffer();
 }
 
 async function decodePng(bytes: Uint8Array) {
   const { data, info } = await sharp(bytes).raw().toBuffer({ resolveWithObject: true });
-  const at = (x: number, y: number) => data.subarray(
-    (y * info.width + x) * info.channels,
-    (y * info.width + x + 1) * info.channels,
-  );
+  const at = (x: number, y: number) =>
+    data.subarray((y * info.width + x) * info.channels, (y * info.width + x + 1) * info.channels);
   return { info, at };
 }
 
@@ -121,14 +121,23 @@ describe("background-removal model config", () => {
     try {
       const image = await boxImage();
       const good = imageRequest("rmbg", image);
-      const settled = await pipeline.runBatch!([good, imageRequest("rmbg", new Uint8Array(9)), good]);
+      const settled = await pipeline.runBatch!([
+        good,
+        imageRequest("rmbg", new Uint8Array(9)),
+        good,
+      ]);
       expect(settled.map((s) => s.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
       const alone = artifactsOf(await pipeline.run(good));
       for (const index of [0, 2]) {
         const batched = artifactsOf((settled[index] as PromiseFulfilledResult<unknown>).value);
         const a = await decodePng(batched.artifacts.image_png!.bytes);
         const b = await decodePng(alone.artifacts.image_png!.bytes);
-        for (const [x, y] of [[40, 25], [5, 5], [20, 10], [59, 39]] as const) {
+        for (const [x, y] of [
+          [40, 25],
+          [5, 5],
+          [20, 10],
+          [59, 39],
+        ] as const) {
           expect(Math.abs(a.at(x, y)[3]! - b.at(x, y)[3]!)).toBeLessThanOrEqual(1);
         }
       }

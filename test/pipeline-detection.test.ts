@@ -103,11 +103,16 @@ describe("detection model config", () => {
     const data = new Float32Array(84);
     data.set([32, 32, 10, 10], 0);
     data.set(scores, 4);
-    const file = models.write("coco.onnx", yoloModel({ size: SIZE, classes: 80, anchors: 1, head: data, batch: 1 }));
+    const file = models.write(
+      "coco.onnx",
+      yoloModel({ size: SIZE, classes: 80, anchors: 1, head: data, batch: 1 }),
+    );
     const pipeline = await loadOnCpu(detectionPipeline, "yolov8n", { pipeline: "detection", file });
     try {
       expect(pipeline.maxBatch).toBe(1);
-      const output = (await pipeline.run(imageRequest("yolov8n", await image()))) as DetectionOutput;
+      const output = (await pipeline.run(
+        imageRequest("yolov8n", await image()),
+      )) as DetectionOutput;
       expect(output.detections.map((d) => d.label)).toEqual(["dog"]);
     } finally {
       await pipeline.release();
@@ -115,7 +120,10 @@ describe("detection model config", () => {
   });
 
   it("refuses labels that do not match the model's classes", async () => {
-    const file = models.write("three.onnx", yoloModel({ size: SIZE, classes: 3, anchors: 1, head: new Float32Array(7) }));
+    const file = models.write(
+      "three.onnx",
+      yoloModel({ size: SIZE, classes: 3, anchors: 1, head: new Float32Array(7) }),
+    );
     await expect(
       loadOnCpu(detectionPipeline, "yolo", { pipeline: "detection", file, labels: ["a", "b"] }),
     ).rejects.toThrow("model yolo has 3 classes but 2 labels");

@@ -71,6 +71,19 @@ describe("amqp quorum queues: beyond the port", () => {
     await consumer.stop();
   });
 
+  it("drains the high lane first when the last urgent job is on its way to the consumer", async () => {
+    const { queue, model } = await setUp();
+    for (let i = 0; i < 3; i++) await queue.publish(queueMessage(model, 2));
+    const urgent = [queueMessage(model, 8), queueMessage(model, 8)];
+    for (const message of urgent) await queue.publish(message);
+    const box = new Inbox(5_000, (d) => d.ack());
+    const consumer = await queue.consume(box.handler, { prefetch: 1, models: [model] });
+    await box.nth(5);
+    // The ack of the first releases the second to this consumer while the slot asks for more.
+    expect(box.received.slice(0, 2).map((d) => d.message.id)).toEqual(urgent.map((m) => m.id));
+    await consumer.stop();
+  });
+
   it("an urgent job published while every slot is busy takes the next free slot", async () => {
     const { queue, model } = await setUp();
     await queue.publish(queueMessage(model, 5));
@@ -80,7 +93,10 @@ describe("amqp quorum queues: beyond the port", () => {
     const box = new Inbox(5_000, async (d) => {
       while (box.received.length === 1 && !released) {
         await d.extendLease(LIMITS.leaseMs);
-        await Promise.race([gate, new Promise((resolve) => setTimeout(resolve, LIMITS.leaseMs / 4))]);
+        await Promise.race([
+          gate,
+          new Promise((resolve) => setTimeout(resolve, LIMITS.leaseMs / 4)),
+        ]);
       }
       await d.ack();
     });
@@ -101,7 +117,8 @@ describe("amqp quorum queues: beyond the port", () => {
   it("holds no more than prefetch over several models, and parked messages keep their attempt", async () => {
     const { queue } = await setUp();
     const models = [freshModel(), freshModel()];
-    for (const model of models) for (let i = 0; i < 2; i++) await queue.publish(queueMessage(model));
+    for (const model of models)
+      for (let i = 0; i < 2; i++) await queue.publish(queueMessage(model));
     let busy = 0;
     let most = 0;
     const box = new Inbox(10_000, async (d) => {
@@ -204,8 +221,24 @@ describe("amqp quorum queues: beyond the port", () => {
     await expect(stale.deadLetter(POISON)).rejects.toBeInstanceOf(LeaseLostError);
     await current.ack();
     await expect(current.ack()).rejects.toBeInstanceOf(LeaseLostError);
-    await expect.poll(() => queue.depth(model)).toEqual({ ready: 0, inFlight: 0, delayed: 0, dead: 0 });
+    await expect
+      .poll(() => queue.depth(model))
+      .toEqual({ ready: 0, inFlight: 0, delayed: 0, dead: 0 });
     await consumer.stop();
+  });
+
+  it("shares queues declared with another maxAttempts, and refuses another queue type", async () => {
+    const { queue, model, prefix } = await setUp();
+    await queue.publish(queueMessage(model));
+    const laxer = createAmqpQueue({ url: URL, prefix, limits: { ...LIMITS, maxAttempts: 7 } });
+    const classic = createAmqpQueue({ url: URL, prefix, queueType: "classic", limits: LIMITS });
+    onTestFinished(async () => {
+      await Promise.all([laxer.close(), classic.close()]);
+    });
+    await laxer.publish(queueMessage(model));
+    expect(await laxer.depth(model)).toMatchObject({ ready: 2 });
+    await expect(classic.publish(queueMessage(model))).rejects.toThrow(UserError);
+    await expect(classic.publish(queueMessage(model))).rejects.toThrow(/same queueType/);
   });
 
   it("refuses a lease or job timeout longer than RabbitMQ's consumer_timeout, and bad options", async () => {
@@ -217,7 +250,9 @@ describe("amqp quorum queues: beyond the port", () => {
     expect(make({ maxJobMs: 2 * 3_600_000 })).toThrow(/consumer_timeout/);
     expect(make({ prefix: "has space" })).toThrow(UserError);
     expect(make({ retryDelaysMs: [500, 100] })).toThrow(/retryDelaysMs/);
-    await expect(queue.consume(() => {}, { prefetch: 0, models: ["x"] })).rejects.toThrow(/prefetch/);
+    await expect(queue.consume(() => {}, { prefetch: 0, models: ["x"] })).rejects.toThrow(
+      /prefetch/,
+    );
     await expect(queue.consume(() => {}, { prefetch: 1, models: [] })).rejects.toThrow(/models/);
     await expect(queue.consume(() => {}, { prefetch: 1 })).rejects.toThrow(/models/);
     await expect(queue.publish({ ...queueMessage("m"), id: "not-a-job-id" })).rejects.toThrow();

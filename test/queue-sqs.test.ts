@@ -1,6 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import {
   DeleteQueueCommand,
   GetQueueAttributesCommand,
@@ -9,7 +7,6 @@ import {
   SendMessageCommand,
   SQSClient,
 } from "@aws-sdk/client-sqs";
-import { createSqsServer } from "local-aws-sqs";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { JobError } from "../shared/protocol/index.ts";
 import type { QueueDepth, QueueLimits } from "../shared/queue/port.ts";
@@ -31,28 +28,33 @@ import {
   type JobQueueFixture,
   queueMessage,
 } from "./conformance/job-queue.ts";
+import {
+  EMULATOR_CREDENTIALS,
+  EMULATOR_REGION,
+  type SqsEmulator,
+  startSqsEmulator,
+} from "./helpers/aws-emulators.ts";
 
 // SQS counts visibility in whole seconds, so one second is the shortest lease there is.
 const LIMITS: QueueLimits = { maxAttempts: 3, leaseMs: 1_000 };
-const CREDENTIALS = { accessKeyId: "test", secretAccessKey: "test" };
-const REGION = "us-east-1";
+const CREDENTIALS = EMULATOR_CREDENTIALS;
+const REGION = EMULATOR_REGION;
 const POISON: JobError = { type: "permanent", code: "bad_input", message: "cannot decode" };
 const PATIENCE_MS = 15_000;
 
-let server: Server;
+let emulator: SqsEmulator;
 let endpoint: string;
 let admin: SQSClient;
 
 beforeAll(async () => {
-  server = await createSqsServer({ port: 0, hostname: "127.0.0.1" });
-  endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  emulator = await startSqsEmulator();
+  endpoint = emulator.endpoint;
   admin = new SQSClient({ region: REGION, endpoint, credentials: CREDENTIALS });
 });
 
 afterAll(async () => {
-  admin.destroy();
-  server.closeAllConnections();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
+  admin?.destroy();
+  await emulator?.close();
 });
 
 /** Queues under `prefix`, each test having its own prefix. */

@@ -239,7 +239,11 @@ describe("admin API: tenants and plans", () => {
     const found = await tenantForKey(gw.db, apiKey);
     expect(found?.tenant.plan).toBe("enterprise");
     expect(found?.key.scopes.sort()).toEqual(["admin", "jobs:read", "jobs:write"]);
-    const keys = await gw.db.selectFrom("api_keys").selectAll().where("tenant_id", "=", "ten_boot").execute();
+    const keys = await gw.db
+      .selectFrom("api_keys")
+      .selectAll()
+      .where("tenant_id", "=", "ten_boot")
+      .execute();
     expect(keys).toHaveLength(1);
     // The printed key can make other tenants' keys.
     const made = await gw.request("/v1/admin/tenants/ten_acme/keys", {
@@ -296,6 +300,8 @@ describe("gantry keys", () => {
     await expect(runKeysCommand(["create", "--tenant", "ten_cli"], env, io)).rejects.toThrow(
       /--plan/,
     );
+    const nowhere = { GANTRY_DATA_DIR: join(gw.databasePath, "..", "missing") };
+    await expect(runKeysCommand(["list"], nowhere, io)).rejects.toThrow(/no database/);
     await runKeysCommand(
       ["create", "--tenant", "ten_cli", "--plan", "pro", "--name", "ci"],
       env,

@@ -2,118 +2,56 @@
  * The gateway core inside workerd: `gateway/worker.ts` is bundled the way wrangler would
  * (no Node built-ins allowed) and run in Miniflare with D1 and R2, then driven over HTTP.
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { builtinModules } from "node:module";
-import { tmpdir } from "node:os";
-import { join, relative } from "node:path";
-import { gzipSync } from "node:zlib";
-import { build, type Plugin } from "esbuild";
 import { Kysely } from "kysely";
 import { D1Dialect } from "kysely-d1";
 import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureTenantWithKey } from "../gateway/store/tenants.ts";
+import { signAgentRequest } from "../shared/agent-signing.ts";
 import type { Database } from "../shared/db/schema.ts";
 import { randomToken } from "../shared/ids.ts";
-import { Claim } from "../shared/protocol/index.ts";
+import { AgentCredentials, Claim } from "../shared/protocol/index.ts";
+import {
+  bundleGatewayWorker,
+  describeSize,
+  gatewayWorkerOptions,
+  type WorkerBundle,
+} from "./helpers/workerd.ts";
 
-const root = join(import.meta.dirname, "..");
-const COMPAT_DATE = /^compatibility_date\s*=\s*"([0-9-]+)"/m.exec(
-  readFileSync(join(root, "wrangler.toml"), "utf8"),
-)?.[1];
 const ORIGIN = "http://gantry.test";
 const apiKey = `gk_${randomToken(24)}`;
 const agentToken = `gat_${randomToken(24)}`;
 
-let outDir: string;
+let bundle: WorkerBundle;
 let mf: Miniflare;
-let nodeImports: string[];
-let runtimeGlobals: string[];
-
-/** Records every Node built-in the bundle would import, and keeps it out of the bundle. */
-function flagNodeBuiltins(found: string[]): Plugin {
-  const builtins = new Set(builtinModules);
-  return {
-    name: "flag-node-builtins",
-    setup(bundler) {
-      bundler.onResolve({ filter: /.*/ }, (args) => {
-        if (!args.path.startsWith("node:") && !builtins.has(args.path)) return undefined;
-        found.push(`${relative(root, args.importer)} imports ${args.path}`);
-        return { path: args.path, external: true };
-      });
-    },
-  };
-}
-
-/** Our own bundled files must not lean on Node globals either (`process`, `Buffer`). */
-function findNodeGlobals(inputs: string[]): string[] {
-  const found: string[] = [];
-  for (const file of inputs.filter((f) => !f.includes("node_modules"))) {
-    readFileSync(join(root, file), "utf8")
-      .split("\n")
-      .forEach((line, index) => {
-        const code = line.trim();
-        if (code.startsWith("*") || code.startsWith("//") || code.startsWith("/*")) return;
-        if (/\bprocess\.\w|\bBuffer\.\w|\bnew Buffer\b|\b__dirname\b/.test(code)) {
-          found.push(`${file}:${index + 1}: ${code}`);
-        }
-      });
-  }
-  return found;
-}
 
 beforeAll(async () => {
-  expect(COMPAT_DATE, "wrangler.toml names a compatibility_date").toBeTruthy();
-  outDir = mkdtempSync(join(tmpdir(), "gantry-workerd-"));
-  const scriptPath = join(outDir, "worker.js");
-  nodeImports = [];
-  const result = await build({
-    entryPoints: [join(root, "gateway/worker.ts")],
-    outfile: scriptPath,
-    bundle: true,
-    format: "esm",
-    platform: "neutral",
-    target: "es2022",
-    conditions: ["workerd", "worker", "browser"],
-    mainFields: ["browser", "module", "main"],
-    metafile: true,
-    logLevel: "silent",
-    plugins: [flagNodeBuiltins(nodeImports)],
-  });
-  runtimeGlobals = findNodeGlobals(Object.keys(result.metafile.inputs));
-  const bundle = readFileSync(scriptPath);
-  const kib = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`;
-  console.log(
-    `workerd bundle: ${kib(bundle.byteLength)} (gzip ${kib(gzipSync(bundle).byteLength)})`,
-  );
-
-  const secrets = {
-    GANTRY_BLOB_SECRET: randomToken(32),
-    GANTRY_MODELS: "ocr,noop",
-  };
+  bundle = await bundleGatewayWorker();
+  console.log(`workerd bundle: ${describeSize(bundle)}`);
+  const settings = { GANTRY_BLOB_SECRET: randomToken(32), GANTRY_MODELS: "ocr,noop" };
   mf = new Miniflare({
     workers: [
-      {
+      gatewayWorkerOptions(bundle, {
         name: "gateway",
-        modules: true,
-        modulesRoot: outDir,
-        scriptPath,
-        compatibilityDate: COMPAT_DATE,
-        d1Databases: ["DB"],
-        r2Buckets: ["BLOBS"],
-        bindings: { ...secrets, GANTRY_AGENT_TOKEN: agentToken, GANTRY_BOOTSTRAP_API_KEY: apiKey },
-      },
-      {
-        // The same script without its agent token: must explain itself, not crash.
-        name: "misconfigured",
-        modules: true,
-        modulesRoot: outDir,
-        scriptPath,
-        compatibilityDate: COMPAT_DATE,
-        d1Databases: ["DB"],
-        r2Buckets: ["BLOBS"],
-        bindings: secrets,
-      },
+        r2: true,
+        bindings: { ...settings, GANTRY_AGENT_TOKEN: agentToken, GANTRY_BOOTSTRAP_API_KEY: apiKey },
+      }),
+      // The same script without its agent token: must explain itself, not crash.
+      gatewayWorkerOptions(bundle, { name: "misconfigured", r2: true, bindings: settings }),
+      // S3 blobs chosen but half-configured: the problem names the missing setting.
+      gatewayWorkerOptions(bundle, {
+        name: "half-s3",
+        bindings: { ...settings, GANTRY_AGENT_TOKEN: agentToken, GANTRY_S3_BUCKET: "blobs" },
+      }),
+      gatewayWorkerOptions(bundle, {
+        name: "bad-queue",
+        r2: true,
+        bindings: {
+          ...settings,
+          GANTRY_AGENT_TOKEN: agentToken,
+          GANTRY_QUEUE_URL: "amqp://rabbit.example.com",
+        },
+      }),
     ],
   });
   await mf.ready;
@@ -121,7 +59,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await mf?.dispose();
-  if (outDir) rmSync(outDir, { recursive: true, force: true });
+  bundle?.remove();
 });
 
 type Init = { method?: string; json?: unknown; body?: string; headers?: Record<string, string> };
@@ -133,11 +71,32 @@ function api(path: string, init: Init = {}, key: string = apiKey) {
   return mf.dispatchFetch(`${ORIGIN}${path}`, { method: init.method ?? "GET", headers, body });
 }
 
-function agent(path: string, json: unknown) {
-  return mf.dispatchFetch(`${ORIGIN}/internal/v1${path}`, {
+/** This test's agent: enrolled with the agent token on first use, then signing. */
+let agentCredentials: AgentCredentials | null = null;
+
+async function agent(path: string, json: unknown) {
+  if (!agentCredentials) {
+    const enrolled = await mf.dispatchFetch(`${ORIGIN}/internal/v1/agents/enroll`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${agentToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ v: 1, name: "workerd-test" }),
+    });
+    expect(enrolled.status).toBe(201);
+    agentCredentials = AgentCredentials.parse(await enrolled.json());
+  }
+  const url = `${ORIGIN}/internal/v1${path}`;
+  const body = JSON.stringify(json);
+  const signed = await signAgentRequest({
+    agentId: agentCredentials.agent_id,
+    secret: agentCredentials.secret,
     method: "POST",
-    headers: { authorization: `Bearer ${agentToken}`, "content-type": "application/json" },
-    body: JSON.stringify(json),
+    url,
+    body,
+  });
+  return mf.dispatchFetch(url, {
+    method: "POST",
+    headers: { ...signed, "content-type": "application/json" },
+    body,
   });
 }
 
@@ -153,6 +112,7 @@ interface Problem {
   code: string;
   title: string;
   detail?: string;
+  setting?: string;
 }
 
 async function expectProblem(response: ProblemResponse, status: number, code?: string) {
@@ -190,8 +150,8 @@ function chunked(bytes: Uint8Array): ReadableStream<Uint8Array> {
 
 describe("gateway in workerd", () => {
   it("bundles without Node built-ins or Node globals", () => {
-    expect(nodeImports, "the gateway core must be runtime-free").toEqual([]);
-    expect(runtimeGlobals, "the gateway core must not use Node globals").toEqual([]);
+    expect(bundle.nodeImports, "the gateway core must be runtime-free").toEqual([]);
+    expect(bundle.nodeGlobals, "the gateway core must not use Node globals").toEqual([]);
   });
 
   it("answers health and refuses a missing API key", async () => {
@@ -202,12 +162,20 @@ describe("gateway in workerd", () => {
     await expectProblem(await mf.dispatchFetch(`${ORIGIN}/v1/jobs`), 401, "unauthorized");
   });
 
-  it("names a missing secret in a 500 problem", async () => {
-    const worker = await mf.getWorker("misconfigured");
-    const response = await worker.fetch(`${ORIGIN}/healthz`);
-    const body = await expectProblem(response, 500, "misconfigured");
-    expect(body.detail).toContain("GANTRY_AGENT_TOKEN");
-    expect(body.detail).not.toContain(" at ");
+  it("names a missing or bad setting in a 500 problem", async () => {
+    const cases = [
+      ["misconfigured", "GANTRY_AGENT_TOKEN"],
+      ["half-s3", "GANTRY_S3_REGION"],
+      ["bad-queue", "GANTRY_QUEUE_URL"],
+    ] as const;
+    for (const [name, setting] of cases) {
+      const worker = await mf.getWorker(name);
+      const response = await worker.fetch(`${ORIGIN}/healthz`);
+      const body = await expectProblem(response, 500, "misconfigured");
+      expect(body.setting).toBe(setting);
+      expect(body.detail).toContain(setting);
+      expect(body.detail).not.toContain(" at ");
+    }
   });
 
   it("refuses malformed jobs with 4xx problems", async () => {
@@ -257,7 +225,15 @@ describe("gateway in workerd", () => {
     expect((await put(chunked(bytes))).status).toBe(201);
     const job = await submit({ model: "ocr", input: { image: upload.id } });
 
-    const claimed = await agent(`/jobs/${job.id}/claim`, { v: 1, agent_id: "agent-1", attempt: 1 });
+    const registered = await agent("/agents/register", {
+      v: 1,
+      models: ["ocr", "noop"],
+      provider: "cpu",
+      slots: 1,
+    });
+    expect(registered.status).toBe(200);
+    const agentId = agentCredentials?.agent_id;
+    const claimed = await agent(`/jobs/${job.id}/claim`, { v: 1, agent_id: agentId, attempt: 1 });
     expect(claimed.status).toBe(200);
     const claim = Claim.parse(await claimed.json());
     expect(claim.job.status).toBe("running");
@@ -275,7 +251,7 @@ describe("gateway in workerd", () => {
     const done = await agent(`/jobs/${job.id}/events`, {
       v: 1,
       type: "succeeded",
-      agent_id: "agent-1",
+      agent_id: agentId,
       attempt: 1,
       output: { text: "hello" },
     });

@@ -40,6 +40,7 @@ describe("wrangler deploy --dry-run", () => {
     expect(gzipKiB).toBeLessThan(FREE_PLAN_LIMIT_KIB);
     expect(existsSync(join(outdir, "worker.js"))).toBe(true);
     // The bindings gateway/worker.ts reads are all declared.
-    for (const binding of ["env.DB", "env.BLOBS", "env.GANTRY_MODELS"]) expect(output).toContain(binding);
+    for (const binding of ["env.DB", "env.BLOBS", "env.GANTRY_MODELS"])
+      expect(output).toContain(binding);
   });
 });

@@ -45,8 +45,11 @@ export function agentState(
     };
   }
   const slots = row.slots ?? 0;
+  // The job store knows at once what heartbeats report a beat later; an agent that claims
+  // ahead (pipelining) may hold more jobs than slots.
   const busy = Math.max(row.slots_busy ?? 0, facts.jobsRunning);
-  const slotWords = `${busy} of ${slots} slot${slots === 1 ? "" : "s"} busy`;
+  const claimedAhead = facts.jobsRunning > slots ? `, ${facts.jobsRunning} jobs claimed` : "";
+  const slotWords = `${Math.min(busy, slots)} of ${slots} slot${slots === 1 ? "" : "s"} busy${claimedAhead}`;
   if (row.reported_state === "draining") {
     return { state: "draining", reason: `stopped taking jobs; ${slotWords}` };
   }

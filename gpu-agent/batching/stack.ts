@@ -103,8 +103,6 @@ function sliceBatch(tensor: ort.Tensor, start: number, count: number): ort.Tenso
   const from = start * rowSize;
   const to = (start + count) * rowSize;
   const data = tensor.data;
-  const part = Array.isArray(data)
-    ? data.slice(from, to)
-    : (data as Float32Array).slice(from, to);
+  const part = Array.isArray(data) ? data.slice(from, to) : (data as Float32Array).slice(from, to);
   return new ort.Tensor(tensor.type, part as Float32Array, dims);
 }

@@ -32,7 +32,9 @@ export function stagedPipeline<Prepared, Inferred>(
     return stages.finish(prepared, inferred as Inferred, request);
   };
 
-  async function runBatch(requests: readonly RunRequest[]): Promise<PromiseSettledResult<unknown>[]> {
+  async function runBatch(
+    requests: readonly RunRequest[],
+  ): Promise<PromiseSettledResult<unknown>[]> {
     const prepared = await Promise.allSettled(requests.map((request) => stages.prepare(request)));
     const ready = prepared.flatMap((outcome, index) =>
       outcome.status === "fulfilled" ? [{ index, item: outcome.value }] : [],

@@ -1,7 +1,7 @@
 import { type Logger, pino } from "pino";
 import type { JobError } from "../../shared/protocol/index.ts";
-import type { LoadMessage, ParentMessage, ReadyMessage } from "./child-protocol.ts";
 import { type Child, forkChild } from "./child-process.ts";
+import type { LoadMessage, ParentMessage, ReadyMessage } from "./child-protocol.ts";
 import { OUT_OF_MEMORY_CODE } from "./oom.ts";
 import { RestartBackoff } from "./restart-backoff.ts";
 import type {

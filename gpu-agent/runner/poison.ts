@@ -51,7 +51,10 @@ export class PoisonTracker {
     return {
       type: "permanent",
       code: POISON_JOB_CODE,
-      message: `the job crashed the runner ${crashes} times (last: ${error.message})`.slice(0, 2000),
+      message: `the job crashed the runner ${crashes} times (last: ${error.message})`.slice(
+        0,
+        2000,
+      ),
     };
   }
 }

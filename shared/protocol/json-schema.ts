@@ -1,5 +1,14 @@
 import { z } from "zod";
-import { AgentEvent, Claim, ClaimRequest, HeartbeatRequest } from "./agent.ts";
+import {
+  AgentCredentials,
+  AgentEnrollRequest,
+  AgentEvent,
+  AgentHeartbeatRequest,
+  AgentRegisterRequest,
+  Claim,
+  ClaimRequest,
+  HeartbeatRequest,
+} from "./agent.ts";
 import { JobError, Problem } from "./error.ts";
 import { Job, JobEvent, JobList, JobRequest, JobStatus } from "./job.ts";
 import { QueueMessage } from "./queue-message.ts";
@@ -22,6 +31,10 @@ export const WIRE_SCHEMAS = {
   Claim,
   HeartbeatRequest,
   AgentEvent,
+  AgentEnrollRequest,
+  AgentCredentials,
+  AgentRegisterRequest,
+  AgentHeartbeatRequest,
   WebhookPayload,
 } as const;
 

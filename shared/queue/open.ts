@@ -1,6 +1,7 @@
 import type { Logger } from "pino";
 import { type OpenedDatabase, openDatabase } from "../db/open.ts";
 import { UserError } from "../errors.ts";
+import { type AmqpQueueType, createAmqpQueue } from "./amqp/index.ts";
 import type { JobQueue, QueueLimits } from "./port.ts";
 import { createSqlQueue } from "./sql.ts";
 
@@ -16,6 +17,8 @@ export interface OpenQueueOptions {
   /** Must match the agent's `maxAttempts` and `leaseMs`, so `will_retry` tells the truth. */
   limits?: Partial<QueueLimits>;
   logger?: Logger;
+  /** How long to wait for a broker at start before giving up with a UserError. Default 15 s. */
+  connectTimeoutMs?: number;
 }
 
 /** The adapter a queue URL selects. */
@@ -27,7 +30,9 @@ type Opener = (url: string, options: OpenQueueOptions) => Promise<OpenedQueue>;
  * Every queue URL scheme and its adapter: the one place `GANTRY_QUEUE_URL` is interpreted.
  * - `postgres://…[?schema=]`, `sqlite:<path>`, `file:<path>` or a plain path: the `sql`
  *   queue in that database (the `queue_messages` table).
- * - `amqp://` / `amqps://`: RabbitMQ.
+ * - `amqp://` / `amqps://`: RabbitMQ; `?queue_type=quorum|classic` (quorum),
+ *   `?prefix=` (gantry) and `?consumer_timeout_ms=` (the broker's, 30 min) are ours,
+ *   the rest (`heartbeat`, `frameMax`, …) goes to amqplib.
  * - `sqs://`: Amazon SQS (or an SQS-compatible server).
  */
 const OPENERS: Record<string, { kind: QueueKind; open: Opener }> = {
@@ -91,8 +96,48 @@ async function openSqlUrl(url: string, options: OpenQueueOptions): Promise<Opene
   };
 }
 
-async function openAmqpUrl(_url: string, _options: OpenQueueOptions): Promise<OpenedQueue> {
-  throw new UserError("the amqp queue adapter is not available in this build");
+/** Query parameters Gantry reads from an amqp URL; amqplib never sees them. */
+const AMQP_PARAMS = ["queue_type", "prefix", "consumer_timeout_ms"] as const;
+
+async function openAmqpUrl(url: string, options: OpenQueueOptions): Promise<OpenedQueue> {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new UserError("queue URL is not a valid amqp:// URL");
+  }
+  const param = (name: (typeof AMQP_PARAMS)[number]) => parsed.searchParams.get(name) ?? undefined;
+  const queueType = param("queue_type") ?? "quorum";
+  if (queueType !== "quorum" && queueType !== "classic") {
+    throw new UserError(`queue URL: queue_type must be quorum or classic, not "${queueType}"`);
+  }
+  const consumerTimeout = param("consumer_timeout_ms");
+  if (consumerTimeout !== undefined && !/^\d+$/.test(consumerTimeout)) {
+    throw new UserError("queue URL: consumer_timeout_ms must be whole milliseconds");
+  }
+  const prefix = param("prefix");
+  for (const name of AMQP_PARAMS) parsed.searchParams.delete(name);
+  const queue = createAmqpQueue({
+    url: parsed.toString(),
+    queueType: queueType satisfies AmqpQueueType,
+    ...(prefix ? { prefix } : {}),
+    ...(consumerTimeout ? { consumerTimeoutMs: Number(consumerTimeout) } : {}),
+    ...(options.limits ? { limits: options.limits } : {}),
+    ...(options.logger ? { logger: options.logger } : {}),
+    onError: (error) => options.logger?.error({ err: error }, "queue error"),
+  });
+  const timeoutMs = options.connectTimeoutMs ?? 15_000;
+  try {
+    await queue.ready(timeoutMs);
+  } catch (error) {
+    await queue.close().catch(() => {});
+    throw new UserError(
+      `cannot reach RabbitMQ at ${queue.description} within ${timeoutMs / 1000} s: ${
+        error instanceof Error ? error.message : String(error)
+      }`,
+    );
+  }
+  return { queue, description: queue.description, close: () => queue.close() };
 }
 
 /**

@@ -24,7 +24,7 @@ let queueUrl: string;
 let agent: AgentProcess | null = null;
 
 beforeAll(async () => {
-  queue = await faultQueue("sigkill");
+  queue = faultQueue("sigkill");
   gw = await startTestGateway({
     database: "postgres",
     queueUrl: queue.gatewayQueueUrl,

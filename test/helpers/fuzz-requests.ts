@@ -183,7 +183,7 @@ function routes(ctx: FuzzContext) {
       body: payload,
     }));
   return fc.oneof(
-    { weight: 6, arbitrary: route("POST", "/v1/jobs", json(jobBody(ctx))) },
+    { weight: 10, arbitrary: route("POST", "/v1/jobs", json(jobBody(ctx))) },
     { weight: 2, arbitrary: route("GET", "/v1/jobs") },
     { weight: 2, arbitrary: route("GET", "/v1/jobs/{id}") },
     { weight: 2, arbitrary: route("POST", "/v1/jobs/{id}/cancel") },
@@ -285,7 +285,12 @@ const contentTypeArb = fc.oneof(
 
 const headersArb = fc.record(
   {
-    "idempotency-key": fc.oneof(fc.constantFrom("k1", "k2", "k3"), headerValue),
+    // Mostly fresh keys, some reused (replays, reuse with another body), some malformed.
+    "idempotency-key": fc.oneof(
+      { weight: 3, arbitrary: fc.uuid() },
+      { weight: 1, arbitrary: fc.constantFrom("k1", "k2", "k3") },
+      { weight: 1, arbitrary: headerValue },
+    ),
     traceparent: fc.oneof(
       headerValue,
       fc.constant("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),

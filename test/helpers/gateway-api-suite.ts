@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { renderTextPng } from "./render-text.ts";
+import { enrollHandAgent } from "./signed-agent.ts";
 import { type TestGateway, uploadFile } from "./test-gateway.ts";
 
 /**
@@ -218,10 +219,12 @@ export function describeGatewayApi(label: string, start: () => Promise<TestGatew
         409,
         "job_not_cancelable",
       );
-      const claim = await fetch(`${gw.url}/internal/v1/jobs/${job.id}/claim`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${gw.agentToken}`, "content-type": "application/json" },
-        body: JSON.stringify({ v: 1, agent_id: "a1", attempt: 1 }),
+      const agent = await enrollHandAgent(gw.url, gw.agentToken);
+      expect((await agent.register(["noop"])).status).toBe(200);
+      const claim = await agent.post(`/jobs/${job.id}/claim`, {
+        v: 1,
+        agent_id: agent.agentId,
+        attempt: 1,
       });
       await expectProblem(claim, 409, "job_canceled");
     });

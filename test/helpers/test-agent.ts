@@ -17,6 +17,8 @@ export interface TestAgentOptions {
   maxAttempts?: number;
   leaseSeconds?: number;
   heartbeatSeconds?: number;
+  /** `cpu` skips probing for CUDA (and its log noise) where no model needs a GPU. */
+  executionProviders?: string;
   /** Wraps the queue the agent consumes from: tests observe retries with it. */
   wrapQueue?: (queue: JobQueue) => JobQueue;
 }
@@ -37,6 +39,9 @@ export function startTestAgent(
     GANTRY_LEASE_SECONDS: String(options.leaseSeconds ?? 5),
     GANTRY_DRAIN_TIMEOUT_SECONDS: "5",
     ...(options.maxAttempts ? { GANTRY_MAX_ATTEMPTS: String(options.maxAttempts) } : {}),
+    ...(options.executionProviders
+      ? { GANTRY_EXECUTION_PROVIDERS: options.executionProviders }
+      : {}),
   });
   const wrap = options.wrapQueue ?? ((queue: JobQueue) => queue);
   return startAgent(config, {

@@ -39,12 +39,14 @@ export async function resizeMask(
   to: { width: number; height: number },
 ): Promise<Uint8Array> {
   if (from.width === to.width && from.height === to.height) return alpha;
-  return sharp(alpha, { raw: { width: from.width, height: from.height, channels: 1 } })
-    .resize(to.width, to.height, { fit: "fill", kernel: "linear" })
-    // sharp widens one channel to sRGB on output unless told otherwise.
-    .toColourspace("b-w")
-    .raw()
-    .toBuffer();
+  return (
+    sharp(alpha, { raw: { width: from.width, height: from.height, channels: 1 } })
+      .resize(to.width, to.height, { fit: "fill", kernel: "linear" })
+      // sharp widens one channel to sRGB on output unless told otherwise.
+      .toColourspace("b-w")
+      .raw()
+      .toBuffer()
+  );
 }
 
 /** The original pixels with the mask as their alpha channel, as a PNG. */

@@ -63,7 +63,9 @@ export const classificationPipeline: PipelineDefinition = {
     const head = session.outputMetadata[0];
     const declared = head?.isTensor ? head.shape.at(-1) : undefined;
     if (options.labels && typeof declared === "number" && declared !== options.labels.length) {
-      throw new Error(`model ${modelId} has ${declared} classes but ${options.labels.length} labels`);
+      throw new Error(
+        `model ${modelId} has ${declared} classes but ${options.labels.length} labels`,
+      );
     }
 
     const toTensor = (pixels: Uint8Array) => {
@@ -94,7 +96,9 @@ export const classificationPipeline: PipelineDefinition = {
         finish(item, logits): ClassificationOutput {
           const classes = logits.dims.at(-1) ?? 0;
           if (logits.type !== "float32" || classes === 0 || logits.size !== classes) {
-            throw new Error(`unexpected classifier output ${logits.type} [${logits.dims.join(", ")}]`);
+            throw new Error(
+              `unexpected classifier output ${logits.type} [${logits.dims.join(", ")}]`,
+            );
           }
           if (options.labels && options.labels.length !== classes) {
             throw new Error(

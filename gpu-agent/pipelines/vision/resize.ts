@@ -5,9 +5,16 @@ const raw = (image: RgbImage) =>
   sharp(image.data, { raw: { width: image.width, height: image.height, channels: 3 } });
 
 /** Stretches to exactly `width` × `height` (bilinear), as RMBG and U²-Net preprocess. */
-export async function resizeExact(image: RgbImage, width: number, height: number): Promise<RgbImage> {
+export async function resizeExact(
+  image: RgbImage,
+  width: number,
+  height: number,
+): Promise<RgbImage> {
   if (width === image.width && height === image.height) return image;
-  const data = await raw(image).resize(width, height, { fit: "fill", kernel: "linear" }).raw().toBuffer();
+  const data = await raw(image)
+    .resize(width, height, { fit: "fill", kernel: "linear" })
+    .raw()
+    .toBuffer();
   return { data, width, height };
 }
 

@@ -2,8 +2,8 @@
 # gateway and the agents authenticate as (an EKS IRSA role, an EC2 instance role, or an IAM
 # user whose keys a Workers gateway or a rented GPU box holds).
 #
-# sqs:GetQueueUrl is granted wherever a queue is used: it only resolves a queue's name to its
-# URL, and the sqs adapter may address queues by name.
+# sqs:GetQueueUrl is granted wherever a queue is used: the sqs adapter finds its queues by
+# name (it must run with queue creation off: these roles may not create queues).
 
 data "aws_iam_policy_document" "gateway" {
   statement {
@@ -54,6 +54,9 @@ data "aws_iam_policy_document" "gateway" {
 
 # Agents never touch S3: every input and output goes through a URL the gateway presigned.
 data "aws_iam_policy_document" "agent" {
+  # Receive, extend the lease (ChangeMessageVisibility), ack (DeleteMessage). A retry sends
+  # a delayed copy of the job to its own queue and deletes the original (sqs-delivery.ts),
+  # hence SendMessage here too.
   statement {
     sid    = "ConsumeJobs"
     effect = "Allow"
@@ -61,14 +64,16 @@ data "aws_iam_policy_document" "agent" {
       "sqs:ReceiveMessage",
       "sqs:DeleteMessage",
       "sqs:ChangeMessageVisibility",
+      "sqs:SendMessage",
       "sqs:GetQueueAttributes",
       "sqs:GetQueueUrl",
     ]
     resources = local.job_queue_arns
   }
 
-  # A poison job is moved explicitly, with its failure reason, to its queue's dead-letter
+  # A poison job is moved explicitly, with its failure reason, to its model's dead-letter
   # queue (send there, then delete from the job queue); the redrive policy is the backstop.
+  # Agents never receive from or delete in a dead-letter queue.
   statement {
     sid       = "DeadLetterPoisonJobs"
     effect    = "Allow"

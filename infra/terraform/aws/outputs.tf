@@ -19,13 +19,13 @@ output "job_queue_urls" {
 }
 
 output "dead_letter_queue_urls" {
-  description = "Dead-letter queue URLs by \"<model>/<priority>\"."
+  description = "Dead-letter queue URLs by model."
   value       = { for key, q in aws_sqs_queue.dead_letter : key => q.url }
 }
 
 output "queue_name_prefix" {
-  description = "Queue names start with this: <prefix>-<model>, <prefix>-<model>-high, and -dlq for their dead-letter queues."
-  value       = var.name_prefix
+  description = "The sqs adapter's queue prefix: queues are <this><model>, <this><model>-high and <this><model>-dlq."
+  value       = "${var.name_prefix}-"
 }
 
 output "gateway_policy_arn" {
@@ -41,4 +41,18 @@ output "agent_policy_arn" {
 output "max_receive_count" {
   description = "Deliveries before dead-lettering; set GANTRY_MAX_ATTEMPTS to the same number."
   value       = var.max_receive_count
+}
+
+output "gantry_settings" {
+  description = "Settings for a gateway using these queues and this bucket (GANTRY_QUEUE_URL selects the SQS adapter, without queue creation since these queues exist). Agents take GANTRY_QUEUE_URL, GANTRY_MAX_ATTEMPTS and GANTRY_LEASE_SECONDS; AWS credentials come from the role or the AWS_* variables, never from these."
+  value = merge(
+    {
+      GANTRY_QUEUE_URL     = "sqs://${var.aws_region}/${var.name_prefix}-?create=false"
+      GANTRY_S3_BUCKET     = aws_s3_bucket.blobs.bucket
+      GANTRY_S3_REGION     = var.aws_region
+      GANTRY_MAX_ATTEMPTS  = tostring(var.max_receive_count)
+      GANTRY_LEASE_SECONDS = tostring(var.visibility_timeout_seconds)
+    },
+    var.key_prefix == "" ? {} : { GANTRY_S3_KEY_PREFIX = var.key_prefix },
+  )
 }

@@ -6,8 +6,8 @@ data "aws_caller_identity" "current" {}
 locals {
   bucket_name = coalesce(var.bucket_name, "${var.name_prefix}-blobs-${data.aws_caller_identity.current.account_id}")
   # The key prefixes the gateway uses (gateway/store/uploads.ts): inputs/<upload id> and
-  # outputs/<job id>/result.json.
-  blob_prefixes = ["inputs/", "outputs/"]
+  # outputs/<job id>/result.json, after GANTRY_S3_KEY_PREFIX when one is set.
+  blob_prefixes = ["${var.key_prefix}inputs/", "${var.key_prefix}outputs/"]
 }
 
 resource "aws_s3_bucket" "blobs" {
@@ -101,7 +101,7 @@ resource "aws_s3_bucket_lifecycle_configuration" "blobs" {
     status = "Enabled"
 
     filter {
-      prefix = "inputs/"
+      prefix = "${var.key_prefix}inputs/"
     }
 
     expiration {
@@ -118,7 +118,7 @@ resource "aws_s3_bucket_lifecycle_configuration" "blobs" {
     status = "Enabled"
 
     filter {
-      prefix = "output/"
+      prefix = "${var.key_prefix}outputs/"
     }
 
     expiration {

@@ -1,13 +1,17 @@
-# Two queues per model, as the sqs adapter expects: <prefix>-<model> for normal priority and
-# <prefix>-<model>-high for priority jobs (agents drain high first). Each has its own
-# dead-letter queue: a job received max_receive_count times without being deleted (an agent
-# that keeps crashing on it) lands there, and agents move poison jobs there explicitly.
+# The queues the sqs adapter expects (shared/queue/sqs-queues.ts), three per model:
+#   <prefix>-<model>       priorities 0-5
+#   <prefix>-<model>-high  priorities 6-9, drained first
+#   <prefix>-<model>-dlq   the dead-letter queue both redrive to
+# The adapter's queue prefix is "<name_prefix>-" (its default is "gantry-"). A job received
+# max_receive_count times without being deleted (an agent that keeps dying on it) is moved
+# to the DLQ by SQS; agents move poison jobs there themselves, with the reason attached.
 
 locals {
   priority_suffixes = {
     normal = ""
     high   = "-high"
   }
+  dead_letter_suffix = "-dlq"
 
   job_queues = {
     for pair in setproduct(var.models, keys(local.priority_suffixes)) :
@@ -23,16 +27,15 @@ locals {
 }
 
 resource "aws_sqs_queue" "dead_letter" {
-  for_each = local.job_queues
+  for_each = toset(var.models)
 
-  name                      = "${each.value.name}-dlq"
+  name                      = "${var.name_prefix}-${each.key}${local.dead_letter_suffix}"
   message_retention_seconds = var.dead_letter_retention_seconds
   sqs_managed_sse_enabled   = true
 
   tags = {
-    "gantry-model"    = each.value.model
-    "gantry-priority" = each.value.priority
-    "gantry-role"     = "dead-letter"
+    "gantry-model" = each.key
+    "gantry-role"  = "dead-letter"
   }
 
   lifecycle {
@@ -55,7 +58,7 @@ resource "aws_sqs_queue" "jobs" {
   sqs_managed_sse_enabled = true
 
   redrive_policy = jsonencode({
-    deadLetterTargetArn = aws_sqs_queue.dead_letter[each.key].arn
+    deadLetterTargetArn = aws_sqs_queue.dead_letter[each.value.model].arn
     maxReceiveCount     = var.max_receive_count
   })
 
@@ -66,13 +69,13 @@ resource "aws_sqs_queue" "jobs" {
   }
 }
 
-# Only its own job queue may redrive into a dead-letter queue.
+# Only the model's own two job queues may redrive into its dead-letter queue.
 resource "aws_sqs_queue_redrive_allow_policy" "dead_letter" {
-  for_each = local.job_queues
+  for_each = toset(var.models)
 
   queue_url = aws_sqs_queue.dead_letter[each.key].id
   redrive_allow_policy = jsonencode({
     redrivePermission = "byQueue"
-    sourceQueueArns   = [aws_sqs_queue.jobs[each.key].arn]
+    sourceQueueArns   = [for key, q in local.job_queues : aws_sqs_queue.jobs[key].arn if q.model == each.key]
   })
 }

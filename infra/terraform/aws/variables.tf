@@ -9,7 +9,7 @@ variable "aws_region" {
 }
 
 variable "name_prefix" {
-  description = "Prefix of every resource name. Queues are named <prefix>-<model> (normal priority), <prefix>-<model>-high (high priority) and <queue>-dlq (their dead-letter queues); IAM policies <prefix>-gateway and <prefix>-agent."
+  description = "Prefix of every resource name. Queues are <prefix>-<model> (priorities 0-5), <prefix>-<model>-high (6-9) and <prefix>-<model>-dlq (their dead-letter queue), as the sqs adapter names them with queue prefix \"<prefix>-\"; IAM policies are <prefix>-gateway and <prefix>-agent."
   type        = string
   default     = "gantry"
 
@@ -20,7 +20,7 @@ variable "name_prefix" {
 }
 
 variable "models" {
-  description = "Models the agents serve (GANTRY_MODELS). Each gets a normal and a high-priority queue, each with its own dead-letter queue."
+  description = "Models the agents serve (GANTRY_MODELS). Each gets a normal and a high-priority queue and one dead-letter queue."
   type        = list(string)
   default     = ["ocr"]
 
@@ -38,6 +38,17 @@ variable "bucket_name" {
   validation {
     condition     = var.bucket_name == null || can(regex("^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", var.bucket_name))
     error_message = "bucket_name must be a valid S3 bucket name: 3-63 lowercase letters, digits, '.' and '-'."
+  }
+}
+
+variable "key_prefix" {
+  description = "GANTRY_S3_KEY_PREFIX, if the gateway uses one (such as \"prod/\"): object keys are <key_prefix>inputs/... and <key_prefix>outputs/..., and the lifecycle rules and gateway policy follow. Empty: none."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.key_prefix == "" || can(regex("^[A-Za-z0-9!_.*'()-][A-Za-z0-9!_.*'()/-]*/$", var.key_prefix))
+    error_message = "key_prefix must be empty or end with '/', and must not start with '/'."
   }
 }
 

@@ -1,23 +1,33 @@
 # The gateway on Cloudflare Workers, the same Worker `wrangler deploy` publishes from
-# wrangler.toml: D1 for jobs and the sql queue, R2 for blobs, a cron trigger for the sweeper,
-# and its secrets as secret_text bindings.
+# wrangler.toml: D1 for jobs (and the sql queue, unless sqs_queue_url selects SQS), R2 for
+# blobs (unless s3_bucket selects S3), a cron trigger for the sweeper, and its secrets as
+# secret_text bindings.
 
 locals {
   script_path = coalesce(var.script_path, "${path.module}/../../../dist/worker/worker.js")
 
-  optional_vars = var.public_url == null ? [] : [
-    { type = "plain_text", name = "GANTRY_PUBLIC_URL", text = var.public_url },
+  # Settings that are only bound when set (gateway/worker-settings.ts reads them all).
+  optional_vars = [
+    for binding in [
+      { type = "plain_text", name = "GANTRY_PUBLIC_URL", text = var.public_url },
+      { type = "plain_text", name = "GANTRY_QUEUE_URL", text = var.sqs_queue_url },
+      { type = "plain_text", name = "GANTRY_S3_BUCKET", text = var.s3_bucket },
+      { type = "plain_text", name = "GANTRY_S3_REGION", text = var.s3_region },
+      { type = "plain_text", name = "GANTRY_S3_KEY_PREFIX", text = var.s3_key_prefix },
+    ] : binding if binding.text != null
   ]
 
   # Secrets live in Terraform state: use an encrypted, access-controlled backend.
-  optional_secrets = concat(
-    var.bootstrap_api_key == null ? [] : [
+  optional_secrets = [
+    for binding in [
       { type = "secret_text", name = "GANTRY_BOOTSTRAP_API_KEY", text = var.bootstrap_api_key },
-    ],
-    var.webhook_secret == null ? [] : [
       { type = "secret_text", name = "GANTRY_WEBHOOK_SECRET", text = var.webhook_secret },
-    ],
-  )
+      { type = "secret_text", name = "AWS_ACCESS_KEY_ID", text = var.aws_access_key_id },
+      { type = "secret_text", name = "AWS_SECRET_ACCESS_KEY", text = var.aws_secret_access_key },
+    ] : binding if binding.text != null
+  ]
+
+  uses_aws = var.sqs_queue_url != null || var.s3_bucket != null
 }
 
 resource "cloudflare_d1_database" "gantry" {
@@ -51,6 +61,9 @@ resource "cloudflare_workers_script" "gateway" {
       { type = "d1", name = "DB", id = cloudflare_d1_database.gantry.id },
       { type = "r2_bucket", name = "BLOBS", bucket_name = cloudflare_r2_bucket.blobs.name },
       { type = "plain_text", name = "GANTRY_MODELS", text = var.models },
+      # The agents' attempts and lease: the SQS queues' redrive and visibility agree with them.
+      { type = "plain_text", name = "GANTRY_MAX_ATTEMPTS", text = tostring(var.max_attempts) },
+      { type = "plain_text", name = "GANTRY_LEASE_SECONDS", text = tostring(var.lease_seconds) },
       { type = "secret_text", name = "GANTRY_AGENT_TOKEN", text = var.agent_token },
       { type = "secret_text", name = "GANTRY_BLOB_SECRET", text = var.blob_secret },
     ],
@@ -60,6 +73,17 @@ resource "cloudflare_workers_script" "gateway" {
 
   observability = {
     enabled = true
+  }
+
+  lifecycle {
+    precondition {
+      condition     = !local.uses_aws || (var.aws_access_key_id != null && var.aws_secret_access_key != null)
+      error_message = "sqs_queue_url and s3_bucket need aws_access_key_id and aws_secret_access_key (an IAM user with infra/terraform/aws's gateway policy)."
+    }
+    precondition {
+      condition     = var.s3_bucket == null || var.s3_region != null
+      error_message = "s3_bucket needs s3_region."
+    }
   }
 }
 

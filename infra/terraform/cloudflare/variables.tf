@@ -133,3 +133,68 @@ variable "webhook_secret" {
     error_message = "webhook_secret must start with whsec_."
   }
 }
+
+variable "max_attempts" {
+  description = "GANTRY_MAX_ATTEMPTS: deliveries before a job is dead-lettered. Keep it equal to the agents' setting and, with SQS, to the queues' max_receive_count."
+  type        = number
+  default     = 5
+
+  validation {
+    condition     = var.max_attempts >= 1 && var.max_attempts <= 100 && floor(var.max_attempts) == var.max_attempts
+    error_message = "max_attempts must be a whole number from 1 to 100."
+  }
+}
+
+variable "lease_seconds" {
+  description = "GANTRY_LEASE_SECONDS: how long an agent holds a job between heartbeats. Keep it equal to the agents' setting and, with SQS, to the queues' visibility timeout."
+  type        = number
+  default     = 60
+
+  validation {
+    condition     = var.lease_seconds >= 1 && var.lease_seconds <= 43200 && floor(var.lease_seconds) == var.lease_seconds
+    error_message = "lease_seconds must be a whole number of seconds from 1 to 43200."
+  }
+}
+
+variable "sqs_queue_url" {
+  description = "GANTRY_QUEUE_URL for SQS instead of the sql queue on D1: sqs://<region>/<queue prefix>?create=false, with the queues from infra/terraform/aws (its gantry_settings output). Null: the sql queue on D1."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.sqs_queue_url == null || can(regex("^sqs://[a-z0-9-]+(/[A-Za-z0-9_-]*)?(\\?.*)?$", var.sqs_queue_url))
+    error_message = "sqs_queue_url must look like sqs://eu-west-1/gantry-?create=false."
+  }
+}
+
+variable "s3_bucket" {
+  description = "GANTRY_S3_BUCKET: keep blobs in this S3 bucket (presigned S3 URLs) instead of R2. Null: R2."
+  type        = string
+  default     = null
+}
+
+variable "s3_region" {
+  description = "GANTRY_S3_REGION: the S3 bucket's region; required with s3_bucket."
+  type        = string
+  default     = null
+}
+
+variable "s3_key_prefix" {
+  description = "GANTRY_S3_KEY_PREFIX: prefix of every object key in the S3 bucket; infra/terraform/aws's key_prefix must match. Null: none."
+  type        = string
+  default     = null
+}
+
+variable "aws_access_key_id" {
+  description = "AWS_ACCESS_KEY_ID of an IAM user with infra/terraform/aws's gateway policy; required with sqs_queue_url or s3_bucket (Workers have no instance role)."
+  type        = string
+  sensitive   = true
+  default     = null
+}
+
+variable "aws_secret_access_key" {
+  description = "AWS_SECRET_ACCESS_KEY of that IAM user."
+  type        = string
+  sensitive   = true
+  default     = null
+}

@@ -68,7 +68,10 @@ export async function inParallel(
   tasks: ReadonlyArray<(channel: ReopeningChannel) => Promise<void>>,
 ): Promise<void> {
   const queue = [...tasks];
-  const channels = Array.from({ length: Math.min(width, queue.length) }, () => new ReopeningChannel(model));
+  const channels = Array.from(
+    { length: Math.min(width, queue.length) },
+    () => new ReopeningChannel(model),
+  );
   try {
     await Promise.all(
       channels.map(async (channel) => {

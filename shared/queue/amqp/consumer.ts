@@ -4,7 +4,12 @@ import type { DeliveryHandler } from "../port.ts";
 import { openChannel } from "./channels.ts";
 import { type AmqpContext, sendToDead } from "./context.ts";
 import { AmqpDelivery, type ConsumerChannel, type DeliveryHost } from "./delivery.ts";
-import { decodeBody, deadLetterHeaders, INVALID_MESSAGE, MAX_ATTEMPTS_EXCEEDED } from "./message.ts";
+import {
+  deadLetterHeaders,
+  decodeBody,
+  INVALID_MESSAGE,
+  MAX_ATTEMPTS_EXCEEDED,
+} from "./message.ts";
 import { type Lane, lanesOf } from "./names.ts";
 
 export interface AmqpConsumeSettings {
@@ -204,18 +209,23 @@ export class AmqpConsumer implements DeliveryHost {
   }
 
   private receive(source: ConsumerChannel, model: string, lane: Lane, raw: Message): void {
-    const { settings } = this.ctx;
     const message = decodeBody(raw.content);
-    if (!message) return this.deadLetterUnreadable(source, model, lane, raw);
+    if (!message) {
+      this.deadLetterUnreadable(source, model, lane, raw);
+      return;
+    }
     const delivery = new AmqpDelivery(this.ctx, source, raw, message, lane, this);
-    if (this.stopped) return delivery.release();
-    const { maxAttempts, leaseMs } = settings.limits;
-    // Returned by consumers that died holding it, past the attempts allowed.
-    if (delivery.attempt > maxAttempts)
-      return delivery.deadLetterOnArrival(MAX_ATTEMPTS_EXCEEDED(maxAttempts));
-    this.parked.push(delivery);
-    delivery.park(leaseMs);
-    this.pump();
+    const { maxAttempts, leaseMs } = this.ctx.settings.limits;
+    if (this.stopped) {
+      delivery.release();
+    } else if (delivery.attempt > maxAttempts) {
+      // Returned by consumers that died holding it, past the attempts allowed.
+      delivery.deadLetterOnArrival(MAX_ATTEMPTS_EXCEEDED(maxAttempts));
+    } else {
+      this.parked.push(delivery);
+      delivery.park(leaseMs);
+      this.pump();
+    }
   }
 
   /** Nothing could ever process it; keep it for a person rather than redeliver forever. */
@@ -229,7 +239,10 @@ export class AmqpConsumer implements DeliveryHost {
         // The channel died; the broker has it back.
       }
     };
-    const properties = { persistent: true, headers: deadLetterHeaders(INVALID_MESSAGE(raw.content), 0) };
+    const properties = {
+      persistent: true,
+      headers: deadLetterHeaders(INVALID_MESSAGE(raw.content), 0),
+    };
     this.track(
       sendToDead(this.ctx, { model, lane, content: raw.content, properties }).then(
         () => answer(true),

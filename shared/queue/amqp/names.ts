@@ -20,15 +20,17 @@ export function lanesOf(queueType: AmqpQueueType): readonly Lane[] {
 }
 
 /**
- * Every exchange and queue name under one prefix. Model ids are `[a-z0-9._-]`, so the `:`
- * separator can never collide with a model name.
+ * Every exchange and queue name under one prefix (letters, digits, '_' and '-', so two
+ * prefixes never produce the same name). Model ids are `[a-z0-9._-]`, so the `:high`
+ * suffix can never collide with another model's queue.
  *
- * - `<p>.jobs` (direct): routing key = lane key, one queue per model and lane.
- * - `<p>.delay.<ms>ms` (direct), one per step: bound to `<p>.delay.<ms>ms:<model>`, whose
+ * - `<p>.jobs` (direct): routing key = lane key (`<model>` or `<model>:high`), bound to the
+ *   lane queues `<p>.jobs.<model>` and `<p>.jobs.<model>:high`.
+ * - `<p>.delay.<ms>ms` (direct), one per step: bound to `<p>.delay.<ms>ms.<model>`, whose
  *   queue TTL dead-letters back to `<p>.jobs` with the message's own routing key, so a
  *   delayed message returns to the lane it came from.
- * - `<p>.dead` (direct): bound to `<p>.dead:<model>`, the dead-letter queue; job queues
- *   dead-letter there too (the broker's delivery limit).
+ * - `<p>.dead` (direct): bound to `<p>.dead.<model>`, the dead-letter queue; the job
+ *   queues dead-letter there too (the broker's delivery limit).
  */
 export class TopologyNames {
   constructor(readonly prefix: string) {}
@@ -50,14 +52,14 @@ export class TopologyNames {
   }
 
   laneQueue(model: string, lane: Lane): string {
-    return `${this.prefix}.jobs:${this.laneKey(model, lane)}`;
+    return `${this.jobsExchange}.${this.laneKey(model, lane)}`;
   }
 
   delayQueue(model: string, stepMs: number): string {
-    return `${this.delayExchange(stepMs)}:${model}`;
+    return `${this.delayExchange(stepMs)}.${model}`;
   }
 
   deadQueue(model: string): string {
-    return `${this.prefix}.dead:${model}`;
+    return `${this.deadExchange}.${model}`;
   }
 }

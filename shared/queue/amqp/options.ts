@@ -13,7 +13,10 @@ export interface AmqpQueueOptions {
    * Every gateway and agent sharing a prefix must use the same type.
    */
   queueType?: AmqpQueueType;
-  /** Namespace of every exchange and queue name (`<prefix>.jobs`, ...). Default `gantry`. */
+  /**
+   * Namespace of every exchange and queue name (`<prefix>.jobs`, ...): letters, digits,
+   * '_' and '-'. Default `gantry`.
+   */
   prefix?: string;
   limits?: Partial<QueueLimits>;
   /**
@@ -89,9 +92,9 @@ export function resolveSettings(options: AmqpQueueOptions): AmqpSettings {
   if (queueType !== "quorum" && queueType !== "classic")
     throw new UserError(`amqp queueType must be "quorum" or "classic", not ${String(queueType)}`);
   const prefix = options.prefix ?? "gantry";
-  if (!/^[A-Za-z0-9._-]{1,100}$/.test(prefix))
+  if (!/^[A-Za-z0-9_-]{1,100}$/.test(prefix))
     throw new UserError(
-      `amqp prefix ${JSON.stringify(prefix)} may only hold letters, digits, '.', '_' and '-'`,
+      `amqp prefix ${JSON.stringify(prefix)} may only hold letters, digits, '_' and '-'`,
     );
   if (!Number.isInteger(limits.maxAttempts) || limits.maxAttempts < 1)
     throw new UserError(`maxAttempts must be a whole number >= 1, not ${limits.maxAttempts}`);

@@ -36,6 +36,7 @@ export class Topology {
   private generation = -1;
   private inspect: ReopeningChannel | undefined;
   private exchanges: Promise<void> | undefined;
+  private closed = false;
 
   constructor(
     private readonly conn: AmqpConnection,
@@ -43,8 +44,13 @@ export class Topology {
   ) {
     this.names = new TopologyNames(settings.prefix);
     conn.onConnect(() => {
-      for (const model of this.known)
-        this.ensureModel(model).catch((error) => settings.onError(error));
+      for (const model of this.known) {
+        this.ensureModel(model).catch((error) => {
+          // Whoever needs the model next declares it again; a closing queue ends here.
+          if (!this.closed)
+            settings.logger?.warn({ err: error, model }, "re-declaring queues failed");
+        });
+      }
     });
   }
 
@@ -144,10 +150,15 @@ export class Topology {
       names.deadExchange,
       ...settings.delaySteps.map((step) => names.delayExchange(step)),
     ];
-    const each = (remove: (ch: Channel) => Promise<unknown>) => async (channel: ReopeningChannel) => {
-      await channel.use(remove).catch(() => {});
-    };
-    await inParallel(connection, DECLARE_WIDTH, queues.map((queue) => each((ch) => ch.deleteQueue(queue))));
+    const each =
+      (remove: (ch: Channel) => Promise<unknown>) => async (channel: ReopeningChannel) => {
+        await channel.use(remove).catch(() => {});
+      };
+    await inParallel(
+      connection,
+      DECLARE_WIDTH,
+      queues.map((queue) => each((ch) => ch.deleteQueue(queue))),
+    );
     await inParallel(
       connection,
       DECLARE_WIDTH,
@@ -158,6 +169,7 @@ export class Topology {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     await this.inspect?.close();
     this.inspect = undefined;
   }

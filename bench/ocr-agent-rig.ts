@@ -1,0 +1,123 @@
+/**
+ * An agent for benchmarks: the real supervisor and child-process runners on a temp SQLite
+ * queue, against the stub gateway (claims, presigned downloads and uploads, reports over
+ * HTTP on loopback). Everything an agent does per job is there; only the gateway's own work
+ * (its database, webhooks) is not, so the figures are the agent's.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pino from "pino";
+import { createGatewayClient } from "../gpu-agent/gateway-client.ts";
+import type { ModelConfig } from "../gpu-agent/pipelines/model-config.ts";
+import { createChildRunner } from "../gpu-agent/runner/child-runner.ts";
+import type { ExecutionProvider, Runner } from "../gpu-agent/runner/types.ts";
+import { createSupervisor, type SupervisorEvent } from "../gpu-agent/supervisor.ts";
+import { openSqlite } from "../shared/db/sqlite.ts";
+import { createSqlQueue } from "../shared/queue/sql.ts";
+import { type StubJob, startStubGateway } from "../test/helpers/stub-gateway.ts";
+
+export interface BenchJob {
+  model: string;
+  input: Record<string, unknown>;
+  files: StubJob["files"];
+}
+
+export interface BenchAgentOptions {
+  models: string[];
+  threads: number;
+  modelConfigs?: Record<string, ModelConfig>;
+  slots?: number;
+  /** Execution providers to try, in order; cpu by default. */
+  providers?: ExecutionProvider[];
+  /** Extra deliveries read ahead; the supervisor's default (one per slot) when absent. */
+  lookahead?: number;
+}
+
+export interface BenchAgent {
+  runners: Runner[];
+  /** Publishes the jobs at once and resolves when all have succeeded: seconds from first publish. */
+  run(jobs: BenchJob[]): Promise<{ seconds: number; batches: number[] }>;
+  close(): Promise<void>;
+}
+
+export async function startBenchAgent(options: BenchAgentOptions): Promise<BenchAgent> {
+  const dir = mkdtempSync(join(tmpdir(), "gantry-bench-"));
+  const logger = pino({ level: process.env.GANTRY_BENCH_LOG ?? "silent" });
+  const gateway = await startStubGateway();
+  const db = await openSqlite(join(dir, "queue.db"));
+  const queue = createSqlQueue(db, {
+    dialect: "sqlite",
+    limits: { maxAttempts: 3, leaseMs: 60_000 },
+    pollIntervalMs: 5,
+  });
+  const runners = Array.from({ length: options.slots ?? 1 }, () =>
+    createChildRunner({
+      models: options.models,
+      threads: options.threads,
+      providers: options.providers ?? ["cpu"],
+      logger,
+      ...(options.modelConfigs ? { modelConfigs: options.modelConfigs } : {}),
+    }),
+  );
+  await Promise.all(runners.map((runner) => runner.start()));
+  const supervisor = createSupervisor({
+    queue,
+    gateway: createGatewayClient({
+      gatewayUrl: gateway.url,
+      token: gateway.token,
+      agentId: "bench-agent",
+    }),
+    runners,
+    config: {
+      models: options.models,
+      maxAttempts: 3,
+      heartbeatIntervalMs: 10_000,
+      leaseMs: 60_000,
+      drainTimeoutMs: 10_000,
+      maxInputBytes: 64 * 1024 * 1024,
+    },
+    logger,
+    retryDelayMs: () => 0,
+    ...(options.lookahead !== undefined ? { lookahead: options.lookahead } : {}),
+  });
+  const waiting = new Map<string, (event: SupervisorEvent) => void>();
+  const batches: number[] = [];
+  supervisor.on((event) => {
+    if (event.type === "running") batches.push(event.batch);
+    if (event.type === "settled") waiting.get(event.jobId)?.(event);
+  });
+  await supervisor.start();
+
+  return {
+    runners,
+    async run(jobs) {
+      const ids = jobs.map((job) => gateway.addJob(job).job.id);
+      const settled = ids.map(
+        (id) =>
+          new Promise<SupervisorEvent>((resolve) => {
+            waiting.set(id, resolve);
+          }),
+      );
+      batches.length = 0;
+      const started = performance.now();
+      for (const id of ids) await queue.publish(gateway.message(id));
+      const events = await Promise.all(settled);
+      const seconds = (performance.now() - started) / 1000;
+      for (const id of ids) waiting.delete(id);
+      const failed = events.filter((e) => e.type === "settled" && e.outcome !== "succeeded");
+      if (failed.length > 0)
+        throw new Error(`${failed.length} job(s) failed: ${JSON.stringify(failed[0])}`);
+      for (const id of ids) gateway.jobs.delete(id);
+      return { seconds, batches: [...batches] };
+    },
+    async close() {
+      await supervisor.drain();
+      await Promise.allSettled(runners.map((runner) => runner.stop()));
+      await queue.close();
+      await db.destroy();
+      await gateway.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

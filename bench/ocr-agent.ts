@@ -1,0 +1,87 @@
+/**
+ * OCR text detection (PP-OCRv4 det) throughput through the agent (sql queue, supervisor,
+ * child-process runner, presigned transfers, reports) next to bare onnxruntime on the same
+ * model, image and thread count, in one run, with their ratio. One slot, so the agent can at
+ * best match the bare loop; the target is a ratio of at least 0.95. Rounds alternate bare and
+ * agent so that a busy machine slows both alike.
+ *
+ *   npx tsx bench/ocr-agent.ts [--jobs 20] [--rounds 5] [--threads 1] [--provider cpu] [--full]
+ *
+ * `--full` measures whole OCR (detection + recognition) instead. On a GPU host, pass
+ * `--provider cuda` to compare both on the GPU.
+ */
+import { parseArgs } from "node:util";
+import { OcrEngine } from "../gpu-agent/pipelines/ocr/index.ts";
+import { sessionFactory } from "../gpu-agent/runner/providers.ts";
+import { type BenchJob, startBenchAgent } from "./ocr-agent-rig.ts";
+import { defaultBenchImage } from "./ocr-bare.ts";
+
+const { values } = parseArgs({
+  options: {
+    jobs: { type: "string", default: "20" },
+    rounds: { type: "string", default: "5" },
+    threads: { type: "string", default: "1" },
+    provider: { type: "string", default: "cpu" },
+    full: { type: "boolean", default: false },
+  },
+});
+const jobs = Number(values.jobs);
+const rounds = Number(values.rounds);
+const threads = Number(values.threads);
+const full = values.full;
+const provider = values.provider === "cuda" ? "cuda" : "cpu";
+const what = full ? "OCR (det + rec)" : "OCR detection";
+const say = (line: string) => console.log(`[ocr-agent] ${line}`);
+
+const image = new Uint8Array(await defaultBenchImage());
+
+say(`loading PP-OCRv4 in-process for the bare loop (${provider}, ${threads} thread(s))…`);
+const engine = await OcrEngine.load(sessionFactory(provider, threads));
+const bareOnce = () => (full ? engine.recognize(image) : engine.detect(image));
+await bareOnce();
+
+say("starting the agent: sql queue, stub gateway, supervisor, 1 child runner…");
+const agent = await startBenchAgent({
+  models: ["ocr-det"],
+  threads,
+  providers: [provider],
+  modelConfigs: { "ocr-det": { pipeline: "ocr", detection_only: !full } },
+});
+const job = (): BenchJob => ({
+  model: "ocr-det",
+  input: {},
+  files: { image: { bytes: image, contentType: "image/png" } },
+});
+
+try {
+  await agent.run([job()]); // the runner's first real job allocates its arenas
+  let bareSeconds = 0;
+  let agentSeconds = 0;
+  for (let round = 1; round <= rounds; round++) {
+    const started = performance.now();
+    for (let i = 0; i < jobs; i++) await bareOnce();
+    const bare = (performance.now() - started) / 1000;
+    const { seconds } = await agent.run(Array.from({ length: jobs }, job));
+    bareSeconds += bare;
+    agentSeconds += seconds;
+    say(
+      `round ${round}/${rounds}: bare ${(jobs / bare).toFixed(2)} runs/s, ` +
+        `agent ${(jobs / seconds).toFixed(2)} jobs/s, ratio ${(bare / seconds).toFixed(3)}`,
+    );
+  }
+  const bareRate = (jobs * rounds) / bareSeconds;
+  const agentRate = (jobs * rounds) / agentSeconds;
+  console.log("");
+  console.log(
+    `${what} through the agent : ${agentRate.toFixed(2)} jobs/s (${jobs * rounds} jobs, 1 slot, ${threads} thread(s), ${provider})`,
+  );
+  console.log(
+    `${what}, bare onnxruntime : ${bareRate.toFixed(2)} runs/s (same model, image and threads)`,
+  );
+  console.log(
+    `ratio agent / bare${" ".repeat(what.length - 4)} : ${(agentRate / bareRate).toFixed(3)} (target >= 0.95)`,
+  );
+} finally {
+  await agent.close();
+  await engine.release();
+}

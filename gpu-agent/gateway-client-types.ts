@@ -1,0 +1,62 @@
+import type {
+  AgentEvent,
+  AgentHeartbeatRequest,
+  AgentRegisterRequest,
+  Claim,
+  HeartbeatRequest,
+} from "../shared/protocol/agent.ts";
+
+/**
+ * The agent's side of the gateway's internal API (`/internal/v1/…`). Every request is
+ * signed with the agent's own secret (shared/agent-signing.ts), afresh on each try.
+ * Transient trouble (network errors, timeouts, 5xx, 429) is retried here with backoff and
+ * jitter; what is left is either an answer the supervisor acts on or a `GatewayError`.
+ */
+export interface GatewayClient {
+  /** The id the gateway knows this agent by: the enrolled id once enrolled. */
+  readonly agentId: string;
+  /** Gets an id and secret with the enrollment token, once; the later calls reuse them. */
+  enroll(): Promise<string>;
+  /** Tells the gateway what this agent serves; it may claim only jobs of these models. */
+  register(registration: AgentRegistration): Promise<void>;
+  /** The agent-level heartbeat, sent busy or idle. */
+  agentHeartbeat(status: AgentHeartbeatBody): Promise<void>;
+  claim(jobId: string, attempt: number): Promise<ClaimOutcome>;
+  heartbeat(jobId: string, attempt: number): Promise<HeartbeatOutcome>;
+  /** Idempotent per job and attempt: a 409 (already recorded, stale) counts as recorded. */
+  report(jobId: string, event: AgentEventBody): Promise<ReportOutcome>;
+}
+
+/** An AgentEvent without the fields the client fills in (`v`, `agent_id`). */
+export type AgentEventBody = AgentEvent extends infer E
+  ? E extends AgentEvent
+    ? Omit<E, "v" | "agent_id">
+    : never
+  : never;
+
+export type AgentRegistration = Omit<AgentRegisterRequest, "v">;
+export type AgentHeartbeatBody = Omit<AgentHeartbeatRequest, "v">;
+/** What every job heartbeat also says about the agent. */
+export type AgentStatus = Pick<
+  HeartbeatRequest,
+  "slots_busy" | "run_time_ms_avg" | "vram_used_mb" | "provider"
+>;
+
+/**
+ * `refused`: the job must not run (409 `job_canceled` | `job_finished` | `job_expired` |
+ * `stale_attempt`, or a 404 for a job the gateway does not know); the message is acked.
+ */
+export type ClaimOutcome =
+  | { ok: true; claim: Claim }
+  | { ok: false; status: number; code: string; detail: string | null };
+
+export type HeartbeatOutcome =
+  | { ok: true; status: string }
+  | { ok: false; status: number; code: string };
+
+export interface ReportOutcome {
+  /** The job's status after the event, when the gateway said. */
+  status: string | null;
+  /** True when the gateway answered 409: it had recorded this (or a later) attempt. */
+  duplicate: boolean;
+}

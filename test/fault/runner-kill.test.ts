@@ -1,0 +1,78 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { AgentHandle } from "../../gpu-agent/agent.ts";
+import { checkIntegrity, submitNoopJobs, waitAllTerminal } from "../helpers/fault-checks.ts";
+import { type FaultQueue, faultQueue } from "../helpers/fault-queue.ts";
+import { startTestAgent } from "../helpers/test-agent.ts";
+import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
+
+/**
+ * The inference runner (the child process holding the model) SIGKILLed mid-job, which is
+ * what a CUDA crash or the OOM killer looks like from the supervisor: the attempt fails
+ * transiently, the runner restarts, the job is retried, and the agent never stops serving.
+ */
+const JOBS = 200;
+const KILLS = 6;
+
+let gw: TestGateway;
+let queue: FaultQueue;
+let agent: AgentHandle | null = null;
+
+beforeAll(async () => {
+  queue = faultQueue("runner");
+  gw = await startTestGateway({
+    database: "postgres",
+    queueUrl: queue.gatewayQueueUrl,
+    models: ["noop"],
+    maxAttempts: 10,
+  });
+});
+afterAll(async () => {
+  await agent?.stop();
+  await gw?.close();
+  await queue?.cleanup();
+});
+
+describe(`inference runner killed ${KILLS} times during ${JOBS} jobs`, () => {
+  it("retries the killed attempts and finishes every job with exactly one result", async () => {
+    agent = await startTestAgent(gw, {
+      queueUrl: queue.agentQueueUrl(gw),
+      models: ["noop"],
+      executionProviders: "cpu",
+      slots: 2,
+      maxAttempts: 10,
+    });
+    const runners = agent.runners;
+    let started = 0;
+    const killed = new Set<string>();
+    agent.supervisor.on((event) => {
+      if (event.type !== "running" || event.pid === null) return;
+      started++;
+      // Every 25th job that reaches a runner takes the runner down with it.
+      if (started % 25 !== 0 || killed.size >= KILLS) return;
+      killed.add(event.jobId);
+      process.kill(event.pid, "SIGKILL");
+    });
+    const accepted = await submitNoopJobs(gw, JOBS, (n) => ({ delay_ms: 30, n }));
+    await waitAllTerminal(
+      gw.db,
+      accepted.map((job) => job.id),
+      { label: "runner-kill" },
+    );
+
+    expect(killed.size).toBe(KILLS);
+    expect(runners.reduce((sum, runner) => sum + runner.restarts, 0)).toBe(KILLS);
+    const report = await checkIntegrity(gw.db, accepted);
+    expect(report).toMatchObject({ succeeded: JOBS, failed: 0, other: 0 });
+    expect(report.extraClaims).toBeGreaterThanOrEqual(KILLS);
+    // Each killed job's failed attempt is on record, with the crash as its reason.
+    for (const jobId of killed) {
+      const events = await gw.gateway.jobs.eventsAfter(jobId, 0);
+      const failure = events.find((event) => event.status === "queued" && event.error);
+      expect(JSON.parse(failure?.error ?? "null")).toMatchObject({ type: "transient" });
+      expect(events.at(-1)?.status).toBe("succeeded");
+    }
+    console.info(
+      `runner-kill (${queue.kind}): ${KILLS} runners killed mid-job; ${report.extraClaims} extra claims; all ${JOBS} succeeded once`,
+    );
+  });
+});

@@ -6,7 +6,8 @@
  * broker, so RabbitMQ itself says it accepts them.
  */
 import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it, onTestFinished } from "vitest";
 import { z } from "zod";
@@ -15,8 +16,8 @@ import { TopologyNames } from "../shared/queue/amqp/names.ts";
 
 const DIR = join(import.meta.dirname, "../infra/rabbitmq");
 
-/** Runs rabbitmqctl (which may switch to the rabbitmq user), feeding `input` on stdin. */
-function rabbitmqctl(args: string[], input = ""): Promise<string> {
+/** Runs rabbitmqctl, which may switch to the rabbitmq user. */
+function rabbitmqctl(args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = spawn("rabbitmqctl", args, { timeout: 30_000 });
     let stdout = "";
@@ -27,7 +28,7 @@ function rabbitmqctl(args: string[], input = ""): Promise<string> {
     child.on("close", (code) =>
       code === 0 ? resolve(stdout) : reject(new Error(`rabbitmqctl ${args[0]}: ${stderr}`)),
     );
-    child.stdin.end(input);
+    child.stdin.end();
   });
 }
 
@@ -150,10 +151,16 @@ describe("infra/rabbitmq/definitions.json", () => {
     for (const entry of [...local.parameters, ...local.policies, ...local.exchanges])
       entry.vhost = vhost;
     local.global_parameters = [];
+    // rabbitmqctl reads the file as the rabbitmq user (RabbitMQ 3.10 cannot read stdin).
+    const dir = mkdtempSync(join(tmpdir(), "gantry-rabbitmq-"));
+    chmodSync(dir, 0o755);
+    const file = join(dir, "definitions.json");
+    writeFileSync(file, JSON.stringify(local), { mode: 0o644 });
     onTestFinished(async () => {
+      rmSync(dir, { recursive: true, force: true });
       await rabbitmqctl(["delete_vhost", vhost]).catch(() => {});
     });
-    await rabbitmqctl(["import_definitions", "-"], JSON.stringify(local));
+    await rabbitmqctl(["import_definitions", file]);
     const listed = async () => {
       const stdout = await rabbitmqctl(["list_policies", "-p", vhost, "-q", "--formatter", "json"]);
       return (JSON.parse(stdout) as Array<{ name: string }>).map((policy) => policy.name).sort();

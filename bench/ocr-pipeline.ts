@@ -25,8 +25,15 @@ const say = (line: string) => console.log(`[ocr-pipeline] ${line}`);
 const image = await defaultBenchImage();
 
 say(`bare onnxruntime: ${values.seconds} s loop, ${threads} thread(s)…`);
-const bare = await benchBareOcr({ seconds: Number(values.seconds), threads, image, onProgress: say });
-say(`bare: ${bare.runsPerSecond.toFixed(2)} runs/s (p50 ${bare.p50Ms.toFixed(0)} ms) on ${bare.provider}`);
+const bare = await benchBareOcr({
+  seconds: Number(values.seconds),
+  threads,
+  image,
+  onProgress: say,
+});
+say(
+  `bare: ${bare.runsPerSecond.toFixed(2)} runs/s (p50 ${bare.p50Ms.toFixed(0)} ms) on ${bare.provider}`,
+);
 
 say("starting gateway and agent (1 slot)…");
 const gw = await startTestGateway({ models: ["ocr"] });
@@ -45,19 +52,30 @@ try {
   const seconds = (performance.now() - started) / 1000;
   const jobsPerSecond = jobs / seconds;
   console.log("");
-  console.log(`OCR through the pipeline : ${jobsPerSecond.toFixed(2)} jobs/s (${jobs} jobs in ${seconds.toFixed(1)} s, 1 slot, ${threads} thread(s))`);
-  console.log(`bare onnxruntime         : ${bare.runsPerSecond.toFixed(2)} runs/s (${bare.runs} runs, same model and threads)`);
+  console.log(
+    `OCR through the pipeline : ${jobsPerSecond.toFixed(2)} jobs/s (${jobs} jobs in ${seconds.toFixed(1)} s, 1 slot, ${threads} thread(s))`,
+  );
+  console.log(
+    `bare onnxruntime         : ${bare.runsPerSecond.toFixed(2)} runs/s (${bare.runs} runs, same model and threads)`,
+  );
   console.log(`ratio pipeline / bare    : ${(jobsPerSecond / bare.runsPerSecond).toFixed(3)}`);
 } finally {
   await agent.stop();
   await gw.close();
 }
 
-async function runJobs(gateway: Awaited<ReturnType<typeof startTestGateway>>, uploads: string[], onDone?: (n: number) => void) {
+async function runJobs(
+  gateway: Awaited<ReturnType<typeof startTestGateway>>,
+  uploads: string[],
+  onDone?: (n: number) => void,
+) {
   let done = 0;
   const ids = await Promise.all(
     uploads.map(async (upload) => {
-      const response = await gateway.api("/v1/jobs", { method: "POST", json: { model: "ocr", input: { image: upload } } });
+      const response = await gateway.api("/v1/jobs", {
+        method: "POST",
+        json: { model: "ocr", input: { image: upload } },
+      });
       return ((await response.json()) as { id: string }).id;
     }),
   );

@@ -36,8 +36,12 @@ export interface BenchAgentOptions {
 
 export interface BenchAgent {
   runners: Runner[];
-  /** Publishes the jobs at once and resolves when all have succeeded: seconds from first publish. */
-  run(jobs: BenchJob[]): Promise<{ seconds: number; batches: number[] }>;
+  /**
+   * Publishes the jobs at once and resolves when all have succeeded: seconds from the first
+   * publish, the batch sizes, and how much of that time the runners spent running (a figure
+   * a busy machine cannot skew: both sides of it slow down alike).
+   */
+  run(jobs: BenchJob[]): Promise<{ seconds: number; batches: number[]; runnerBusy: number }>;
   close(): Promise<void>;
 }
 
@@ -61,6 +65,8 @@ export async function startBenchAgent(options: BenchAgentOptions): Promise<Bench
     }),
   );
   await Promise.all(runners.map((runner) => runner.start()));
+  let busyMs = 0;
+  const timed = runners.map((runner) => timeRuns(runner, (ms) => (busyMs += ms)));
   const supervisor = createSupervisor({
     queue,
     gateway: createGatewayClient({
@@ -68,7 +74,7 @@ export async function startBenchAgent(options: BenchAgentOptions): Promise<Bench
       token: gateway.token,
       agentId: "bench-agent",
     }),
-    runners,
+    runners: timed,
     config: {
       models: options.models,
       maxAttempts: 3,
@@ -100,6 +106,7 @@ export async function startBenchAgent(options: BenchAgentOptions): Promise<Bench
           }),
       );
       batches.length = 0;
+      busyMs = 0;
       const started = performance.now();
       for (const id of ids) await queue.publish(gateway.message(id));
       const events = await Promise.all(settled);
@@ -109,7 +116,8 @@ export async function startBenchAgent(options: BenchAgentOptions): Promise<Bench
       if (failed.length > 0)
         throw new Error(`${failed.length} job(s) failed: ${JSON.stringify(failed[0])}`);
       for (const id of ids) gateway.jobs.delete(id);
-      return { seconds, batches: [...batches] };
+      const runnerBusy = busyMs / 1000 / seconds / runners.length;
+      return { seconds, batches: [...batches], runnerBusy };
     },
     async close() {
       await supervisor.drain();
@@ -119,5 +127,33 @@ export async function startBenchAgent(options: BenchAgentOptions): Promise<Bench
       await gateway.close();
       rmSync(dir, { recursive: true, force: true });
     },
+  };
+}
+
+/** The runner as it is, with the time each run (or batch) takes reported to `onRun`. */
+function timeRuns(runner: Runner, onRun: (ms: number) => void): Runner {
+  const timed = async <T>(work: () => Promise<T>): Promise<T> => {
+    const started = performance.now();
+    try {
+      return await work();
+    } finally {
+      onRun(performance.now() - started);
+    }
+  };
+  return {
+    get provider() {
+      return runner.provider;
+    },
+    get pid() {
+      return runner.pid;
+    },
+    get restarts() {
+      return runner.restarts;
+    },
+    start: () => runner.start(),
+    stop: () => runner.stop(),
+    run: (request) => timed(() => runner.run(request)),
+    ...(runner.runBatch ? { runBatch: (requests) => timed(() => runner.runBatch!(requests)) } : {}),
+    ...(runner.batching ? { batching: (model) => runner.batching!(model) } : {}),
   };
 }

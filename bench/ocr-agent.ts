@@ -5,7 +5,7 @@
  * best match the bare loop; the target is a ratio of at least 0.95. Rounds alternate bare and
  * agent so that a busy machine slows both alike.
  *
- *   npx tsx bench/ocr-agent.ts [--jobs 20] [--rounds 5] [--threads 1] [--provider cpu] [--full]
+ *   npx tsx bench/ocr-agent.ts [--jobs 30] [--rounds 4] [--threads 1] [--provider cpu] [--full]
  *
  * `--full` measures whole OCR (detection + recognition) instead. On a GPU host, pass
  * `--provider cuda` to compare both on the GPU.
@@ -18,8 +18,8 @@ import { defaultBenchImage } from "./ocr-bare.ts";
 
 const { values } = parseArgs({
   options: {
-    jobs: { type: "string", default: "20" },
-    rounds: { type: "string", default: "5" },
+    jobs: { type: "string", default: "30" },
+    rounds: { type: "string", default: "4" },
     threads: { type: "string", default: "1" },
     provider: { type: "string", default: "cpu" },
     full: { type: "boolean", default: false },
@@ -57,16 +57,19 @@ try {
   await agent.run([job()]); // the runner's first real job allocates its arenas
   let bareSeconds = 0;
   let agentSeconds = 0;
+  let busySeconds = 0;
   for (let round = 1; round <= rounds; round++) {
     const started = performance.now();
     for (let i = 0; i < jobs; i++) await bareOnce();
     const bare = (performance.now() - started) / 1000;
-    const { seconds } = await agent.run(Array.from({ length: jobs }, job));
+    const { seconds, runnerBusy } = await agent.run(Array.from({ length: jobs }, job));
     bareSeconds += bare;
     agentSeconds += seconds;
+    busySeconds += runnerBusy * seconds;
     say(
       `round ${round}/${rounds}: bare ${(jobs / bare).toFixed(2)} runs/s, ` +
-        `agent ${(jobs / seconds).toFixed(2)} jobs/s, ratio ${(bare / seconds).toFixed(3)}`,
+        `agent ${(jobs / seconds).toFixed(2)} jobs/s, ratio ${(bare / seconds).toFixed(3)}, ` +
+        `runner busy ${(runnerBusy * 100).toFixed(1)}%`,
     );
   }
   const bareRate = (jobs * rounds) / bareSeconds;
@@ -77,6 +80,9 @@ try {
   );
   console.log(
     `${what}, bare onnxruntime : ${bareRate.toFixed(2)} runs/s (same model, image and threads)`,
+  );
+  console.log(
+    `runner busy in the agent${" ".repeat(what.length - 10)} : ${((busySeconds / agentSeconds) * 100).toFixed(1)}% of its wall time (the rest: waiting for work)`,
   );
   console.log(
     `ratio agent / bare${" ".repeat(what.length - 4)} : ${(agentRate / bareRate).toFixed(3)} (target >= 0.95)`,

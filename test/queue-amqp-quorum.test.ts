@@ -3,8 +3,7 @@ import { describe, expect, it, onTestFinished } from "vitest";
 import { UserError } from "../shared/errors.ts";
 import { type AmqpQueue, createAmqpQueue } from "../shared/queue/amqp/index.ts";
 import { TopologyNames } from "../shared/queue/amqp/names.ts";
-import type { QueueLimits } from "../shared/queue/port.ts";
-import { LeaseLostError } from "../shared/queue/sql.ts";
+import { LeaseLostError, type QueueLimits } from "../shared/queue/port.ts";
 import {
   describeJobQueueConformance,
   freshModel,
@@ -230,8 +229,14 @@ describe("amqp quorum queues: beyond the port", () => {
   it("shares queues declared with another maxAttempts, and refuses another queue type", async () => {
     const { queue, model, prefix } = await setUp();
     await queue.publish(queueMessage(model));
-    const laxer = createAmqpQueue({ url: URL, prefix, limits: { ...LIMITS, maxAttempts: 7 } });
-    const classic = createAmqpQueue({ url: URL, prefix, queueType: "classic", limits: LIMITS });
+    const limits = { ...LIMITS, maxAttempts: 7 };
+    const laxer = createAmqpQueue({ url: URL, prefix, limits, retryDelaysMs: STEPS });
+    const classic = createAmqpQueue({
+      url: URL,
+      prefix,
+      queueType: "classic",
+      retryDelaysMs: STEPS,
+    });
     onTestFinished(async () => {
       await Promise.all([laxer.close(), classic.close()]);
     });

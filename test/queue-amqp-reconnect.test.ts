@@ -8,7 +8,7 @@ import {
   createAmqpQueue,
   PublishTimeoutError,
 } from "../shared/queue/amqp/index.ts";
-import { LeaseLostError } from "../shared/queue/sql.ts";
+import { LeaseLostError } from "../shared/queue/port.ts";
 import { freshModel, Inbox, queueMessage } from "./conformance/job-queue.ts";
 
 /**

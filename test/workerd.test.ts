@@ -1,13 +1,22 @@
 /**
  * The gateway core inside workerd: `gateway/worker.ts` is bundled the way wrangler would
  * (no Node built-ins allowed) and run in Miniflare with D1 and R2, then driven over HTTP.
+ * Its settings (which adapters, which errors) are checked here too; the SQS and S3 path
+ * runs end to end in `workerd-e2e.test.ts`.
  */
 import { Kysely } from "kysely";
 import { D1Dialect } from "kysely-d1";
 import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureTenantWithKey } from "../gateway/store/tenants.ts";
+import {
+  ConfigurationError,
+  readWorkerSettings,
+  type WorkerEnv,
+} from "../gateway/worker-settings.ts";
+import { parseSqsQueueUrl } from "../gateway/worker-sqs-url.ts";
 import { signAgentRequest } from "../shared/agent-signing.ts";
+import type { R2BucketLike } from "../shared/blob/r2.ts";
 import type { Database } from "../shared/db/schema.ts";
 import { randomToken } from "../shared/ids.ts";
 import { AgentCredentials, Claim } from "../shared/protocol/index.ts";
@@ -293,3 +302,81 @@ describe("gateway in workerd", () => {
 function submit409(uploadId: string) {
   return api("/v1/jobs", { method: "POST", json: { model: "ocr", input: { image: uploadId } } });
 }
+
+describe("worker settings", () => {
+  const base = { GANTRY_AGENT_TOKEN: agentToken, GANTRY_BLOB_SECRET: randomToken(32) };
+  const r2: R2BucketLike = {
+    head: async () => null,
+    get: async () => null,
+    put: async () => null,
+    delete: async () => {},
+  };
+  const aws = { AWS_ACCESS_KEY_ID: "AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY: "secret" };
+  const settingOf = (env: WorkerEnv) => {
+    try {
+      readWorkerSettings(env, ORIGIN);
+    } catch (error) {
+      if (error instanceof ConfigurationError) return error.setting;
+      throw error;
+    }
+    return null;
+  };
+
+  it("parses sqs:// queue URLs and refuses what SQS or the Worker cannot use", () => {
+    const endpoint = encodeURIComponent("http://127.0.0.1:9324/");
+    expect(parseSqsQueueUrl(`sqs://EU-west-1/gantry-?endpoint=${endpoint}&create=false`)).toEqual({
+      region: "eu-west-1",
+      queuePrefix: "gantry-",
+      endpoint: "http://127.0.0.1:9324",
+      createQueues: false,
+    });
+    expect(parseSqsQueueUrl("sqs://us-east-1")).toEqual({ region: "us-east-1" });
+    expect(() => parseSqsQueueUrl("sqs://AKID:secret@us-east-1")).toThrow(/AWS_ACCESS_KEY_ID/);
+    expect(() => parseSqsQueueUrl("sqs://us-east-1/a/b")).toThrow(/'\/'/);
+    expect(() => parseSqsQueueUrl("sqs://us-east-1?wait=1")).toThrow(/unknown parameter "wait"/);
+    expect(() => parseSqsQueueUrl("sqs://us-east-1?create=yes")).toThrow(/true or false/);
+    expect(() => parseSqsQueueUrl("sqs://us-east-1?endpoint=ftp://x")).toThrow(/http/);
+  });
+
+  it("chooses D1 and R2 by default, SQS and S3 when configured", () => {
+    const plain = readWorkerSettings({ ...base, BLOBS: r2 }, ORIGIN);
+    expect([plain.queue.kind, plain.blobs.kind]).toEqual(["sql", "r2"]);
+    expect(plain.limits).toEqual({ maxAttempts: 5, leaseMs: 60_000 });
+    const cloud = readWorkerSettings(
+      {
+        GANTRY_AGENT_TOKEN: agentToken,
+        GANTRY_QUEUE_URL: "sqs://eu-west-1/prod-",
+        GANTRY_S3_BUCKET: "blobs",
+        GANTRY_S3_REGION: "eu-west-1",
+        // wrangler hands TOML numbers and booleans over as such.
+        GANTRY_S3_FORCE_PATH_STYLE: true,
+        GANTRY_MAX_ATTEMPTS: 3,
+        ...aws,
+      },
+      ORIGIN,
+    );
+    expect(cloud.queue).toMatchObject({ kind: "sqs", url: { queuePrefix: "prod-" } });
+    expect(cloud.blobs).toMatchObject({ kind: "s3", options: { forcePathStyle: true } });
+    expect(cloud.limits.maxAttempts).toBe(3);
+  });
+
+  it("names the setting to fix", () => {
+    expect(settingOf({ ...base })).toBe("BLOBS");
+    expect(settingOf({ ...base, BLOBS: r2, GANTRY_S3_REGION: "eu-west-1" })).toBe(
+      "GANTRY_S3_BUCKET",
+    );
+    expect(settingOf({ ...base, GANTRY_S3_BUCKET: "b", GANTRY_S3_REGION: "x" })).toBe(
+      "AWS_ACCESS_KEY_ID",
+    );
+    const s3 = { ...base, ...aws, GANTRY_S3_BUCKET: "b", GANTRY_S3_REGION: "x" };
+    expect(settingOf({ ...s3, GANTRY_S3_FORCE_PATH_STYLE: "yes" })).toBe(
+      "GANTRY_S3_FORCE_PATH_STYLE",
+    );
+    expect(settingOf({ ...s3, GANTRY_S3_ENDPOINT: "minio:9000" })).toBe("GANTRY_S3_ENDPOINT");
+    expect(settingOf({ ...s3, GANTRY_LEASE_SECONDS: "1.5" })).toBe("GANTRY_LEASE_SECONDS");
+    expect(settingOf({ ...s3, GANTRY_QUEUE_URL: "sqs://" })).toBe("GANTRY_QUEUE_URL");
+    expect(settingOf({ ...s3, AWS_SECRET_ACCESS_KEY: "" })).toBe("AWS_SECRET_ACCESS_KEY");
+    expect(settingOf({ ...s3, GANTRY_MODELS: "ocr,gpt" })).toBe("GANTRY_MODELS");
+    expect(settingOf(s3)).toBeNull();
+  });
+});

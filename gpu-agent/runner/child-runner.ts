@@ -103,23 +103,7 @@ class ChildRunner implements Runner {
   async stop(): Promise<void> {
     this.stopping = true;
     this.cancelRestart?.();
-    const child = this.child;
-    if (!child) return;
-    child.process.kill("SIGTERM");
-    const timeoutMs = this.options.stopTimeoutMs ?? 5_000;
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<boolean>((resolve) => {
-      timer = setTimeout(() => resolve(true), timeoutMs);
-    });
-    if (await Promise.race([child.exited.then(() => false), timedOut])) {
-      this.logger.warn(
-        { child_pid: child.process.pid },
-        "runner child ignored SIGTERM; killing it",
-      );
-      child.process.kill("SIGKILL");
-      await child.exited;
-    }
-    clearTimeout(timer);
+    if (this.child) await this.terminate(this.child);
   }
 
   private async runNow(requests: readonly RunRequest[]): Promise<RunResult[]> {
@@ -180,7 +164,21 @@ class ChildRunner implements Runner {
     child.retiring = true;
     this.restarts++;
     this.restartAfter(child.exited, 0);
+    void this.terminate(child);
+  }
+
+  /** SIGTERM, then SIGKILL for a child stuck in native code; resolves once it has exited. */
+  private async terminate(child: Child): Promise<void> {
     child.process.kill("SIGTERM");
+    const timer = setTimeout(() => {
+      this.logger.warn(
+        { child_pid: child.process.pid },
+        "runner child ignored SIGTERM; killing it",
+      );
+      child.process.kill("SIGKILL");
+    }, this.options.stopTimeoutMs ?? 5_000);
+    await child.exited;
+    clearTimeout(timer);
   }
 
   /** Forks a child and resolves once it has loaded and warmed its models. */

@@ -3,6 +3,7 @@ import { type AgentProcess, startAgentProcess } from "../helpers/fault-agent.ts"
 import {
   type Accepted,
   checkIntegrity,
+  progress,
   submitNoopJobs,
   waitAllTerminal,
 } from "../helpers/fault-checks.ts";
@@ -22,6 +23,8 @@ let gw: TestGateway;
 let queue: FaultQueue;
 let queueUrl: string;
 let agent: AgentProcess | null = null;
+/** Every agent started, so a failed run leaves no process behind. */
+const spawned: AgentProcess[] = [];
 
 beforeAll(async () => {
   queue = faultQueue("sigkill");
@@ -37,13 +40,14 @@ beforeAll(async () => {
   queueUrl = queue.agentQueueUrl(gw);
 });
 afterAll(async () => {
-  await agent?.kill();
+  await Promise.all(spawned.map((process) => process.kill()));
   await gw?.close();
   await queue?.cleanup();
 });
 
 describe(`agent supervisor SIGKILLed ${KILLS} times during ${JOBS} jobs`, () => {
   it("finishes every accepted job with exactly one result", async () => {
+    const say = progress("sigkill");
     const batch = JOBS / (KILLS + 1);
     const accepted: Accepted[] = [];
     const submit = async () => {
@@ -51,19 +55,25 @@ describe(`agent supervisor SIGKILLed ${KILLS} times during ${JOBS} jobs`, () => 
       const jobs = await submitNoopJobs(gw, batch, (n) => ({ delay_ms: 100, n: offset + n }));
       accepted.push(...jobs);
     };
-    const start = () => startAgentProcess(gw, { queueUrl, slots: 2, maxAttempts: 10 });
-    await submit();
+    const start = () => {
+      const started = startAgentProcess(gw, { queueUrl, slots: 2, maxAttempts: 10 });
+      spawned.push(started);
+      return started;
+    };
     agent = start();
-    await agent.nextRunning();
+    await agent.ready();
     let inFlightAtKills = 0;
     for (let kill = 0; kill < KILLS; kill++) {
-      await submit();
-      // A successor takes over the queue (starting an agent takes seconds on this machine),
-      // then the current one dies the moment it has just started a job.
+      // A successor joins first (starting an agent takes seconds on this machine), then a
+      // batch arrives, and the current agent dies the moment it has just started a job.
       const successor = start();
-      await successor.nextRunning();
+      await successor.ready();
+      await submit();
       await agent.nextRunning();
       inFlightAtKills += agent.running.size;
+      say(
+        `kill ${kill + 1}/${KILLS}: SIGKILL agent ${agent.pid} with ${agent.running.size} job(s) running`,
+      );
       await agent.kill();
       agent = successor;
     }
@@ -72,7 +82,7 @@ describe(`agent supervisor SIGKILLed ${KILLS} times during ${JOBS} jobs`, () => 
     await waitAllTerminal(
       gw.db,
       accepted.map((job) => job.id),
-      { label: "sigkill" },
+      { say },
     );
     expect(await agent.stop()).toBe(0);
     agent = null;

@@ -1,6 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AgentHandle } from "../../gpu-agent/agent.ts";
-import { checkIntegrity, submitNoopJobs, waitAllTerminal } from "../helpers/fault-checks.ts";
+import {
+  checkIntegrity,
+  progress,
+  submitNoopJobs,
+  waitAllTerminal,
+} from "../helpers/fault-checks.ts";
 import { type FaultQueue, faultQueue } from "../helpers/fault-queue.ts";
 import { startTestAgent } from "../helpers/test-agent.ts";
 import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
@@ -58,16 +63,18 @@ describe("a gateway killed between the commit and the publish", () => {
       executionProviders: "cpu",
       slots: 2,
     });
+    const say = progress("outbox");
     const accepted = await submitNoopJobs(doomed!, JOBS, (n) => ({ n }));
     expect(accepted).toHaveLength(JOBS);
     expect(lostPublishes).toBe(JOBS);
     await doomed!.close();
     doomed = null;
+    say(`${JOBS} jobs committed, none published; that gateway is gone`);
 
     await waitAllTerminal(
       healthy.db,
       accepted.map((job) => job.id),
-      { label: "outbox" },
+      { say },
     );
     const report = await checkIntegrity(healthy.db, accepted);
     expect(report).toMatchObject({ succeeded: JOBS, failed: 0, other: 0 });

@@ -2,7 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AgentHandle } from "../../gpu-agent/agent.ts";
 import { JOB_RETRY_BASE_MS } from "../../gpu-agent/backoff.ts";
 import type { DeadLetter, Delivery, JobQueue } from "../../shared/queue/port.ts";
-import { checkIntegrity, submitNoopJobs, waitAllTerminal } from "../helpers/fault-checks.ts";
+import {
+  checkIntegrity,
+  progress,
+  submitNoopJobs,
+  waitAllTerminal,
+} from "../helpers/fault-checks.ts";
 import { type FaultQueue, faultQueue } from "../helpers/fault-queue.ts";
 import { startTestAgent } from "../helpers/test-agent.ts";
 import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
@@ -78,7 +83,7 @@ describe(`a poison job, with ${MAX_ATTEMPTS} attempts allowed`, () => {
     const [permanent] = await submitNoopJobs(gw, 1, () => ({ fail: "permanent" }));
     const others = await submitNoopJobs(gw, 40, (n) => ({ n }));
     const ids = [poison!.id, permanent!.id, ...others.map((job) => job.id)];
-    await waitAllTerminal(gw.db, ids, { label: "poison" });
+    await waitAllTerminal(gw.db, ids, { say: progress("poison") });
 
     const dead = await getJob(poison!.id);
     expect(dead).toMatchObject({ status: "failed", attempt: MAX_ATTEMPTS });
@@ -105,14 +110,14 @@ describe(`a poison job, with ${MAX_ATTEMPTS} attempts allowed`, () => {
     await waitAllTerminal(
       gw.db,
       later.map((job) => job.id),
-      { label: "after poison" },
+      { say: progress("after poison") },
     );
     expect((await checkIntegrity(gw.db, later)).succeeded).toBe(later.length);
   });
 
   it("was retried with exponentially growing backoff ceilings, each delay honoured", async () => {
     const [job] = await submitNoopJobs(gw, 1, () => ({ fail: "transient", marker: "retry" }));
-    await waitAllTerminal(gw.db, [job!.id], { label: "retry" });
+    await waitAllTerminal(gw.db, [job!.id], { say: progress("retry") });
     const delays = retryDelays.get(job!.id) ?? [];
     // Attempts 1 and 2 were retried; attempt 3 was the last and was dead-lettered.
     expect(delays).toHaveLength(MAX_ATTEMPTS - 1);

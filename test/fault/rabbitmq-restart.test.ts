@@ -5,6 +5,7 @@ import { startBroker, stopBroker } from "../helpers/fault-broker.ts";
 import {
   type Accepted,
   checkIntegrity,
+  progress,
   submitNoopJobs,
   waitAllTerminal,
 } from "../helpers/fault-checks.ts";
@@ -65,6 +66,7 @@ const succeededCount = async () =>
 
 describe("RabbitMQ stopped and started during a run", () => {
   it("recovers without restarting the gateway or the agent, and loses nothing", async () => {
+    const say = progress("rabbitmq-restart");
     const accepted: Accepted[] = [];
     // A delivery in flight when the broker went away comes back after the reconnect; the
     // job already succeeded, so its claim is refused and the message acked.
@@ -80,19 +82,22 @@ describe("RabbitMQ stopped and started during a run", () => {
     })();
     await expect.poll(succeededCount, { timeout: 120_000 }).toBeGreaterThanOrEqual(40);
 
+    say(`${accepted.length} accepted; stopping RabbitMQ`);
     brokerDown = true;
     await stopBroker();
     const acceptedAtStop = accepted.length;
+    say(`RabbitMQ stopped; starting it again in ${OUTAGE_MS} ms`);
     await delay(OUTAGE_MS);
     await startBroker();
     brokerDown = false;
+    say(`RabbitMQ is back; ${accepted.length} accepted so far`);
 
     await submitting;
     expect(accepted).toHaveLength(JOBS);
     await waitAllTerminal(
       gw.db,
       accepted.map((job) => job.id),
-      { label: "rabbitmq-restart" },
+      { say },
     );
     const report = await checkIntegrity(gw.db, accepted);
     expect(report).toMatchObject({ succeeded: JOBS, failed: 0, other: 0 });

@@ -1,6 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AgentHandle } from "../../gpu-agent/agent.ts";
-import { checkIntegrity, submitNoopJobs, waitAllTerminal } from "../helpers/fault-checks.ts";
+import {
+  checkIntegrity,
+  progress,
+  submitNoopJobs,
+  waitAllTerminal,
+} from "../helpers/fault-checks.ts";
 import { type FaultQueue, faultQueue } from "../helpers/fault-queue.ts";
 import { startTestAgent } from "../helpers/test-agent.ts";
 import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
@@ -41,6 +46,7 @@ describe(`inference runner killed ${KILLS} times during ${JOBS} jobs`, () => {
       slots: 2,
       maxAttempts: 10,
     });
+    const say = progress("runner-kill");
     const runners = agent.runners;
     let started = 0;
     const killed = new Set<string>();
@@ -50,13 +56,14 @@ describe(`inference runner killed ${KILLS} times during ${JOBS} jobs`, () => {
       // Every 25th job that reaches a runner takes the runner down with it.
       if (started % 25 !== 0 || killed.size >= KILLS) return;
       killed.add(event.jobId);
+      say(`kill ${killed.size}/${KILLS}: SIGKILL runner ${event.pid} running ${event.jobId}`);
       process.kill(event.pid, "SIGKILL");
     });
     const accepted = await submitNoopJobs(gw, JOBS, (n) => ({ delay_ms: 30, n }));
     await waitAllTerminal(
       gw.db,
       accepted.map((job) => job.id),
-      { label: "runner-kill" },
+      { say },
     );
 
     expect(killed.size).toBe(KILLS);

@@ -30,6 +30,8 @@ export interface AgentProcess {
   readonly running: ReadonlyMap<string, RunningJob>;
   /** Jobs this process settled as succeeded. */
   readonly succeeded: number;
+  /** Resolves once the agent is consuming (its "waiting for jobs" line). */
+  ready(): Promise<void>;
   /** Resolves with the next job that starts running in this process. */
   nextRunning(): Promise<RunningJob>;
   /** The last lines of stderr (progress and errors), for failure messages. */
@@ -75,6 +77,10 @@ export function startAgentProcess(gw: TestGateway, options: AgentProcessOptions)
   const waiters: ((job: RunningJob) => void)[] = [];
   const stderr: string[] = [];
   let succeeded = 0;
+  let markReady = () => {};
+  const ready = new Promise<void>((resolve) => {
+    markReady = resolve;
+  });
   const exited = once(child, "exit").then(([code]) => code as number | null);
 
   createInterface({ input: child.stdout! }).on("line", (text) => {
@@ -97,6 +103,7 @@ export function startAgentProcess(gw: TestGateway, options: AgentProcessOptions)
   createInterface({ input: child.stderr! }).on("line", (text) => {
     stderr.push(text);
     if (stderr.length > 40) stderr.shift();
+    if (text.includes("waiting for jobs")) markReady();
   });
 
   return {
@@ -105,6 +112,13 @@ export function startAgentProcess(gw: TestGateway, options: AgentProcessOptions)
     get succeeded() {
       return succeeded;
     },
+    ready: () =>
+      Promise.race([
+        ready,
+        exited.then(() => {
+          throw new Error(`agent exited before it was ready:\n${stderr.join("\n")}`);
+        }),
+      ]),
     nextRunning: () =>
       new Promise((resolve, reject) => {
         waiters.push(resolve);

@@ -10,6 +10,19 @@ import type { TestGateway } from "./test-gateway.ts";
  */
 const TERMINAL = ["succeeded", "failed", "canceled", "expired"];
 
+/**
+ * Progress lines on stderr: the fault tests run for tens of seconds each, and a silent
+ * terminal hides where a slow or stuck one is. `GANTRY_TEST_QUIET=1` turns them off.
+ */
+export function progress(label: string): (line: string) => void {
+  const started = Date.now();
+  return (line) => {
+    if (process.env.GANTRY_TEST_QUIET) return;
+    const seconds = ((Date.now() - started) / 1000).toFixed(1).padStart(6);
+    process.stderr.write(`[fault ${label} +${seconds}s] ${line}\n`);
+  };
+}
+
 export interface Accepted {
   id: string;
   input: Record<string, unknown>;
@@ -60,17 +73,17 @@ export async function countTerminal(db: Kysely<Database>, ids: string[]): Promis
 export async function waitAllTerminal(
   db: Kysely<Database>,
   ids: string[],
-  options: { timeoutMs?: number; label?: string } = {},
+  options: { timeoutMs?: number; say?: (line: string) => void } = {},
 ): Promise<void> {
-  let last = -1;
+  let lastSaid = 0;
   await expect
     .poll(
       async () => {
         const done = await countTerminal(db, ids);
-        if (done !== last && process.env.GANTRY_TEST_PROGRESS) {
-          process.stderr.write(`${options.label ?? "fault"}: ${done}/${ids.length} terminal\n`);
+        if (options.say && (done === ids.length || Date.now() - lastSaid > 5_000)) {
+          options.say(`${done}/${ids.length} jobs terminal`);
+          lastSaid = Date.now();
         }
-        last = done;
         return done;
       },
       { timeout: options.timeoutMs ?? 120_000, interval: 250 },

@@ -2,14 +2,9 @@ import type { Message } from "amqplib";
 import { UserError } from "../../errors.ts";
 import type { DeliveryHandler } from "../port.ts";
 import { openChannel } from "./channels.ts";
-import { type AmqpContext, sendToDead } from "./context.ts";
+import { type AmqpContext, deadLetterUnreadable } from "./context.ts";
 import { AmqpDelivery, type ConsumerChannel, type DeliveryHost } from "./delivery.ts";
-import {
-  deadLetterHeaders,
-  decodeBody,
-  INVALID_MESSAGE,
-  MAX_ATTEMPTS_EXCEEDED,
-} from "./message.ts";
+import { decodeBody, MAX_ATTEMPTS_EXCEEDED } from "./message.ts";
 import { type Lane, lanesOf } from "./names.ts";
 
 export interface AmqpConsumeSettings {
@@ -27,12 +22,14 @@ export interface AmqpConsumeSettings {
  * one parked longer than the lease is given back without spending an attempt. Handlers
  * never hold more than `prefetch` at once.
  *
- * Priority on quorum queues. Before a normal-lane message takes a slot, every high lane
- * whose broker credit was freed since (an ack or nack that lets the broker push the next
- * high message) is asked with basic.get. That get goes through the queue's Raft log after
- * the ack, so a high message the ack released is either returned by it or already on its
- * way to this channel; a second round trip (queue.declare passive) lets it arrive, since
- * the broker can answer the get before it forwards that delivery.
+ * Priority on quorum queues. A fast handler acks a high-lane job and frees its slot before
+ * the broker has pushed the next high-lane job, so "take whatever is parked" would let a
+ * normal job in ahead of it. Before a normal-lane job takes a slot, every high lane whose
+ * broker credit was freed since (an ack or nack) is asked with basic.get. That get goes
+ * through the queue's Raft log after the ack, so a high job the ack released is either
+ * returned by it or pushed to this channel first (RabbitMQ 3.10 was seen to forward the
+ * push before answering the get); one more round trip on the channel (queue.declare
+ * passive) keeps that order should a broker answer the get first.
  *
  * Reconnects. When the channel or connection dies, parked deliveries are forgotten and
  * deliveries with handlers become stale (their settles reject with LeaseLostError; the
@@ -211,7 +208,7 @@ export class AmqpConsumer implements DeliveryHost {
   private receive(source: ConsumerChannel, model: string, lane: Lane, raw: Message): void {
     const message = decodeBody(raw.content);
     if (!message) {
-      this.deadLetterUnreadable(source, model, lane, raw);
+      this.track(deadLetterUnreadable(this.ctx, source, { model, lane, raw }));
       return;
     }
     const delivery = new AmqpDelivery(this.ctx, source, raw, message, lane, this);
@@ -226,32 +223,6 @@ export class AmqpConsumer implements DeliveryHost {
       delivery.park(leaseMs);
       this.pump();
     }
-  }
-
-  /** Nothing could ever process it; keep it for a person rather than redeliver forever. */
-  private deadLetterUnreadable(source: ConsumerChannel, model: string, lane: Lane, raw: Message) {
-    const answer = (ack: boolean) => {
-      if (!source.alive) return;
-      try {
-        if (ack) source.channel.ack(raw);
-        else source.channel.nack(raw, false, true);
-      } catch {
-        // The channel died; the broker has it back.
-      }
-    };
-    const properties = {
-      persistent: true,
-      headers: deadLetterHeaders(INVALID_MESSAGE(raw.content), 0),
-    };
-    this.track(
-      sendToDead(this.ctx, { model, lane, content: raw.content, properties }).then(
-        () => answer(true),
-        (error) => {
-          this.ctx.settings.onError(error);
-          answer(false);
-        },
-      ),
-    );
   }
 
   private pump(): void {

@@ -1,7 +1,6 @@
 import type { Channel, Message } from "amqplib";
 import type { JobError, QueueMessage } from "../../protocol/index.ts";
-import type { Delivery, RetryOutcome } from "../port.ts";
-import { LeaseLostError } from "../sql.ts";
+import { type Delivery, LeaseLostError, type RetryOutcome } from "../port.ts";
 import { type AmqpContext, sendToDead, sendToLane } from "./context.ts";
 import {
   attemptsMade,
@@ -111,7 +110,8 @@ export class AmqpDelivery {
   release(): void {
     if (this.state !== "parked") return;
     this.finish();
-    this.republish(this.attempt - 1);
+    // On a dead channel the broker has the original back already; a copy would double it.
+    if (this.source.alive) this.republish(this.attempt - 1);
   }
 
   /** The channel died: the broker has put the message back; nothing to send. */
@@ -122,6 +122,7 @@ export class AmqpDelivery {
   /** Dead-letters a delivery that must not reach a handler: its attempts are spent. */
   deadLetterOnArrival(error: JobError): void {
     this.finish();
+    if (!this.source.alive) return;
     this.host.track(
       this.sendDead(error, this.attempt - 1).catch((cause) => this.ctx.settings.onError(cause)),
     );

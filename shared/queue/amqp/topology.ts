@@ -36,7 +36,8 @@ export class Topology {
   private generation = -1;
   private inspect: ReopeningChannel | undefined;
   private exchanges: Promise<void> | undefined;
-  private closed = false;
+  /** Closed or deleted: reconnects no longer re-declare. */
+  private retired = false;
 
   constructor(
     private readonly conn: AmqpConnection,
@@ -44,10 +45,11 @@ export class Topology {
   ) {
     this.names = new TopologyNames(settings.prefix);
     conn.onConnect(() => {
+      if (this.retired) return;
       for (const model of this.known) {
         this.ensureModel(model).catch((error) => {
           // Whoever needs the model next declares it again; a closing queue ends here.
-          if (!this.closed)
+          if (!this.retired)
             settings.logger?.warn({ err: error, model }, "re-declaring queues failed");
         });
       }
@@ -138,6 +140,10 @@ export class Topology {
    * included. For tests and for retiring a namespace; the gateway and agents never call it.
    */
   async deleteAll(): Promise<void> {
+    // Nothing may declare behind the deletion: no re-declaring on reconnect, and the
+    // declarations already under way finish first.
+    this.retired = true;
+    await Promise.allSettled([...this.declared.values(), this.exchanges]);
     const connection = await this.conn.model(this.settings.operationTimeoutMs);
     const { names, settings } = this;
     const queues = this.knownModels().flatMap((model) => [
@@ -169,7 +175,7 @@ export class Topology {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
+    this.retired = true;
     await this.inspect?.close();
     this.inspect = undefined;
   }

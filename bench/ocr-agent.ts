@@ -5,11 +5,12 @@
  * best match the bare loop; the target is a ratio of at least 0.95. Rounds alternate bare and
  * agent so that a busy machine slows both alike.
  *
- *   npx tsx bench/ocr-agent.ts [--jobs 30] [--rounds 4] [--threads 1] [--provider cpu] [--full]
+ *   npx tsx bench/ocr-agent.ts [--jobs 30] [--rounds 4] [--threads 1] [--provider cpu] [--lookahead 1] [--full]
  *
  * `--full` measures whole OCR (detection + recognition) instead. On a GPU host, pass
  * `--provider cuda` to compare both on the GPU.
  */
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { OcrEngine } from "../gpu-agent/pipelines/ocr/index.ts";
 import { sessionFactory } from "../gpu-agent/runner/providers.ts";
@@ -22,6 +23,7 @@ const { values } = parseArgs({
     rounds: { type: "string", default: "4" },
     threads: { type: "string", default: "1" },
     provider: { type: "string", default: "cpu" },
+    lookahead: { type: "string" },
     full: { type: "boolean", default: false },
   },
 });
@@ -45,6 +47,7 @@ const agent = await startBenchAgent({
   models: ["ocr-det"],
   threads,
   providers: [provider],
+  ...(values.lookahead ? { lookahead: Number(values.lookahead) } : {}),
   modelConfigs: { "ocr-det": { pipeline: "ocr", detection_only: !full } },
 });
 const job = (): BenchJob => ({
@@ -58,11 +61,19 @@ try {
   let bareSeconds = 0;
   let agentSeconds = 0;
   let busySeconds = 0;
+  const cpu = { bare: 0, child: 0, supervisor: 0 };
   for (let round = 1; round <= rounds; round++) {
     const started = performance.now();
+    let before = process.cpuUsage();
     for (let i = 0; i < jobs; i++) await bareOnce();
     const bare = (performance.now() - started) / 1000;
+    cpu.bare += cpuMs(process.cpuUsage(before));
+    const child = agent.runners[0]!.pid!;
+    const childBefore = childCpuMs(child);
+    before = process.cpuUsage();
     const { seconds, runnerBusy } = await agent.run(Array.from({ length: jobs }, job));
+    cpu.supervisor += cpuMs(process.cpuUsage(before));
+    cpu.child += childCpuMs(child) - childBefore;
     bareSeconds += bare;
     agentSeconds += seconds;
     busySeconds += runnerBusy * seconds;
@@ -84,10 +95,30 @@ try {
   console.log(
     `runner busy in the agent${" ".repeat(what.length - 10)} : ${((busySeconds / agentSeconds) * 100).toFixed(1)}% of its wall time (the rest: waiting for work)`,
   );
+  const perJob = (ms: number) => (ms / (jobs * rounds)).toFixed(1);
+  console.log(
+    `cpu per job: bare ${perJob(cpu.bare)} ms | runner child ${perJob(cpu.child)} ms | ` +
+      `supervisor with the stub gateway ${perJob(cpu.supervisor)} ms (Linux /proc; 0 elsewhere)`,
+  );
   console.log(
     `ratio agent / bare${" ".repeat(what.length - 4)} : ${(agentRate / bareRate).toFixed(3)} (target >= 0.95)`,
   );
 } finally {
   await agent.close();
   await engine.release();
+}
+
+function cpuMs(usage: NodeJS.CpuUsage): number {
+  return (usage.user + usage.system) / 1000;
+}
+
+/** A process's CPU time so far (user + system), from /proc; 0 where there is none. */
+function childCpuMs(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    // utime and stime, in clock ticks (100 a second on Linux).
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return 0;
+  }
 }

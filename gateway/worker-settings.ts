@@ -15,9 +15,9 @@ import type { D1Database } from "@cloudflare/workers-types";
 import type { R2BucketLike } from "../shared/blob/r2.ts";
 import type { S3BlobStoreOptions } from "../shared/blob/s3.ts";
 import type { QueueLimits } from "../shared/queue/port.ts";
+import { parseSqsQueueUrl, type SqsQueueUrlParts } from "../shared/queue/sqs-url.ts";
 import { GatewayConfig } from "./config.ts";
 import { BUILTIN_MODELS } from "./models.ts";
-import { parseSqsQueueUrl, type SqsQueueUrlParts } from "./worker-sqs-url.ts";
 
 /** A var as wrangler hands it over: TOML strings stay strings, numbers and booleans do not. */
 type Var = string | number | boolean;

@@ -63,8 +63,14 @@ export function createRunnerPool(
       const index = busy.indexOf(false);
       if (index < 0) return;
       const next = waiting.next(policyOf(runners[index]!), now());
-      if (next.kind === "idle") return stopTimer();
-      if (next.kind === "wait") return wakeAt(next.until);
+      if (next.kind === "idle") {
+        stopTimer();
+        return;
+      }
+      if (next.kind === "wait") {
+        wakeAt(next.until);
+        return;
+      }
       dispatch(index, next.items as Pending[]);
     }
   }

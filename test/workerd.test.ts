@@ -14,12 +14,12 @@ import {
   readWorkerSettings,
   type WorkerEnv,
 } from "../gateway/worker-settings.ts";
-import { parseSqsQueueUrl } from "../gateway/worker-sqs-url.ts";
 import { signAgentRequest } from "../shared/agent-signing.ts";
 import type { R2BucketLike } from "../shared/blob/r2.ts";
 import type { Database } from "../shared/db/schema.ts";
 import { randomToken } from "../shared/ids.ts";
 import { AgentCredentials, Claim } from "../shared/protocol/index.ts";
+import { parseSqsQueueUrl } from "../shared/queue/sqs-url.ts";
 import {
   bundleGatewayWorker,
   describeSize,

@@ -20,7 +20,14 @@ export const metaRoutes = new Hono<AppEnv>()
           gateway.log.warn({ check: name, err: String(error) }, "readiness check failed");
         },
       );
-    await Promise.all([check("database", ping(gateway.db)), check("queue", gateway.queue.depth())]);
+    await Promise.all([
+      check("database", ping(gateway.db)),
+      check(
+        "queue",
+        // Per served model: least-privilege queue credentials (SQS) can't list every queue.
+        Promise.all([...gateway.models.keys()].map((model) => gateway.queue.depth(model))),
+      ),
+    ]);
     const ready = Object.values(checks).every((v) => v === "ok");
     return c.json({ status: ready ? "ready" : "not_ready", checks }, ready ? 200 : 503);
   })

@@ -33,6 +33,8 @@ export class Topology {
   readonly names: TopologyNames;
   private readonly known = new Set<string>();
   private declared = new Map<string, Promise<void>>();
+  /** Every declaration still running, of this connection or an earlier one. */
+  private readonly inProgress = new Set<Promise<void>>();
   private generation = -1;
   private inspect: ReopeningChannel | undefined;
   private exchanges: Promise<void> | undefined;
@@ -67,11 +69,17 @@ export class Topology {
     this.resetIfReconnected();
     let declaring = this.declared.get(model);
     if (!declaring) {
-      declaring = this.conn.model(timeoutMs).then((connection) => this.declare(connection, model));
-      this.declared.set(model, declaring);
-      declaring.catch(() => {
-        if (this.declared.get(model) === declaring) this.declared.delete(model);
-      });
+      const started = this.conn
+        .model(timeoutMs)
+        .then((connection) => this.declare(connection, model));
+      this.declared.set(model, started);
+      this.inProgress.add(started);
+      started
+        .catch(() => {
+          if (this.declared.get(model) === started) this.declared.delete(model);
+        })
+        .finally(() => this.inProgress.delete(started));
+      declaring = started;
     }
     return declaring;
   }
@@ -143,7 +151,7 @@ export class Topology {
     // Nothing may declare behind the deletion: no re-declaring on reconnect, and the
     // declarations already under way finish first.
     this.retired = true;
-    await Promise.allSettled([...this.declared.values(), this.exchanges]);
+    await Promise.allSettled([...this.inProgress, this.exchanges]);
     const connection = await this.conn.model(this.settings.operationTimeoutMs);
     const { names, settings } = this;
     const queues = this.knownModels().flatMap((model) => [

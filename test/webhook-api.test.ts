@@ -297,3 +297,22 @@ describe("GET /v1/webhooks/endpoints", () => {
     expect(WebhookEndpointList.parse(await theirs.json()).data).toEqual([]);
   });
 });
+
+describe("POST /v1/jobs with a webhook", () => {
+  it("refuses a webhook URL that points at cloud metadata, before anything is queued", async () => {
+    const response = await gw.api("/v1/jobs", {
+      method: "POST",
+      json: {
+        model: "noop",
+        input: {},
+        webhook: { url: "http://169.254.169.254/latest/meta-data" },
+      },
+    });
+    const problem = await expectProblem(response, 422);
+    expect(problem.code).toBe("webhook_url_not_allowed");
+    const list = (await (await gw.api("/v1/jobs?limit=100")).json()) as {
+      data: { webhook: { url: string } | null }[];
+    };
+    expect(list.data.some((job) => job.webhook?.url.includes("169.254"))).toBe(false);
+  });
+});

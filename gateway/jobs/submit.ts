@@ -8,6 +8,7 @@ import { jobPriority } from "../plans.ts";
 import type { JobRow } from "../store/job-rows.ts";
 import { hashKey, queuedJobCount, type Tenant } from "../store/tenants.ts";
 import { uploadBlobKey, uploadForTenant } from "../store/uploads.ts";
+import { assertWebhookUrlAllowed } from "../webhooks/url-policy.ts";
 import { afterTransition, publishJob } from "./lifecycle.ts";
 
 export interface SubmitOptions {
@@ -41,6 +42,11 @@ export async function submitJob(
     if (earlier) return { job: earlier, created: false };
   }
   const spec = await checkModelAndInputs(gateway, tenant, request);
+  if (request.webhook) {
+    assertWebhookUrlAllowed(request.webhook.url, {
+      allowInsecure: gateway.config.allowInsecureWebhooks,
+    });
+  }
   await assertTenantHasRoom(gateway, tenant);
   await assertQueueHasRoom(gateway, spec.id);
   const now = gateway.now();

@@ -80,7 +80,9 @@ export const JobRequest = z.strictObject({
     .min(0)
     .max(9)
     .optional()
-    .describe("0 (lowest) to 9 (highest); default 5."),
+    .describe(
+      "0 (lowest) to 9 (highest), clamped into your plan's priority band; the plan's default when omitted.",
+    ),
   ttl_seconds: z
     .number()
     .int()

@@ -1,75 +1,5 @@
-import { z } from "zod";
-import {
-  Job,
-  JobEvent,
-  JobList,
-  JobRequest,
-  Problem,
-  Upload,
-  UploadRequest,
-  WebhookPayload,
-  WebhookSecret,
-} from "../shared/protocol/index.ts";
-import {
-  WebhookDelivery,
-  WebhookDeliveryList,
-  WebhookEndpoint,
-  WebhookEndpointEnableRequest,
-  WebhookEndpointList,
-  WebhookSecretDetails,
-  WebhookSecretRotateRequest,
-} from "../shared/protocol/webhook-api.ts";
-
-const SCHEMAS = {
-  JobRequest,
-  Job,
-  JobList,
-  JobEvent,
-  UploadRequest,
-  Upload,
-  WebhookSecret,
-  WebhookPayload,
-  Problem,
-  WebhookDelivery,
-  WebhookDeliveryList,
-  WebhookSecretDetails,
-  WebhookSecretRotateRequest,
-  WebhookEndpoint,
-  WebhookEndpointList,
-  WebhookEndpointEnableRequest,
-};
-type SchemaName = keyof typeof SCHEMAS;
-
-const ref = (name: SchemaName) => ({ $ref: `#/components/schemas/${name}` });
-const json = (name: SchemaName) => ({ "application/json": { schema: ref(name) } });
-const problems = (...statuses: number[]) =>
-  Object.fromEntries(
-    statuses.map((s) => [
-      String(s),
-      {
-        description: "Problem details (RFC 9457)",
-        content: { "application/problem+json": { schema: ref("Problem") } },
-      },
-    ]),
-  );
-const jobIdParam = {
-  name: "id",
-  in: "path",
-  required: true,
-  schema: { type: "string", pattern: "^job_" },
-};
-
-function componentSchemas() {
-  return Object.fromEntries(
-    Object.entries(SCHEMAS).map(([name, schema]) => {
-      const { $schema: _ignored, ...body } = z.toJSONSchema(schema, {
-        io: "input",
-        unrepresentable: "any",
-      });
-      return [name, body];
-    }),
-  );
-}
+import { adminPaths } from "./openapi-admin.ts";
+import { componentSchemas, jobIdParam, json, problems, ref } from "./openapi-parts.ts";
 
 /** The OpenAPI 3.1 document, built from the same zod schemas that validate requests. */
 export function openApiDocument(serverUrl: string) {
@@ -88,6 +18,7 @@ export function openApiDocument(serverUrl: string) {
       schemas: componentSchemas(),
     },
     paths: {
+      ...adminPaths(),
       "/v1/uploads": {
         post: {
           summary: "Presign an upload",
@@ -114,7 +45,7 @@ export function openApiDocument(serverUrl: string) {
           requestBody: { required: true, content: json("JobRequest") },
           responses: {
             "202": { description: "Accepted and queued", content: json("Job") },
-            ...problems(400, 401, 409, 415, 422),
+            ...problems(400, 401, 403, 409, 413, 415, 422, 429, 503),
           },
         },
         get: {

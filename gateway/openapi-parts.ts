@@ -1,0 +1,81 @@
+/** Building blocks of the OpenAPI document: the schemas it names and small helpers. */
+import { z } from "zod";
+import {
+  AgentCreated,
+  AgentCreateRequest,
+  AgentList,
+  AgentView,
+  Job,
+  JobEvent,
+  JobList,
+  JobRequest,
+  Problem,
+  Upload,
+  UploadRequest,
+  WebhookPayload,
+  WebhookSecret,
+} from "../shared/protocol/index.ts";
+import {
+  WebhookDelivery,
+  WebhookDeliveryList,
+  WebhookEndpoint,
+  WebhookEndpointEnableRequest,
+  WebhookEndpointList,
+  WebhookSecretDetails,
+  WebhookSecretRotateRequest,
+} from "../shared/protocol/webhook-api.ts";
+
+export const SCHEMAS = {
+  JobRequest,
+  Job,
+  JobList,
+  JobEvent,
+  UploadRequest,
+  Upload,
+  WebhookSecret,
+  WebhookPayload,
+  Problem,
+  WebhookDelivery,
+  WebhookDeliveryList,
+  WebhookSecretDetails,
+  WebhookSecretRotateRequest,
+  WebhookEndpoint,
+  WebhookEndpointList,
+  WebhookEndpointEnableRequest,
+  AgentView,
+  AgentList,
+  AgentCreateRequest,
+  AgentCreated,
+};
+export type SchemaName = keyof typeof SCHEMAS;
+
+export const ref = (name: SchemaName) => ({ $ref: `#/components/schemas/${name}` });
+export const json = (name: SchemaName) => ({ "application/json": { schema: ref(name) } });
+export const problems = (...statuses: number[]) =>
+  Object.fromEntries(
+    statuses.map((s) => [
+      String(s),
+      {
+        description: "Problem details (RFC 9457)",
+        content: { "application/problem+json": { schema: ref("Problem") } },
+      },
+    ]),
+  );
+export const jobIdParam = {
+  name: "id",
+  in: "path",
+  required: true,
+  schema: { type: "string", pattern: "^job_" },
+};
+
+export function componentSchemas() {
+  return Object.fromEntries(
+    Object.entries(SCHEMAS).map(([name, schema]) => {
+      const { $schema: _ignored, ...body } = z.toJSONSchema(schema, {
+        io: "input",
+        unrepresentable: "any",
+      });
+      return [name, body];
+    }),
+  );
+}

@@ -3,11 +3,13 @@ import pino from "pino";
 import { UserError } from "../shared/errors.ts";
 import { type AgentHandle, startAgent } from "./agent.ts";
 import { type AgentConfigFlags, parseAgentConfig } from "./config.ts";
+import { doctorCommand } from "./doctor/command.ts";
 
 const HELP = `gantry-agent: pulls inference jobs from the queue and runs them on this host's GPUs.
 
 Usage:
   gantry-agent run [options]     start the agent (stops gracefully on SIGTERM / Ctrl-C)
+  gantry-agent doctor [options]  check GPU, CUDA, queue, gateway and models; non-zero if not ready
   gantry-agent --help            show this help
 
 Options (each overrides its environment variable):
@@ -61,7 +63,7 @@ async function dispatch(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
     return;
   }
   const [command, ...extra] = positionals;
-  if (command !== "run" || extra.length > 0) {
+  if ((command !== "run" && command !== "doctor") || extra.length > 0) {
     throw new UserError(`unknown command "${positionals.join(" ")}"; try "gantry-agent run"`);
   }
   const flags: AgentConfigFlags = {
@@ -72,6 +74,10 @@ async function dispatch(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
     threads: values.threads,
     agentId: values["agent-id"],
   };
+  if (command === "doctor") {
+    if (!(await doctorCommand(env, flags))) process.exitCode = 1;
+    return;
+  }
   await run(parseAgentConfig(env, flags), env);
 }
 

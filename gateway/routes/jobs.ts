@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { HttpProblem, notFound } from "../../shared/errors.ts";
 import { JobId, type JobList, JobRequest, JobStatus } from "../../shared/protocol/index.ts";
+import { newTraceparent } from "../../shared/trace.ts";
 import type { AppEnv } from "../env.ts";
 import { afterTransition } from "../jobs/lifecycle.ts";
 import { submitJob } from "../jobs/submit.ts";
@@ -30,7 +31,8 @@ export const jobRoutes = new Hono<AppEnv>()
     const trace = TraceParent.safeParse(c.req.header("traceparent"));
     const { job, created } = await submitJob(c.var.gateway, c.var.tenant, request, {
       idempotencyKey,
-      traceparent: trace.success ? trace.data : null,
+      // Every job gets a trace: the client's, or a new one started here.
+      traceparent: trace.success ? trace.data : newTraceparent(),
     });
     c.header("location", `/v1/jobs/${job.id}`);
     if (!created) c.header("idempotent-replayed", "true");

@@ -1,0 +1,111 @@
+import { Gauge, Registry } from "prom-client";
+import { JobStatus } from "../shared/protocol/job.ts";
+import type { Gateway } from "./context.ts";
+
+/**
+ * The gateway's Prometheus metric names (Node only: prom-client needs Node). The Grafana
+ * dashboard's test checks every panel against this list.
+ */
+export const GATEWAY_METRIC_NAMES = [
+  "gantry_gateway_jobs",
+  "gantry_gateway_queue_depth",
+  "gantry_gateway_webhook_deliveries",
+] as const;
+
+/** What a webhook delivery row's `state` can be; zero-filled so a panel never has gaps. */
+const DELIVERY_STATES = ["pending", "delivered", "failed", "skipped"] as const;
+
+export interface GatewayMetrics {
+  registry: Registry;
+  /** Answers `GET /metrics`: the Prometheus text format, collected now. */
+  handler(): Promise<Response>;
+}
+
+type MetricsSource = Pick<Gateway, "db" | "queue" | "models" | "log">;
+
+/**
+ * Gauges read from the job store and the queue when Prometheus scrapes, never between
+ * scrapes: the database and the broker are the truth, shared by every gateway replica, so
+ * each replica reports the same figures and nothing drifts from counting events in memory.
+ * A source that fails is logged and left out of that scrape rather than failing all of it.
+ */
+export function createGatewayMetrics(gateway: MetricsSource): GatewayMetrics {
+  const registry = new Registry();
+  const registers = [registry];
+  const warn = (what: string, error: unknown) =>
+    gateway.log.warn({ err: String(error) }, `metrics: could not read ${what}`);
+
+  new Gauge({
+    name: "gantry_gateway_jobs",
+    help: "Jobs in the job store, by state.",
+    labelNames: ["state"],
+    registers,
+    async collect() {
+      this.reset();
+      try {
+        const rows = await gateway.db
+          .selectFrom("jobs")
+          .select(["status", (eb) => eb.fn.countAll<number | string | bigint>().as("count")])
+          .groupBy("status")
+          .execute();
+        for (const state of JobStatus.options) this.set({ state }, 0);
+        for (const row of rows) this.set({ state: row.status }, Number(row.count));
+      } catch (error) {
+        warn("job counts", error);
+      }
+    },
+  });
+
+  new Gauge({
+    name: "gantry_gateway_queue_depth",
+    help: "Messages in each model's queue: ready, unacked (delivered, not settled), delayed, dead.",
+    labelNames: ["model", "state"],
+    registers,
+    async collect() {
+      this.reset();
+      // One call per served model: least-privilege queue credentials may not list queues.
+      await Promise.all(
+        [...gateway.models.keys()].map(async (model) => {
+          try {
+            const depth = await gateway.queue.depth(model);
+            this.set({ model, state: "ready" }, depth.ready);
+            this.set({ model, state: "unacked" }, depth.inFlight);
+            this.set({ model, state: "delayed" }, depth.delayed);
+            this.set({ model, state: "dead" }, depth.dead);
+          } catch (error) {
+            warn(`queue depth of ${model}`, error);
+          }
+        }),
+      );
+    },
+  });
+
+  new Gauge({
+    name: "gantry_gateway_webhook_deliveries",
+    help: "Webhook deliveries recorded, by outcome (pending, delivered, failed, skipped).",
+    labelNames: ["outcome"],
+    registers,
+    async collect() {
+      this.reset();
+      try {
+        const rows = await gateway.db
+          .selectFrom("webhook_deliveries")
+          .select(["state", (eb) => eb.fn.countAll<number | string | bigint>().as("count")])
+          .groupBy("state")
+          .execute();
+        for (const outcome of DELIVERY_STATES) this.set({ outcome }, 0);
+        for (const row of rows) this.set({ outcome: row.state }, Number(row.count));
+      } catch (error) {
+        warn("webhook deliveries", error);
+      }
+    },
+  });
+
+  return {
+    registry,
+    async handler() {
+      const body = await registry.metrics();
+      return new Response(body, { headers: { "content-type": registry.contentType } });
+    },
+  };
+}

@@ -1,0 +1,71 @@
+import type { OpenedQueue, OpenQueueOptions } from "../../shared/queue/open.ts";
+import { type CheckResult, errorText, withTimeout } from "./report.ts";
+
+/**
+ * Opens the queue and reads each model's depth: proves the URL, the credentials and the
+ * per-model queues at once. Only the description is ever shown: the URL may hold a password.
+ */
+export async function queueCheck(
+  queueUrl: string,
+  models: readonly string[],
+  timeoutMs: number,
+  open: (url: string, options: OpenQueueOptions) => Promise<OpenedQueue>,
+): Promise<CheckResult> {
+  const name = "queue";
+  let opened: OpenedQueue | undefined;
+  try {
+    opened = await withTimeout(open(queueUrl, { connectTimeoutMs: timeoutMs }), timeoutMs, "queue");
+    const queue = opened.queue;
+    const depths = await withTimeout(
+      Promise.all(models.map(async (model) => ({ model, depth: await queue.depth(model) }))),
+      timeoutMs,
+      "queue depth",
+    );
+    const summary = depths
+      .map(({ model, depth }) => `${model}: ${depth.ready} ready, ${depth.inFlight} in flight`)
+      .join("; ");
+    return { name, status: "pass", detail: `${opened.description} (${summary})` };
+  } catch (error) {
+    return {
+      name,
+      status: "fail",
+      detail: `cannot use the queue: ${errorText(error)}`,
+      hint: "check GANTRY_QUEUE_URL and that this host can reach it",
+    };
+  } finally {
+    await opened?.close().catch(() => {});
+  }
+}
+
+/** `GET path` on the gateway: 200 passes; anything else names what came back. */
+export async function gatewayCheck(
+  gatewayUrl: string,
+  path: "/healthz" | "/readyz",
+  timeoutMs: number,
+  fetcher: typeof fetch,
+): Promise<CheckResult> {
+  const name = `gateway ${path}`;
+  const url = new URL(path, gatewayUrl).toString();
+  try {
+    const response = await fetcher(url, { signal: AbortSignal.timeout(timeoutMs) });
+    const body = (await response.text()).slice(0, 200).trim();
+    if (response.ok) return { name, status: "pass", detail: `${url} answered ${response.status}` };
+    return {
+      name,
+      status: "fail",
+      detail: `${url} answered ${response.status}: ${body}`,
+      hint:
+        path === "/readyz"
+          ? "the gateway is up but its database or queue is not; see the gateway's logs"
+          : "check GANTRY_GATEWAY_URL",
+    };
+  } catch (error) {
+    const cause = (error as { cause?: unknown }).cause;
+    return {
+      name,
+      status: "fail",
+      detail: `cannot reach ${url}: ${errorText(error)}${cause ? ` (${errorText(cause)})` : ""}`,
+      hint: "check GANTRY_GATEWAY_URL and that this host can reach it",
+    };
+  }
+}

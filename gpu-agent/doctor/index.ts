@@ -1,0 +1,123 @@
+import { type OpenedQueue, type OpenQueueOptions, openQueue } from "../../shared/queue/open.ts";
+import type { ModelConfig } from "../pipelines/model-config.ts";
+import { probeProvider } from "../runner/providers.ts";
+import type { ExecutionProvider } from "../runner/types.ts";
+import { gatewayCheck, queueCheck } from "./connections.ts";
+import {
+  cudaLibraryCheck,
+  cudaLibraryPath,
+  driverCheck,
+  type NvidiaSmi,
+  providerCheck,
+  queryGpus,
+  runNvidiaSmi,
+  vramCheck,
+} from "./gpu.ts";
+import { type LoadModelsFn, modelCheck } from "./models.ts";
+import type { CheckResult } from "./report.ts";
+
+export { type CheckResult, type CheckStatus, formatReport } from "./report.ts";
+
+export interface DoctorOptions {
+  gatewayUrl: string;
+  queueUrl: string;
+  models: readonly string[];
+  providers: readonly ExecutionProvider[];
+  threads: number;
+  /** From models.yaml (`toModelConfigs(resolveModels(…))`); built-ins need none. */
+  modelConfigs?: Readonly<Record<string, ModelConfig>>;
+  /** Per network check. Default 10 s. */
+  timeoutMs?: number;
+}
+
+/** Seams for tests; each defaults to the real thing. */
+export interface DoctorDeps {
+  /** One line per step as it starts and ends: a person never stares at a silent terminal. */
+  progress?: (line: string) => void;
+  nvidiaSmi?: NvidiaSmi;
+  cudaLibraryPath?: string;
+  probe?: (provider: ExecutionProvider) => Promise<void>;
+  openQueue?: (url: string, options: OpenQueueOptions) => Promise<OpenedQueue>;
+  fetch?: typeof fetch;
+  loadModels?: LoadModelsFn;
+}
+
+export interface DoctorReport {
+  /** False when any check failed: the agent would not start or not get jobs. */
+  ok: boolean;
+  results: CheckResult[];
+}
+
+/**
+ * Checks that this host can run the agent: the GPU stack, the queue, the gateway and every
+ * configured model, each loaded and warmed as a runner would. Checks never throw: each
+ * becomes a row, so one broken piece does not hide the state of the others.
+ */
+export async function runDoctor(
+  options: DoctorOptions,
+  deps: DoctorDeps = {},
+): Promise<DoctorReport> {
+  const progress = deps.progress ?? (() => {});
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  const probe = deps.probe ?? probeProvider;
+  const { providers } = options;
+  const results: CheckResult[] = [];
+  const record = (result: CheckResult) => {
+    results.push(result);
+    progress(`${result.status.toUpperCase()} ${result.name}: ${result.detail}`);
+    return result;
+  };
+
+  if (providers.includes("cuda")) {
+    progress("checking the NVIDIA driver (nvidia-smi)…");
+    const gpus = await queryGpus(deps.nvidiaSmi ?? runNvidiaSmi);
+    record(driverCheck(gpus, providers));
+    record(vramCheck(gpus));
+    progress("checking the CUDA provider libraries…");
+    const libraries = record(
+      await cudaLibraryCheck(deps.cudaLibraryPath ?? cudaLibraryPath(), providers),
+    );
+    if (libraries.status === "pass") {
+      record(await providerCheck("cuda", providers, probe));
+    } else {
+      record({ name: "cuda execution provider", status: "skip", detail: "libraries missing" });
+    }
+  } else {
+    record({ name: "NVIDIA driver", status: "skip", detail: "cuda is not in the providers" });
+  }
+  if (providers.includes("cpu")) {
+    progress("checking the CPU execution provider…");
+    record(await providerCheck("cpu", providers, probe));
+  }
+
+  progress("checking the queue…");
+  record(
+    await queueCheck(options.queueUrl, options.models, timeoutMs, deps.openQueue ?? openQueue),
+  );
+  progress("checking the gateway…");
+  for (const path of ["/healthz", "/readyz"] as const) {
+    record(await gatewayCheck(options.gatewayUrl, path, timeoutMs, deps.fetch ?? fetch));
+  }
+
+  // Models load on the providers that just worked, as a runner would end up doing, without
+  // retrying (and re-logging) a provider already shown broken; none working: try them all,
+  // so each model's row names why.
+  const working = providers.filter((provider) =>
+    results.some(
+      (result) => result.name === `${provider} execution provider` && result.status === "pass",
+    ),
+  );
+  for (const model of options.models) {
+    progress(`loading and warming model ${model}…`);
+    record(
+      await modelCheck(model, {
+        providers: working.length > 0 ? working : providers,
+        threads: options.threads,
+        ...(options.modelConfigs ? { configs: options.modelConfigs } : {}),
+        ...(deps.loadModels ? { load: deps.loadModels } : {}),
+      }),
+    );
+  }
+
+  return { ok: results.every((result) => result.status !== "fail"), results };
+}

@@ -1,0 +1,65 @@
+/**
+ * W3C Trace Context `traceparent` (https://www.w3.org/TR/trace-context/): the one header
+ * that ties a job's log lines together from the API request, through the queue message,
+ * to the agent that runs it. Runtime-free: Web Crypto only, so the gateway core on
+ * Workers and the agent on Node share it.
+ */
+
+/** A parsed `traceparent`, version 00. */
+export interface TraceContext {
+  /** 32 lowercase hex digits; names the whole trace (the job's journey). */
+  traceId: string;
+  /** 16 lowercase hex digits; names the span that sent this header. */
+  spanId: string;
+  /** Trace flags; bit 0 is `sampled`. */
+  flags: number;
+}
+
+// Version 00 only: a later version may add fields, which this project would not forward.
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+const ALL_ZERO = /^0+$/;
+
+/**
+ * The trace context in a `traceparent` header, or null when it is absent or invalid. Per
+ * the spec an all-zero trace or span id is invalid, and the receiver then starts a new trace.
+ */
+export function parseTraceparent(header: string | null | undefined): TraceContext | null {
+  if (!header) return null;
+  const match = TRACEPARENT.exec(header.trim());
+  if (!match) return null;
+  const [, traceId, spanId, flags] = match as unknown as [string, string, string, string];
+  if (ALL_ZERO.test(traceId) || ALL_ZERO.test(spanId)) return null;
+  return { traceId, spanId, flags: Number.parseInt(flags, 16) };
+}
+
+export function formatTraceparent(context: TraceContext): string {
+  const flags = (context.flags & 0xff).toString(16).padStart(2, "0");
+  return `00-${context.traceId}-${context.spanId}-${flags}`;
+}
+
+/** A fresh trace, sampled: for a request that arrived without a `traceparent`. */
+export function newTraceparent(): string {
+  return formatTraceparent({ traceId: randomHex(16), spanId: randomHex(8), flags: 1 });
+}
+
+/**
+ * A span within the same trace: same trace id and flags, a new span id. The gateway
+ * publishing a job and the agent running it are each a child of the request's span.
+ */
+export function childSpan(parent: string | TraceContext): string {
+  const context = typeof parent === "string" ? parseTraceparent(parent) : parent;
+  if (!context) return newTraceparent();
+  return formatTraceparent({ ...context, spanId: randomHex(8) });
+}
+
+/** The trace id in a header, for log lines (`trace_id`); undefined when there is none. */
+export function traceIdOf(header: string | null | undefined): string | undefined {
+  return parseTraceparent(header)?.traceId;
+}
+
+function randomHex(bytes: number): string {
+  const buffer = crypto.getRandomValues(new Uint8Array(bytes));
+  // An all-zero id is invalid; 2^-64 at worst, but cheap to rule out.
+  if (buffer.every((byte) => byte === 0)) buffer[0] = 1;
+  return Array.from(buffer, (byte) => byte.toString(16).padStart(2, "0")).join("");
+}

@@ -1,0 +1,177 @@
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { delimiter, join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type CheckResult, formatReport, runDoctor } from "../gpu-agent/doctor/index.ts";
+import { startTestGateway, type TestGateway } from "./helpers/test-gateway.ts";
+
+const BIN = join(import.meta.dirname, "..", "bin", "gantry-agent.js");
+const hostHasNvidiaSmi = (process.env.PATH ?? "")
+  .split(delimiter)
+  .some((dir) => dir && existsSync(join(dir, "nvidia-smi")));
+const absent = () =>
+  Promise.reject(Object.assign(new Error("spawn nvidia-smi ENOENT"), { code: "ENOENT" }));
+
+/** A port nothing listens on: bound by the OS, then released. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+const row = (results: CheckResult[], name: string) =>
+  results.find((result) => result.name === name);
+
+let gateway: TestGateway;
+let dir: string;
+beforeAll(async () => {
+  gateway = await startTestGateway({ models: ["noop"] });
+  dir = mkdtempSync(join(tmpdir(), "gantry-doctor-"));
+});
+afterAll(async () => {
+  await gateway?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("gantry-agent doctor", () => {
+  it.skipIf(hostHasNvidiaSmi)(
+    "on this machine: says there is no GPU and reports the CPU path as working",
+    async () => {
+      const progress: string[] = [];
+      const report = await runDoctor(
+        {
+          gatewayUrl: gateway.url,
+          queueUrl: gateway.queueUrl,
+          models: ["noop"],
+          providers: ["cuda", "cpu"],
+          threads: 1,
+        },
+        { progress: (line) => progress.push(line) },
+      );
+      expect(row(report.results, "NVIDIA driver")).toMatchObject({
+        status: "warn",
+        detail: "no NVIDIA driver found: the CPU path will be used",
+      });
+      expect(row(report.results, "free VRAM")?.status).toBe("skip");
+      expect(row(report.results, "CUDA provider libraries")?.detail).toMatch(
+        /missing: .*libonnxruntime_providers_cuda\.so$/,
+      );
+      expect(row(report.results, "cpu execution provider")?.status).toBe("pass");
+      expect(row(report.results, "queue")?.status).toBe("pass");
+      expect(row(report.results, "gateway /healthz")?.status).toBe("pass");
+      expect(row(report.results, "gateway /readyz")?.status).toBe("pass");
+      expect(row(report.results, "model noop")).toMatchObject({
+        status: "pass",
+        detail: expect.stringMatching(/^loaded and warmed on cpu/),
+      });
+      expect(report.ok).toBe(true);
+      expect(progress).toContain("loading and warming model noop…");
+      expect(formatReport(report.results)).toMatch(/READY with 2 warning\(s\)/);
+    },
+  );
+
+  it("fails when only cuda is configured and there is no GPU", async () => {
+    const report = await runDoctor(
+      {
+        gatewayUrl: gateway.url,
+        queueUrl: gateway.queueUrl,
+        models: ["noop"],
+        providers: ["cuda"],
+        threads: 1,
+      },
+      {
+        nvidiaSmi: absent,
+        cudaLibraryPath: join(dir, "no-such-lib.so"),
+        probe: () => Promise.reject(new Error("CUDA not available")),
+      },
+    );
+    expect(row(report.results, "NVIDIA driver")).toMatchObject({
+      status: "fail",
+      detail: "no NVIDIA driver found: and only cuda is configured",
+    });
+    expect(row(report.results, "CUDA provider libraries")?.status).toBe("fail");
+    expect(row(report.results, "model noop")?.status).toBe("fail");
+    expect(report.ok).toBe(false);
+    expect(formatReport(report.results)).toMatch(/NOT READY: \d+ check\(s\) failed/);
+  });
+
+  it("reports the GPUs, their free VRAM and a working CUDA provider when present", async () => {
+    const library = join(dir, "libonnxruntime_providers_cuda.so");
+    writeFileSync(library, "");
+    const report = await runDoctor(
+      {
+        gatewayUrl: gateway.url,
+        queueUrl: gateway.queueUrl,
+        models: [],
+        providers: ["cuda", "cpu"],
+        threads: 1,
+      },
+      {
+        nvidiaSmi: async () =>
+          "0, NVIDIA H100 80GB HBM3, 550.54.15, 1024, 80000, 81559\n1, NVIDIA H100 80GB HBM3, 550.54.15, 81000, 559, 81559\n",
+        cudaLibraryPath: library,
+        probe: async () => {},
+      },
+    );
+    expect(row(report.results, "NVIDIA driver")).toMatchObject({
+      status: "pass",
+      detail: "2× NVIDIA H100 80GB HBM3 (driver 550.54.15)",
+    });
+    // The second GPU is nearly full: worth a warning before a job finds out.
+    expect(row(report.results, "free VRAM")).toMatchObject({
+      status: "warn",
+      detail: "GPU0 78.1 GiB free of 79.6 GiB; GPU1 0.5 GiB free of 79.6 GiB",
+    });
+    expect(row(report.results, "cuda execution provider")?.status).toBe("pass");
+    expect(report.ok).toBe(true);
+  });
+
+  it("fails, naming the URL, when the gateway cannot be reached", async () => {
+    const url = `http://127.0.0.1:${await closedPort()}`;
+    const report = await runDoctor({
+      gatewayUrl: url,
+      queueUrl: gateway.queueUrl,
+      models: [],
+      providers: ["cpu"],
+      threads: 1,
+    });
+    expect(row(report.results, "gateway /healthz")).toMatchObject({
+      status: "fail",
+      detail: expect.stringContaining(`cannot reach ${url}/healthz`),
+    });
+    expect(report.ok).toBe(false);
+  });
+
+  it("exits non-zero from the command line, with the table on stdout", async () => {
+    const url = `http://127.0.0.1:${await closedPort()}`;
+    const child = spawn(process.execPath, [BIN, "doctor"], {
+      env: {
+        PATH: process.env.PATH ?? "",
+        GANTRY_GATEWAY_URL: url,
+        GANTRY_QUEUE_URL: gateway.queueUrl,
+        GANTRY_MODELS: "noop",
+        GANTRY_EXECUTION_PROVIDERS: "cpu",
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => {
+      stdout += chunk;
+    });
+    child.stderr.on("data", (chunk) => {
+      stderr += chunk;
+    });
+    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+    expect(code, stderr).toBe(1);
+    expect(stdout).toMatch(/^PASS +cpu execution provider +creates and runs a session$/m);
+    expect(stdout).toMatch(/^FAIL +gateway \/healthz +cannot reach/m);
+    expect(stdout).toMatch(/^PASS +model noop +loaded and warmed on cpu/m);
+    expect(stderr).toContain("gantry-agent: checking the gateway…");
+  });
+});

@@ -1,17 +1,19 @@
 /**
- * Batched against unbatched throughput for a model with a dynamic batch axis: a small
- * convolutional classifier (three stride-2 3×3 convolutions, 224×224 input) built here. Two
- * figures each way: bare onnxruntime (the same images as one batch of N or N runs of one),
- * and jobs through the agent with the model's `max_batch` at 1 and at N (dynamic batching
- * in the runner pool; the jobs are published at once, so batches fill).
+ * Batched against unbatched throughput for models with a dynamic batch axis:
+ * - a classifier with its weight in dense layers (built here, 224×224 input, 11M weights),
+ *   bare onnxruntime (runs of one image against runs of a batch) and as jobs through the
+ *   agent with the model's `max_batch` at 1 and at the batch size (dynamic batching in the
+ *   runner pool; the jobs are published at once, so batches fill);
+ * - PP-OCRv4's recognition model (48×320 crops), bare, as PaddleOCR batches its crops.
  *
  *   npx tsx bench/batching.ts [--jobs 64] [--batch 8] [--threads 1] [--rounds 3]
  */
 import { parseArgs } from "node:util";
 import * as ort from "onnxruntime-node";
 import sharp from "sharp";
+import { ocrAssetPaths } from "../gpu-agent/pipelines/ocr/assets.ts";
 import { sessionFactory } from "../gpu-agent/runner/providers.ts";
-import { convNetModel, modelFolder } from "../test/helpers/onnx-models.ts";
+import { denseClassifierModel, modelFolder } from "../test/helpers/onnx-models.ts";
 import { type BenchJob, startBenchAgent } from "./ocr-agent-rig.ts";
 
 const { values } = parseArgs({
@@ -29,34 +31,44 @@ const rounds = Number(values.rounds);
 const say = (line: string) => console.log(`[batching] ${line}`);
 const SIZE = 224;
 
-const folder = modelFolder();
-const file = folder.write("convnet.onnx", convNetModel({ size: SIZE, classes: 100 }));
-
-try {
-  // Bare: the same N input tensors, as N runs of one or N/batch runs of `batch`.
-  const session = await sessionFactory("cpu", threads)(file);
-  const one = 3 * SIZE * SIZE;
+/** Inputs per second through a bare session, as runs of one and as runs of `batch`. */
+async function bare(modelFile: string, shape: readonly number[]) {
+  const session = await sessionFactory("cpu", threads)(modelFile);
+  const one = shape.reduce((a, b) => a * b, 1);
   const data = Float32Array.from({ length: one * batch }, (_, i) => Math.sin(i) * 0.5);
   const runAs = async (size: number) => {
     const started = performance.now();
     for (let done = 0; done < jobs; done += size) {
-      const input = new ort.Tensor("float32", data.subarray(0, one * size), [size, 3, SIZE, SIZE]);
-      await session.run({ input });
+      const input = new ort.Tensor("float32", data.subarray(0, one * size), [size, ...shape]);
+      await session.run({ [session.inputNames[0]!]: input });
     }
     return jobs / ((performance.now() - started) / 1000);
   };
   await runAs(1);
   await runAs(batch);
-  let bareOne = 0;
-  let bareBatched = 0;
+  let single = 0;
+  let batched = 0;
+  // Alternating, so a busy machine slows both alike.
   for (let round = 0; round < rounds; round++) {
-    bareOne += await runAs(1);
-    bareBatched += await runAs(batch);
+    single += await runAs(1);
+    batched += await runAs(batch);
   }
-  bareOne /= rounds;
-  bareBatched /= rounds;
   await session.release();
-  say(`bare: batch 1 ${bareOne.toFixed(1)} img/s, batch ${batch} ${bareBatched.toFixed(1)} img/s`);
+  return { single: single / rounds, batched: batched / rounds };
+}
+
+const folder = modelFolder();
+const file = folder.write("dense.onnx", denseClassifierModel({ size: SIZE, classes: 1000 }));
+
+try {
+  const dense = await bare(file, [3, SIZE, SIZE]);
+  say(
+    `bare dense: batch 1 ${dense.single.toFixed(1)}, batch ${batch} ${dense.batched.toFixed(1)} img/s`,
+  );
+  const recognizer = await bare(ocrAssetPaths().recognitionModel, [3, 48, 320]);
+  say(
+    `bare PP-OCRv4 rec: batch 1 ${recognizer.single.toFixed(1)}, batch ${batch} ${recognizer.batched.toFixed(1)} crops/s`,
+  );
 
   // Through the agent: distinct images, each decoded, resized and cropped in the runner.
   const images = await Promise.all(
@@ -75,7 +87,7 @@ try {
   );
   const toJobs = (): BenchJob[] =>
     images.map((bytes) => ({
-      model: "convnet",
+      model: "dense",
       input: {},
       files: { image: { bytes: new Uint8Array(bytes), contentType: "image/jpeg" } },
     }));
@@ -83,11 +95,11 @@ try {
   // the difference is the batching, not how far ahead each reads.
   const throughAgent = async (maxBatch: number) => {
     const agent = await startBenchAgent({
-      models: ["convnet"],
+      models: ["dense"],
       threads,
       lookahead: batch + 1 - maxBatch,
       modelConfigs: {
-        convnet: { pipeline: "classification", file, max_batch: maxBatch, batch_window_ms: 10 },
+        dense: { pipeline: "classification", file, max_batch: maxBatch, batch_window_ms: 10 },
       },
     });
     try {
@@ -110,16 +122,21 @@ try {
   say(`through the agent, max_batch ${batch}…`);
   const agentBatched = await throughAgent(batch);
 
+  const times = (a: number, b: number) => `× ${(b / a).toFixed(2)}`;
   console.log("");
+  console.log(`cpu, ${threads} thread(s); ${jobs} inputs × ${rounds} rounds each way`);
   console.log(
-    `conv net ${SIZE}×${SIZE}, dynamic batch axis, cpu, ${threads} thread(s), ${jobs} images × ${rounds} rounds`,
+    `dense classifier ${SIZE}×${SIZE}, bare     : batch 1 ${dense.single.toFixed(1)} img/s | ` +
+      `batch ${batch} ${dense.batched.toFixed(1)} img/s | ${times(dense.single, dense.batched)}`,
   );
   console.log(
-    `bare onnxruntime  : batch 1 ${bareOne.toFixed(1)} img/s | batch ${batch} ${bareBatched.toFixed(1)} img/s | × ${(bareBatched / bareOne).toFixed(2)}`,
+    `dense classifier, through the agent : max_batch 1 ${agentOne.rate.toFixed(1)} jobs/s | ` +
+      `max_batch ${batch} ${agentBatched.rate.toFixed(1)} jobs/s (mean batch ` +
+      `${agentBatched.meanBatch.toFixed(1)}) | ${times(agentOne.rate, agentBatched.rate)}`,
   );
   console.log(
-    `through the agent : max_batch 1 ${agentOne.rate.toFixed(1)} jobs/s | max_batch ${batch} ${agentBatched.rate.toFixed(1)} jobs/s ` +
-      `(mean batch ${agentBatched.meanBatch.toFixed(1)}) | × ${(agentBatched.rate / agentOne.rate).toFixed(2)}`,
+    `PP-OCRv4 recognition 48×320, bare   : batch 1 ${recognizer.single.toFixed(1)} crops/s | ` +
+      `batch ${batch} ${recognizer.batched.toFixed(1)} crops/s | ${times(recognizer.single, recognizer.batched)}`,
   );
 } finally {
   folder.cleanup();

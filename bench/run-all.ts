@@ -5,7 +5,13 @@
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 
-const BENCHMARKS = ["ocr-pipeline.ts", "ocr-agent.ts", "batching.ts"];
+const BENCHMARKS = [
+  "ocr-pipeline.ts",
+  "ocr-agent.ts",
+  "batching.ts",
+  "queue-submit.ts",
+  "queue-e2e.ts",
+];
 
 let failed = 0;
 for (const file of BENCHMARKS) {

@@ -7,7 +7,7 @@ import type { Database } from "../shared/db/schema.ts";
 import { type OpenedQueue, openQueue, sqlQueueOn } from "../shared/queue/open.ts";
 import type { JobQueue, QueueLimits } from "../shared/queue/port.ts";
 import { createApp, createGateway } from "./app.ts";
-import { GatewayConfig } from "./config.ts";
+import { GatewayConfig, type GatewayConfigInput } from "./config.ts";
 import type { Gateway } from "./context.ts";
 import { type SweepOptions, sweep } from "./sweep.ts";
 
@@ -37,6 +37,8 @@ export interface NodeGatewayOptions {
   sweep?: SweepOptions;
   /** Wraps the queue the gateway publishes to: tests inject faults with it. */
   wrapQueue?: (queue: JobQueue) => JobQueue;
+  /** Further gateway settings (queue bounds, TTLs), checked like the rest. */
+  config?: Partial<GatewayConfigInput>;
 }
 
 export interface NodeGateway {
@@ -99,6 +101,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     secret: options.blobSecret,
   });
   const config = GatewayConfig.parse({
+    ...options.config,
     publicUrl: url,
     models: options.models,
     maxUploadBytes: options.maxUploadBytes,

@@ -1,17 +1,21 @@
 import { WaitingQueue, type WaitingRequest } from "./batching/waiting-queue.ts";
-import { OUT_OF_MEMORY_CODE } from "./runner/oom.ts";
+import { OUT_OF_MEMORY_CODE, RUNNER_LOST_CODE, RUNNER_RECYCLED_CODE } from "./runner/oom.ts";
 import type { BatchPolicy, Runner, RunRequest, RunResult } from "./runner/types.ts";
 
 /**
  * The runners behind one scheduler. Jobs wait here, after their inputs are downloaded, for
- * a free runner; jobs of the same model that wait together run as one batch on runners that
- * batch. So the supervisor can claim and download ahead (prefetch beyond the slots) and a
- * runner that finishes finds its next work already here.
+ * a runner; jobs of the same model that wait together run as one batch on runners that
+ * batch. A runner with `depth` 2 takes the next batch while one runs, so it prepares that
+ * batch (decode, resize) beside the device and goes straight from one to the next. So the
+ * supervisor can claim and download ahead (prefetch beyond the slots) and a runner never
+ * waits for I/O when work is queued.
  */
 export interface RunnerPool {
   readonly size: number;
   /** How many jobs the runners take at once: each runner's largest batch, summed. */
   capacity(models: readonly string[]): number;
+  /** The same, over the runners that are idle right now. */
+  idleCapacity(models: readonly string[]): number;
   /** Runs one job, alone or in a batch; never rejects unless the runner itself throws. */
   run(request: RunRequest, options?: PoolRunOptions): Promise<RunResult>;
   busyCount(): number;
@@ -49,30 +53,40 @@ export function createRunnerPool(
   now: () => number = () => performance.now(),
 ): RunnerPool {
   if (runners.length === 0) throw new Error("the supervisor needs at least one runner");
-  const busy = runners.map(() => false);
+  /** Batches in each runner now (up to its depth). */
+  const active = runners.map(() => new Set<Pending[]>());
+  /** A job running alone to find out whether it crashes the runner: nothing joins it. */
+  const exclusive = runners.map(() => false);
   const waiting = new WaitingQueue();
   let timer: NodeJS.Timeout | null = null;
   let timerAt = Number.POSITIVE_INFINITY;
 
   const policyOf = (runner: Runner) => (model: string) =>
     runner.runBatch && runner.batching ? runner.batching(model) : NO_BATCHING;
+  const depthOf = (index: number) => Math.max(1, runners[index]!.depth ?? 1);
+  const largestBatch = (runner: Runner, models: readonly string[]) =>
+    Math.max(1, ...models.map((model) => policyOf(runner)(model).maxBatch));
 
-  /** Hands waiting jobs to free runners until one or the other runs out. */
+  /** Hands waiting jobs to runners until one or the other runs out: idle runners first. */
   function pump(): void {
+    let until = Number.POSITIVE_INFINITY;
     for (;;) {
-      const index = busy.indexOf(false);
-      if (index < 0) return;
-      const next = waiting.next(policyOf(runners[index]!), now());
-      if (next.kind === "idle") {
-        stopTimer();
-        return;
+      const idle = runners.findIndex((_, i) => active[i]!.size === 0);
+      const index =
+        idle >= 0
+          ? idle
+          : runners.findIndex((_, i) => !exclusive[i] && active[i]!.size < depthOf(i));
+      if (index < 0) break;
+      const next = waiting.next(policyOf(runners[index]!), now(), idle >= 0);
+      if (next.kind === "run") {
+        dispatch(index, next.items as Pending[]);
+        continue;
       }
-      if (next.kind === "wait") {
-        wakeAt(next.until);
-        return;
-      }
-      dispatch(index, next.items as Pending[]);
+      if (next.kind === "wait") until = next.until;
+      break;
     }
+    if (Number.isFinite(until)) wakeAt(until);
+    else if (waiting.size === 0) stopTimer();
   }
 
   function stopTimer(): void {
@@ -96,7 +110,8 @@ export function createRunnerPool(
 
   function dispatch(index: number, items: Pending[]): void {
     const runner = runners[index]!;
-    busy[index] = true;
+    active[index]!.add(items);
+    if (items[0]!.solo) exclusive[index] = true;
     for (const item of items) {
       item.detach();
       item.options.onStart?.({ runner: index, pid: runner.pid, batch: items.length });
@@ -114,15 +129,17 @@ export function createRunnerPool(
         },
       )
       .finally(() => {
-        busy[index] = false;
+        active[index]!.delete(items);
+        if (items[0]!.solo) exclusive[index] = false;
         pump();
       });
   }
 
   /**
-   * One result per job, except two failures that are the batch's and not the job's: out of
-   * memory (the runner halved its batch; the jobs go back in line, in smaller batches) and a
-   * crash (the culprit is unknown; each job goes back to run alone, so only it is blamed).
+   * One result per job, except failures that are the batch's and not the job's: out of
+   * memory (the runner halved its batch; the jobs go back in line, in smaller batches), a
+   * crash of a batch or of the runs waiting behind it (the culprit is unknown; each goes back
+   * to run alone, so only it is blamed), and a child replaced under the jobs (back in line).
    */
   function settleBatch(items: Pending[], results: RunResult[]): void {
     items.forEach((item, i) => {
@@ -130,8 +147,10 @@ export function createRunnerPool(
       const code = result.ok ? null : result.error.code;
       if (items.length > 1 && code === OUT_OF_MEMORY_CODE) {
         requeue(item, { batchCap: Math.max(1, Math.floor(items.length / 2)) });
-      } else if (items.length > 1 && code === "runner_crashed") {
+      } else if ((items.length > 1 && code === "runner_crashed") || code === RUNNER_LOST_CODE) {
         requeue(item, { solo: true });
+      } else if (code === RUNNER_RECYCLED_CODE) {
+        requeue(item, {});
       } else {
         item.settle(result);
       }
@@ -156,12 +175,12 @@ export function createRunnerPool(
 
   return {
     size: runners.length,
-    capacity(models) {
-      return runners.reduce((sum, runner) => {
-        const policy = policyOf(runner);
-        return sum + Math.max(1, ...models.map((model) => policy(model).maxBatch));
-      }, 0);
-    },
+    capacity: (models) => runners.reduce((sum, runner) => sum + largestBatch(runner, models), 0),
+    idleCapacity: (models) =>
+      runners.reduce(
+        (sum, runner, i) => sum + (active[i]!.size > 0 ? 0 : largestBatch(runner, models)),
+        0,
+      ),
     run(request, options = {}) {
       if (options.signal?.aborted) return Promise.resolve(withdrawn);
       return new Promise<RunResult>((settle, fail) => {
@@ -180,7 +199,7 @@ export function createRunnerPool(
         pump();
       });
     },
-    busyCount: () => busy.filter(Boolean).length,
+    busyCount: () => active.filter((runs) => runs.size > 0).length,
     waitingCount: () => waiting.size,
     snapshot: () =>
       runners.map((runner, index) => ({
@@ -188,7 +207,7 @@ export function createRunnerPool(
         pid: runner.pid,
         provider: runner.provider,
         restarts: runner.restarts,
-        busy: busy[index] ?? false,
+        busy: active[index]!.size > 0,
       })),
   };
 }

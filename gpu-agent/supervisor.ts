@@ -196,7 +196,7 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
     await settle(job, "released", error, () => job.delivery.retry(0, error));
   }
 
-  /** Jobs claimed or downloaded ahead that no runner has started: handed back at once. */
+  /** Jobs claimed or being downloaded that no runner has started yet. */
   const notStarted = (job: InFlight) =>
     job.phase === "claiming" || job.phase === "downloading" || job.phase === "waiting";
 
@@ -214,10 +214,11 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
     const stopping = (consumer?.stop() ?? Promise.resolve()).catch((cause) =>
       logger.error({ err: cause }, "consumer stop failed"),
     );
-    // A preempted host has seconds: the work read ahead goes back to the queue now, so only
-    // the jobs on a runner use the grace period. (A delivery still arriving goes back too.)
-    const handBack = () => Promise.all([...inFlight.values()].filter(notStarted).map(release));
-    await handBack();
+    // A preempted host has seconds: the work read ahead for busy runners goes back to the
+    // queue now, so the grace period is spent only on jobs that run at once. (A delivery
+    // still arriving goes back too.)
+    const waiting = [...inFlight.values()].filter(notStarted).sort((a, b) => a.since - b.since);
+    await Promise.all(waiting.slice(pool.idleCapacity(config.models)).map(release));
     const finished = stopping.then(whenIdle);
     let deadline: NodeJS.Timeout | undefined;
     const timedOut = new Promise<boolean>((resolve) => {

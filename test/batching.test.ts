@@ -182,6 +182,121 @@ describe("runner pool batching", () => {
   });
 });
 
+describe("runner pool with runners that take the next batch while one runs", () => {
+  /**
+   * A runner of depth 2 whose runs wait for the test; it records what ran beside what. Job
+   * `crashOn` "crashes" it when released: every run in it then fails as a real child's would.
+   */
+  function pipelinedRunner(crashOn?: number) {
+    const gates = new Map<number, ReturnType<typeof deferred<void>>>();
+    const running = new Set<number>();
+    let blamed: number | null = null;
+    let lost = new Set<number>();
+    const log: string[] = [];
+    const waiters: { entry: string; resolve: () => void }[] = [];
+    const push = (entry: string) => {
+      log.push(entry);
+      for (const waiter of waiters.filter((w) => w.entry === entry)) waiter.resolve();
+    };
+    const runner: Runner & {
+      log: string[];
+      release(n: number): void;
+      /** Resolves once `entry` is in the log (the second time for `nth: 2`). */
+      reached(entry: string, nth?: number): Promise<void>;
+    } = {
+      log,
+      release: (n) => gates.get(n)?.resolve(),
+      reached(entry, nth = 1) {
+        if (log.filter((e) => e === entry).length >= nth) return Promise.resolve();
+        return new Promise((resolve) => {
+          const waiter = {
+            entry,
+            resolve: () => {
+              if (log.filter((e) => e === entry).length >= nth) resolve();
+            },
+          };
+          waiters.push(waiter);
+        });
+      },
+      depth: 2,
+      provider: "cpu",
+      pid: 7,
+      restarts: 0,
+      async start() {},
+      async stop() {},
+      async run(one) {
+        const n = one.params.n as number;
+        const gate = deferred<void>();
+        gates.set(n, gate);
+        running.add(n);
+        push(`start ${n}`);
+        await gate.promise;
+        // As the child runner reports a crash: the oldest run in it (the one on the device)
+        // is blamed, the runs behind it are lost.
+        if (crashOn === n) {
+          const [onDevice, ...behind] = running;
+          blamed = onDevice ?? null;
+          lost = new Set(behind);
+        }
+        running.delete(n);
+        push(`end ${n}`);
+        if (blamed === n) {
+          blamed = null;
+          return { ok: false, error: { type: "transient", code: "runner_crashed", message: "x" } };
+        }
+        if (lost.delete(n)) {
+          return { ok: false, error: { type: "transient", code: "runner_lost", message: "x" } };
+        }
+        return { ok: true, output: one.params };
+      },
+    };
+    return runner;
+  }
+
+  it("hands a runner its next job while the current one runs", async () => {
+    const runner = pipelinedRunner();
+    const pool = createRunnerPool([runner]);
+    const results = [1, 2, 3].map((n) => pool.run(request("a", n)));
+    expect(runner.log).toEqual(["start 1", "start 2"]);
+    expect(pool.waitingCount()).toBe(1);
+    runner.release(1);
+    await runner.reached("start 3");
+    expect(runner.log).toEqual(["start 1", "start 2", "end 1", "start 3"]);
+    runner.release(2);
+    runner.release(3);
+    expect((await Promise.all(results)).every((r) => r.ok)).toBe(true);
+    expect(pool.idleCapacity(["a"])).toBe(1);
+  });
+
+  it("blames a crash on the job on the device; the one behind it reruns alone", async () => {
+    const runner = pipelinedRunner(1);
+    const pool = createRunnerPool([runner]);
+    const results = [1, 2, 3].map((n) => pool.run(request("a", n)));
+    expect(runner.log).toEqual(["start 1", "start 2"]);
+    runner.release(1); // job 1 crashes the runner; job 2 was waiting behind it
+    expect(await results[0]).toMatchObject({ ok: false, error: { code: "runner_crashed" } });
+    await runner.reached("start 3");
+    runner.release(2);
+    await runner.reached("end 2");
+    // Job 2 waits to run alone: nothing may share the runner with it, so job 3 ends first.
+    runner.release(3);
+    await runner.reached("start 2", 2);
+    runner.release(2);
+    expect(await results[1]).toEqual({ ok: true, output: { n: 2 } });
+    expect(await results[2]).toEqual({ ok: true, output: { n: 3 } });
+    expect(runner.log).toEqual([
+      "start 1",
+      "start 2",
+      "end 1",
+      "start 3",
+      "end 2",
+      "end 3",
+      "start 2",
+      "end 2",
+    ]);
+  });
+});
+
 describe("dynamic batching in the child runner (classification model, batch axis dynamic)", () => {
   const models = modelFolder();
   let runner: Runner;

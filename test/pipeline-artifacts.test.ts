@@ -47,6 +47,7 @@ function claimFor(extra: Record<string, unknown> = {}): Claim {
 const poolAnswering = (result: RunResult): RunnerPool => ({
   size: 1,
   capacity: () => 1,
+  idleCapacity: () => 1,
   run: async () => result,
   busyCount: () => 0,
   waitingCount: () => 0,

@@ -2,7 +2,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { stagedPipeline } from "../gpu-agent/batching/staged.ts";
 import { createGatewayClient } from "../gpu-agent/gateway-client.ts";
+import { createExecutor } from "../gpu-agent/runner/execute.ts";
 import type { Runner, RunRequest, RunResult } from "../gpu-agent/runner/types.ts";
 import {
   createSupervisor,
@@ -270,5 +272,59 @@ describe("pipelining: the next job is claimed and downloaded while the current o
       }),
     });
     expect(r.prefetch).toBe(5);
+  });
+});
+
+describe("pipelining inside the runner: the next job is prepared while one is on the device", () => {
+  it("decodes B during A's inference, and runs B's inference only after A's", async () => {
+    const timeline = new Timeline();
+    const gates = new Gates();
+    gates.hold("infer A");
+    const pipeline = {
+      ...stagedPipeline<string, string>(
+        {
+          async prepare(request) {
+            const letter = String(request.params.letter);
+            timeline.push(`prepare ${letter}`);
+            return letter;
+          },
+          async infer([letter]) {
+            timeline.push(`infer-start ${letter}`);
+            await gates.pass(`infer ${letter}`);
+            timeline.push(`infer-end ${letter}`);
+            return [`${letter}!`];
+          },
+          finish: (_, inferred) => inferred,
+        },
+        1,
+      ),
+      async warm() {},
+      async release() {},
+    };
+    const execute = createExecutor();
+    const job = (letter: string): RunRequest => ({
+      jobId: letter,
+      model: "m",
+      files: {},
+      params: { letter },
+    });
+
+    const a = execute(pipeline, [job("A")]);
+    await timeline.reached("infer-start A");
+    const b = execute(pipeline, [job("B")]);
+    await timeline.reached("prepare B");
+    expect(timeline.entries).not.toContain("infer-end A");
+    gates.open("infer A");
+
+    expect(await a).toEqual([{ ok: true, output: "A!" }]);
+    expect(await b).toEqual([{ ok: true, output: "B!" }]);
+    expect(timeline.entries).toEqual([
+      "prepare A",
+      "infer-start A",
+      "prepare B",
+      "infer-end A",
+      "infer-start B",
+      "infer-end B",
+    ]);
   });
 });

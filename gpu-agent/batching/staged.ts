@@ -1,4 +1,4 @@
-import type { LoadedPipeline } from "../pipelines/pipeline.ts";
+import type { LoadedPipeline, PreparedBatch } from "../pipelines/pipeline.ts";
 import { isOutOfMemory } from "../runner/oom.ts";
 import type { RunRequest } from "../runner/types.ts";
 
@@ -25,17 +25,22 @@ export interface PipelineStages<Prepared, Inferred> {
 export function stagedPipeline<Prepared, Inferred>(
   stages: PipelineStages<Prepared, Inferred>,
   maxBatch: number,
-): Pick<LoadedPipeline, "run" | "runBatch" | "maxBatch"> {
+): Pick<LoadedPipeline, "run" | "runBatch" | "prepareBatch" | "maxBatch"> {
   const runOne = async (request: RunRequest) => {
     const prepared = await stages.prepare(request);
     const [inferred] = await stages.infer([prepared]);
     return stages.finish(prepared, inferred as Inferred, request);
   };
 
-  async function runBatch(
-    requests: readonly RunRequest[],
-  ): Promise<PromiseSettledResult<unknown>[]> {
+  async function prepareBatch(requests: readonly RunRequest[]): Promise<PreparedBatch> {
     const prepared = await Promise.allSettled(requests.map((request) => stages.prepare(request)));
+    return { run: () => inferAndFinish(requests, prepared) };
+  }
+
+  async function inferAndFinish(
+    requests: readonly RunRequest[],
+    prepared: PromiseSettledResult<Prepared>[],
+  ): Promise<PromiseSettledResult<unknown>[]> {
     const ready = prepared.flatMap((outcome, index) =>
       outcome.status === "fulfilled" ? [{ index, item: outcome.value }] : [],
     );
@@ -73,5 +78,10 @@ export function stagedPipeline<Prepared, Inferred>(
     );
   }
 
-  return { run: runOne, runBatch, maxBatch };
+  return {
+    run: runOne,
+    prepareBatch,
+    runBatch: async (requests) => (await prepareBatch(requests)).run(),
+    maxBatch,
+  };
 }

@@ -55,15 +55,18 @@ export class WaitingQueue {
 
   /**
    * The batch a runner with `policyOf` should run at `now`, or when to ask again. A runner
-   * that cannot batch gets a batch of one.
+   * that cannot batch gets a batch of one. A runner that is busy (it would prepare this batch
+   * beside the one it runs) passes `soloAllowed: false`: a job that must run alone is left
+   * for an idle runner.
    */
-  next(policyOf: (model: string) => BatchPolicy, now: number): NextBatch {
+  next(policyOf: (model: string) => BatchPolicy, now: number, soloAllowed = true): NextBatch {
     const models = [...this.byModel.entries()].sort(
       ([, a], [, b]) => a[0]!.enqueuedAt - b[0]!.enqueuedAt,
     );
     let until = Number.POSITIVE_INFINITY;
     for (const [model, queue] of models) {
       const first = queue[0]!;
+      if (first.solo && !soloAllowed) continue;
       const policy = policyOf(model);
       let limit = first.solo ? 1 : Math.max(1, Math.min(policy.maxBatch, first.batchCap));
       let count = 0;

@@ -33,9 +33,21 @@ export interface LoadedPipeline {
    * input is bad fails alone while the others succeed.
    */
   runBatch?(requests: readonly RunRequest[]): Promise<PromiseSettledResult<unknown>[]>;
+  /**
+   * The run cut in two so the runner can overlap jobs: this part is the per-job CPU work
+   * (decode, resize, normalise) and may run while another batch is on the device; the `run`
+   * it returns does the device work and what follows it, one batch at a time. Pipelines
+   * without it run whole, one batch at a time.
+   */
+  prepareBatch?(requests: readonly RunRequest[]): Promise<PreparedBatch>;
   /** Runs once on synthetic input so the first real job does not pay for lazy allocation. */
   warm(): Promise<void>;
   release(): Promise<void>;
+}
+
+/** Requests whose inputs are ready for the device; `run` settles each request on its own. */
+export interface PreparedBatch {
+  run(): Promise<PromiseSettledResult<unknown>[]>;
 }
 
 export interface PipelineDefinition {

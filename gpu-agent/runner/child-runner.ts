@@ -2,8 +2,8 @@ import { type Logger, pino } from "pino";
 import type { JobError } from "../../shared/protocol/index.ts";
 import { type Child, forkChild } from "./child-process.ts";
 import type { LoadMessage, ParentMessage, ReadyMessage } from "./child-protocol.ts";
-import { OUT_OF_MEMORY_CODE } from "./oom.ts";
-import { RestartBackoff } from "./restart-backoff.ts";
+import { OUT_OF_MEMORY_CODE, RUNNER_LOST_CODE, RUNNER_RECYCLED_CODE } from "./oom.ts";
+import { RestartBackoff, retryStart } from "./restart-backoff.ts";
 import type {
   BatchPolicy,
   ExecutionProvider,
@@ -44,14 +44,17 @@ interface PendingRun {
 class ChildRunner implements Runner {
   provider: ExecutionProvider | null = null;
   restarts = 0;
+  /** One batch on the device and the next one being prepared beside it. */
+  readonly depth = 2;
   private readonly logger: RunnerLogger;
   private child: Child | null = null;
   /** Settles when the current (or next) child is ready; replaced on every restart. */
   private ready: Promise<void> | null = null;
   private pending = new Map<number, PendingRun>();
   private nextRunId = 1;
-  /** Runs go one at a time: a runner is one GPU slot. */
-  private queue: Promise<unknown> = Promise.resolve();
+  /** Runs in the child now (at most `depth`) and the runs waiting for a turn. */
+  private inChild = 0;
+  private readonly turns: (() => void)[] = [];
   private readonly backoff: RestartBackoff;
   private stopping = false;
   /** Set when the runner gave up restarting; every run then fails transiently. */
@@ -85,10 +88,20 @@ class ChildRunner implements Runner {
     return result!;
   }
 
-  runBatch(requests: readonly RunRequest[]): Promise<RunResult[]> {
-    const results = this.queue.then(() => this.runNow(requests));
-    this.queue = results.catch(() => {});
-    return results;
+  /**
+   * Sends at most `depth` runs to the child at once: the child prepares the next batch while
+   * one is on the device, and runs them on the device one at a time, in order.
+   */
+  async runBatch(requests: readonly RunRequest[]): Promise<RunResult[]> {
+    if (this.inChild >= this.depth) await new Promise<void>((turn) => this.turns.push(turn));
+    else this.inChild++;
+    try {
+      return await this.runNow(requests);
+    } finally {
+      const next = this.turns.shift();
+      if (next) next();
+      else this.inChild--;
+    }
   }
 
   batching(model: string): BatchPolicy {
@@ -231,10 +244,21 @@ class ChildRunner implements Runner {
   private onExit(child: Child, code: number | null, signal: NodeJS.Signals | null): void {
     if (this.child === child) this.child = null;
     const how = signal ? `signal ${signal}` : `exit code ${code}`;
-    const failed: RunResult = this.stopping
-      ? failure("runner_stopped", "the runner was stopped during the run")
-      : failure("runner_crashed", `the runner child died during the run (${how})`);
-    for (const run of this.pending.values()) run.settle(Array(run.count).fill(failed));
+    // The child runs its batches in the order sent, so the oldest pending one was on the
+    // device: it is blamed for a crash. The ones behind it, and every run of a child replaced
+    // on purpose, did nothing wrong.
+    let first = true;
+    for (const run of this.pending.values()) {
+      const failed: RunResult = this.stopping
+        ? failure("runner_stopped", "the runner was stopped during the run")
+        : child.retiring
+          ? failure(RUNNER_RECYCLED_CODE, "the runner child was replaced before the run finished")
+          : first
+            ? failure("runner_crashed", `the runner child died during the run (${how})`)
+            : failure(RUNNER_LOST_CODE, `the runner child died (${how}) before this run's turn`);
+      run.settle(Array(run.count).fill(failed));
+      first = false;
+    }
     this.pending.clear();
     // A child that never became ready fails its `spawn()`, whose caller decides what next;
     // a retiring child's successor is already on its way.
@@ -249,42 +273,22 @@ class ChildRunner implements Runner {
    * runs wait on `ready` until it is up or given up.
    */
   private restartAfter(after: Promise<void>, firstDelay: number): void {
-    const maxFailedStarts = this.options.maxFailedStarts ?? 5;
-    let cancel = () => {};
-    this.ready = new Promise<void>((resolve, reject) => {
-      let failedStarts = 0;
-      let timer: NodeJS.Timeout | undefined;
-      let cancelled = false;
-      const stopped = () => new Error("the runner is stopping");
-      cancel = () => {
-        cancelled = true;
-        clearTimeout(timer);
-        reject(stopped());
-      };
-      const tryStart = () => {
-        this.spawn().then(resolve, (error: unknown) => {
-          if (this.stopping) return reject(stopped());
-          failedStarts++;
-          this.logger.error(
-            { err: error, attempt: failedStarts },
-            "runner child failed to restart",
-          );
-          if (failedStarts >= maxFailedStarts) {
-            this.giveUp(`${failedStarts} restarts in a row failed: ${message(error)}`);
-            reject(error);
-          } else {
-            timer = setTimeout(tryStart, this.backoff.delay(failedStarts));
-          }
-        });
-      };
-      after.then(() => {
-        if (!cancelled) timer = setTimeout(tryStart, firstDelay);
-      });
+    const restart = retryStart({
+      after,
+      firstDelay,
+      start: () => this.spawn(),
+      backoff: this.backoff,
+      maxFailedStarts: this.options.maxFailedStarts ?? 5,
+      isStopping: () => this.stopping,
+      onFailedStart: (error, attempt) =>
+        this.logger.error({ err: error, attempt }, "runner child failed to restart"),
+      onGiveUp: (reason) => this.giveUp(reason),
     });
-    this.cancelRestart = cancel;
+    this.ready = restart.ready;
+    this.cancelRestart = restart.cancel;
     // Once settled, the restart can no longer be cancelled.
     const settled = () => {
-      if (this.cancelRestart === cancel) this.cancelRestart = null;
+      if (this.cancelRestart === restart.cancel) this.cancelRestart = null;
     };
     this.ready.then(settled, settled);
   }

@@ -12,12 +12,14 @@ import {
   ParentMessage,
   type RunMessage,
 } from "./child-protocol.ts";
-import { executeBatch } from "./execute.ts";
+import { createExecutor } from "./execute.ts";
 import { loadModels, UnknownModelError } from "./load-models.ts";
 import { errorMessage } from "./providers.ts";
 import type { RunResult } from "./types.ts";
 
 const loaded = new Map<string, LoadedPipeline>();
+/** One device per child: batches take turns on it, preparing the next while one runs. */
+const execute = createExecutor();
 
 function send(message: ChildMessage): void {
   process.send?.(message);
@@ -100,7 +102,7 @@ async function runRequests(requests: RunMessage["requests"]): Promise<RunResult[
       },
     }));
   }
-  return executeBatch(pipeline, requests);
+  return execute(pipeline, requests);
 }
 
 if (!process.send) {

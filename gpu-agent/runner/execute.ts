@@ -4,21 +4,47 @@ import { isOutOfMemory, OUT_OF_MEMORY_CODE } from "./oom.ts";
 import { errorMessage } from "./providers.ts";
 import type { RunRequest, RunResult } from "./types.ts";
 
-/**
- * Runs requests of one model: as one batch when there are several and the pipeline batches,
- * else one after another. Every request gets its own result; nothing here throws.
- */
-export async function executeBatch(
+/** Runs requests of one model on a loaded pipeline; every request gets its own result. */
+export type Executor = (
   pipeline: LoadedPipeline,
   requests: readonly RunRequest[],
-): Promise<RunResult[]> {
-  if (requests.length > 1 && pipeline.runBatch) {
+) => Promise<RunResult[]>;
+
+/**
+ * An executor for one device. Batches reach it concurrently (the runner sends the next while
+ * one runs), but only one is on the device at a time: what a pipeline can do beforehand
+ * (`prepareBatch`: decode, resize) runs at once, overlapping the batch on the device, so the
+ * device goes from one batch straight to the next. Nothing here throws.
+ */
+export function createExecutor(): Executor {
+  let device: Promise<unknown> = Promise.resolve();
+  const onDevice = <T>(work: () => Promise<T>): Promise<T> => {
+    const turn = device.then(work);
+    device = turn.catch(() => {});
+    return turn;
+  };
+
+  return async (pipeline, requests) => {
     try {
-      return (await pipeline.runBatch(requests)).map(toRunResult);
+      if (pipeline.prepareBatch) {
+        const prepared = await pipeline.prepareBatch(requests);
+        return (await onDevice(() => prepared.run())).map(toRunResult);
+      }
+      return await onDevice(() => runWhole(pipeline, requests));
     } catch (error) {
       const failed = toRunResult({ status: "rejected", reason: error });
       return requests.map(() => failed);
     }
+  };
+}
+
+/** As one batch when there are several and the pipeline batches, else one after another. */
+async function runWhole(
+  pipeline: LoadedPipeline,
+  requests: readonly RunRequest[],
+): Promise<RunResult[]> {
+  if (requests.length > 1 && pipeline.runBatch) {
+    return (await pipeline.runBatch(requests)).map(toRunResult);
   }
   const results: RunResult[] = [];
   for (const request of requests) {
@@ -30,6 +56,9 @@ export async function executeBatch(
   }
   return results;
 }
+
+/** A fresh executor per call: for tests and tools that run one batch at a time anyway. */
+export const executeBatch: Executor = (pipeline, requests) => createExecutor()(pipeline, requests);
 
 export function toRunResult(outcome: PromiseSettledResult<unknown>): RunResult {
   if (outcome.status === "rejected") return { ok: false, error: classifyError(outcome.reason) };

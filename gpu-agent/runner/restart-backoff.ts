@@ -39,3 +39,57 @@ export class RestartBackoff {
     return Math.min(this.maxDelayMs, this.initialDelayMs * 2 ** step);
   }
 }
+
+export interface RetryStartOptions {
+  /** Starting waits for this (the old child's exit). */
+  after: Promise<void>;
+  firstDelay: number;
+  start(): Promise<void>;
+  backoff: RestartBackoff;
+  /** After this many failed starts in a row, give up. */
+  maxFailedStarts: number;
+  isStopping(): boolean;
+  onFailedStart(error: unknown, attempt: number): void;
+  onGiveUp(reason: string): void;
+}
+
+/**
+ * Starts a replacement once `after` settles and `firstDelay` has passed, retrying failed
+ * starts with backoff. `ready` settles when one starts or the retries are given up (or
+ * `cancel` is called, when the runner stops).
+ */
+export function retryStart(options: RetryStartOptions): {
+  ready: Promise<void>;
+  cancel(): void;
+} {
+  let cancel = () => {};
+  const ready = new Promise<void>((resolve, reject) => {
+    let failedStarts = 0;
+    let timer: NodeJS.Timeout | undefined;
+    let cancelled = false;
+    const stopped = () => new Error("the runner is stopping");
+    cancel = () => {
+      cancelled = true;
+      clearTimeout(timer);
+      reject(stopped());
+    };
+    const tryStart = () => {
+      options.start().then(resolve, (error: unknown) => {
+        if (options.isStopping()) return reject(stopped());
+        failedStarts++;
+        options.onFailedStart(error, failedStarts);
+        if (failedStarts >= options.maxFailedStarts) {
+          const reason = error instanceof Error ? error.message : String(error);
+          options.onGiveUp(`${failedStarts} restarts in a row failed: ${reason}`);
+          reject(error);
+        } else {
+          timer = setTimeout(tryStart, options.backoff.delay(failedStarts));
+        }
+      });
+    };
+    options.after.then(() => {
+      if (!cancelled) timer = setTimeout(tryStart, options.firstDelay);
+    });
+  });
+  return { ready, cancel: () => cancel() };
+}

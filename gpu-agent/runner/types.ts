@@ -47,6 +47,11 @@ export interface Runner {
   runBatch?(requests: readonly RunRequest[]): Promise<RunResult[]>;
   /** The batch policy for `model` now (it shrinks after an out-of-memory error). */
   batching?(model: string): BatchPolicy;
+  /**
+   * How many runs it takes at once: the one on the device and the next, prepared beside it
+   * so the device goes straight from one to the next. 1 when absent.
+   */
+  readonly depth?: number;
   /** The execution provider the child ended up on, once started. */
   readonly provider: ExecutionProvider | null;
   /** The child's pid, for operators and fault tests. */

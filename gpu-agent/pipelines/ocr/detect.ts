@@ -16,16 +16,32 @@ export function detectionSize(width: number, height: number): { width: number; h
   return { width: snap(width), height: snap(height) };
 }
 
-/** Text boxes in `image`, as integer pixel rectangles clipped to the image. */
-export async function detectText(session: ort.InferenceSession, image: RgbImage): Promise<Rect[]> {
+/** The detector's input for one image: CPU work that can overlap another image's inference. */
+export interface DetectionInput {
+  image: RgbImage;
+  tensor: ort.Tensor;
+}
+
+export async function prepareDetection(image: RgbImage): Promise<DetectionInput> {
   const size = detectionSize(image.width, image.height);
   const pixels = await resizeRgb(image, size.width, size.height);
   const input = new Float32Array(3 * size.width * size.height);
   writeBgrPlanes(input, 0, pixels, size.width, size.height, size.width, DETECTION_NORMALIZATION);
-  const feeds = {
-    [session.inputNames[0]!]: new ort.Tensor("float32", input, [1, 3, size.height, size.width]),
-  };
-  const outputs = await session.run(feeds);
+  const tensor = new ort.Tensor("float32", input, [1, 3, size.height, size.width]);
+  return { image, tensor };
+}
+
+/** Text boxes in `image`, as integer pixel rectangles clipped to the image. */
+export async function detectText(session: ort.InferenceSession, image: RgbImage): Promise<Rect[]> {
+  return detectPrepared(session, await prepareDetection(image));
+}
+
+/** Runs the detector on a prepared input and reads the boxes out of its probability map. */
+export async function detectPrepared(
+  session: ort.InferenceSession,
+  { image, tensor }: DetectionInput,
+): Promise<Rect[]> {
+  const outputs = await session.run({ [session.inputNames[0]!]: tensor });
   const map = outputs[session.outputNames[0]!];
   if (!map) throw new Error("the detection model returned no output");
   try {

@@ -2,7 +2,7 @@ import type * as ort from "onnxruntime-node";
 import type { SessionFactory } from "../../runner/providers.ts";
 import { loadCharset, ocrAssetPaths } from "./assets.ts";
 import type { Rect } from "./db-postprocess.ts";
-import { detectText } from "./detect.ts";
+import { type DetectionInput, detectPrepared, detectText, prepareDetection } from "./detect.ts";
 import { cropRgb, decodeImage, type RgbImage, rotateCounterClockwise } from "./image.ts";
 import { mergeRowNeighbours, recognitionRegion, sortReadingOrder } from "./layout.ts";
 import { recognizeLines } from "./recognize.ts";
@@ -59,13 +59,27 @@ export class OcrEngine {
 
   /** Finds the text boxes in an encoded image without reading them. */
   async detect(bytes: Uint8Array): Promise<OcrDetectionOutput> {
-    const image = await decodeImage(bytes);
-    const boxes = sortReadingOrder(mergeRowNeighbours(await detectText(this.detector, image)));
+    return this.detectPrepared(await this.prepare(bytes));
+  }
+
+  /** Decodes and resizes for the detector: the CPU part, which may overlap another's inference. */
+  async prepare(bytes: Uint8Array): Promise<DetectionInput> {
+    return prepareDetection(await decodeImage(bytes));
+  }
+
+  async detectPrepared(input: DetectionInput): Promise<OcrDetectionOutput> {
+    const boxes = sortReadingOrder(mergeRowNeighbours(await detectPrepared(this.detector, input)));
     return { boxes: boxes.map(toQuad) };
   }
 
   async recognizeDecoded(image: RgbImage): Promise<OcrOutput> {
-    const boxes = sortReadingOrder(mergeRowNeighbours(await detectText(this.detector, image)));
+    return this.recognizePrepared(await prepareDetection(image));
+  }
+
+  /** Detection, then recognition of every box: the device part of OCR. */
+  async recognizePrepared(input: DetectionInput): Promise<OcrOutput> {
+    const { image } = input;
+    const boxes = sortReadingOrder(mergeRowNeighbours(await detectPrepared(this.detector, input)));
     const crops = boxes.map((box) => cropForRecognition(image, box));
     const decoded = await recognizeLines(this.recognizer, crops, this.charset);
     const lines: OcrLine[] = [];

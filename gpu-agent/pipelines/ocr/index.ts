@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { pipelineOptions } from "../model-config.ts";
 import { imageInput, type LoadedPipeline, type PipelineDefinition } from "../pipeline.ts";
+import type { DetectionInput } from "./detect.ts";
 import { OcrEngine } from "./engine.ts";
 
 export type { OcrDetectionOutput, OcrLine, OcrOutput, Quad } from "./engine.ts";
@@ -18,10 +19,25 @@ export const ocrPipeline: PipelineDefinition = {
   async load({ createSession, config, modelId = "ocr" }): Promise<LoadedPipeline> {
     const options = pipelineOptions(Options, modelId, config);
     const engine = await OcrEngine.load(createSession);
+    const finish = (input: DetectionInput) =>
+      options.detection_only ? engine.detectPrepared(input) : engine.recognizePrepared(input);
     return {
-      run: async (request) => {
-        const image = imageInput(request, "ocr");
-        return options.detection_only ? engine.detect(image) : engine.recognize(image);
+      run: async (request) => finish(await engine.prepare(imageInput(request, "ocr"))),
+      // Decoding the next image overlaps this one's inference; one request per batch.
+      async prepareBatch(requests) {
+        const prepared = await Promise.allSettled(
+          requests.map((request) => engine.prepare(imageInput(request, "ocr"))),
+        );
+        return {
+          run: async () => {
+            const results: PromiseSettledResult<unknown>[] = [];
+            for (const input of prepared) {
+              if (input.status === "rejected") results.push(input);
+              else results.push(...(await Promise.allSettled([finish(input.value)])));
+            }
+            return results;
+          },
+        };
       },
       warm: () => engine.warm(),
       release: () => engine.release(),

@@ -1,0 +1,62 @@
+/**
+ * The gateway the queue benchmarks load, in a process of its own so the load generator's
+ * CPU is not the gateway's: `startNodeGateway` on Node, as `gantry gateway` runs it, with
+ * the bench tenant's rate limits lifted (the limits are a product feature, not what is
+ * measured). Not a benchmark itself: `queue-harness.ts` starts it.
+ *
+ * Reads BENCH_GATEWAY (JSON: databaseUrl, queueUrl, apiKey, agentToken, dataDir) and
+ * prints one line, `READY <url>`, once it listens. SIGTERM closes it.
+ */
+import { join } from "node:path";
+import pino from "pino";
+import { startNodeGateway } from "../gateway/node.ts";
+import { ensureTenantWithKey } from "../gateway/store/tenants.ts";
+import { newWebhookSecret } from "../gateway/webhooks/secret.ts";
+import { randomToken } from "../shared/ids.ts";
+
+interface GatewaySpec {
+  databaseUrl: string;
+  queueUrl: string | null;
+  apiKey: string;
+  agentToken: string;
+  dataDir: string;
+}
+
+const spec = JSON.parse(process.env.BENCH_GATEWAY ?? "{}") as GatewaySpec;
+const node = await startNodeGateway({
+  port: 0,
+  host: "127.0.0.1",
+  publicUrl: null,
+  databaseUrl: spec.databaseUrl,
+  queueUrl: spec.queueUrl,
+  blobDir: join(spec.dataDir, "blobs"),
+  blobSecret: randomToken(32),
+  agentToken: spec.agentToken,
+  models: ["noop"],
+  maxUploadBytes: 1024 * 1024,
+  sweepIntervalMs: 5_000,
+  allowInsecureWebhooks: true,
+  logger: pino({ level: process.env.BENCH_LOG_LEVEL ?? "warn" }),
+  // A saturation run queues tens of thousands of jobs: no 503 for a deep queue.
+  config: { maxQueueDepth: 100_000_000 },
+});
+await ensureTenantWithKey(node.db, {
+  id: "ten_bench",
+  name: "bench",
+  apiKey: spec.apiKey,
+  webhookSecret: newWebhookSecret(),
+});
+const unlimited = { rate_per_second: 1_000_000, burst: 1_000_000, max_queued_jobs: 100_000_000 };
+await node.db
+  .updateTable("tenants")
+  .set({ limits: JSON.stringify(unlimited) })
+  .where("id", "=", "ten_bench")
+  .execute();
+process.stdout.write(`READY ${node.url}\n`);
+
+process.on("SIGTERM", () => {
+  node.close().then(
+    () => process.exit(0),
+    () => process.exit(1),
+  );
+});

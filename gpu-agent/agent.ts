@@ -3,6 +3,8 @@ import { type OpenedQueue, type OpenQueueOptions, openQueue } from "../shared/qu
 import type { AgentConfig } from "./config.ts";
 import type { GatewayClient, GatewayError } from "./gateway-client.ts";
 import { linkGateway } from "./gateway-link.ts";
+import { serveAgentMetrics } from "./metrics-server.ts";
+import { formatProgress, resolveModels, toModelConfigs } from "./registry/index.ts";
 import { type ChildRunnerOptions, createChildRunner } from "./runner/child-runner.ts";
 import type { Runner } from "./runner/types.ts";
 import { createSupervisor, type Supervisor } from "./supervisor.ts";
@@ -54,12 +56,20 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
   progress(`connected to queue ${opened.description}`);
   log.info({ queue: opened.description }, "connected to queue");
 
+  const modelConfigs = toModelConfigs(
+    await resolveModels(config.modelsFile ?? null, {
+      cacheDir: config.modelCacheDir,
+      onProgress: (event) => progress(formatProgress(event)),
+    }),
+  );
   const createRunner = deps.createRunner ?? createChildRunner;
   const runners = Array.from({ length: config.slots }, (_, index) =>
     createRunner({
       models: config.models,
       threads: config.threads,
       providers: config.executionProviders,
+      modelConfigs,
+      batchWindowMs: config.batchWindowMs,
       logger: log.child({ runner: index }),
     }),
   );
@@ -120,6 +130,7 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
     config,
     logger: log,
     fetch: deps.fetch,
+    ...(config.lookahead === undefined ? {} : { lookahead: config.lookahead }),
   });
   try {
     await supervisor.start();
@@ -129,6 +140,12 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
     throw error;
   }
   const heartbeats = link.startHeartbeats(supervisor);
+  const metrics = await serveAgentMetrics(
+    config.metricsPort,
+    { supervisor, runners },
+    log,
+    progress,
+  );
   progress(`waiting for jobs (models: ${config.models.join(", ")}; slots: ${runners.length})`);
 
   let stopping: Promise<void> | undefined;
@@ -145,6 +162,7 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
       stopping ??= (async () => {
         await supervisor.drain();
         await heartbeats.stop();
+        await metrics.stop();
         await Promise.allSettled(runners.map((runner) => runner.stop()));
         await opened.close();
         log.info("agent stopped");

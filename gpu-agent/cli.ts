@@ -21,13 +21,19 @@ Options (each overrides its environment variable):
   --agent-id ID      this agent's name                     GANTRY_AGENT_ID (host-pid)
 
 Environment only:
-  GANTRY_AGENT_TOKEN                  the agent's secret for the gateway (required)
+  GANTRY_AGENT_TOKEN                  the fleet's enrollment token (or GANTRY_AGENT_ID + GANTRY_AGENT_SECRET)
+  GANTRY_AGENT_SECRET                 this agent's own secret, from "gantry agents create"
   GANTRY_EXECUTION_PROVIDERS          providers to try in order (cuda,cpu)
   GANTRY_MAX_ATTEMPTS                 deliveries before a job fails for good (5)
   GANTRY_HEARTBEAT_INTERVAL_SECONDS   lease extension and heartbeat period (10)
   GANTRY_LEASE_SECONDS                how long a delivery is held per extension (60)
   GANTRY_DRAIN_TIMEOUT_SECONDS        time in-flight jobs get on shutdown (60)
   GANTRY_MAX_INPUT_BYTES              largest input file accepted (67108864)
+  GANTRY_MODELS_FILE                  models.yaml: ONNX files (sha256-checked) behind model ids
+  GANTRY_MODEL_CACHE_DIR              where registry files are cached (./model-cache)
+  GANTRY_LOOKAHEAD                    jobs claimed and downloaded ahead per slot (slots)
+  GANTRY_BATCH_WINDOW_MS              wait for more jobs of a batchable model (10)
+  GANTRY_METRICS_PORT                 serve Prometheus /metrics on this port (off)
   GANTRY_LOG_LEVEL                    pino log level for the JSON logs on stdout (info)
 `;
 
@@ -110,6 +116,11 @@ async function run(
   say(`agent ${config.agentId} → gateway ${config.gatewayUrl}`);
   const agent = await startAgent(config, { logger, progress: say });
   installShutdown(agent, config.drainTimeoutMs, say);
+  void agent.stopped.then((reason) => {
+    if (reason !== "revoked") return;
+    say("revoked by the gateway; exiting");
+    process.exit(1);
+  });
 }
 
 /**

@@ -32,6 +32,16 @@ export interface AgentConfig {
   executionProviders: ExecutionProvider[];
   /** Inputs larger than this fail the job permanently instead of filling memory. */
   maxInputBytes: number;
+  /** A models.yaml registry: which ONNX files (checked by sha256) back which model ids. */
+  modelsFile?: string;
+  /** Where registry files are downloaded to, by sha256. */
+  modelCacheDir: string;
+  /** Jobs claimed and downloaded ahead per slot, so the runner never waits on I/O. */
+  lookahead?: number;
+  /** How long a batchable model waits for more jobs before running a batch. */
+  batchWindowMs: number;
+  /** Serve Prometheus `/metrics` on this port; off when unset. */
+  metricsPort?: number;
 }
 
 /** Settings a CLI flag can override; the value is the flag's raw text. */
@@ -112,6 +122,15 @@ const SETTINGS = {
     default: String(64 * 1024 * 1024),
     schema: wholeNumber(1, 2 ** 32),
   },
+  modelsFile: { env: "GANTRY_MODELS_FILE", optional: true, schema: z.string().trim().min(1) },
+  modelCacheDir: {
+    env: "GANTRY_MODEL_CACHE_DIR",
+    default: "./model-cache",
+    schema: z.string().trim().min(1),
+  },
+  lookahead: { env: "GANTRY_LOOKAHEAD", optional: true, schema: wholeNumber(0, 64) },
+  batchWindowMs: { env: "GANTRY_BATCH_WINDOW_MS", default: "10", schema: wholeNumber(0, 1000) },
+  metricsPort: { env: "GANTRY_METRICS_PORT", optional: true, schema: wholeNumber(1, 65535) },
 } as const;
 
 type SettingKey = keyof typeof SETTINGS;

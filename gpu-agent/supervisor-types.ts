@@ -37,6 +37,8 @@ export interface SupervisorStatus {
 export type SettleOutcome = "succeeded" | "refused" | "retried" | "dead-lettered" | "released";
 
 export type SupervisorEvent =
+  /** The gateway handed over the job: queue wait ends here. */
+  | { type: "claimed"; jobId: string; attempt: number; createdAt: string }
   | {
       type: "settled";
       jobId: string;

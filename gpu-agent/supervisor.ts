@@ -1,5 +1,6 @@
 import type { JobError } from "../shared/protocol/error.ts";
 import type { Consumer, Delivery } from "../shared/queue/port.ts";
+import { traceIdOf } from "../shared/trace.ts";
 import { runAttempt } from "./attempt.ts";
 import { backoffMs } from "./backoff.ts";
 import { GatewayError } from "./gateway-client.ts";
@@ -84,6 +85,12 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
       return settle(job, "refused", null, () => job.delivery.ack());
     }
     job.claimed = true;
+    emit({
+      type: "claimed",
+      jobId: job.jobId,
+      attempt: job.attempt,
+      createdAt: claimed.claim.job.created_at,
+    });
     // Released while the claim was in flight: not ours to run now; tell the gateway.
     if (job.settled) return reportReleased(job);
     const result = await runAttempt({
@@ -146,7 +153,12 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
       model: message.model,
       phase: "claiming",
       since: Date.now(),
-      log: logger.child({ job_id: message.id, attempt: delivery.attempt, model: message.model }),
+      log: logger.child({
+        job_id: message.id,
+        attempt: delivery.attempt,
+        model: message.model,
+        trace_id: traceIdOf(message.traceparent),
+      }),
       claimed: false,
       released: false,
       abort: new AbortController(),

@@ -40,6 +40,8 @@ describe("agent config", () => {
       drainTimeoutMs: 60_000,
       executionProviders: ["cuda", "cpu"],
       maxInputBytes: 64 * 1024 * 1024,
+      modelCacheDir: "./model-cache",
+      batchWindowMs: 10,
     });
   });
 

@@ -46,7 +46,7 @@ describe("gpu-agent supervisor", () => {
     expect(await h.sql.depth()).toEqual(EMPTY_DEPTH);
   });
 
-  it("never holds more deliveries than it has slots", async () => {
+  it("never holds more deliveries than its slots plus the look-ahead", async () => {
     const { held, behaviour } = holdingRuns();
     let runs = 0;
     // The first two runs are held so both slots are busy at once; later ones run through.
@@ -60,12 +60,15 @@ describe("gpu-agent supervisor", () => {
     let running = 0;
     await h.waitForEvent((e) => e.type === "running" && ++running === 2);
     expect(held).toHaveLength(2);
-    expect(h.queue.unsettled).toBe(2);
+    // Two slots, each with one job read ahead (claimed and downloaded) behind it.
+    let claims = 0;
+    await h.gateway.waitFor((c) => c.kind === "claim" && ++claims === 4);
+    expect(h.queue.unsettled).toBe(4);
     expect(h.supervisor.status()).toMatchObject({ slots: 2, busy: 2, state: "running" });
     for (const run of held) run.release();
     await Promise.all(ids.map((id) => h.settled(id)));
 
-    expect(h.queue.maxUnsettled).toBe(2);
+    expect(h.queue.maxUnsettled).toBe(4);
     expect(runners.map((r) => r.maxActive)).toEqual([1, 1]);
     expect(h.gateway.calls.filter((c) => c.kind === "claim")).toHaveLength(5);
     expect(h.events.filter((e) => e.type === "settled").map((e) => e.outcome)).toEqual(

@@ -7,7 +7,9 @@ import { ensureTenantWithKey } from "../gateway/store/tenants.ts";
 import { type AgentHandle, startAgent } from "../gpu-agent/agent.ts";
 import { parseAgentConfig } from "../gpu-agent/config.ts";
 import { UserError } from "../shared/errors.ts";
+import { runAgentsCommand } from "./agents.ts";
 import { startBanner } from "./banner.ts";
+import { runKeysCommand } from "./keys.ts";
 import { renderTextPng } from "./render-text.ts";
 import { loadOrCreateSecrets } from "./secrets.ts";
 import { type GantrySettings, readSettings } from "./settings.ts";
@@ -17,6 +19,8 @@ const HELP = `gantry: durable asynchronous AI inference jobs.
 Usage:
   gantry start      gateway, queue and one agent in this process (the embedded default)
   gantry gateway    the gateway alone; run agents with "gantry-agent run"
+  gantry keys       create, list and revoke API keys ("gantry keys --help")
+  gantry agents     create, list and revoke GPU agents ("gantry agents --help")
   gantry --help
 
 Settings come from GANTRY_* environment variables; the README lists them all.
@@ -24,6 +28,9 @@ Settings come from GANTRY_* environment variables; the README lists them all.
 
 export async function main(argv = process.argv.slice(2), env = process.env): Promise<void> {
   try {
+    // These parse their own flags; parseArgs below would refuse them.
+    if (argv[0] === "keys") return await runKeysCommand(argv.slice(1), env);
+    if (argv[0] === "agents") return await runAgentsCommand(argv.slice(1), env);
     const { positionals, values } = parseArgs({
       args: argv,
       allowPositionals: true,

@@ -78,6 +78,9 @@ export function sessionFactory(provider: ExecutionProvider, threads: number): Se
  * even when the configured models need no onnxruntime at all (`noop`).
  */
 export async function probeProvider(provider: ExecutionProvider): Promise<void> {
+  // A missing CUDA library is reported by onnxruntime's process-wide logger before any
+  // session logger exists; we report that failure ourselves, with its reason.
+  ort.env.logLevel = "fatal";
   const session = await ort.InferenceSession.create(identityModel(), {
     executionProviders: [provider],
     // The provider's own failure is reported by us; keep onnxruntime's copy off stderr.

@@ -13,6 +13,7 @@ import { adminRoutes } from "./routes/admin.ts";
 import { adminAgentRoutes } from "./routes/admin-agents.ts";
 import { agentRoutes } from "./routes/agent.ts";
 import { blobRoutes } from "./routes/blobs.ts";
+import { jobArtifactRoutes } from "./routes/job-artifacts.ts";
 import { jobEventRoutes } from "./routes/job-events.ts";
 import { jobWebhookRoutes } from "./routes/job-webhooks.ts";
 import { jobRoutes } from "./routes/jobs.ts";
@@ -86,6 +87,7 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
   api.route("/jobs", jobRoutes);
   api.route("/jobs", jobEventRoutes);
   api.route("/jobs", jobWebhookRoutes);
+  api.route("/jobs", jobArtifactRoutes);
   api.route("/webhooks", webhookRoutes);
   api.route("/models", modelRoutes);
   api.route("/admin/agents", adminAgentRoutes);

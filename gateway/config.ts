@@ -1,57 +1,77 @@
 import { z } from "zod";
-import { BUILTIN_MODELS, type ModelSpec } from "./models.ts";
+import { BUILTIN_MODELS, type ModelSpec, ModelTask, specForTask } from "./models.ts";
 
 /**
  * The gateway's settings, runtime-free: each entry file (Node, Workers) reads its own
  * environment and hands the result here to be checked once at start-up.
  */
-export const GatewayConfig = z.object({
-  /** Where clients and agents reach this gateway; presigned disk URLs start with it. */
-  publicUrl: z.url(),
-  models: z.array(z.string()).min(1).default(["ocr"]),
-  maxUploadBytes: z
-    .number()
-    .int()
-    .positive()
-    .default(20 * 1024 * 1024),
-  maxBodyBytes: z
-    .number()
-    .int()
-    .positive()
-    .default(64 * 1024),
-  uploadExpiresSeconds: z
-    .number()
-    .int()
-    .positive()
-    .default(15 * 60),
-  defaultTtlSeconds: z
-    .number()
-    .int()
-    .positive()
-    .default(24 * 3600),
-  /** How long an agent may go without a heartbeat before its job may be claimed again. */
-  leaseSeconds: z.number().int().positive().default(60),
-  agentToken: z.string().min(16),
-  /** Embedded mode lets webhooks go to http:// and loopback receivers, for local testing. */
-  allowInsecureWebhooks: z.boolean().default(false),
-  /**
-   * Backpressure: the most jobs that may wait (ready, not yet taken) in one model's queue
-   * before `POST /v1/jobs` answers 503; `queueBounds` sets it per model.
-   */
-  maxQueueDepth: z.number().int().positive().default(10_000),
-  queueBounds: z.record(z.string(), z.number().int().positive()).default({}),
-  /** How long a queue depth reading is reused, so each submit does not ask the broker. */
-  queueDepthCacheMs: z.number().int().min(0).default(1_000),
-  /** `Retry-After` on a 503 (queue full) or a 429 for too many queued jobs. */
-  retryAfterSeconds: z.number().int().positive().default(5),
-});
+export const GatewayConfig = z
+  .object({
+    /** Where clients and agents reach this gateway; presigned disk URLs start with it. */
+    publicUrl: z.url(),
+    models: z.array(z.string()).min(1).default(["ocr"]),
+    /**
+     * The task of each configured model the gateway does not build in (models.yaml ids such
+     * as `rmbg`): it decides the model's input schema and artifacts. May also re-task a
+     * built-in id. Every id in `models` must be built in or named here.
+     */
+    modelTasks: z.record(z.string(), ModelTask).default({}),
+    maxUploadBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(20 * 1024 * 1024),
+    maxBodyBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(64 * 1024),
+    uploadExpiresSeconds: z
+      .number()
+      .int()
+      .positive()
+      .default(15 * 60),
+    defaultTtlSeconds: z
+      .number()
+      .int()
+      .positive()
+      .default(24 * 3600),
+    /** How long an agent may go without a heartbeat before its job may be claimed again. */
+    leaseSeconds: z.number().int().positive().default(60),
+    agentToken: z.string().min(16),
+    /** Embedded mode lets webhooks go to http:// and loopback receivers, for local testing. */
+    allowInsecureWebhooks: z.boolean().default(false),
+    /**
+     * Backpressure: the most jobs that may wait (ready, not yet taken) in one model's queue
+     * before `POST /v1/jobs` answers 503; `queueBounds` sets it per model.
+     */
+    maxQueueDepth: z.number().int().positive().default(10_000),
+    queueBounds: z.record(z.string(), z.number().int().positive()).default({}),
+    /** How long a queue depth reading is reused, so each submit does not ask the broker. */
+    queueDepthCacheMs: z.number().int().min(0).default(1_000),
+    /** `Retry-After` on a 503 (queue full) or a 429 for too many queued jobs. */
+    retryAfterSeconds: z.number().int().positive().default(5),
+  })
+  .superRefine((config, context) => {
+    const unknown = config.models.filter(
+      (id) => !(id in config.modelTasks || id in BUILTIN_MODELS),
+    );
+    if (unknown.length > 0) {
+      context.addIssue({
+        code: "custom",
+        path: ["models"],
+        message: `models ${unknown.join(", ")} are not built in (${Object.keys(BUILTIN_MODELS).join(", ")}): give each a task`,
+      });
+    }
+  });
 export type GatewayConfig = z.infer<typeof GatewayConfig>;
 export type GatewayConfigInput = z.input<typeof GatewayConfig>;
 
 export function modelSpecs(config: GatewayConfig): Map<string, ModelSpec> {
   return new Map(
     config.models.flatMap((id) => {
-      const spec = BUILTIN_MODELS[id];
+      const task = config.modelTasks[id];
+      const spec = task ? specForTask(id, task) : BUILTIN_MODELS[id];
       return spec ? [[id, spec] as const] : [];
     }),
   );

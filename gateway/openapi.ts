@@ -96,6 +96,29 @@ export function openApiDocument(serverUrl: string) {
           },
         },
       },
+      "/v1/jobs/{id}/artifacts/{name}": {
+        get: {
+          summary: "Download a binary output (artifact) of a succeeded job",
+          description:
+            "Redirects (302) to a short-lived URL of the artifact the job output names, such as `image_png` for background removal. The output's entry gives its content_type, size_bytes and sha256.",
+          parameters: [
+            jobIdParam,
+            {
+              name: "name",
+              in: "path",
+              required: true,
+              schema: { type: "string", pattern: "^[A-Za-z0-9_-]{1,64}$" },
+            },
+          ],
+          responses: {
+            "302": {
+              description: "The artifact's presigned URL, in Location",
+              headers: { Location: { schema: { type: "string", format: "uri" } } },
+            },
+            ...problems(401, 404, 409),
+          },
+        },
+      },
       "/v1/webhooks/secret": {
         get: {
           summary: "Your webhook signing secret",

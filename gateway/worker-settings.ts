@@ -17,7 +17,7 @@ import type { S3BlobStoreOptions } from "../shared/blob/s3.ts";
 import type { QueueLimits } from "../shared/queue/port.ts";
 import { parseSqsQueueUrl, type SqsQueueUrlParts } from "../shared/queue/sqs-url.ts";
 import { GatewayConfig } from "./config.ts";
-import { BUILTIN_MODELS } from "./models.ts";
+import { BUILTIN_MODELS, MODEL_TASKS, ModelTask } from "./models.ts";
 
 /** A var as wrangler hands it over: TOML strings stay strings, numbers and booleans do not. */
 type Var = string | number | boolean;
@@ -33,6 +33,8 @@ export interface WorkerEnv {
   GANTRY_BLOB_SECRET?: string;
   /** Comma list of model ids; "ocr" by default. */
   GANTRY_MODELS?: string;
+  /** The task of each model id not built in, as the agents' models.yaml: `rmbg=background-removal,yolo=detection`. */
+  GANTRY_MODEL_TASKS?: string;
   /** Secret, optional: makes sure tenant `ten_default` exists with this API key. */
   GANTRY_BOOTSTRAP_API_KEY?: string;
   /** Secret, optional: the bootstrap tenant's webhook secret (`whsec_…`). */
@@ -95,7 +97,8 @@ const S3_SETTINGS = [
 
 /** Reads and checks every setting; throws a ConfigurationError naming the first bad one. */
 export function readWorkerSettings(env: WorkerEnv, publicUrl: string): WorkerSettings {
-  const models = readModels(env.GANTRY_MODELS);
+  const modelTasks = readModelTasks(env.GANTRY_MODEL_TASKS);
+  const models = readModels(env.GANTRY_MODELS, modelTasks);
   const agentToken = secret(env, "GANTRY_AGENT_TOKEN");
   const maxAttempts = wholeNumber(env, "GANTRY_MAX_ATTEMPTS", 5, 1, 100);
   // SQS counts visibility in whole seconds, up to 12 hours.
@@ -103,6 +106,7 @@ export function readWorkerSettings(env: WorkerEnv, publicUrl: string): WorkerSet
   const parsed = GatewayConfig.safeParse({
     publicUrl,
     models,
+    modelTasks,
     agentToken,
     leaseSeconds,
     allowInsecureWebhooks: flag(env, "GANTRY_ALLOW_INSECURE_WEBHOOKS", false),
@@ -126,23 +130,43 @@ export function readWorkerSettings(env: WorkerEnv, publicUrl: string): WorkerSet
 const SETTING_NAMES: Record<string, string> = {
   publicUrl: "GANTRY_PUBLIC_URL",
   models: "GANTRY_MODELS",
+  modelTasks: "GANTRY_MODEL_TASKS",
   agentToken: "GANTRY_AGENT_TOKEN",
 };
 
-function readModels(raw: string | undefined): string[] {
+function readModels(raw: string | undefined, modelTasks: Record<string, ModelTask>): string[] {
   const models = (raw ?? "ocr")
     .split(",")
     .map((model) => model.trim())
     .filter(Boolean);
-  const unknown = models.filter((model) => !(model in BUILTIN_MODELS));
+  const unknown = models.filter((model) => !(model in BUILTIN_MODELS || model in modelTasks));
   if (unknown.length > 0) {
     const known = Object.keys(BUILTIN_MODELS).join(", ");
     throw new ConfigurationError(
       "GANTRY_MODELS",
-      `GANTRY_MODELS names unknown models (${unknown.join(", ")}); known: ${known}.`,
+      `GANTRY_MODELS names unknown models (${unknown.join(", ")}); built in: ${known}. ` +
+        "Give other ids a task in GANTRY_MODEL_TASKS (id=task).",
     );
   }
   return models;
+}
+
+/** `rmbg=background-removal, yolo=detection`: a models.yaml id and its task, per pair. */
+export function readModelTasks(raw: string | undefined): Record<string, ModelTask> {
+  const tasks: Record<string, ModelTask> = {};
+  for (const pair of (raw ?? "").split(",")) {
+    if (pair.trim() === "") continue;
+    const [id = "", task = "", ...rest] = pair.split("=").map((part) => part.trim());
+    const parsed = ModelTask.safeParse(task);
+    if (id === "" || rest.length > 0 || !parsed.success) {
+      throw new ConfigurationError(
+        "GANTRY_MODEL_TASKS",
+        `GANTRY_MODEL_TASKS entry "${pair.trim()}" must be id=task, the task one of ${MODEL_TASKS.join(", ")}.`,
+      );
+    }
+    tasks[id] = parsed.data;
+  }
+  return tasks;
 }
 
 function readQueue(env: WorkerEnv): QueueChoice {

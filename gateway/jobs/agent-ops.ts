@@ -15,7 +15,7 @@ import {
 import type { Gateway } from "../context.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
 import type { Transition } from "../store/job-store.ts";
-import { outputBlobKey, uploadBlobKey } from "../store/uploads.ts";
+import { artifactBlobKey, outputBlobKey, uploadBlobKey } from "../store/uploads.ts";
 import { afterTransition } from "./lifecycle.ts";
 
 const OUTPUT_MAX_BYTES = 10 * 1024 * 1024;
@@ -112,13 +112,45 @@ async function buildClaim(gateway: Gateway, row: JobRow): Promise<Claim> {
     maxBytes: OUTPUT_MAX_BYTES,
     expiresInSeconds: INPUT_URL_SECONDS,
   });
+  const artifacts = await presignArtifacts(gateway, row);
   return {
     v: 1,
     job,
     inputs,
     output: { url: output.url, method: "PUT", headers: output.headers },
     lease_seconds: gateway.config.leaseSeconds,
+    ...(artifacts ? { artifacts } : {}),
   };
+}
+
+/**
+ * One PUT per artifact the model declares, whether or not this run makes it (a
+ * background-removal job makes `image_png` or `mask_png`, by its `format`): unused URLs
+ * simply expire. A retry's claim presigns again and overwrites what an earlier attempt left.
+ */
+async function presignArtifacts(
+  gateway: Gateway,
+  row: JobRow,
+): Promise<Claim["artifacts"] | undefined> {
+  const declared = gateway.models.get(row.model)?.artifacts ?? [];
+  if (declared.length === 0) return undefined;
+  const entries = await Promise.all(
+    declared.map(async (artifact) => {
+      const put = await gateway.blobs.presignPut(artifactBlobKey(row.id, artifact.name), {
+        contentType: artifact.content_type,
+        maxBytes: artifact.max_bytes,
+        expiresInSeconds: INPUT_URL_SECONDS,
+      });
+      const target = {
+        url: put.url,
+        method: "PUT" as const,
+        headers: put.headers,
+        max_bytes: artifact.max_bytes,
+      };
+      return [artifact.name, target] as const;
+    }),
+  );
+  return Object.fromEntries(entries);
 }
 
 export async function heartbeatJob(

@@ -5,6 +5,8 @@ export type UploadRow = Selectable<UploadTable>;
 
 export const uploadBlobKey = (uploadId: string) => `inputs/${uploadId}`;
 export const outputBlobKey = (jobId: string) => `outputs/${jobId}/result.json`;
+/** Artifact names are spec names (letters, digits, `_`), so the key needs no escaping. */
+export const artifactBlobKey = (jobId: string, name: string) => `outputs/${jobId}/${name}`;
 
 export async function insertUpload(db: Kysely<Database>, upload: UploadRow): Promise<void> {
   await db.insertInto("uploads").values(upload).execute();

@@ -27,6 +27,21 @@ export const Claim = z.object({
     headers: z.record(z.string(), z.string()),
   }),
   lease_seconds: z.number().int().positive(),
+  /**
+   * Per artifact name the model may make (`image_png`), where to PUT its bytes. Absent for
+   * models without artifacts and from older gateways: the agent then inlines small ones.
+   */
+  artifacts: z
+    .record(
+      z.string(),
+      z.object({
+        url: z.url(),
+        method: z.literal("PUT"),
+        headers: z.record(z.string(), z.string()),
+        max_bytes: z.number().int().positive().optional(),
+      }),
+    )
+    .optional(),
 });
 export type Claim = z.infer<typeof Claim>;
 

@@ -193,7 +193,7 @@ describe("openQueue", () => {
   });
 
   it("refuses a scheme it does not know yet, plainly", async () => {
-    await expect(openQueue("amqp://rabbit:5672")).rejects.toThrow(UserError);
+    await expect(openQueue("kafka://rabbit:5672")).rejects.toThrow(UserError);
     await expect(openQueue("sqlite:")).rejects.toThrow("names no file");
   });
 });

@@ -4,6 +4,8 @@ import { UserError } from "../errors.ts";
 import { type AmqpQueueType, createAmqpQueue } from "./amqp/index.ts";
 import type { JobQueue, QueueLimits } from "./port.ts";
 import { createSqlQueue } from "./sql.ts";
+import { createSqsQueue } from "./sqs.ts";
+import { parseSqsQueueUrl, type SqsQueueUrlParts } from "./sqs-url.ts";
 
 export interface OpenedQueue {
   queue: JobQueue;
@@ -144,6 +146,24 @@ async function openAmqpUrl(url: string, options: OpenQueueOptions): Promise<Open
  * The hook for the `sqs` adapter: parse `sqs://…` into the adapter's options and return
  * `{ queue: createSqsQueue(…), description, close }`, as `openAmqpUrl` does for RabbitMQ.
  */
-async function openSqsUrl(_url: string, _options: OpenQueueOptions): Promise<OpenedQueue> {
-  throw new UserError("the sqs queue adapter is not available in this build");
+async function openSqsUrl(url: string, options: OpenQueueOptions): Promise<OpenedQueue> {
+  let parts: SqsQueueUrlParts;
+  try {
+    parts = parseSqsQueueUrl(url);
+  } catch (error) {
+    throw new UserError(
+      `queue URL ${url}: ${error instanceof Error ? error.message : String(error)}`,
+    );
+  }
+  // Credentials come from the AWS SDK's default chain (environment, profile, pod identity).
+  const queue = createSqsQueue({
+    region: parts.region,
+    ...(parts.endpoint ? { endpoint: parts.endpoint } : {}),
+    ...(parts.queuePrefix ? { queuePrefix: parts.queuePrefix } : {}),
+    ...(parts.createQueues === undefined ? {} : { createQueues: parts.createQueues }),
+    ...(options.limits ? { limits: options.limits } : {}),
+    onError: (error) => options.logger?.error({ err: error }, "queue error"),
+  });
+  const where = `sqs://${parts.region}/${parts.queuePrefix ?? "gantry-"}`;
+  return { queue, description: where, close: () => queue.close() };
 }

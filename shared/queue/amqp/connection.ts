@@ -31,6 +31,8 @@ export class AmqpConnection {
     const { initialDelayMs, maxDelayMs } = settings.reconnect;
     this.recovering = connect(withHeartbeat(settings.url, settings.heartbeatSeconds), {
       clientProperties: { connection_name: settings.connectionName },
+      // Small frames (publishes, acks) go out at once instead of waiting on Nagle.
+      noDelay: true,
       recovery: {
         waitForConnect: false,
         calculateDelay: (attempt) =>

@@ -4,11 +4,13 @@ import pino from "pino";
 import { createDiskBlobStore } from "../shared/blob/disk.ts";
 import { type OpenedDatabase, openDatabase } from "../shared/db/open.ts";
 import type { Database } from "../shared/db/schema.ts";
+import { createSafeWebhookFetch } from "../shared/net/safe-fetch.ts";
 import { type OpenedQueue, openQueue, sqlQueueOn } from "../shared/queue/open.ts";
 import type { JobQueue, QueueLimits } from "../shared/queue/port.ts";
 import { createApp, createGateway } from "./app.ts";
 import { GatewayConfig, type GatewayConfigInput } from "./config.ts";
 import type { Gateway } from "./context.ts";
+import { createGatewayMetrics } from "./metrics-node.ts";
 import { type SweepOptions, sweep } from "./sweep.ts";
 
 /** The Node entry: the only gateway file, beside `worker.ts`, that knows its runtime. */
@@ -75,10 +77,15 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
 
   // The public URL may depend on the port the OS picks, so listen first, then build.
   let app: ReturnType<typeof createApp> | null = null;
+  let metrics: ReturnType<typeof createGatewayMetrics> | null = null;
   const server = serve({
     port: options.port,
     hostname: options.host,
-    fetch: (request) => (app ? app.fetch(request) : new Response("starting", { status: 503 })),
+    fetch: (request) => {
+      // Prometheus scrapes the Node gateway; the runtime-free app knows nothing of it.
+      if (metrics && new URL(request.url).pathname === "/metrics") return metrics.handler();
+      return app ? app.fetch(request) : new Response("starting", { status: 503 });
+    },
   });
   try {
     await new Promise<void>((resolve, reject) => {
@@ -117,11 +124,14 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     config,
     log,
     now: Date.now,
-    fetch: globalThis.fetch,
+    // Webhooks: the connect-time check refuses internal addresses, whatever DNS says.
+    // Embedded mode allows loopback and private receivers (metadata stays refused).
+    fetch: createSafeWebhookFetch({ allowPrivate: options.allowInsecureWebhooks }),
     background,
     localBlobs: { backend: blobs, secret: options.blobSecret },
   });
   app = createApp(gateway);
+  metrics = createGatewayMetrics(gateway);
 
   const sweepOptions: SweepOptions = {
     ...(options.maxAttempts ? { maxAttempts: options.maxAttempts } : {}),

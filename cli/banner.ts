@@ -6,6 +6,8 @@ export function startBanner(options: {
   dataDir: string;
   examplePath: string;
   models: string[];
+  /** What the gateway runs on, in words: "SQLite queue and store, blobs on disk, one agent". */
+  stack: string;
 }): string {
   const { url, apiKey } = options;
   const keyNote = {
@@ -14,7 +16,7 @@ export function startBanner(options: {
     kept: `from ${options.dataDir}/secrets.json`,
   }[options.apiKeyFrom];
   return `
-  Gantry is running (embedded: SQLite queue and store, blobs on disk, one CPU agent)
+  Gantry is running: gateway, ${options.stack}
 
     API        ${url}
     Docs       ${url}/docs

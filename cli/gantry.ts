@@ -72,6 +72,7 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
     blobSecret: secrets.blobSecret,
     agentToken,
     models: settings.models,
+    config: { modelTasks: settings.modelTasks },
     maxUploadBytes: settings.maxUploadBytes,
     sweepIntervalMs: settings.sweepIntervalMs,
     allowInsecureWebhooks: command === "start",
@@ -123,6 +124,9 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
       dataDir: settings.dataDir,
       examplePath,
       models: settings.models,
+      stack: `${node.dialect === "postgres" ? "Postgres" : "SQLite"} job store, queue: ${node.queueDescription}, blobs on disk${
+        agent ? `, one agent (${settings.slots} slot${settings.slots > 1 ? "s" : ""})` : ""
+      }`,
     }),
   );
 

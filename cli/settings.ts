@@ -1,5 +1,6 @@
 import { join, resolve } from "node:path";
 import { z } from "zod";
+import { BUILTIN_MODELS, type ModelTask, parseModelTasks } from "../gateway/models.ts";
 import { isPostgresUrl, parsePostgresUrl } from "../shared/db/postgres.ts";
 import { UserError } from "../shared/errors.ts";
 import { ModelId } from "../shared/protocol/index.ts";
@@ -46,6 +47,7 @@ const Settings = z.object({
   GANTRY_API_KEY: z.string().min(16, "must be at least 16 characters").max(256).optional(),
   GANTRY_AGENT_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
   GANTRY_MODELS: list.default(["ocr"]),
+  GANTRY_MODEL_TASKS: z.string().optional(),
   GANTRY_SLOTS: z.coerce.number().int().min(1).max(64).default(1),
   GANTRY_THREADS: z.coerce.number().int().min(0).max(256).default(0),
   GANTRY_MAX_UPLOAD_BYTES: z.coerce
@@ -77,6 +79,8 @@ export interface GantrySettings {
   apiKey: string | null;
   agentToken: string | null;
   models: string[];
+  /** The pipeline task of each configured model id that is not built in. */
+  modelTasks: Record<string, ModelTask>;
   slots: number;
   threads: number;
   maxUploadBytes: number;
@@ -109,6 +113,7 @@ export function readSettings(env: Record<string, string | undefined>): GantrySet
     apiKey: s.GANTRY_API_KEY ?? null,
     agentToken: s.GANTRY_AGENT_TOKEN ?? null,
     models: s.GANTRY_MODELS,
+    modelTasks: readModelTasks(s.GANTRY_MODEL_TASKS, s.GANTRY_MODELS),
     slots: s.GANTRY_SLOTS,
     threads: s.GANTRY_THREADS,
     maxUploadBytes: s.GANTRY_MAX_UPLOAD_BYTES,
@@ -136,4 +141,20 @@ function succeeds(check: () => unknown): boolean {
   } catch {
     return false;
   }
+}
+
+function readModelTasks(raw: string | undefined, models: string[]): Record<string, ModelTask> {
+  let tasks: Record<string, ModelTask>;
+  try {
+    tasks = parseModelTasks(raw);
+  } catch (error) {
+    throw new UserError(`Invalid settings:\n  ${(error as Error).message}`);
+  }
+  const unknown = models.filter((id) => !(id in BUILTIN_MODELS) && !(id in tasks));
+  if (unknown.length > 0) {
+    throw new UserError(
+      `Invalid settings:\n  GANTRY_MODELS: ${unknown.join(", ")} is neither built in (${Object.keys(BUILTIN_MODELS).join(", ")}) nor given a task in GANTRY_MODEL_TASKS (id=task).`,
+    );
+  }
+  return tasks;
 }

@@ -236,3 +236,23 @@ export function inputJsonSchema(spec: ModelSpec): object {
 export function acceptedContentTypes(models: Map<string, ModelSpec>): string[] {
   return [...new Set([...models.values()].flatMap((spec) => spec.contentTypes))];
 }
+
+/**
+ * `rmbg=background-removal,yolo=detection`: the task behind each configured model id, as
+ * the Node and Workers entries read it from `GANTRY_MODEL_TASKS`.
+ */
+export function parseModelTasks(raw: string | undefined): Record<string, ModelTask> {
+  const tasks: Record<string, ModelTask> = {};
+  for (const pair of (raw ?? "").split(",")) {
+    if (pair.trim() === "") continue;
+    const [id = "", task = "", ...rest] = pair.split("=").map((part) => part.trim());
+    const parsed = ModelTask.safeParse(task);
+    if (id === "" || rest.length > 0 || !parsed.success) {
+      throw new Error(
+        `GANTRY_MODEL_TASKS entry "${pair.trim()}" must be id=task, the task one of ${MODEL_TASKS.join(", ")}.`,
+      );
+    }
+    tasks[id] = parsed.data;
+  }
+  return tasks;
+}

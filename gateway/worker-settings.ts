@@ -17,7 +17,7 @@ import type { S3BlobStoreOptions } from "../shared/blob/s3.ts";
 import type { QueueLimits } from "../shared/queue/port.ts";
 import { parseSqsQueueUrl, type SqsQueueUrlParts } from "../shared/queue/sqs-url.ts";
 import { GatewayConfig } from "./config.ts";
-import { BUILTIN_MODELS, MODEL_TASKS, ModelTask } from "./models.ts";
+import { BUILTIN_MODELS, type ModelTask, parseModelTasks } from "./models.ts";
 
 /** A var as wrangler hands it over: TOML strings stay strings, numbers and booleans do not. */
 type Var = string | number | boolean;
@@ -153,20 +153,11 @@ function readModels(raw: string | undefined, modelTasks: Record<string, ModelTas
 
 /** `rmbg=background-removal, yolo=detection`: a models.yaml id and its task, per pair. */
 export function readModelTasks(raw: string | undefined): Record<string, ModelTask> {
-  const tasks: Record<string, ModelTask> = {};
-  for (const pair of (raw ?? "").split(",")) {
-    if (pair.trim() === "") continue;
-    const [id = "", task = "", ...rest] = pair.split("=").map((part) => part.trim());
-    const parsed = ModelTask.safeParse(task);
-    if (id === "" || rest.length > 0 || !parsed.success) {
-      throw new ConfigurationError(
-        "GANTRY_MODEL_TASKS",
-        `GANTRY_MODEL_TASKS entry "${pair.trim()}" must be id=task, the task one of ${MODEL_TASKS.join(", ")}.`,
-      );
-    }
-    tasks[id] = parsed.data;
+  try {
+    return parseModelTasks(raw);
+  } catch (error) {
+    throw new ConfigurationError("GANTRY_MODEL_TASKS", (error as Error).message);
   }
-  return tasks;
 }
 
 function readQueue(env: WorkerEnv): QueueChoice {

@@ -30,6 +30,23 @@ export function openApiDocument(serverUrl: string) {
           },
         },
       },
+      "/v1/uploads/{id}": {
+        get: {
+          summary: "Whether an upload's file has arrived",
+          parameters: [
+            {
+              name: "id",
+              in: "path",
+              required: true,
+              schema: { type: "string", pattern: "^upl_" },
+            },
+          ],
+          responses: {
+            "200": { description: "The upload", content: json("UploadStatus") },
+            ...problems(401, 404),
+          },
+        },
+      },
       "/v1/jobs": {
         post: {
           summary: "Submit a job",

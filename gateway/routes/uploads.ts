@@ -1,10 +1,10 @@
 import { Hono } from "hono";
-import { HttpProblem } from "../../shared/errors.ts";
+import { HttpProblem, notFound } from "../../shared/errors.ts";
 import { newId } from "../../shared/ids.ts";
-import { type Upload, UploadRequest } from "../../shared/protocol/index.ts";
+import { type Upload, UploadRequest, type UploadStatus } from "../../shared/protocol/index.ts";
 import type { AppEnv } from "../env.ts";
 import { acceptedContentTypes } from "../models.ts";
-import { insertUpload, uploadBlobKey } from "../store/uploads.ts";
+import { insertUpload, uploadBlobKey, uploadForTenant } from "../store/uploads.ts";
 import { parseJsonBody } from "../validation.ts";
 
 /** The largest upload a tenant may make: its plan's ceiling, within the gateway's own. */
@@ -16,51 +16,72 @@ export function maxUploadBytes(gatewayMax: number, planMax: number): number {
  * Presigned uploads. Uploads name no model, so the content type is checked here against
  * every served model's allowlist, and against the job's model when a job uses the upload.
  */
-export const uploadRoutes = new Hono<AppEnv>().post("/", async (c) => {
-  const { gateway, tenant } = c.var;
-  const request = await parseJsonBody(c, UploadRequest);
-  const accepted = acceptedContentTypes(gateway.models);
-  if (!accepted.includes(request.content_type)) {
-    throw new HttpProblem(
-      415,
-      "unsupported_content_type",
-      "Unsupported content type",
-      `content_type must be one of ${accepted.join(", ")}.`,
-    );
-  }
-  const limit = maxUploadBytes(gateway.config.maxUploadBytes, tenant.limits.max_upload_bytes);
-  if (request.size_bytes > limit) {
-    throw new HttpProblem(
-      413,
-      "upload_too_large",
-      "Upload too large",
-      `size_bytes may be at most ${limit} on your plan (${tenant.plan}).`,
-      { max_upload_bytes: limit },
-    );
-  }
-  const now = gateway.now();
-  const id = newId("upl", now);
-  const presigned = await gateway.blobs.presignPut(uploadBlobKey(id), {
-    contentType: request.content_type,
-    sizeBytes: request.size_bytes,
-    expiresInSeconds: gateway.config.uploadExpiresSeconds,
+export const uploadRoutes = new Hono<AppEnv>()
+  .post("/", async (c) => {
+    const { gateway, tenant } = c.var;
+    const request = await parseJsonBody(c, UploadRequest);
+    const accepted = acceptedContentTypes(gateway.models);
+    if (!accepted.includes(request.content_type)) {
+      throw new HttpProblem(
+        415,
+        "unsupported_content_type",
+        "Unsupported content type",
+        `content_type must be one of ${accepted.join(", ")}.`,
+      );
+    }
+    const limit = maxUploadBytes(gateway.config.maxUploadBytes, tenant.limits.max_upload_bytes);
+    if (request.size_bytes > limit) {
+      throw new HttpProblem(
+        413,
+        "upload_too_large",
+        "Upload too large",
+        `size_bytes may be at most ${limit} on your plan (${tenant.plan}).`,
+        { max_upload_bytes: limit },
+      );
+    }
+    const now = gateway.now();
+    const id = newId("upl", now);
+    const presigned = await gateway.blobs.presignPut(uploadBlobKey(id), {
+      contentType: request.content_type,
+      sizeBytes: request.size_bytes,
+      expiresInSeconds: gateway.config.uploadExpiresSeconds,
+    });
+    await insertUpload(gateway.db, {
+      id,
+      tenant_id: tenant.id,
+      content_type: request.content_type,
+      size_bytes: request.size_bytes,
+      blob_key: uploadBlobKey(id),
+      created_at: now,
+      expires_at: presigned.expiresAt.getTime(),
+    });
+    const upload: Upload = {
+      id,
+      object: "upload",
+      url: presigned.url,
+      method: "PUT",
+      headers: presigned.headers,
+      expires_at: presigned.expiresAt.toISOString(),
+    };
+    return c.json(upload, 201);
+  })
+  .get("/:id", async (c) => {
+    const { gateway, tenant } = c.var;
+    const id = c.req.param("id");
+    // Another tenant's upload is simply not found, like its jobs.
+    const upload = await uploadForTenant(gateway.db, tenant.id, id);
+    if (!upload) throw notFound("Upload", id);
+    const stored = await gateway.blobs.head(upload.blob_key);
+    const status: UploadStatus["status"] =
+      stored?.sizeBytes === upload.size_bytes ? "received" : "pending";
+    const body: UploadStatus = {
+      id: upload.id,
+      object: "upload",
+      content_type: upload.content_type,
+      size_bytes: upload.size_bytes,
+      status,
+      created_at: new Date(upload.created_at).toISOString(),
+      expires_at: new Date(upload.expires_at).toISOString(),
+    };
+    return c.json(body);
   });
-  await insertUpload(gateway.db, {
-    id,
-    tenant_id: tenant.id,
-    content_type: request.content_type,
-    size_bytes: request.size_bytes,
-    blob_key: uploadBlobKey(id),
-    created_at: now,
-    expires_at: presigned.expiresAt.getTime(),
-  });
-  const upload: Upload = {
-    id,
-    object: "upload",
-    url: presigned.url,
-    method: "PUT",
-    headers: presigned.headers,
-    expires_at: presigned.expiresAt.toISOString(),
-  };
-  return c.json(upload, 201);
-});

@@ -21,3 +21,15 @@ export const Upload = z.object({
   expires_at: z.iso.datetime(),
 });
 export type Upload = z.infer<typeof Upload>;
+
+/** `GET /v1/uploads/{id}`: whether the file has arrived at its presigned URL yet. */
+export const UploadStatus = z.object({
+  id: z.string(),
+  object: z.literal("upload"),
+  content_type: z.string(),
+  size_bytes: z.number().int(),
+  status: z.enum(["pending", "received"]),
+  created_at: z.iso.datetime(),
+  expires_at: z.iso.datetime().describe("When the upload URL stops accepting the file."),
+});
+export type UploadStatus = z.infer<typeof UploadStatus>;

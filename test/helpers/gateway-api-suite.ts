@@ -165,6 +165,32 @@ export function describeGatewayApi(label: string, start: () => Promise<TestGatew
       );
     });
 
+    it("shows an upload's status to its tenant, and hides it from others behind 404", async () => {
+      const presign = await gw.api("/v1/uploads", {
+        method: "POST",
+        json: { content_type: "image/png", size_bytes: png.length },
+      });
+      const { id, url, headers } = (await presign.json()) as {
+        id: string;
+        url: string;
+        headers: Record<string, string>;
+      };
+      const before = (await (await gw.api(`/v1/uploads/${id}`)).json()) as { status: string };
+      expect(before.status).toBe("pending");
+      expect((await fetch(url, { method: "PUT", headers, body: new Uint8Array(png) })).ok).toBe(
+        true,
+      );
+      const after = (await (await gw.api(`/v1/uploads/${id}`)).json()) as {
+        status: string;
+        size_bytes: number;
+      };
+      expect(after).toMatchObject({ status: "received", size_bytes: png.length });
+      const otherKey = await gw.addTenant("ten_uploads_other");
+      const other = { authorization: `Bearer ${otherKey}` };
+      await expectProblem(await gw.api(`/v1/uploads/${id}`, { headers: other }), 404);
+      await expectProblem(await gw.api("/v1/uploads/upl_nope"), 404);
+    });
+
     it("hides another tenant's jobs behind 404", async () => {
       const job = (await (await submit({ model: "noop", input: {} })).json()) as { id: string };
       const otherKey = await gw.addTenant("ten_other");

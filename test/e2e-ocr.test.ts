@@ -1,5 +1,3 @@
-import { createServer, type IncomingHttpHeaders } from "node:http";
-import type { AddressInfo } from "node:net";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AgentHandle } from "../gpu-agent/agent.ts";
@@ -7,40 +5,7 @@ import { renderTextPng } from "./helpers/render-text.ts";
 import { followJob } from "./helpers/sse.ts";
 import { startTestAgent } from "./helpers/test-agent.ts";
 import { startTestGateway, type TestGateway, uploadFile } from "./helpers/test-gateway.ts";
-
-interface Received {
-  body: string;
-  headers: IncomingHttpHeaders;
-}
-
-/** A local webhook receiver; resolves `next()` with each delivery. */
-function startReceiver() {
-  const waiting: ((r: Received) => void)[] = [];
-  const received: Received[] = [];
-  const server = createServer((req, res) => {
-    let body = "";
-    req.on("data", (chunk) => (body += chunk));
-    req.on("end", () => {
-      const delivery = { body, headers: req.headers };
-      received.push(delivery);
-      waiting.shift()?.(delivery);
-      res.writeHead(204).end();
-    });
-  });
-  return {
-    listen: () =>
-      new Promise<string>((resolve) =>
-        server.listen(0, "127.0.0.1", () =>
-          resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`),
-        ),
-      ),
-    next: () =>
-      new Promise<Received>((resolve) =>
-        received.length ? resolve(received.shift()!) : waiting.push(resolve),
-      ),
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
+import { startReceiver } from "./helpers/webhook-receiver.ts";
 
 let gw: TestGateway;
 let agent: AgentHandle;

@@ -1,52 +1,21 @@
 import { connect } from "amqplib";
 import { describe, expect, it, onTestFinished } from "vitest";
 import { UserError } from "../shared/errors.ts";
-import { type AmqpQueue, createAmqpQueue } from "../shared/queue/amqp/index.ts";
+import { createAmqpQueue } from "../shared/queue/amqp/index.ts";
 import { TopologyNames } from "../shared/queue/amqp/names.ts";
-import { LeaseLostError, type QueueLimits } from "../shared/queue/port.ts";
+import { LeaseLostError } from "../shared/queue/port.ts";
 import {
   describeJobQueueConformance,
   freshModel,
   Inbox,
-  type JobQueueFixture,
   queueMessage,
 } from "./conformance/job-queue.ts";
+import { AMQP_LIMITS, AMQP_STEPS, AMQP_URL, amqpFixture } from "./helpers/amqp-fixture.ts";
 
-const URL = process.env.GANTRY_TEST_AMQP_URL ?? "amqp://guest:guest@127.0.0.1:5672";
-const LIMITS: QueueLimits = { maxAttempts: 3, leaseMs: 400 };
-const STEPS = [100, 500, 2_000];
-
-async function quorumFixture(): Promise<JobQueueFixture & { queue: AmqpQueue; prefix: string }> {
-  const prefix = `gantry-test-${crypto.randomUUID().slice(0, 12)}`;
-  const opened: AmqpQueue[] = [];
-  const open = async () => {
-    const queue = createAmqpQueue({
-      url: URL,
-      queueType: "quorum",
-      prefix,
-      limits: LIMITS,
-      retryDelaysMs: STEPS,
-      onError: (error) => {
-        if (!(error instanceof Error && error.message === "handler bug")) console.error(error);
-      },
-    });
-    opened.push(queue);
-    await queue.ready(5_000);
-    return queue;
-  };
-  return {
-    queue: await open(),
-    prefix,
-    limits: LIMITS,
-    reopen: open,
-    async cleanup() {
-      for (const queue of opened) {
-        await queue.deleteTopology();
-        await queue.close();
-      }
-    },
-  };
-}
+const URL = AMQP_URL;
+const LIMITS = AMQP_LIMITS;
+const STEPS = AMQP_STEPS;
+const quorumFixture = () => amqpFixture("quorum");
 
 describeJobQueueConformance("amqp with quorum queues", quorumFixture);
 

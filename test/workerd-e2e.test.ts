@@ -6,8 +6,9 @@
  * goes through SQS, the agent claims it from the Worker, reads the input from S3, writes
  * its output to S3, reports, and the Worker signs and delivers the webhook.
  */
+
 import { randomUUID } from "node:crypto";
-import { createServer, type IncomingHttpHeaders } from "node:http";
+import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Kysely } from "kysely";
 import { D1Dialect } from "kysely-d1";
@@ -32,6 +33,7 @@ import {
 } from "./helpers/aws-emulators.ts";
 import { renderTextPng } from "./helpers/render-text.ts";
 import { followJob } from "./helpers/sse.ts";
+import { startReceiver } from "./helpers/webhook-receiver.ts";
 import { bundleGatewayWorker, gatewayWorkerOptions, type WorkerBundle } from "./helpers/workerd.ts";
 
 const apiKey = `gk_${randomToken(24)}`;
@@ -43,49 +45,6 @@ const keyPrefix = `e2e-${randomUUID()}/`;
 const PATIENCE_MS = 60_000;
 // Long enough that a busy machine never lets a lease lapse between 1 s heartbeats.
 const LEASE_SECONDS = "10";
-
-interface Received {
-  body: string;
-  headers: IncomingHttpHeaders;
-}
-
-/** A local webhook receiver; `next()` resolves with each delivery in turn. */
-function startReceiver() {
-  const waiting: ((r: Received) => void)[] = [];
-  const received: Received[] = [];
-  const server = createServer((req, res) => {
-    let body = "";
-    req.on("data", (chunk) => {
-      body += chunk;
-    });
-    req.on("end", () => {
-      const delivery = { body, headers: req.headers };
-      const waiter = waiting.shift();
-      if (waiter) waiter(delivery);
-      else received.push(delivery);
-      res.writeHead(204).end();
-    });
-  });
-  return {
-    listen: () =>
-      new Promise<string>((resolve) =>
-        server.listen(0, "127.0.0.1", () =>
-          resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`),
-        ),
-      ),
-    next: () =>
-      new Promise<Received>((resolve) => {
-        const first = received.shift();
-        if (first) resolve(first);
-        else waiting.push(resolve);
-      }),
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
 
 let s3: S3Emulator;
 let sqs: SqsEmulator;

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { InputRef } from "../shared/protocol/index.ts";
+import { JsonTensor } from "../shared/protocol/tensor.ts";
 
 export const IMAGE_TYPES = [
   "image/png",
@@ -112,26 +113,6 @@ export const BUILTIN_MODELS: Record<string, ModelSpec> = {
 const MAX_PNG_ARTIFACT_BYTES = 256 * 1024 * 1024;
 
 const Threshold = z.number().min(0).max(1);
-
-/** The agent's JSON tensor (`gpu-agent/pipelines/tensor/codec.ts`), checked before queueing. */
-const JsonTensor = z.strictObject({
-  dims: z.array(z.number().int().min(0)).max(16),
-  type: z.enum([
-    "float32",
-    "float64",
-    "int8",
-    "uint8",
-    "int16",
-    "uint16",
-    "int32",
-    "uint32",
-    "int64",
-    "uint64",
-    "bool",
-    "string",
-  ]),
-  data: z.array(z.union([z.number(), z.string(), z.boolean()])),
-});
 
 /** An image model's spec; the id is the configured model's. */
 const imageModel = (

@@ -11,8 +11,8 @@ import {
   JobRequest,
   Problem,
   Upload,
-  UploadStatus,
   UploadRequest,
+  UploadStatus,
   WebhookPayload,
   WebhookSecret,
 } from "../shared/protocol/index.ts";

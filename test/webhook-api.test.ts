@@ -1,5 +1,3 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { Webhook } from "standardwebhooks";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { webhookDeps } from "../gateway/jobs/lifecycle.ts";
@@ -13,6 +11,7 @@ import {
   WebhookEndpointList,
   WebhookSecretDetails,
 } from "../shared/protocol/webhook-api.ts";
+import { type ScriptedReceiver, startScriptedReceiver } from "./helpers/scripted-receiver.ts";
 import { startTestGateway, type TestGateway } from "./helpers/test-gateway.ts";
 
 /**
@@ -21,57 +20,18 @@ import { startTestGateway, type TestGateway } from "./helpers/test-gateway.ts";
  * so that the test decides when deliveries are attempted.
  */
 
-interface Received {
-  path: string;
-  headers: Record<string, string>;
-  body: string;
-}
-
-let receiver: Server;
-let receiverUrl: string;
-let received: Received[] = [];
-let scripts = new Map<string, number[]>();
-let waiters: { path: string; resolve: (request: Received) => void }[] = [];
-
-function handle(req: IncomingMessage, res: ServerResponse): void {
-  const chunks: Buffer[] = [];
-  req.on("data", (chunk: Buffer) => chunks.push(chunk));
-  req.on("end", () => {
-    const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(req.headers)) {
-      if (typeof value === "string") headers[name] = value;
-    }
-    const request = { path: req.url ?? "/", headers, body: Buffer.concat(chunks).toString("utf8") };
-    received.push(request);
-    const status = scripts.get(request.path)?.shift() ?? 200;
-    res.writeHead(status).end(status >= 300 ? "receiver says no" : "");
-    for (const waiter of waiters.filter((w) => w.path === request.path)) waiter.resolve(request);
-    waiters = waiters.filter((w) => w.path !== request.path);
-  });
-}
-
-/** Resolves with the next request the receiver gets on `path`. */
-function nextRequest(path: string): Promise<Received> {
-  return new Promise((resolve) => waiters.push({ path, resolve }));
-}
+let receiver: ScriptedReceiver;
 
 beforeAll(async () => {
-  receiver = createServer(handle);
-  await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
-  receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+  receiver = await startScriptedReceiver("receiver says no");
 });
 
-afterAll(async () => {
-  receiver.closeAllConnections();
-  await new Promise<void>((resolve) => receiver.close(() => resolve()));
-});
+afterAll(() => receiver.close());
 
 let gw: TestGateway;
 
 beforeEach(async () => {
-  received = [];
-  scripts = new Map();
-  waiters = [];
+  receiver.reset();
   gw = await startTestGateway({ models: ["noop"], sweepIntervalMs: 3_600_000 });
 });
 
@@ -85,7 +45,7 @@ async function submitJob(webhookPath: string, events?: string[]): Promise<Job> {
     json: {
       model: "noop",
       input: {},
-      webhook: { url: receiverUrl + webhookPath, ...(events ? { events } : {}) },
+      webhook: { url: receiver.url + webhookPath, ...(events ? { events } : {}) },
     },
   });
   expect(response.status).toBe(202);
@@ -102,7 +62,7 @@ async function deliverEvent(job: Job, path: string, deps: Partial<DeliverDeps> =
     data: job,
   };
   const input = { tenantId: "ten_test", jobId: job.id, eventType: "job.succeeded" as const };
-  const id = await enqueueWebhook(gw.db, { ...input, url: receiverUrl + path, payload }, now);
+  const id = await enqueueWebhook(gw.db, { ...input, url: receiver.url + path, payload }, now);
   await deliverDue(gw.db, { ...webhookDeps(gw.gateway), ...deps });
   return id;
 }
@@ -120,7 +80,7 @@ describe("GET /v1/jobs/{id}/webhooks", () => {
     const empty = await gw.api(`/v1/jobs/${job.id}/webhooks`);
     expect(WebhookDeliveryList.parse(await empty.json())).toEqual({ object: "list", data: [] });
 
-    scripts.set("/flaky", [500]);
+    receiver.scripts.set("/flaky", [500]);
     const id = await deliverEvent(job, "/flaky");
     const response = await gw.api(`/v1/jobs/${job.id}/webhooks`);
     expect(response.status).toBe(200);
@@ -132,7 +92,7 @@ describe("GET /v1/jobs/{id}/webhooks", () => {
       id,
       job_id: job.id,
       event_type: "job.succeeded",
-      url: `${receiverUrl}/flaky`,
+      url: `${receiver.url}/flaky`,
       state: "pending",
       attempt_count: 1,
     });
@@ -163,14 +123,14 @@ describe("GET /v1/jobs/{id}/webhooks", () => {
       "not_found",
     );
     // The other tenant's attempt sent nothing.
-    expect(received).toHaveLength(1);
+    expect(receiver.received).toHaveLength(1);
   });
 });
 
 describe("POST /v1/jobs/{id}/webhooks/{delivery}/redeliver", () => {
   it("sends the delivery again now: same payload and webhook-id, fresh signature", async () => {
     const job = await submitJob("/hook", ["job.succeeded"]);
-    scripts.set("/hook", [503]);
+    receiver.scripts.set("/hook", [503]);
     const id = await deliverEvent(job, "/hook");
     const response = await gw.api(`/v1/jobs/${job.id}/webhooks/${id}/redeliver`, {
       method: "POST",
@@ -182,7 +142,7 @@ describe("POST /v1/jobs/{id}/webhooks/{delivery}/redeliver", () => {
       [1, 503],
       [2, 200],
     ]);
-    const [first, second] = received;
+    const [first, second] = receiver.received;
     expect(second?.headers["webhook-id"]).toBe(id);
     expect(second?.headers["webhook-id"]).toBe(first?.headers["webhook-id"]);
     expect(second?.body).toBe(first?.body);
@@ -214,7 +174,7 @@ describe("webhook secret rotation", () => {
 
     // A real state change: canceling sends job.canceled (one of the default events).
     const job = await submitJob("/rotated");
-    const arrived = nextRequest("/rotated");
+    const arrived = receiver.nextRequest("/rotated");
     expect((await gw.api(`/v1/jobs/${job.id}/cancel`, { method: "POST" })).status).toBe(200);
     const request = await arrived;
     const signatures = request.headers["webhook-signature"]?.split(" ") ?? [];
@@ -234,7 +194,7 @@ describe("webhook secret rotation", () => {
     expect(rotated.previous_secret_expires_at).toBeNull();
 
     const job = await submitJob("/single");
-    const arrived = nextRequest("/single");
+    const arrived = receiver.nextRequest("/single");
     await gw.api(`/v1/jobs/${job.id}/cancel`, { method: "POST" });
     const request = await arrived;
     expect(request.headers["webhook-signature"]?.split(" ")).toHaveLength(1);
@@ -251,20 +211,20 @@ describe("webhook secret rotation", () => {
 describe("GET /v1/webhooks/endpoints", () => {
   it("shows each endpoint's health and why one was disabled; enabling clears it", async () => {
     const job = await submitJob("/down", ["job.succeeded"]);
-    scripts.set("/down", Array(10).fill(500));
+    receiver.scripts.set("/down", Array(10).fill(500));
     const t0 = Date.now();
     await deliverEvent(job, "/down", { now: () => t0 });
     await deliverEvent(job, "/ok");
     let list = WebhookEndpointList.parse(await (await gw.api("/v1/webhooks/endpoints")).json());
     expect(list.data.map((e) => [e.url, e.status])).toEqual([
-      [`${receiverUrl}/down`, "failing"],
-      [`${receiverUrl}/ok`, "healthy"],
+      [`${receiver.url}/down`, "failing"],
+      [`${receiver.url}/ok`, "healthy"],
     ]);
 
     // Five days of failures, on an injected clock.
     await deliverEvent(job, "/down", { now: () => t0 + DISABLE_AFTER_MS });
     list = WebhookEndpointList.parse(await (await gw.api("/v1/webhooks/endpoints")).json());
-    const down = list.data.find((e) => e.url === `${receiverUrl}/down`);
+    const down = list.data.find((e) => e.url === `${receiver.url}/down`);
     expect(down).toMatchObject({
       status: "disabled",
       failing_since: new Date(t0).toISOString(),
@@ -277,7 +237,7 @@ describe("GET /v1/webhooks/endpoints", () => {
 
     const enable = await gw.api("/v1/webhooks/endpoints/enable", {
       method: "POST",
-      json: { url: `${receiverUrl}/down` },
+      json: { url: `${receiver.url}/down` },
     });
     expect(enable.status).toBe(200);
     expect(WebhookEndpoint.parse(await enable.json())).toMatchObject({
@@ -286,7 +246,7 @@ describe("GET /v1/webhooks/endpoints", () => {
     });
     const unknown = await gw.api("/v1/webhooks/endpoints/enable", {
       method: "POST",
-      json: { url: `${receiverUrl}/never-used` },
+      json: { url: `${receiver.url}/never-used` },
     });
     await expectProblem(unknown, 404);
 

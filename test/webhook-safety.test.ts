@@ -1,5 +1,3 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import type { Kysely } from "kysely";
 import { Webhook } from "standardwebhooks";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -27,6 +25,7 @@ import {
 } from "../gateway/webhooks/secret-rotation.ts";
 import type { Database } from "../shared/db/schema.ts";
 import type { WebhookPayload } from "../shared/protocol/webhook.ts";
+import { type ScriptedReceiver, startScriptedReceiver } from "./helpers/scripted-receiver.ts";
 import { openTestDatabase } from "./helpers/test-gateway.ts";
 
 /**
@@ -39,45 +38,13 @@ const TENANT = "ten_safety";
 const JOB_ID = `job_${"1".repeat(26)}`;
 const DAY = 24 * 3600_000;
 
-interface Received {
-  path: string;
-  headers: Record<string, string>;
-  body: string;
-}
-type Reply = number | { status: number; retryAfter?: string };
-
-let server: Server;
-let baseUrl: string;
-let received: Received[] = [];
-let scripts = new Map<string, Reply[]>();
-
-function handle(req: IncomingMessage, res: ServerResponse): void {
-  const chunks: Buffer[] = [];
-  req.on("data", (chunk: Buffer) => chunks.push(chunk));
-  req.on("end", () => {
-    const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(req.headers)) {
-      if (typeof value === "string") headers[name] = value;
-    }
-    const path = req.url ?? "/";
-    received.push({ path, headers, body: Buffer.concat(chunks).toString("utf8") });
-    const reply = scripts.get(path)?.shift() ?? 200;
-    const { status, retryAfter } = typeof reply === "number" ? { status: reply } : reply;
-    res.writeHead(status, retryAfter ? { "retry-after": retryAfter } : {});
-    res.end(status >= 300 ? "try later" : "");
-  });
-}
+let receiver: ScriptedReceiver;
 
 beforeAll(async () => {
-  server = createServer(handle);
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  receiver = await startScriptedReceiver("try later");
 });
 
-afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-});
+afterAll(() => receiver.close());
 
 describe.each(["sqlite", "postgres"] as const)("webhook safety on %s", (kind) => {
   let db: Kysely<Database>;
@@ -86,8 +53,7 @@ describe.each(["sqlite", "postgres"] as const)("webhook safety on %s", (kind) =>
   let clock: number;
 
   beforeEach(async () => {
-    received = [];
-    scripts = new Map();
+    receiver.reset();
     const opened = await openTestDatabase(kind);
     db = opened.db;
     close = opened.close;
@@ -132,7 +98,7 @@ describe.each(["sqlite", "postgres"] as const)("webhook safety on %s", (kind) =>
         output: {},
         error: null,
         attempt: 1,
-        webhook: { url: baseUrl + path },
+        webhook: { url: receiver.url + path },
         created_at: at,
         started_at: at,
         finished_at: at,
@@ -140,7 +106,7 @@ describe.each(["sqlite", "postgres"] as const)("webhook safety on %s", (kind) =>
       },
     };
     const input = { tenantId: TENANT, jobId: JOB_ID, eventType: "job.succeeded" as const };
-    return enqueueWebhook(db, { ...input, url: baseUrl + path, payload }, clock);
+    return enqueueWebhook(db, { ...input, url: receiver.url + path, payload }, clock);
   }
 
   async function delivery(id: string) {
@@ -150,17 +116,17 @@ describe.each(["sqlite", "postgres"] as const)("webhook safety on %s", (kind) =>
   }
 
   async function endpoint(path: string) {
-    return (await listEndpoints(db, TENANT)).find((e) => e.url === baseUrl + path);
+    return (await listEndpoints(db, TENANT)).find((e) => e.url === receiver.url + path);
   }
 
   describe("retries", () => {
     it("waits at least as long as Retry-After asks on 429 and 503, capped", async () => {
       const inAnHour = new Date(Math.ceil(clock / 1000) * 1000 + 3600_000);
-      scripts.set("/busy", [{ status: 429, retryAfter: "120" }]);
-      scripts.set("/maintenance", [{ status: 503, retryAfter: inAnHour.toUTCString() }]);
-      scripts.set("/soon", [{ status: 429, retryAfter: "1" }]);
-      scripts.set("/forever", [{ status: 503, retryAfter: "99999999" }]);
-      scripts.set("/not-a-hint", [{ status: 500, retryAfter: "3600" }]);
+      receiver.scripts.set("/busy", [{ status: 429, retryAfter: "120" }]);
+      receiver.scripts.set("/maintenance", [{ status: 503, retryAfter: inAnHour.toUTCString() }]);
+      receiver.scripts.set("/soon", [{ status: 429, retryAfter: "1" }]);
+      receiver.scripts.set("/forever", [{ status: 503, retryAfter: "99999999" }]);
+      receiver.scripts.set("/not-a-hint", [{ status: 500, retryAfter: "3600" }]);
       const busy = await enqueue("/busy");
       const maintenance = await enqueue("/maintenance");
       const soon = await enqueue("/soon");
@@ -179,28 +145,28 @@ describe.each(["sqlite", "postgres"] as const)("webhook safety on %s", (kind) =>
       // Not a moment before.
       clock += 119_999;
       await deliverDue(db, deps());
-      expect(received.filter((r) => r.path === "/busy")).toHaveLength(1);
+      expect(receiver.received.filter((r) => r.path === "/busy")).toHaveLength(1);
       clock += 1;
       await deliverDue(db, deps());
-      expect(received.filter((r) => r.path === "/busy")).toHaveLength(2);
+      expect(receiver.received.filter((r) => r.path === "/busy")).toHaveLength(2);
       expect((await delivery(busy)).state).toBe("delivered");
     });
 
     it("stops on 410 Gone", async () => {
-      scripts.set("/gone", [410]);
+      receiver.scripts.set("/gone", [410]);
       const id = await enqueue("/gone");
       expect(await deliverDue(db, deps())).toMatchObject({ attempted: 1, failed: 1 });
       expect(await delivery(id)).toMatchObject({ state: "failed", next_attempt_at: null });
       clock += 3 * DAY;
       expect((await deliverDue(db, deps())).attempted).toBe(0);
-      expect(received).toHaveLength(1);
+      expect(receiver.received).toHaveLength(1);
     });
   });
 
   describe("endpoint health", () => {
     it("disables an endpoint whose every attempt failed for five days, and says why", async () => {
       const t0 = clock;
-      scripts.set("/down", Array(50).fill(500));
+      receiver.scripts.set("/down", Array(50).fill(500));
       await enqueue("/down");
       await deliverDue(db, deps());
       expect(await endpoint("/down")).toMatchObject({
@@ -226,11 +192,11 @@ describe.each(["sqlite", "postgres"] as const)("webhook safety on %s", (kind) =>
       expect(disabled?.disabled_reason).toContain("last error: HTTP 500");
 
       // Later deliveries are not sent; each says why in its log.
-      const sentBefore = received.length;
+      const sentBefore = receiver.received.length;
       clock += 1;
       const later = await enqueue("/down");
       expect(await deliverDue(db, deps())).toMatchObject({ attempted: 0, failed: 1 });
-      expect(received).toHaveLength(sentBefore);
+      expect(receiver.received).toHaveLength(sentBefore);
       const skipped = await delivery(later);
       expect(skipped).toMatchObject({ state: "skipped", next_attempt_at: null });
       expect(skipped.attempt_log[0]).toMatchObject({ status_code: null, duration_ms: 0 });
@@ -245,7 +211,7 @@ describe.each(["sqlite", "postgres"] as const)("webhook safety on %s", (kind) =>
     it("starts counting again after a success", async () => {
       const t0 = clock;
       // 410 first, so no retry of that delivery is due beside the later ones.
-      scripts.set("/flaky", [410, 200, 500]);
+      receiver.scripts.set("/flaky", [410, 200, 500]);
       await enqueue("/flaky");
       await deliverDue(db, deps());
       clock = t0 + 3 * DAY;
@@ -271,7 +237,7 @@ describe.each(["sqlite", "postgres"] as const)("webhook safety on %s", (kind) =>
       const id = await enqueue("/back");
       await deliverDue(db, deps());
       expect((await delivery(id)).state).toBe("skipped");
-      expect(received).toHaveLength(0);
+      expect(receiver.received).toHaveLength(0);
 
       clock += 1000;
       const result = await redeliver(
@@ -280,8 +246,8 @@ describe.each(["sqlite", "postgres"] as const)("webhook safety on %s", (kind) =>
         deps(),
       );
       expect(result).toEqual({ kind: "sent", state: "delivered", attempt: 2 });
-      expect(received).toHaveLength(1);
-      expect(received[0]?.headers["webhook-id"]).toBe(id);
+      expect(receiver.received).toHaveLength(1);
+      expect(receiver.received[0]?.headers["webhook-id"]).toBe(id);
       expect((await endpoint("/back"))?.status).toBe("healthy");
       // And the next event goes out on its own.
       await enqueue("/back");
@@ -290,19 +256,19 @@ describe.each(["sqlite", "postgres"] as const)("webhook safety on %s", (kind) =>
 
     it("enableEndpoint lets deliveries through again", async () => {
       await disable("/fixed");
-      expect(await enableEndpoint(db, TENANT, `${baseUrl}/fixed`, clock)).toMatchObject({
+      expect(await enableEndpoint(db, TENANT, `${receiver.url}/fixed`, clock)).toMatchObject({
         status: "healthy",
         disabled_at: null,
         disabled_reason: null,
       });
       await enqueue("/fixed");
       expect(await deliverDue(db, deps())).toMatchObject({ delivered: 1 });
-      expect(await enableEndpoint(db, TENANT, `${baseUrl}/unknown`, clock)).toBeNull();
-      expect(await enableEndpoint(db, "ten_other", `${baseUrl}/fixed`, clock)).toBeNull();
+      expect(await enableEndpoint(db, TENANT, `${receiver.url}/unknown`, clock)).toBeNull();
+      expect(await enableEndpoint(db, "ten_other", `${receiver.url}/fixed`, clock)).toBeNull();
     });
 
     async function disable(path: string) {
-      const url = baseUrl + path;
+      const url = receiver.url + path;
       await recordEndpointFailure(db, TENANT, url, { at: clock - DISABLE_AFTER_MS, error: "x" });
       await recordEndpointFailure(db, TENANT, url, { at: clock, error: "HTTP 502" });
       expect((await endpoint(path))?.status).toBe("disabled");
@@ -320,7 +286,7 @@ describe.each(["sqlite", "postgres"] as const)("webhook safety on %s", (kind) =>
         deps(),
       );
       expect(result).toEqual({ kind: "sent", state: "delivered", attempt: 2 });
-      const [first, second] = received;
+      const [first, second] = receiver.received;
       expect(second?.headers["webhook-id"]).toBe(first?.headers["webhook-id"]);
       expect(second?.body).toBe(first?.body);
       expect(Number(second?.headers["webhook-timestamp"])).toBe(Math.floor(clock / 1000));
@@ -332,7 +298,7 @@ describe.each(["sqlite", "postgres"] as const)("webhook safety on %s", (kind) =>
     });
 
     it("makes a failed manual attempt final, and keeps a pending delivery's schedule", async () => {
-      scripts.set("/gone", [410, 500]);
+      receiver.scripts.set("/gone", [410, 500]);
       const finished = await enqueue("/gone");
       await deliverDue(db, deps());
       const again = await redeliver(
@@ -343,7 +309,7 @@ describe.each(["sqlite", "postgres"] as const)("webhook safety on %s", (kind) =>
       expect(again).toMatchObject({ kind: "sent", state: "failed" });
       expect(await delivery(finished)).toMatchObject({ state: "failed", next_attempt_at: null });
 
-      scripts.set("/retrying", [500, 500]);
+      receiver.scripts.set("/retrying", [500, 500]);
       const pending = await enqueue("/retrying");
       await deliverDue(db, deps());
       const early = await redeliver(
@@ -361,7 +327,7 @@ describe.each(["sqlite", "postgres"] as const)("webhook safety on %s", (kind) =>
       expect(await redeliver(db, target, deps())).toEqual({ kind: "not_found" });
       const wrongJob = { tenantId: TENANT, jobId: `job_${"2".repeat(26)}`, deliveryId: id };
       expect(await redeliver(db, wrongJob, deps())).toEqual({ kind: "not_found" });
-      expect(received).toHaveLength(0);
+      expect(receiver.received).toHaveLength(0);
     });
   });
 
@@ -379,7 +345,7 @@ describe.each(["sqlite", "postgres"] as const)("webhook safety on %s", (kind) =>
 
       await enqueue("/ok");
       await deliverDue(db, deps());
-      const [request] = received;
+      const [request] = receiver.received;
       const signatures = request?.headers["webhook-signature"]?.split(" ") ?? [];
       expect(signatures).toHaveLength(2);
       for (const signature of signatures) expect(signature).toMatch(/^v1,[A-Za-z0-9+/]+=*$/);
@@ -399,7 +365,7 @@ describe.each(["sqlite", "postgres"] as const)("webhook safety on %s", (kind) =>
       expect(rotated.previousExpiresAt).toBeNull();
       await enqueue("/ok");
       await deliverDue(db, deps());
-      const [request] = received;
+      const [request] = receiver.received;
       expect(request?.headers["webhook-signature"]?.split(" ")).toHaveLength(1);
       const body = request?.body ?? "";
       expect(() => new Webhook(rotated.secret).verify(body, request?.headers ?? {})).not.toThrow();

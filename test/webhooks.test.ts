@@ -1,5 +1,5 @@
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,51 +19,18 @@ import { newWebhookSecret } from "../gateway/webhooks/secret.ts";
 import type { Database } from "../shared/db/schema.ts";
 import { openSqlite } from "../shared/db/sqlite.ts";
 import { WebhookPayload } from "../shared/protocol/webhook.ts";
+import { type ScriptedReceiver, startScriptedReceiver } from "./helpers/scripted-receiver.ts";
 
 const TENANT = "ten_test";
 const JOB_ID = `job_${"0".repeat(26)}`;
 
-/** A local receiver. Each path answers from its script, then 200; "hang" never answers. */
-interface Received {
-  path: string;
-  headers: Record<string, string>;
-  body: string;
-}
-type Reply = number | "hang" | { status: number; body?: string; location?: string };
-
-let server: Server;
-let baseUrl: string;
-let received: Received[] = [];
-let scripts = new Map<string, Reply[]>();
-
-function handle(req: IncomingMessage, res: ServerResponse): void {
-  const chunks: Buffer[] = [];
-  req.on("data", (chunk: Buffer) => chunks.push(chunk));
-  req.on("end", () => {
-    const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(req.headers)) {
-      if (typeof value === "string") headers[name] = value;
-    }
-    const path = req.url ?? "/";
-    received.push({ path, headers, body: Buffer.concat(chunks).toString("utf8") });
-    const reply = scripts.get(path)?.shift() ?? 200;
-    if (reply === "hang") return;
-    const { status, body, location } = typeof reply === "number" ? { status: reply } : reply;
-    res.writeHead(status, location ? { location } : {});
-    res.end(body ?? "");
-  });
-}
+let receiver: ScriptedReceiver;
 
 beforeAll(async () => {
-  server = createServer(handle);
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  receiver = await startScriptedReceiver();
 });
 
-afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-});
+afterAll(() => receiver.close());
 
 let dir: string;
 let db: Kysely<Database>;
@@ -71,8 +38,7 @@ let secret: string;
 let clock: number;
 
 beforeEach(async () => {
-  received = [];
-  scripts = new Map();
+  receiver.reset();
   dir = mkdtempSync(join(tmpdir(), "gantry-webhooks-"));
   db = await openSqlite(join(dir, "gantry.db"));
   secret = newWebhookSecret();
@@ -125,7 +91,7 @@ function payload(): WebhookPayload {
 }
 
 function enqueue(path: string, database: Kysely<Database> = db): Promise<string> {
-  const url = path.startsWith("http") ? path : baseUrl + path;
+  const url = path.startsWith("http") ? path : receiver.url + path;
   const input = { tenantId: TENANT, jobId: JOB_ID, eventType: "job.succeeded" as const, url };
   return enqueueWebhook(database, { ...input, payload: payload() }, clock);
 }
@@ -170,8 +136,8 @@ describe("webhook delivery", () => {
       failed: 0,
       retrying: 0,
     });
-    expect(received).toHaveLength(1);
-    const [request] = received;
+    expect(receiver.received).toHaveLength(1);
+    const [request] = receiver.received;
     expect(request?.headers["content-type"]).toBe("application/json");
     expect(request?.headers["webhook-id"]).toBe(id);
     expect(request?.headers["webhook-signature"]).toMatch(/^v1,[A-Za-z0-9+/]+=*$/);
@@ -191,7 +157,7 @@ describe("webhook delivery", () => {
   });
 
   it("retries a 500 after the scheduled delay, with the same id and a fresh signature", async () => {
-    scripts.set("/flaky", [{ status: 500, body: "database down" }]);
+    receiver.scripts.set("/flaky", [{ status: 500, body: "database down" }]);
     const id = await enqueue("/flaky");
     const t0 = clock;
     expect(await deliverDue(db, deps())).toMatchObject({ attempted: 1, retrying: 1 });
@@ -199,12 +165,12 @@ describe("webhook delivery", () => {
 
     clock = t0 + 4_999;
     expect((await deliverDue(db, deps())).attempted).toBe(0);
-    expect(received).toHaveLength(1);
+    expect(receiver.received).toHaveLength(1);
 
     clock = t0 + 5_000;
     expect(await deliverDue(db, deps())).toMatchObject({ attempted: 1, delivered: 1 });
-    expect(received).toHaveLength(2);
-    const [first, second] = received;
+    expect(receiver.received).toHaveLength(2);
+    const [first, second] = receiver.received;
     expect(second?.headers["webhook-id"]).toBe(first?.headers["webhook-id"]);
     expect(Number(second?.headers["webhook-timestamp"])).toBe(Math.floor((t0 + 5_000) / 1000));
     expect(() =>
@@ -220,7 +186,7 @@ describe("webhook delivery", () => {
   });
 
   it("stops at once on 410 Gone", async () => {
-    scripts.set("/gone", [410]);
+    receiver.scripts.set("/gone", [410]);
     const id = await enqueue("/gone");
     expect(await deliverDue(db, deps())).toMatchObject({ attempted: 1, failed: 1 });
     expect(await delivery(id)).toMatchObject({
@@ -230,14 +196,14 @@ describe("webhook delivery", () => {
     });
     clock += 100 * 3600_000;
     expect((await deliverDue(db, deps())).attempted).toBe(0);
-    expect(received).toHaveLength(1);
+    expect(receiver.received).toHaveLength(1);
   });
 
   it("does not follow a redirect and counts it as a failure", async () => {
-    scripts.set("/moved", [{ status: 302, location: "/elsewhere" }]);
+    receiver.scripts.set("/moved", [{ status: 302, location: "/elsewhere" }]);
     const id = await enqueue("/moved");
     expect(await deliverDue(db, deps())).toMatchObject({ attempted: 1, retrying: 1 });
-    expect(received.map((r) => r.path)).toEqual(["/moved"]);
+    expect(receiver.received.map((r) => r.path)).toEqual(["/moved"]);
     const log = await delivery(id);
     expect(log.state).toBe("pending");
     expect(log.attempt_log[0]).toMatchObject({ status_code: 302 });
@@ -245,7 +211,7 @@ describe("webhook delivery", () => {
   });
 
   it("records a receiver that never answers as a timeout", async () => {
-    scripts.set("/hang", ["hang"]);
+    receiver.scripts.set("/hang", ["hang"]);
     const id = await enqueue("/hang");
     expect(await deliverDue(db, deps({ timeoutMs: 200 }))).toMatchObject({ retrying: 1 });
     const log = await delivery(id);
@@ -263,7 +229,7 @@ describe("webhook delivery", () => {
     const { port } = closed.address() as AddressInfo;
     await new Promise<void>((resolve) => closed.close(() => resolve()));
     const refused = await enqueue(`http://127.0.0.1:${port}/hook`);
-    scripts.set("/huge", [{ status: 500, body: "x".repeat(100_000) }]);
+    receiver.scripts.set("/huge", [{ status: 500, body: "x".repeat(100_000) }]);
     const huge = await enqueue("/huge");
     await deliverDue(db, deps());
     expect((await delivery(refused)).attempt_log[0]?.error).toMatch(/ECONNREFUSED/);
@@ -273,7 +239,7 @@ describe("webhook delivery", () => {
   });
 
   it("gives up after the last scheduled attempt", async () => {
-    scripts.set("/down", Array(20).fill(503));
+    receiver.scripts.set("/down", Array(20).fill(503));
     const id = await enqueue("/down");
     for (let i = 0; i < MAX_ATTEMPTS; i++) {
       const next = (await delivery(id)).next_attempt_at;
@@ -287,7 +253,7 @@ describe("webhook delivery", () => {
     expect(gaps).toEqual(RETRY_DELAYS_MS);
     clock += 100 * 3600_000;
     expect((await deliverDue(db, deps())).attempted).toBe(0);
-    expect(received).toHaveLength(MAX_ATTEMPTS);
+    expect(receiver.received).toHaveLength(MAX_ATTEMPTS);
   });
 
   it("gives up without sending when a sender died during the last attempt", async () => {
@@ -303,7 +269,7 @@ describe("webhook delivery", () => {
       failed: 1,
       retrying: 0,
     });
-    expect(received).toHaveLength(0);
+    expect(receiver.received).toHaveLength(0);
     expect((await delivery(id)).state).toBe("failed");
   });
 
@@ -317,8 +283,8 @@ describe("webhook delivery", () => {
         deliverOne(other, ids[0] ?? "", deps()),
       ]);
       expect((a?.attempted ?? 0) + (b?.attempted ?? 0) + (c?.attempted ?? 0)).toBe(5);
-      expect(received).toHaveLength(5);
-      expect(new Set(received.map((r) => r.headers["webhook-id"]))).toEqual(new Set(ids));
+      expect(receiver.received).toHaveLength(5);
+      expect(new Set(receiver.received.map((r) => r.headers["webhook-id"]))).toEqual(new Set(ids));
       for (const id of ids) expect((await delivery(id)).attempt_log).toHaveLength(1);
     } finally {
       await other.destroy();
@@ -330,7 +296,7 @@ describe("webhook delivery", () => {
     const untouched = await enqueue("/ok");
     expect(await deliverOne(db, id, deps())).toMatchObject({ attempted: 1, delivered: 1 });
     expect(await deliverOne(db, id, deps())).toMatchObject({ attempted: 0 });
-    expect(received).toHaveLength(1);
+    expect(receiver.received).toHaveLength(1);
     expect((await delivery(untouched)).state).toBe("pending");
   });
 

@@ -3,9 +3,11 @@ import { bodyLimit } from "hono/body-limit";
 import { HttpProblem } from "../shared/errors.ts";
 import { requireApiKey, requireScope } from "./auth.ts";
 import { RetryLaterProblem } from "./backpressure.ts";
+import { cachedCounts } from "./cached-count.ts";
 import { modelSpecs } from "./config.ts";
 import type { Gateway, GatewayRuntime } from "./context.ts";
 import type { AppEnv } from "./env.ts";
+import { keyCache } from "./key-cache.ts";
 import { JobNotifier } from "./notifier.ts";
 import { problemResponse } from "./problem.ts";
 import { rateLimit } from "./rate-limit.ts";
@@ -29,6 +31,11 @@ export function createGateway(runtime: GatewayRuntime): Gateway {
     jobs: new JobStore(runtime.db),
     models: modelSpecs(runtime.config),
     notifier: new JobNotifier(),
+    apiKeys: keyCache(runtime.config.apiKeyCacheMs, runtime.now),
+    admission: {
+      queueDepth: cachedCounts(runtime.config.queueDepthCacheMs, runtime.now),
+      tenantQueued: cachedCounts(runtime.config.queueDepthCacheMs, runtime.now),
+    },
   };
 }
 

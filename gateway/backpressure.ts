@@ -22,29 +22,6 @@ export class RetryLaterProblem extends HttpProblem {
   }
 }
 
-interface DepthReading {
-  ready: number;
-  readAt: number;
-  /** Set while a read is in flight: concurrent submits share it rather than each asking. */
-  pending: Promise<number> | null;
-}
-
-/**
- * Per gateway process (or Workers isolate). Keyed by the gateway's notifier, the one piece
- * of in-process state that `createGateway` makes and that survives the Workers entry's
- * per-request copies of the Gateway object.
- */
-const readingsByGateway = new WeakMap<object, Map<string, DepthReading>>();
-
-function readingsOf(gateway: Gateway): Map<string, DepthReading> {
-  let readings = readingsByGateway.get(gateway.notifier);
-  if (!readings) {
-    readings = new Map();
-    readingsByGateway.set(gateway.notifier, readings);
-  }
-  return readings;
-}
-
 /** The most jobs that may wait for `model` before submits are answered 503. */
 export function queueBound(gateway: Gateway, model: string): number {
   return gateway.config.queueBounds[model] ?? gateway.config.maxQueueDepth;
@@ -55,28 +32,16 @@ export function queueBound(gateway: Gateway, model: string): number {
  * failed read counts as empty: the queue being unreachable is the outbox's business (the
  * job is committed and published later), not a reason to refuse work.
  */
-async function readyDepth(gateway: Gateway, model: string): Promise<number> {
-  const readings = readingsOf(gateway);
-  const now = gateway.now();
-  const cached = readings.get(model);
-  if (cached?.pending) return cached.pending;
-  if (cached && now - cached.readAt < gateway.config.queueDepthCacheMs) return cached.ready;
-  const reading: DepthReading = cached ?? { ready: 0, readAt: now, pending: null };
-  reading.pending = gateway.queue.depth(model).then(
-    (depth) => depth.ready,
-    (error: unknown) => {
-      gateway.log.warn({ model, err: String(error) }, "queue depth unavailable");
-      return 0;
-    },
+function readyDepth(gateway: Gateway, model: string): Promise<number> {
+  return gateway.admission.queueDepth.read(model, () =>
+    gateway.queue.depth(model).then(
+      (depth) => depth.ready,
+      (error: unknown) => {
+        gateway.log.warn({ model, err: String(error) }, "queue depth unavailable");
+        return 0;
+      },
+    ),
   );
-  readings.set(model, reading);
-  try {
-    reading.ready = await reading.pending;
-    reading.readAt = gateway.now();
-  } finally {
-    reading.pending = null;
-  }
-  return reading.ready;
 }
 
 /**
@@ -98,10 +63,10 @@ export async function assertQueueHasRoom(gateway: Gateway, model: string): Promi
 }
 
 /**
- * Counts a job just queued into the cached reading, so a burst inside one cache period
- * still sees the queue grow instead of the same stale number.
+ * Counts a job just queued into the cached readings, so a burst inside one cache period
+ * still sees the queue and the tenant's backlog grow instead of the same stale number.
  */
-export function noteJobQueued(gateway: Gateway, model: string): void {
-  const reading = readingsOf(gateway).get(model);
-  if (reading) reading.ready += 1;
+export function noteJobQueued(gateway: Gateway, model: string, tenantId: string): void {
+  gateway.admission.queueDepth.bump(model);
+  gateway.admission.tenantQueued.bump(tenantId);
 }

@@ -2,7 +2,9 @@ import type { Kysely } from "kysely";
 import type { BlobStore } from "../shared/blob/port.ts";
 import type { Database } from "../shared/db/schema.ts";
 import type { JobQueue } from "../shared/queue/port.ts";
+import type { CachedCounts } from "./cached-count.ts";
 import type { GatewayConfig } from "./config.ts";
+import type { KeyCache } from "./key-cache.ts";
 import type { ModelSpec } from "./models.ts";
 import type { JobNotifier } from "./notifier.ts";
 import type { JobStore } from "./store/job-store.ts";
@@ -38,4 +40,15 @@ export interface Gateway extends GatewayRuntime {
   jobs: JobStore;
   models: Map<string, ModelSpec>;
   notifier: JobNotifier;
+  /** API keys verified lately, so each request need not hash and look its key up. */
+  apiKeys: KeyCache;
+  /** Per-process readings of the counts that bound admission (see backpressure.ts). */
+  admission: AdmissionCounts;
+}
+
+export interface AdmissionCounts {
+  /** Ready messages per model, from the queue. */
+  queueDepth: CachedCounts;
+  /** Queued jobs per tenant, from the database. */
+  tenantQueued: CachedCounts;
 }

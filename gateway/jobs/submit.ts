@@ -36,8 +36,9 @@ export async function submitJob(
   request: JobRequest,
   options: SubmitOptions,
 ): Promise<Submitted> {
-  const requestHash = await hashKey(JSON.stringify(request));
-  if (options.idempotencyKey) {
+  // Only a keyed request can be replayed, so only a keyed one needs its body's hash.
+  const requestHash = options.idempotencyKey ? await hashKey(JSON.stringify(request)) : null;
+  if (options.idempotencyKey && requestHash) {
     const earlier = await replay(gateway, tenant, options.idempotencyKey, requestHash);
     if (earlier) return { job: earlier, created: false };
   }
@@ -67,11 +68,11 @@ export async function submitJob(
   });
   if (!row) {
     // A concurrent request with the same key won the insert.
-    const earlier = await replay(gateway, tenant, options.idempotencyKey ?? "", requestHash);
+    const earlier = await replay(gateway, tenant, options.idempotencyKey ?? "", requestHash ?? "");
     if (earlier) return { job: earlier, created: false };
     throw new Error("idempotent insert conflicted but no job was found");
   }
-  noteJobQueued(gateway, spec.id);
+  noteJobQueued(gateway, spec.id, tenant.id);
   afterTransition(gateway, row);
   await publishJob(gateway, row);
   return { job: row, created: true };
@@ -92,11 +93,16 @@ async function replay(gateway: Gateway, tenant: Tenant, key: string, requestHash
 
 /**
  * The plan's bound on jobs waiting at once. Counted, then inserted: concurrent submits can
- * pass it by a few, which is fine for a bound that exists to stop floods.
+ * pass it by a few, which is fine for a bound that exists to stop floods. The count comes
+ * from a reading at most `queueDepthCacheMs` old (plus what this process queued since), and
+ * is read afresh before a refusal: jobs that started or were canceled meanwhile make room.
  */
 async function assertTenantHasRoom(gateway: Gateway, tenant: Tenant): Promise<void> {
   const max = tenant.limits.max_queued_jobs;
-  const queued = await queuedJobCount(gateway.db, tenant.id);
+  const load = () => queuedJobCount(gateway.db, tenant.id);
+  const counts = gateway.admission.tenantQueued;
+  let queued = await counts.read(tenant.id, load);
+  if (queued >= max) queued = await counts.read(tenant.id, load, { fresh: true });
   if (queued < max) return;
   const retryAfter = gateway.config.retryAfterSeconds;
   throw new RetryLaterProblem(

@@ -60,6 +60,11 @@ async function tenantOr404(c: { var: AppEnv["Variables"] }, id: string) {
 }
 
 export const adminRoutes = new Hono<AppEnv>()
+  // A key revoked or a plan changed here applies to this gateway's next request at once.
+  .use(async (c, next) => {
+    await next();
+    if (c.req.method !== "GET") c.var.gateway.apiKeys.clear();
+  })
   .post("/tenants", async (c) => {
     const gateway = c.var.gateway;
     const request = await parseJsonBody(c, CreateTenant);

@@ -1,5 +1,6 @@
 import type { Kysely, UpdateQueryBuilder, UpdateResult } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
+import { naturalBatcher } from "../../shared/natural-batch.ts";
 import type { JobError, JobStatus } from "../../shared/protocol/index.ts";
 import type { JobEventRow, JobRow } from "./job-rows.ts";
 
@@ -27,11 +28,25 @@ const ACTIVE: JobStatus[] = ["queued", "running"];
 /**
  * The JobStore: jobs and their event log on Kysely (SQLite, Postgres, D1).
  *
- * Every state change is one conditional UPDATE … RETURNING that also bumps `last_seq`,
- * followed by the insert of its event. No interactive transactions, because D1 has none;
- * the condition in the UPDATE is what keeps concurrent agents and clients from racing.
+ * Every state change is one conditional UPDATE … RETURNING that also bumps `last_seq`; a
+ * database trigger appends its event in the same statement (migration 0005). No interactive
+ * transactions, because D1 has none; the condition in the UPDATE is what keeps concurrent
+ * agents and clients from racing.
  */
 export class JobStore {
+  /**
+   * Published marks are not urgent (the outbox only looks at jobs older than a grace
+   * period), so concurrent submits share one UPDATE instead of one commit each.
+   */
+  private readonly publishedMarks = naturalBatcher<{ id: string; now: number }, void>(
+    async (marks) => {
+      const ids = marks.map((mark) => mark.id);
+      const now = Math.max(...marks.map((mark) => mark.now));
+      await this.db.updateTable("jobs").set({ published_at: now }).where("id", "in", ids).execute();
+      return marks.map(() => undefined);
+    },
+  );
+
   constructor(private readonly db: Kysely<Database>) {}
 
   /** Inserts a job; returns null when the tenant already used this Idempotency-Key. */
@@ -64,9 +79,7 @@ export class JobStore {
       .onConflict((oc) => oc.columns(["tenant_id", "idempotency_key"]).doNothing())
       .returningAll()
       .executeTakeFirst();
-    if (!row) return null;
-    await this.appendEvent(row, null);
-    return row;
+    return row ?? null;
   }
 
   byId(id: string): Promise<JobRow | undefined> {
@@ -115,8 +128,8 @@ export class JobStore {
       .execute();
   }
 
-  markPublished(id: string, now: number): Promise<unknown> {
-    return this.db.updateTable("jobs").set({ published_at: now }).where("id", "=", id).execute();
+  markPublished(id: string, now: number): Promise<void> {
+    return this.publishedMarks.add({ id, now });
   }
 
   /** Queued jobs whose message was never confirmed by the queue: the outbox. */
@@ -271,21 +284,6 @@ export class JobStore {
       .where("id", "=", id);
     const row = await condition(base).returningAll().executeTakeFirst();
     if (!row) return { ok: false, current: (await this.byId(id)) ?? null };
-    await this.appendEvent(row, row.error);
     return { ok: true, job: row };
-  }
-
-  private async appendEvent(row: JobRow, error: string | null): Promise<void> {
-    await this.db
-      .insertInto("job_events")
-      .values({
-        job_id: row.id,
-        seq: row.last_seq,
-        status: row.status,
-        attempt: row.attempt,
-        error: row.status === "running" ? null : error,
-        at: row.updated_at,
-      })
-      .execute();
   }
 }

@@ -3,13 +3,20 @@ import { initial } from "./migrations/0001-initial.ts";
 import { tenantsPlansKeys } from "./migrations/0002-tenants-plans-keys.ts";
 import { webhookSafety } from "./migrations/0003-webhook-safety.ts";
 import { agents } from "./migrations/0004-agents.ts";
+import { jobEventTriggers } from "./migrations/0005-job-event-triggers.ts";
 import { instant, type Migration, type SqlDialect } from "./migrations/types.ts";
 import type { Database } from "./schema.ts";
 
 export type { SqlDialect } from "./migrations/types.ts";
 
 /** In order; append new migrations, never edit an applied one. */
-const MIGRATIONS: Migration[] = [initial, tenantsPlansKeys, webhookSafety, agents];
+const MIGRATIONS: Migration[] = [
+  initial,
+  tenantsPlansKeys,
+  webhookSafety,
+  agents,
+  jobEventTriggers,
+];
 
 /**
  * Applies pending migrations in order. Hand-rolled rather than Kysely's Migrator because

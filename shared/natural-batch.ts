@@ -1,0 +1,63 @@
+/**
+ * Natural batching: items that arrive while a flush is running wait for it and then go
+ * out together in the next one. At low load every item flushes alone and at once (no
+ * timer, no added latency); under load a round trip carries everything that queued up
+ * behind the previous one, so the cost per item falls as the load rises.
+ */
+export interface NaturalBatcher<T, R> {
+  /** Adds an item; resolves with its result once the flush that carried it is done. */
+  add(item: T): Promise<R>;
+  /** Resolves when nothing is waiting and no flush is running. */
+  idle(): Promise<void>;
+}
+
+interface Waiting<T, R> {
+  item: T;
+  resolve(result: R): void;
+  reject(error: unknown): void;
+}
+
+export interface NaturalBatcherOptions {
+  /** The most items one flush carries; the rest wait for the next. Default 500. */
+  maxBatch?: number;
+}
+
+/**
+ * `flush` gets the items in arrival order and returns one result per item, in the same
+ * order. When it throws, every item of that batch is rejected with the error; later
+ * batches still run.
+ */
+export function naturalBatcher<T, R>(
+  flush: (items: T[]) => Promise<R[]>,
+  options: NaturalBatcherOptions = {},
+): NaturalBatcher<T, R> {
+  const maxBatch = options.maxBatch ?? 500;
+  let waiting: Waiting<T, R>[] = [];
+  let running: Promise<void> | null = null;
+
+  async function drain(): Promise<void> {
+    while (waiting.length > 0) {
+      const batch = waiting.slice(0, maxBatch);
+      waiting = waiting.slice(batch.length);
+      try {
+        const results = await flush(batch.map((entry) => entry.item));
+        for (const [i, entry] of batch.entries()) entry.resolve(results[i] as R);
+      } catch (error) {
+        for (const entry of batch) entry.reject(error);
+      }
+    }
+    running = null;
+  }
+
+  return {
+    add(item) {
+      const result = new Promise<R>((resolve, reject) => waiting.push({ item, resolve, reject }));
+      // Started on the next microtask, so items added in the same tick share the first flush.
+      running ??= Promise.resolve().then(drain);
+      return result;
+    },
+    async idle() {
+      while (running) await running;
+    },
+  };
+}

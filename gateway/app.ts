@@ -28,7 +28,7 @@ import { JobStore } from "./store/job-store.ts";
 export function createGateway(runtime: GatewayRuntime): Gateway {
   return {
     ...runtime,
-    jobs: new JobStore(runtime.db),
+    jobs: new JobStore(runtime.db, { maxParameters: runtime.sqlMaxParameters ?? 100 }),
     models: modelSpecs(runtime.config),
     notifier: new JobNotifier(),
     apiKeys: keyCache(runtime.config.apiKeyCacheMs, runtime.now),

@@ -75,6 +75,36 @@ describe("JobStore on Postgres", () => {
     expect((await store.byIdempotencyKey("ten_a", "k1"))?.id).toBe(first?.id);
   });
 
+  it("inserts concurrent submits together, each with its event, one winner per key", async () => {
+    const jobs = Array.from({ length: 30 }, (_, i) =>
+      newJob({
+        id: newId("job", T0 + 5_000 + i),
+        tenantId: "ten_group",
+        // Every third job reuses one key: only the first of them may be inserted.
+        idempotencyKey: i % 3 === 0 ? "shared" : `own-${i}`,
+      }),
+    );
+    const rows = await Promise.all(jobs.map((job) => store.insert(job)));
+    const inserted = rows.filter((row) => row !== null);
+    expect(inserted).toHaveLength(21);
+    expect(rows.filter((row, i) => i % 3 === 0 && row !== null)).toHaveLength(1);
+    rows.forEach((row, i) => {
+      if (row) expect(row.id).toBe(jobs[i]!.id);
+    });
+    const events = await database.db
+      .selectFrom("job_events")
+      .select("job_id")
+      .where(
+        "job_id",
+        "in",
+        jobs.map((job) => job.id),
+      )
+      .execute();
+    expect(events.map((event) => event.job_id).sort()).toEqual(
+      inserted.map((row) => row.id).sort(),
+    );
+  });
+
   it("finds stale running jobs and takes one back only while it is still stale", async () => {
     const row = await store.insert(newJob());
     const id = row?.id ?? "";

@@ -2,21 +2,10 @@ import type { Kysely, UpdateQueryBuilder, UpdateResult } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import { naturalBatcher } from "../../shared/natural-batch.ts";
 import type { JobError, JobStatus } from "../../shared/protocol/index.ts";
+import { jobInserter, type NewJob } from "./job-inserts.ts";
 import type { JobEventRow, JobRow } from "./job-rows.ts";
 
-export interface NewJob {
-  id: string;
-  tenantId: string;
-  model: string;
-  priority: number;
-  input: unknown;
-  webhook: unknown | null;
-  idempotencyKey: string | null;
-  requestHash: string | null;
-  traceparent: string | null;
-  now: number;
-  expiresAt: number;
-}
+export type { NewJob } from "./job-inserts.ts";
 
 /** What a state change did: the job after it, or why it could not happen. */
 export type Transition = { ok: true; job: JobRow } | { ok: false; current: JobRow | null };
@@ -47,39 +36,22 @@ export class JobStore {
     },
   );
 
-  constructor(private readonly db: Kysely<Database>) {}
+  private readonly inserter: (job: NewJob) => Promise<JobRow | null>;
+
+  /**
+   * `maxParameters`: bound parameters one statement may carry, which sizes the batches of
+   * concurrent inserts. The default suits D1 (100); SQLite and Postgres take thousands.
+   */
+  constructor(
+    private readonly db: Kysely<Database>,
+    options: { maxParameters?: number } = {},
+  ) {
+    this.inserter = jobInserter(db, options.maxParameters ?? 100);
+  }
 
   /** Inserts a job; returns null when the tenant already used this Idempotency-Key. */
-  async insert(job: NewJob): Promise<JobRow | null> {
-    const row = await this.db
-      .insertInto("jobs")
-      .values({
-        id: job.id,
-        tenant_id: job.tenantId,
-        model: job.model,
-        status: "queued",
-        priority: job.priority,
-        input: JSON.stringify(job.input),
-        output: null,
-        error: null,
-        webhook: job.webhook === null ? null : JSON.stringify(job.webhook),
-        attempt: 0,
-        agent_id: null,
-        idempotency_key: job.idempotencyKey,
-        request_hash: job.requestHash,
-        traceparent: job.traceparent,
-        created_at: job.now,
-        updated_at: job.now,
-        started_at: null,
-        finished_at: null,
-        expires_at: job.expiresAt,
-        published_at: null,
-        last_seq: 1,
-      })
-      .onConflict((oc) => oc.columns(["tenant_id", "idempotency_key"]).doNothing())
-      .returningAll()
-      .executeTakeFirst();
-    return row ?? null;
+  insert(job: NewJob): Promise<JobRow | null> {
+    return this.inserter(job);
   }
 
   byId(id: string): Promise<JobRow | undefined> {

@@ -1,0 +1,96 @@
+import type { Insertable, Kysely } from "kysely";
+import type { Database, JobTable } from "../../shared/db/schema.ts";
+import { naturalBatcher } from "../../shared/natural-batch.ts";
+import type { JobRow } from "./job-rows.ts";
+
+export interface NewJob {
+  id: string;
+  tenantId: string;
+  model: string;
+  priority: number;
+  input: unknown;
+  webhook: unknown | null;
+  idempotencyKey: string | null;
+  requestHash: string | null;
+  traceparent: string | null;
+  now: number;
+  expiresAt: number;
+}
+
+/** The row's columns; one job is this many bound parameters. */
+function toRow(job: NewJob): Insertable<JobTable> {
+  return {
+    id: job.id,
+    tenant_id: job.tenantId,
+    model: job.model,
+    status: "queued",
+    priority: job.priority,
+    input: JSON.stringify(job.input),
+    output: null,
+    error: null,
+    webhook: job.webhook === null ? null : JSON.stringify(job.webhook),
+    attempt: 0,
+    agent_id: null,
+    idempotency_key: job.idempotencyKey,
+    request_hash: job.requestHash,
+    traceparent: job.traceparent,
+    created_at: job.now,
+    updated_at: job.now,
+    started_at: null,
+    finished_at: null,
+    expires_at: job.expiresAt,
+    published_at: null,
+    last_seq: 1,
+  };
+}
+
+const COLUMNS = 21;
+
+type Inserted = { row: JobRow | null } | { error: unknown };
+
+/**
+ * Job inserts with group commit: submits that arrive while an insert is running go in the
+ * next one as a single multi-row INSERT, one statement and one commit for all of them. A
+ * row whose tenant already used its Idempotency-Key comes back as null, as alone. If a
+ * batch fails, its jobs are inserted one by one, so one bad row fails only its own submit.
+ *
+ * `maxParameters` is the database's bound on parameters per statement (D1: 100, which
+ * makes batches of four).
+ */
+export function jobInserter(db: Kysely<Database>, maxParameters: number) {
+  const insertRows = (rows: Insertable<JobTable>[]) =>
+    db
+      .insertInto("jobs")
+      .values(rows)
+      .onConflict((oc) => oc.columns(["tenant_id", "idempotency_key"]).doNothing())
+      .returningAll()
+      .execute();
+
+  const batcher = naturalBatcher<NewJob, Inserted>(
+    async (jobs) => {
+      const rows = jobs.map(toRow);
+      try {
+        const inserted = new Map((await insertRows(rows)).map((row) => [row.id, row]));
+        return rows.map((row) => ({ row: inserted.get(row.id as string) ?? null }));
+      } catch (error) {
+        if (rows.length === 1) return [{ error }];
+        return Promise.all(
+          rows.map((row) =>
+            insertRows([row]).then(
+              ([only]) => ({ row: only ?? null }),
+              (cause: unknown) => ({ error: cause }),
+            ),
+          ),
+        );
+      }
+    },
+    { maxBatch: Math.max(1, Math.floor(maxParameters / COLUMNS)) },
+  );
+
+  /** Inserts a job; null when the tenant already used this Idempotency-Key. */
+  return async (job: NewJob): Promise<JobRow | null> => {
+    const inserted = await batcher.add(job);
+    if ("error" in inserted) throw inserted.error;
+    return inserted.row;
+  };
+}

@@ -1,6 +1,6 @@
 /**
  * An agent for benchmarks: the real supervisor and child-process runners on a temp SQLite
- * queue, against the stub gateway (claims, presigned downloads and uploads, reports over
+ * queue, against the stub gateway (claims, presigned downloads, reports with the outputs, over
  * HTTP on loopback). Everything an agent does per job is there; only the gateway's own work
  * (its database, webhooks) is not, so the figures are the agent's.
  */
@@ -50,10 +50,11 @@ export async function startBenchAgent(options: BenchAgentOptions): Promise<Bench
   const logger = pino({ level: process.env.GANTRY_BENCH_LOG ?? "silent" });
   const gateway = await startStubGateway();
   const db = await openSqlite(join(dir, "queue.db"));
+  // The agent's own poll interval: publishes in this process wake the consumer at once, and
+  // it claims as slots free (one claim per job), so polling costs nothing during a run.
   const queue = createSqlQueue(db, {
     dialect: "sqlite",
     limits: { maxAttempts: 3, leaseMs: 60_000 },
-    pollIntervalMs: 5,
   });
   const runners = Array.from({ length: options.slots ?? 1 }, () =>
     createChildRunner({

@@ -1,6 +1,6 @@
 /**
  * OCR text detection (PP-OCRv4 det) throughput through the agent (sql queue, supervisor,
- * child-process runner, presigned transfers, reports) next to bare onnxruntime on the same
+ * child-process runner, presigned downloads, reports) next to bare onnxruntime on the same
  * model, image and thread count, in one run, with their ratio. One slot, so the agent can at
  * best match the bare loop; the target is a ratio of at least 0.95. Rounds alternate bare and
  * agent so that a busy machine slows both alike.

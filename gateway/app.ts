@@ -14,6 +14,7 @@ import { rateLimit } from "./rate-limit.ts";
 import { adminRoutes } from "./routes/admin.ts";
 import { adminAgentRoutes } from "./routes/admin-agents.ts";
 import { agentRoutes } from "./routes/agent.ts";
+import { agentBatchRoutes } from "./routes/agent-batch.ts";
 import { blobRoutes } from "./routes/blobs.ts";
 import { jobArtifactRoutes } from "./routes/job-artifacts.ts";
 import { jobEventRoutes } from "./routes/job-events.ts";
@@ -88,6 +89,7 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
 
   app.route("/", metaRoutes);
   app.route("/internal/v1", agentRoutes);
+  app.route("/internal/v1", agentBatchRoutes);
   // Who (401), then how often (429, counted even for what the key may not do), then what (403).
   const api = new Hono<AppEnv>().use(requireApiKey, rateLimit, requireScope);
   api.route("/uploads", uploadRoutes);

@@ -1,4 +1,5 @@
 import type { Kysely } from "kysely";
+import type { AgentCrypto } from "../shared/agent-signing.ts";
 import type { BlobStore } from "../shared/blob/port.ts";
 import type { Database } from "../shared/db/schema.ts";
 import type { JobQueue } from "../shared/queue/port.ts";
@@ -31,8 +32,15 @@ export interface GatewayRuntime {
   fetch: typeof fetch;
   /** Keeps work going after the response is sent: `ctx.waitUntil` on Workers. */
   background: (work: Promise<unknown>) => void;
+  /**
+   * Bound parameters one SQL statement may carry, which sizes batched inserts: 100 on D1
+   * (the default), thousands on SQLite and Postgres.
+   */
+  sqlMaxParameters?: number;
   /** Present when blobs live on this gateway's disk and its routes serve them. */
   localBlobs?: import("./routes/blobs.ts").BlobRouteDeps;
+  /** Hashing for agent signatures: node:crypto on Node; Web Crypto when absent (Workers). */
+  agentCrypto?: AgentCrypto;
 }
 
 /** The runtime plus what the core derives from it once. */

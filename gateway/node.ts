@@ -1,6 +1,7 @@
 import { type ServerType, serve } from "@hono/node-server";
 import type { Kysely } from "kysely";
 import pino from "pino";
+import { nodeAgentCrypto } from "../shared/agent-signing-node.ts";
 import { createDiskBlobStore } from "../shared/blob/disk.ts";
 import { type OpenedDatabase, openDatabase } from "../shared/db/open.ts";
 import type { Database } from "../shared/db/schema.ts";
@@ -129,6 +130,9 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     fetch: createSafeWebhookFetch({ allowPrivate: options.allowInsecureWebhooks }),
     background,
     localBlobs: { backend: blobs, secret: options.blobSecret },
+    agentCrypto: nodeAgentCrypto,
+    // SQLite's bound is 32766 and Postgres's 65535: batches of a few hundred jobs.
+    sqlMaxParameters: 10_000,
   });
   app = createApp(gateway);
   metrics = createGatewayMetrics(gateway);

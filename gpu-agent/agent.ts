@@ -17,7 +17,7 @@ export interface AgentDeps {
   openQueue?: (url: string, options: OpenQueueOptions) => Promise<OpenedQueue>;
   createRunner?: (options: ChildRunnerOptions) => Runner;
   gateway?: GatewayClient;
-  /** For input downloads and output uploads. */
+  /** For input downloads and artifact uploads. */
   fetch?: typeof fetch;
   /** For the gateway's internal API (an in-process gateway in tests). */
   gatewayFetch?: typeof fetch;

@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import type { Claim } from "../shared/protocol/agent.ts";
+import { type Claim, DEFAULT_MAX_OUTPUT_BYTES } from "../shared/protocol/agent.ts";
 import { GatewayError } from "./gateway-client.ts";
+import type { HttpAnswer } from "./http.ts";
 import type { Artifact, RunResult } from "./runner/types.ts";
 import type { RunnerPool } from "./runner-pool.ts";
 import {
@@ -9,8 +10,8 @@ import {
   JobFailure,
   permanent,
   type TransferOptions,
+  transferHttp,
   transient,
-  uploadOutput,
 } from "./transfer.ts";
 
 export type AttemptPhase = "downloading" | "waiting" | "running" | "uploading";
@@ -25,16 +26,13 @@ export interface AttemptContext {
     phase: AttemptPhase,
     detail?: { runner: number; pid: number | null; batch: number },
   ): void;
-  /** True once the drain took the job back: the output is then not uploaded. */
+  /** True once the drain took the job back: its artifacts are then not uploaded. */
   isReleased(): boolean;
   /** Aborted when the job is taken back: a job still waiting for a runner leaves the line. */
   signal?: AbortSignal;
 }
 
-/**
- * Per artifact name, where to PUT it. The gateway's claim does not carry this yet (it gives
- * one JSON output URL); when it does, as an optional `artifacts` field, artifacts go there.
- */
+/** Per artifact name, where to PUT it: the claim's optional `artifacts` field. */
 const ArtifactTargets = z.record(
   z.string(),
   z.object({
@@ -54,9 +52,10 @@ export const MAX_INLINE_ARTIFACT_BYTES = 32 * 1024;
 
 /**
  * The work of one claimed attempt: download the inputs, wait for a runner (in a batch when
- * the model batches), upload the output. Job-level failures (bad input, model errors, a
- * crashed runner, a failed upload) come back as data for the supervisor to report; nothing
- * here settles.
+ * the model batches), upload the artifacts. The JSON output itself travels in the
+ * supervisor's `succeeded` report, so it is only checked here against what that report may
+ * carry. Job-level failures (bad input, model errors, a crashed runner, a failed upload, an
+ * output too large) come back as data for the supervisor to report; nothing here settles.
  */
 export async function runAttempt(ctx: AttemptContext): Promise<RunResult> {
   const { claim } = ctx;
@@ -68,8 +67,8 @@ export async function runAttempt(ctx: AttemptContext): Promise<RunResult> {
       Object.entries(claim.job.input).filter(([name]) => !(name in claim.inputs)),
     );
     ctx.onPhase("waiting");
-    // The runner is released as soon as inference ends: the upload below overlaps the next
-    // job's inference.
+    // The runner is released as soon as inference ends: the uploads and the report overlap
+    // the next job's inference.
     const result = await ctx.pool.run(
       { jobId: ctx.jobId, model: claim.job.model, files, params },
       {
@@ -80,13 +79,27 @@ export async function runAttempt(ctx: AttemptContext): Promise<RunResult> {
     if (!result.ok || ctx.isReleased()) return result;
     ctx.onPhase("uploading");
     const output = await storeArtifacts(claim, result, ctx.transfer);
-    await uploadOutput(claim.output, JSON.stringify(output ?? null), ctx.transfer);
+    checkOutputSize(output, claim.max_output_bytes ?? DEFAULT_MAX_OUTPUT_BYTES);
     return { ok: true, output };
   } catch (cause) {
     if (cause instanceof JobFailure) return { ok: false, error: cause.error };
     if (cause instanceof GatewayError) throw cause;
     const message = cause instanceof Error ? cause.message : String(cause);
     return { ok: false, error: transient("agent_error", message).error };
+  }
+}
+
+/**
+ * The report that carries the output would be refused as too large, and would be on every
+ * retry: fail the job now, saying why, instead.
+ */
+function checkOutputSize(output: unknown, maxBytes: number): void {
+  const bytes = Buffer.byteLength(JSON.stringify(output ?? null));
+  if (bytes > maxBytes) {
+    throw permanent(
+      "output_too_large",
+      `the output is ${bytes} bytes of JSON; the gateway takes at most ${maxBytes}`,
+    );
   }
 }
 
@@ -142,21 +155,19 @@ async function putArtifact(
   target: z.infer<typeof ArtifactTargets>[string],
   transfer: TransferOptions,
 ): Promise<void> {
-  const doFetch = transfer.fetch ?? fetch;
-  let response: Response;
+  let response: HttpAnswer;
   try {
-    response = await doFetch(target.url, {
+    response = await transferHttp(transfer)(target.url, {
       method: "PUT",
       headers: { "content-type": artifact.contentType, ...target.headers },
-      body: new Uint8Array(artifact.bytes),
-      signal: AbortSignal.timeout(transfer.timeoutMs ?? 60_000),
+      body: artifact.bytes,
+      timeoutMs: transfer.timeoutMs ?? 60_000,
     });
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     throw transient("output_upload_failed", `artifact ${name} upload failed: ${reason}`);
   }
-  await response.body?.cancel().catch(() => {});
-  if (!response.ok) {
+  if (response.status < 200 || response.status > 299) {
     throw transient(
       "output_upload_failed",
       `artifact ${name} upload failed: HTTP ${response.status}`,

@@ -1,10 +1,12 @@
 import type { Logger } from "pino";
 import type { z } from "zod";
-import { signAgentRequest } from "../shared/agent-signing.ts";
+import { type AgentCrypto, signAgentRequest } from "../shared/agent-signing.ts";
+import { nodeAgentCrypto } from "../shared/agent-signing-node.ts";
 import { AgentAck, AgentCredentials, AgentEventAck, Claim } from "../shared/protocol/agent.ts";
 import { backoffMs } from "./backoff.ts";
 import type { AgentStatus, GatewayClient } from "./gateway-client-types.ts";
 import { enrollmentRefused, GatewayError, signedRequestRefused } from "./gateway-errors.ts";
+import { type HttpAnswer, httpFor } from "./http.ts";
 
 export type * from "./gateway-client-types.ts";
 export { GatewayError } from "./gateway-errors.ts";
@@ -32,9 +34,12 @@ export interface GatewayClientOptions {
   /** Per-request timeout. Default 10 s. */
   timeoutMs?: number;
   logger?: Logger;
+  /** Instead of the default (undici on keep-alive pools): tests, an in-process gateway. */
   fetch?: typeof fetch;
   /** The clock signatures are timestamped with; `Date.now` by default. */
   now?: () => number;
+  /** Signing primitives; node:crypto by default. */
+  crypto?: AgentCrypto;
 }
 
 interface Answer {
@@ -58,7 +63,8 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
   const base = options.gatewayUrl.replace(/\/+$/, "");
   const tries = options.tries ?? 4;
   const timeoutMs = options.timeoutMs ?? 10_000;
-  const doFetch = options.fetch ?? fetch;
+  const http = httpFor(options.fetch);
+  const signingCrypto = options.crypto ?? nodeAgentCrypto;
   const now = options.now ?? Date.now;
   let credentials: Credentials | null = options.secret
     ? { agentId: options.agentId, secret: options.secret }
@@ -132,22 +138,24 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
         // Signed per try: a retry with the same nonce would be refused as a replay.
         Object.assign(
           headers,
-          await signAgentRequest({ ...own, method: "POST", url, body: text, now: now() }),
+          await signAgentRequest({
+            ...own,
+            method: "POST",
+            url,
+            body: text,
+            now: now(),
+            crypto: signingCrypto,
+          }),
         );
       }
-      let response: Response;
+      let response: HttpAnswer;
       try {
-        response = await doFetch(url, {
-          method: "POST",
-          headers,
-          body: text,
-          signal: AbortSignal.timeout(timeoutMs),
-        });
+        response = await http(url, { method: "POST", headers, body: text, timeoutMs });
       } catch (error) {
         lastError = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
         continue;
       }
-      const answer = await readAnswer(response);
+      const answer = readAnswer(response);
       const retryable =
         response.status >= 500 ||
         response.status === 429 ||
@@ -278,8 +286,8 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
   };
 }
 
-async function readAnswer(response: Response): Promise<Answer> {
-  const text = await response.text().catch(() => "");
+function readAnswer(response: HttpAnswer): Answer {
+  const text = response.text();
   let body: unknown = null;
   try {
     body = text ? JSON.parse(text) : null;

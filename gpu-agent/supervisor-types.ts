@@ -65,7 +65,7 @@ export interface SupervisorOptions {
   runners: Runner[];
   config: SupervisorConfig;
   logger: Logger;
-  /** For input downloads and output uploads. */
+  /** For input downloads and artifact uploads. */
   fetch?: typeof fetch;
   /** Delay before redelivering a failed attempt; exponential with full jitter by default. */
   retryDelayMs?: (attempt: number) => number;

@@ -24,9 +24,9 @@ export type * from "./supervisor-types.ts";
  * free for heartbeats however long a model takes, and a crashed runner costs one attempt,
  * not the agent.
  *
- * One delivery: claim → download inputs → run → upload output → report → settle. The
- * message is settled (ack, retry, dead-letter) only after the gateway recorded the
- * outcome, so a crash anywhere means redelivery, never a lost job.
+ * One delivery: claim → download inputs → run → upload artifacts → report (the output
+ * travels in it) → settle. The message is settled (ack, retry, dead-letter) only after the
+ * gateway recorded the outcome, so a crash anywhere means redelivery, never a lost job.
  */
 export function createSupervisor(options: SupervisorOptions): Supervisor {
   const { queue, gateway, config, logger } = options;

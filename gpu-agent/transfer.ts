@@ -1,5 +1,6 @@
 import type { Claim } from "../shared/protocol/agent.ts";
 import type { JobError } from "../shared/protocol/error.ts";
+import { BodyTooLargeError, type Http, type HttpAnswer, httpFor } from "./http.ts";
 import type { RunRequest } from "./runner/types.ts";
 
 /** A job-level failure with its classification, thrown by the steps of one attempt. */
@@ -19,8 +20,12 @@ export interface TransferOptions {
   maxInputBytes: number;
   /** Per-transfer timeout. Default 60 s. */
   timeoutMs?: number;
+  /** Instead of the default (undici on keep-alive pools): tests inject one. */
   fetch?: typeof fetch;
 }
+
+/** The injected fetch when the options carry one, else undici's keep-alive pools. */
+export const transferHttp = (options: TransferOptions): Http => httpFor(options.fetch);
 
 /**
  * Downloads every input through its presigned GET URL. A 4xx means the input is gone or
@@ -45,15 +50,23 @@ async function downloadOne(
   contentType: string | null,
   options: TransferOptions,
 ): Promise<{ bytes: Uint8Array; contentType: string | null }> {
-  const doFetch = options.fetch ?? fetch;
-  let response: Response;
+  let response: HttpAnswer;
   try {
-    response = await doFetch(url, { signal: AbortSignal.timeout(options.timeoutMs ?? 60_000) });
+    // The limit is enforced while reading: a missing or lying content-length must not
+    // fill memory.
+    response = await transferHttp(options)(url, {
+      method: "GET",
+      timeoutMs: options.timeoutMs ?? 60_000,
+      followRedirects: true,
+      maxBodyBytes: options.maxInputBytes,
+    });
   } catch (error) {
+    if (error instanceof BodyTooLargeError) {
+      throw permanent("input_too_large", `input "${name}" is larger than ${error.maxBytes} bytes`);
+    }
     throw transient("input_unavailable", `input "${name}" could not be fetched: ${reason(error)}`);
   }
-  if (!response.ok) {
-    await response.body?.cancel().catch(() => {});
+  if (response.status < 200 || response.status > 299) {
     const message = `input "${name}" could not be fetched: HTTP ${response.status}`;
     if (
       response.status >= 400 &&
@@ -65,66 +78,9 @@ async function downloadOne(
     }
     throw transient("input_unavailable", message);
   }
-  const tooLarge = () =>
-    permanent("input_too_large", `input "${name}" is larger than ${options.maxInputBytes} bytes`);
-  const declared = Number(response.headers.get("content-length") ?? Number.NaN);
-  if (declared > options.maxInputBytes) {
-    await response.body?.cancel().catch(() => {});
-    throw tooLarge();
-  }
-  // Count while reading: a missing or lying content-length must not fill memory.
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  try {
-    if (response.body) {
-      for await (const chunk of response.body) {
-        size += chunk.byteLength;
-        // Leaving the loop by a throw cancels the stream, closing the connection.
-        if (size > options.maxInputBytes) throw tooLarge();
-        chunks.push(chunk);
-      }
-    }
-  } catch (error) {
-    if (error instanceof JobFailure) throw error;
-    throw transient(
-      "input_unavailable",
-      `input "${name}" broke off mid-download: ${reason(error)}`,
-    );
-  }
-  const bytes = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return { bytes, contentType: contentType ?? response.headers.get("content-type") };
-}
-
-/**
- * Stores the output through the presigned PUT. Every failure is transient: a 4xx here is
- * most often an expired link after a long run, and the next attempt's claim signs a new one.
- */
-export async function uploadOutput(
-  output: Claim["output"],
-  body: string,
-  options: TransferOptions,
-): Promise<void> {
-  const doFetch = options.fetch ?? fetch;
-  let response: Response;
-  try {
-    response = await doFetch(output.url, {
-      method: output.method,
-      headers: output.headers,
-      body,
-      signal: AbortSignal.timeout(options.timeoutMs ?? 60_000),
-    });
-  } catch (error) {
-    throw transient("output_upload_failed", `output upload failed: ${reason(error)}`);
-  }
-  await response.body?.cancel().catch(() => {});
-  if (!response.ok) {
-    throw transient("output_upload_failed", `output upload failed: HTTP ${response.status}`);
-  }
+  // The answer's body is already an array of its own: what crosses to the runner child
+  // over IPC is the input and nothing more.
+  return { bytes: response.body, contentType: contentType ?? response.header("content-type") };
 }
 
 function reason(error: unknown): string {

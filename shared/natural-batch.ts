@@ -17,9 +17,15 @@ interface Waiting<T, R> {
   reject(error: unknown): void;
 }
 
-export interface NaturalBatcherOptions {
+export interface NaturalBatcherOptions<T> {
   /** The most items one flush carries; the rest wait for the next. Default 500. */
   maxBatch?: number;
+  /**
+   * With `maxWeight`: a batch's items weigh at most this much together (bytes, say). An
+   * item heavier than that alone still goes, in a batch of its own.
+   */
+  weigh?: (item: T) => number;
+  maxWeight?: number;
 }
 
 /**
@@ -29,15 +35,27 @@ export interface NaturalBatcherOptions {
  */
 export function naturalBatcher<T, R>(
   flush: (items: T[]) => Promise<R[]>,
-  options: NaturalBatcherOptions = {},
+  options: NaturalBatcherOptions<T> = {},
 ): NaturalBatcher<T, R> {
   const maxBatch = options.maxBatch ?? 500;
+  const { weigh, maxWeight = Number.POSITIVE_INFINITY } = options;
   let waiting: Waiting<T, R>[] = [];
   let running: Promise<void> | null = null;
 
+  function nextBatch(): Waiting<T, R>[] {
+    const batch = waiting.slice(0, maxBatch);
+    if (!weigh) return batch;
+    let weight = 0;
+    for (let i = 0; i < batch.length; i++) {
+      weight += weigh(batch[i]!.item);
+      if (weight > maxWeight) return batch.slice(0, Math.max(1, i));
+    }
+    return batch;
+  }
+
   async function drain(): Promise<void> {
     while (waiting.length > 0) {
-      const batch = waiting.slice(0, maxBatch);
+      const batch = nextBatch();
       waiting = waiting.slice(batch.length);
       try {
         const results = await flush(batch.map((entry) => entry.item));

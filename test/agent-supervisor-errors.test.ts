@@ -115,6 +115,31 @@ describe("gpu-agent supervisor failures", () => {
     });
   });
 
+  it("fails an output larger than the claim's max_output_bytes permanently, saying so", async () => {
+    const h = await start({ runners: [createFakeRunner()] });
+    const small = h.gateway.addJob({ input: { text: "fits" } });
+    small.maxOutputBytes = 256;
+    const large = h.gateway.addJob({ input: { text: "x".repeat(300) } });
+    large.maxOutputBytes = 256;
+
+    await h.queue.publish(h.gateway.message(small.job.id));
+    await h.queue.publish(h.gateway.message(large.job.id));
+
+    expect(await h.settled(small.job.id)).toMatchObject({ outcome: "succeeded" });
+    expect(await h.settled(large.job.id)).toMatchObject({
+      outcome: "dead-lettered",
+      error: { type: "permanent", code: "output_too_large" },
+    });
+    // The gateway hears a small `failed` report, not a `succeeded` one it would refuse.
+    expect(h.gateway.events(large.job.id)).toEqual([
+      expect.objectContaining({
+        type: "failed",
+        will_retry: false,
+        error: expect.objectContaining({ message: expect.stringMatching(/at most 256/) }),
+      }),
+    ]);
+  });
+
   it("rides out a gateway that answers 503 a few times", async () => {
     const h = await start({ runners: [createFakeRunner()], gatewayTries: 3 });
     const id = h.gateway.addJob().job.id;

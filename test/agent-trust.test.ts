@@ -218,6 +218,60 @@ describe("what an agent may do", () => {
     expect(await done.json()).toMatchObject({ status: "succeeded" });
   });
 
+  it("claims and reports in batches, each item allowed or refused as it would be alone", async () => {
+    const [mine, taken, gone] = [await submitNoop(), await submitNoop(), await submitNoop()];
+    const owner = await enroll();
+    const rival = await enroll();
+    await owner.register(["noop"]);
+    await rival.register(["noop"]);
+    expect((await claim(rival, taken)).status).toBe(200);
+    await gw.request(`/v1/jobs/${gone}/cancel`, { method: "POST", key: adminKey });
+
+    const claims = await owner.post("/jobs/claims", {
+      v: 1,
+      agent_id: owner.agentId,
+      claims: [mine, taken, gone].map((job_id) => ({ job_id, attempt: 1 })),
+    });
+    expect(claims.status).toBe(200);
+    const claimed = (await claims.json()) as {
+      results: { job_id: string; ok: boolean; problem?: { code: string } }[];
+    };
+    expect(claimed.results.map((r) => [r.job_id, r.ok, r.problem?.code])).toEqual([
+      [mine, true, undefined],
+      [taken, false, "stale_attempt"],
+      [gone, false, "job_canceled"],
+    ]);
+
+    const succeeded = (agent: HandAgent) => ({
+      v: 1 as const,
+      type: "succeeded" as const,
+      agent_id: agent.agentId,
+      attempt: 1,
+      output: { by: agent.agentId },
+    });
+    const events = await owner.post("/jobs/events", {
+      v: 1,
+      agent_id: owner.agentId,
+      events: [mine, taken].map((job_id) => ({ job_id, event: succeeded(owner) })),
+    });
+    const reported = (await events.json()) as {
+      results: { ok: boolean; ack?: { status: string }; problem?: { code: string } }[];
+    };
+    expect(reported.results.map((r) => r.ack?.status ?? r.problem?.code)).toEqual([
+      "succeeded",
+      "not_your_job",
+    ]);
+    const job = await (await gw.request(`/v1/jobs/${taken}`, { key: adminKey })).json();
+    expect(job).toMatchObject({ status: "running", output: null });
+
+    // The batch itself is validated like any body: an empty or oversized one is a 422.
+    await expectRefused(
+      await owner.post("/jobs/claims", { v: 1, agent_id: owner.agentId, claims: [] }),
+      422,
+      "validation_failed",
+    );
+  });
+
   it("refuses a revoked agent at its next request", async () => {
     const agent = await enroll();
     expect((await agent.register(["noop"])).status).toBe(200);

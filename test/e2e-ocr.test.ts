@@ -112,12 +112,15 @@ describe("the whole pipeline on one machine", () => {
   });
 
   it("never runs a job canceled while queued", async () => {
-    // Keep the only slot busy so the next job waits in the queue.
+    // Keep the only slot busy and the one job it reads ahead taken, so the next job waits
+    // in the queue however fast the agent claims.
     const blocker = await submit({ model: "noop", input: { delay_ms: 1500 } });
+    const readAhead = await submit({ model: "noop", input: { delay_ms: 10 } });
     const victim = await submit({ model: "noop", input: { marker: "must not run" } });
     const canceled = await gw.api(`/v1/jobs/${victim.id}/cancel`, { method: "POST" });
     expect(((await canceled.json()) as { status: string }).status).toBe("canceled");
     await followJob((p) => gw.api(p), blocker.id);
+    await followJob((p) => gw.api(p), readAhead.id);
     // The victim's message is consumed (claim refused, acked) once the slot frees up.
     await expect
       .poll(

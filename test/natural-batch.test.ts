@@ -44,6 +44,19 @@ describe("naturalBatcher", () => {
     ]);
     await batcher.idle();
   });
+
+  it("keeps a batch under its weight, sending an overweight item alone", async () => {
+    const flushed: string[][] = [];
+    const batcher = naturalBatcher<string, string>(
+      async (items) => {
+        flushed.push(items);
+        return items;
+      },
+      { weigh: (item) => item.length, maxWeight: 5 },
+    );
+    await Promise.all(["ab", "cd", "ef", "heavyweight", "g"].map((x) => batcher.add(x)));
+    expect(flushed).toEqual([["ab", "cd"], ["ef"], ["heavyweight"], ["g"]]);
+  });
 });
 
 describe("cachedCounts", () => {

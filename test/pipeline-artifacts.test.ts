@@ -33,6 +33,7 @@ function claimFor(extra: Record<string, unknown> = {}): Claim {
       expires_at: now,
     },
     inputs: {},
+    // As an older gateway sends it: the agent no longer uploads the JSON output there.
     output: {
       url: "https://blobs.test/out/result.json?sig=x",
       method: "PUT",
@@ -110,16 +111,11 @@ describe("binary artifacts from a pipeline", () => {
       ok: true,
       output: { width: 4, height: 3, format: "cutout", image_png: reference },
     });
-    expect(puts.map((put) => put.url)).toEqual([
-      "https://blobs.test/out/image.png?sig=y",
-      "https://blobs.test/out/result.json?sig=x",
-    ]);
+    // The artifact only: the JSON output travels in the report.
+    expect(puts.map((put) => put.url)).toEqual(["https://blobs.test/out/image.png?sig=y"]);
     expect(puts[0]!.headers.get("content-type")).toBe("image/png");
     expect(puts[0]!.headers.get("x-sig")).toBe("y");
     expect([...puts[0]!.body]).toEqual([...png]);
-    expect(JSON.parse(new TextDecoder().decode(puts[1]!.body))).toEqual(
-      JSON.parse(JSON.stringify(outcome.ok ? outcome.output : null)),
-    );
   });
 
   it("inlines a small artifact as base64 when the gateway offers no upload URL", async () => {
@@ -128,7 +124,7 @@ describe("binary artifacts from a pipeline", () => {
       ok: true,
       output: { image_png: { base64: Buffer.from(png).toString("base64"), size_bytes: 7 } },
     });
-    expect(puts).toHaveLength(1);
+    expect(puts).toHaveLength(0);
   });
 
   it("fails permanently when an artifact has nowhere to go or is over the gateway's limit", async () => {

@@ -45,7 +45,7 @@ class Timeline {
   }
 }
 
-/** Gates a test opens by name (`run A`, `download B`, `upload A`); unknown names pass. */
+/** Gates a test opens by name (`run A`, `download B`, `report A`); unknown names pass. */
 class Gates {
   private readonly gates = new Map<string, ReturnType<typeof deferred<void>>>();
   hold(...names: string[]): void {
@@ -77,7 +77,7 @@ afterEach(async () => {
 });
 
 /**
- * One supervisor against the stub gateway and the sql queue, with every download, upload
+ * One supervisor against the stub gateway and the sql queue, with every download, report
  * and run recorded on a timeline and each able to be held open by the test.
  */
 async function rig(options: { letters: string[]; runner?: (rig: Rig) => Runner }): Promise<Rig> {
@@ -97,15 +97,22 @@ async function rig(options: { letters: string[]; runner?: (rig: Rig) => Runner }
   }
   const instrumented: typeof fetch = async (input, init) => {
     const url = input instanceof Request ? input.url : String(input);
-    const match = /\/blobs\/(in|out)\/(job_[0-9a-z]+)/.exec(url);
-    const letter = match ? letterOf.get(match[2]!) : undefined;
-    if (!match || !letter) return fetch(input, init);
-    const kind = match[1] === "in" ? "download" : "upload";
-    timeline.push(`${kind}-start ${letter}`);
-    await gates.pass(`${kind} ${letter}`);
+    const match = /\/blobs\/in\/(job_[0-9a-z]+)/.exec(url);
+    const letter = match ? letterOf.get(match[1]!) : undefined;
+    if (!letter) return fetch(input, init);
+    timeline.push(`download-start ${letter}`);
+    await gates.pass(`download ${letter}`);
     const response = await fetch(input, init);
-    timeline.push(`${kind}-end ${letter}`);
+    timeline.push(`download-end ${letter}`);
     return response;
+  };
+  // Reports are held at the gateway, before it records them.
+  gateway.onEvent = async (jobId) => {
+    const letter = letterOf.get(jobId);
+    if (!letter) return;
+    timeline.push(`report-start ${letter}`);
+    await gates.pass(`report ${letter}`);
+    timeline.push(`report-end ${letter}`);
   };
   const events: SupervisorEvent[] = [];
   const waiters: { letter: string; resolve: (e: SupervisorEvent) => void }[] = [];
@@ -198,10 +205,10 @@ function timedRunner({ timeline, gates }: Rig): Runner {
 }
 
 describe("pipelining: the next job is claimed and downloaded while the current one runs", () => {
-  it("downloads job B during job A's inference, and runs B before A's upload ends", async () => {
+  it("downloads job B during job A's inference, and runs B before A's report ends", async () => {
     const r = await rig({ letters: ["A", "B", "C"] });
     // B's download is slow: it is held until A is on the runner, so A is the one that runs.
-    r.gates.hold("run A", "download B", "upload A");
+    r.gates.hold("run A", "download B", "report A");
     await r.publish("A", "B", "C");
 
     await r.timeline.reached("run-start A");
@@ -215,10 +222,10 @@ describe("pipelining: the next job is claimed and downloaded while the current o
     expect(r.gateway.calls.filter((call) => call.jobId === r.jobs.C)).toEqual([]);
 
     r.gates.open("run A");
-    // B needs no I/O once A leaves the runner: it starts while A's upload is still held.
+    // B needs no I/O once A leaves the runner: it starts while A's report is still held.
     await r.timeline.reached("run-start B");
-    expect(r.timeline.entries).not.toContain("upload-end A");
-    r.gates.open("upload A");
+    expect(r.timeline.entries).not.toContain("report-end A");
+    r.gates.open("report A");
 
     for (const letter of ["A", "B", "C"]) {
       expect(await r.settled(letter)).toMatchObject({ outcome: "succeeded" });
@@ -227,9 +234,9 @@ describe("pipelining: the next job is claimed and downloaded while the current o
     expect(t.at("download-start B")).toBeLessThan(t.at("run-end A"));
     expect(t.at("download-end B")).toBeLessThan(t.at("run-end A"));
     expect(t.at("run-end A")).toBeLessThan(t.at("run-start B"));
-    expect(t.at("run-start B")).toBeLessThan(t.at("upload-end A"));
+    expect(t.at("run-start B")).toBeLessThan(t.at("report-end A"));
     // Between A leaving the runner and B starting on it: no download, and no transfer that
-    // B waited for (A's upload may start there; it ends only after B started, above).
+    // B waited for (A's report may start there; it ends only after B started, above).
     const gap = t.entries.slice(t.at("run-end A") + 1, t.at("run-start B"));
     expect(gap.filter((entry) => entry.startsWith("download") || entry.endsWith("-end A"))).toEqual(
       [],

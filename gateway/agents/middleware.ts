@@ -1,3 +1,4 @@
+import type { HonoRequest } from "hono";
 import { createMiddleware } from "hono/factory";
 import { HttpProblem } from "../../shared/errors.ts";
 import type { AppEnv } from "../env.ts";
@@ -22,8 +23,10 @@ export const requireSignedAgent = createMiddleware<AgentEnv>(async (c, next) => 
       gateway.db,
       { method: c.req.method, path: c.req.path, header: (name) => c.req.header(name), body },
       gateway.now(),
+      gateway.agentCrypto,
     );
     c.set("agent", agent);
+    primeBodyText(c.req, body);
   } catch (error) {
     if (error instanceof HttpProblem) {
       gateway.log.warn(
@@ -39,6 +42,17 @@ export const requireSignedAgent = createMiddleware<AgentEnv>(async (c, next) => 
   }
   await next();
 });
+
+const decoder = new TextDecoder();
+
+/**
+ * The route reads the body as text next (`parseJsonBody`). Asked for text after the bytes,
+ * Hono wraps its cached ArrayBuffer in a new Response to decode it, tens of µs per request;
+ * the bytes are decoded once here instead. Hono caches promises (its type says values).
+ */
+function primeBodyText(request: HonoRequest, body: Uint8Array): void {
+  request.bodyCache.text = Promise.resolve(decoder.decode(body)) as unknown as string;
+}
 
 /**
  * Enrollment only: the fleet's shared enrollment token (`GANTRY_AGENT_TOKEN`) as a bearer

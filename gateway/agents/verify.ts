@@ -1,9 +1,10 @@
 import type { Kysely } from "kysely";
 import {
   AGENT_HEADERS,
+  type AgentCrypto,
   SIGNATURE_WINDOW_SECONDS,
-  sha256Hex,
   verifyAgentSignature,
+  webAgentCrypto,
 } from "../../shared/agent-signing.ts";
 import type { Database } from "../../shared/db/schema.ts";
 import { HttpProblem } from "../../shared/errors.ts";
@@ -47,11 +48,14 @@ const TIMESTAMP = /^\d{1,12}$/;
  * (`unknown_agent`), the signature is its (`bad_signature`), it is not revoked
  * (`agent_revoked`), and the nonce is new (`replayed_request`). The nonce is recorded only
  * after the signature passed, so forged requests cannot fill the nonce table.
+ *
+ * `agentCrypto` is the runtime's hashing: Web Crypto by default (Workers), node:crypto on Node.
  */
 export async function verifyAgentRequest(
   db: Kysely<Database>,
   request: IncomingAgentRequest,
   now: number,
+  agentCrypto: AgentCrypto = webAgentCrypto,
 ): Promise<AgentRow> {
   const agentId = request.header(AGENT_HEADERS.agentId);
   const timestampText = request.header(AGENT_HEADERS.timestamp);
@@ -86,9 +90,10 @@ export async function verifyAgentRequest(
       path: request.path,
       timestamp,
       nonce,
-      bodySha256: await sha256Hex(request.body),
+      bodySha256: await agentCrypto.sha256Hex(request.body),
     },
     signature,
+    agentCrypto,
   );
   if (!valid) {
     throw agentRefusal("bad_signature", `The signature does not match agent ${agentId}'s secret.`);

@@ -5,7 +5,7 @@ import type {
   ClaimRequest,
   HeartbeatRequest,
 } from "../../shared/protocol/index.ts";
-import { InputRef } from "../../shared/protocol/index.ts";
+import { InputRef, REPORT_ENVELOPE_BYTES } from "../../shared/protocol/index.ts";
 import {
   type AgentRow,
   AgentStore,
@@ -15,10 +15,9 @@ import {
 import type { Gateway } from "../context.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
 import type { Transition } from "../store/job-store.ts";
-import { artifactBlobKey, outputBlobKey, uploadBlobKey } from "../store/uploads.ts";
+import { artifactBlobKey, uploadBlobKey } from "../store/uploads.ts";
 import { afterTransition } from "./lifecycle.ts";
 
-const OUTPUT_MAX_BYTES = 10 * 1024 * 1024;
 /** Presigned input URLs live a little longer than a lease: the download may be slow. */
 const INPUT_URL_SECONDS = 15 * 60;
 
@@ -107,17 +106,14 @@ async function buildClaim(gateway: Gateway, row: JobRow): Promise<Claim> {
         }
       : { url: image.data, content_type: null };
   }
-  const output = await gateway.blobs.presignPut(outputBlobKey(row.id), {
-    contentType: "application/json",
-    maxBytes: OUTPUT_MAX_BYTES,
-    expiresInSeconds: INPUT_URL_SECONDS,
-  });
+  // The output comes back in the `succeeded` report (stored with the job), so it has no URL
+  // of its own; it is bounded by the body limit that report goes through.
   const artifacts = await presignArtifacts(gateway, row);
   return {
     v: 1,
     job,
     inputs,
-    output: { url: output.url, method: "PUT", headers: output.headers },
+    max_output_bytes: Math.max(1, gateway.config.maxBodyBytes - REPORT_ENVELOPE_BYTES),
     lease_seconds: gateway.config.leaseSeconds,
     ...(artifacts ? { artifacts } : {}),
   };

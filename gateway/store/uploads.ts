@@ -4,7 +4,6 @@ import type { Database, UploadTable } from "../../shared/db/schema.ts";
 export type UploadRow = Selectable<UploadTable>;
 
 export const uploadBlobKey = (uploadId: string) => `inputs/${uploadId}`;
-export const outputBlobKey = (jobId: string) => `outputs/${jobId}/result.json`;
 /** Artifact names are spec names (letters, digits, `_`), so the key needs no escaping. */
 export const artifactBlobKey = (jobId: string, name: string) => `outputs/${jobId}/${name}`;
 

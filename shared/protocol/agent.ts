@@ -16,16 +16,37 @@ export const ClaimRequest = z.object({
 });
 export type ClaimRequest = z.infer<typeof ClaimRequest>;
 
-/** Gateway → agent: the job and short-lived URLs for its input and output. */
+/**
+ * What a `succeeded` report holds besides its output (`v`, `type`, `agent_id`, `attempt`),
+ * with room to spare: the gateway's body limit less this is the largest output it takes.
+ */
+export const REPORT_ENVELOPE_BYTES = 512;
+
+/** The largest output (JSON bytes) an agent sends when the claim does not say: 64 KiB less the envelope. */
+export const DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024 - REPORT_ENVELOPE_BYTES;
+
+/** Gateway → agent: the job, short-lived URLs for its inputs and artifacts, and its limits. */
 export const Claim = z.object({
   v: z.literal(1),
   job: Job,
   inputs: z.record(z.string(), z.object({ url: z.url(), content_type: z.string().nullable() })),
-  output: z.object({
-    url: z.url(),
-    method: z.literal("PUT"),
-    headers: z.record(z.string(), z.string()),
-  }),
+  /**
+   * Sent by older gateways only: where to PUT the JSON output. The output travels in the
+   * `succeeded` report, which is what the gateway stores, so agents ignore this.
+   */
+  output: z
+    .object({
+      url: z.url(),
+      method: z.literal("PUT"),
+      headers: z.record(z.string(), z.string()),
+    })
+    .optional(),
+  /**
+   * The largest output, as bytes of JSON, that the `succeeded` report may carry. An agent
+   * with a larger output fails the job (`output_too_large`) instead of sending a report the
+   * gateway would refuse. Absent from older gateways: `DEFAULT_MAX_OUTPUT_BYTES`.
+   */
+  max_output_bytes: z.number().int().positive().optional(),
   lease_seconds: z.number().int().positive(),
   /**
    * Per artifact name the model may make (`image_png`), where to PUT its bytes. Absent for

@@ -1,4 +1,5 @@
 export * from "./agent.ts";
+export * from "./agent-batch.ts";
 export * from "./error.ts";
 export * from "./job.ts";
 export * from "./queue-message.ts";

@@ -9,6 +9,12 @@ import {
   ClaimRequest,
   HeartbeatRequest,
 } from "./agent.ts";
+import {
+  ClaimBatchRequest,
+  ClaimBatchResponse,
+  EventBatchRequest,
+  EventBatchResponse,
+} from "./agent-batch.ts";
 import { JobError, Problem } from "./error.ts";
 import { Job, JobEvent, JobList, JobRequest, JobStatus } from "./job.ts";
 import { QueueMessage } from "./queue-message.ts";
@@ -35,6 +41,10 @@ export const WIRE_SCHEMAS = {
   AgentCredentials,
   AgentRegisterRequest,
   AgentHeartbeatRequest,
+  ClaimBatchRequest,
+  ClaimBatchResponse,
+  EventBatchRequest,
+  EventBatchResponse,
   WebhookPayload,
 } as const;
 

@@ -4,9 +4,9 @@ import { Hono } from "hono";
 import {
   AGENT_HEADERS,
   SIGNATURE_WINDOW_SECONDS,
-  sha256Hex,
   verifyAgentSignature,
 } from "../../shared/agent-signing.ts";
+import { nodeAgentCrypto } from "../../shared/agent-signing-node.ts";
 import { newId, randomToken } from "../../shared/ids.ts";
 import {
   AgentEvent,
@@ -19,10 +19,11 @@ import type { QueueMessage } from "../../shared/protocol/queue-message.ts";
 
 /**
  * A stand-in for the gateway's internal agent API (enroll, register, agent heartbeat,
- * claim, heartbeat, events) that also serves the presigned input and output URLs from
- * memory. It checks signatures as the gateway does (shared/agent-signing.ts), keeping its
- * agents and nonces in memory; an enrolled agent's id is the name it asked for. Every call is recorded, and a
- * test awaits the call it expects with `waitFor` instead of sleeping.
+ * claim, heartbeat, events) that also serves the presigned input URLs from memory. It
+ * checks signatures as the Node gateway does (shared/agent-signing.ts on node:crypto),
+ * keeping its agents and nonces in memory; an enrolled agent's id is the name it asked
+ * for. Every call is recorded, and a test awaits the call it expects with `waitFor`
+ * instead of sleeping.
  */
 export interface StubJob {
   job: Job;
@@ -32,8 +33,8 @@ export interface StubJob {
   claimProblem?: { status: number; code: string };
   /** Answer input downloads with this status instead of the file. */
   inputStatus?: number;
-  /** The last output PUT, body as text. */
-  output?: { body: string; headers: Record<string, string> };
+  /** The claim's `max_output_bytes`; absent from the claim when unset. */
+  maxOutputBytes?: number;
 }
 
 export type CallKind =
@@ -43,8 +44,7 @@ export type CallKind =
   | "claim"
   | "heartbeat"
   | "event"
-  | "download"
-  | "upload";
+  | "download";
 
 export interface Call {
   kind: CallKind;
@@ -133,21 +133,25 @@ export async function startStubGateway(): Promise<StubGateway> {
     if (Math.abs(Date.now() / 1000 - timestamp) > SIGNATURE_WINDOW_SECONDS) {
       return problem(401, "stale_request");
     }
+    const body = new Uint8Array(await c.req.arrayBuffer());
     const parts = {
       method: c.req.method,
       path: c.req.path,
       timestamp,
       nonce,
-      bodySha256: await sha256Hex(new Uint8Array(await c.req.arrayBuffer())),
+      bodySha256: nodeAgentCrypto.sha256Hex(body),
     };
     const signature = c.req.header(AGENT_HEADERS.signature) ?? "";
-    if (!(await verifyAgentSignature(agent.secret, parts, signature))) {
+    if (!(await verifyAgentSignature(agent.secret, parts, signature, nodeAgentCrypto))) {
       return problem(401, "bad_signature");
     }
     if (agent.revoked) return problem(401, "agent_revoked");
     if (nonces.has(`${agentId} ${nonce}`)) return problem(401, "replayed_request");
     nonces.add(`${agentId} ${nonce}`);
     signedBy.set(c.req.raw, agentId);
+    // Decoded once here, as the gateway's middleware does: asked for the text after the
+    // bytes, Hono would wrap them in a new Response. (Hono caches promises.)
+    c.req.bodyCache.text = Promise.resolve(new TextDecoder().decode(body)) as unknown as string;
     await next();
   });
 
@@ -204,11 +208,7 @@ export async function startStubGateway(): Promise<StubGateway> {
           { url: `${base}/blobs/in/${jobId}/${name}?sig=secret`, content_type: file.contentType },
         ]),
       ),
-      output: {
-        url: `${base}/blobs/out/${jobId}?sig=secret`,
-        method: "PUT",
-        headers: { "content-type": "application/json", "x-stub-signature": "sig" },
-      },
+      ...(stub.maxOutputBytes === undefined ? {} : { max_output_bytes: stub.maxOutputBytes }),
       lease_seconds: 60,
     };
     record({ kind: "claim", jobId, body: raw, status: 200 });
@@ -256,18 +256,11 @@ export async function startStubGateway(): Promise<StubGateway> {
     const status = !file ? 404 : (stub?.inputStatus ?? 200);
     record({ kind: "download", jobId, body: null, status });
     if (!file || status !== 200) return c.body(null, status as 404);
-    return c.body(file.bytes.slice().buffer, 200, {
+    // A Uint8Array, not an ArrayBuffer: @hono/node-server writes it out as it is, where an
+    // ArrayBuffer goes through a whole WHATWG Response first.
+    return c.body(new Uint8Array(file.bytes), 200, {
       "content-type": file.contentType ?? "application/octet-stream",
     });
-  });
-
-  app.put("/blobs/out/:id", async (c) => {
-    const jobId = c.req.param("id");
-    const stub = jobs.get(jobId);
-    if (!stub) return c.body(null, 404);
-    stub.output = { body: await c.req.text(), headers: c.req.header() };
-    record({ kind: "upload", jobId, body: null, status: 200 });
-    return c.body(null, 200);
   });
 
   const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" });

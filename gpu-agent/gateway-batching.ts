@@ -10,6 +10,7 @@ import {
 export interface Answer {
   status: number;
   body: unknown;
+  /** A problem+json `code`, when the body was one. */
   code: string | null;
 }
 

@@ -4,6 +4,7 @@ import { type AgentCrypto, signAgentRequest } from "../shared/agent-signing.ts";
 import { nodeAgentCrypto } from "../shared/agent-signing-node.ts";
 import { AgentAck, AgentCredentials, AgentEventAck, Claim } from "../shared/protocol/agent.ts";
 import { backoffMs } from "./backoff.ts";
+import { type Answer, batchedJobCalls } from "./gateway-batching.ts";
 import type { AgentStatus, GatewayClient } from "./gateway-client-types.ts";
 import { enrollmentRefused, GatewayError, signedRequestRefused } from "./gateway-errors.ts";
 import { type HttpAnswer, httpFor } from "./http.ts";
@@ -40,13 +41,6 @@ export interface GatewayClientOptions {
   now?: () => number;
   /** Signing primitives; node:crypto by default. */
   crypto?: AgentCrypto;
-}
-
-interface Answer {
-  status: number;
-  body: unknown;
-  /** A problem+json `code`, when the body was one. */
-  code: string | null;
 }
 
 interface Credentials {
@@ -188,6 +182,13 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
       jobId,
     });
 
+  // Claims and reports that pile up behind one in flight share the next request.
+  const batched = batchedJobCalls({
+    send: (path, body, action) => send(path, body, { auth: "signed", action }),
+    single: (jobId, action, body) => jobCall(jobId, action, body),
+    agentId: () => currentId(),
+  });
+
   function unexpected(action: string, answer: Answer): GatewayError {
     const detail = problemDetail(answer.body);
     return new GatewayError(
@@ -246,7 +247,7 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
 
     async claim(jobId, attempt) {
       await ensureCredentials();
-      const answer = await jobCall(jobId, "claim", { v: 1, agent_id: currentId(), attempt });
+      const answer = await batched.claim(jobId, { v: 1, agent_id: currentId(), attempt });
       if (answer.status === 200) return { ok: true, claim: parse(Claim, "claim", answer) };
       if (answer.status === 409 || isJobNotFound(answer)) {
         return {
@@ -276,7 +277,7 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
 
     async report(jobId, event) {
       await ensureCredentials();
-      const answer = await jobCall(jobId, "events", { v: 1, agent_id: currentId(), ...event });
+      const answer = await batched.report(jobId, { v: 1, agent_id: currentId(), ...event });
       if (answer.status === 200 || answer.status === 201 || answer.status === 202) {
         return { status: parse(AgentEventAck, "event", answer).status, duplicate: false };
       }

@@ -72,24 +72,31 @@ export async function claimJob(
   request: ClaimRequest,
 ): Promise<Claim> {
   checkBodyAgent(agent, request.agent_id);
-  const job = await gateway.jobs.byId(jobId);
-  if (!job) throw notFound("Job", jobId);
-  if (!registeredModels(agent).includes(job.model)) {
+  const models = registeredModels(agent);
+  const now = gateway.now();
+  // The model check rides in the UPDATE's condition: a refusal reads the job to say why.
+  let result: Transition =
+    models.length > 0
+      ? await gateway.jobs.claim(jobId, agent.id, request.attempt, now, models)
+      : { ok: false, current: (await gateway.jobs.byId(jobId)) ?? null };
+  if (result.ok) {
+    afterTransition(gateway, result.job);
+    return buildClaim(gateway, result.job);
+  }
+  const current = result.current;
+  if (!current) throw notFound("Job", jobId);
+  if (!models.includes(current.model)) {
     throw forbidden(
       "model_not_registered",
-      `Agent ${agent.id} has not registered model ${job.model}: register it first (POST /internal/v1/agents/register).`,
+      `Agent ${agent.id} has not registered model ${current.model}: register it first (POST /internal/v1/agents/register).`,
     );
   }
-  const now = gateway.now();
-  let result = await gateway.jobs.claim(jobId, agent.id, request.attempt, now);
-  if (!result.ok && result.current?.status === "queued" && result.current.expires_at < now) {
+  if (current.status === "queued" && current.expires_at < now) {
     const expired = await gateway.jobs.expire(jobId, now);
     if (expired.ok) afterTransition(gateway, expired.job);
     result = { ok: false, current: expired.ok ? expired.job : expired.current };
   }
-  if (!result.ok) throw refusal(result.current, request.attempt);
-  afterTransition(gateway, result.job);
-  return buildClaim(gateway, result.job);
+  throw refusal(result.ok ? null : result.current, request.attempt);
 }
 
 async function buildClaim(gateway: Gateway, row: JobRow): Promise<Claim> {
@@ -172,21 +179,24 @@ export async function reportJob(
   event: AgentEvent,
 ) {
   checkBodyAgent(agent, event.agent_id);
-  checkOwnAttempt(agent, await gateway.jobs.byId(jobId), event.attempt);
   const now = gateway.now();
+  // Only the agent holding the attempt may settle it: the UPDATE's condition checks that,
+  // and a refusal reads the job to say why.
   let result: Transition;
   if (event.type === "succeeded") {
-    result = await gateway.jobs.succeed(jobId, event.attempt, event.output, now);
+    result = await gateway.jobs.succeed(jobId, event.attempt, event.output, now, agent.id);
   } else if (event.type === "failed") {
-    result = await gateway.jobs.fail(jobId, event.attempt, event.error, event.will_retry, now);
+    const { error, will_retry } = event;
+    result = await gateway.jobs.fail(jobId, event.attempt, error, will_retry, now, agent.id);
   } else {
-    result = await gateway.jobs.release(jobId, event.attempt, now);
+    result = await gateway.jobs.release(jobId, event.attempt, now, agent.id);
   }
   if (result.ok) {
     afterTransition(gateway, result.job);
     return { v: 1 as const, job_id: jobId, status: result.job.status };
   }
   const current = result.current;
+  checkOwnAttempt(agent, current ?? undefined, event.attempt);
   if (current && isRepeat(current, event))
     return { v: 1 as const, job_id: jobId, status: current.status };
   throw refusal(current, event.attempt);

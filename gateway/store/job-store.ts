@@ -14,6 +14,12 @@ type JobUpdate = UpdateQueryBuilder<Database, "jobs", "jobs", UpdateResult>;
 
 const ACTIVE: JobStatus[] = ["queued", "running"];
 
+/** The running attempt `attempt`, held by `agentId` when one is named. */
+function currentAttempt(query: JobUpdate, attempt: number, agentId?: string): JobUpdate {
+  const running = query.where("status", "=", "running").where("attempt", "=", attempt);
+  return agentId === undefined ? running : running.where("agent_id", "=", agentId);
+}
+
 /**
  * The JobStore: jobs and their event log on Kysely (SQLite, Postgres, D1).
  *
@@ -191,20 +197,28 @@ export class JobStore {
    * An agent takes the job for delivery `attempt`. A queued job, or a running one whose
    * earlier attempt was lost (its agent died and the queue redelivered), can be claimed.
    */
-  claim(id: string, agentId: string, attempt: number, now: number): Promise<Transition> {
+  claim(
+    id: string,
+    agentId: string,
+    attempt: number,
+    now: number,
+    models?: readonly string[],
+  ): Promise<Transition> {
     return this.transition(
       id,
       { status: "running", attempt, agent_id: agentId, started_at: now, error: null },
       now,
-      (q) =>
-        q
+      (q) => {
+        const claimable = q
           .where("expires_at", ">=", now)
           .where((eb) =>
             eb.or([
               eb("status", "=", "queued"),
               eb.and([eb("status", "=", "running"), eb("attempt", "<", attempt)]),
             ]),
-          ),
+          );
+        return models ? claimable.where("model", "in", [...models]) : claimable;
+      },
     );
   }
 
@@ -219,28 +233,39 @@ export class JobStore {
       .executeTakeFirst();
   }
 
-  succeed(id: string, attempt: number, output: unknown, now: number): Promise<Transition> {
+  succeed(
+    id: string,
+    attempt: number,
+    output: unknown,
+    now: number,
+    agentId?: string,
+  ): Promise<Transition> {
     return this.transition(
       id,
       { status: "succeeded", output: JSON.stringify(output ?? null), finished_at: now },
       now,
-      (q) => q.where("status", "=", "running").where("attempt", "=", attempt),
+      (q) => currentAttempt(q, attempt, agentId),
     );
   }
 
   /** A failed attempt: back to `queued` when the queue will retry it, else `failed`. */
-  fail(id: string, attempt: number, error: JobError, willRetry: boolean, now: number) {
+  fail(
+    id: string,
+    attempt: number,
+    error: JobError,
+    willRetry: boolean,
+    now: number,
+    agentId?: string,
+  ) {
     const change = willRetry
       ? { status: "queued", error: JSON.stringify(error) }
       : { status: "failed", error: JSON.stringify(error), finished_at: now };
-    return this.transition(id, change, now, (q) =>
-      q.where("status", "=", "running").where("attempt", "=", attempt),
-    );
+    return this.transition(id, change, now, (q) => currentAttempt(q, attempt, agentId));
   }
 
-  release(id: string, attempt: number, now: number): Promise<Transition> {
+  release(id: string, attempt: number, now: number, agentId?: string): Promise<Transition> {
     return this.transition(id, { status: "queued" }, now, (q) =>
-      q.where("status", "=", "running").where("attempt", "=", attempt),
+      currentAttempt(q, attempt, agentId),
     );
   }
 

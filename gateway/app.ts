@@ -7,7 +7,6 @@ import { cachedCounts } from "./cached-count.ts";
 import { modelSpecs } from "./config.ts";
 import type { Gateway, GatewayRuntime } from "./context.ts";
 import type { AppEnv } from "./env.ts";
-import { keyCache } from "./key-cache.ts";
 import { JobNotifier } from "./notifier.ts";
 import { problemResponse } from "./problem.ts";
 import { rateLimit } from "./rate-limit.ts";
@@ -25,6 +24,7 @@ import { modelRoutes } from "./routes/models.ts";
 import { uploadRoutes } from "./routes/uploads.ts";
 import { webhookRoutes } from "./routes/webhooks.ts";
 import { JobStore } from "./store/job-store.ts";
+import { ttlCache } from "./ttl-cache.ts";
 
 export function createGateway(runtime: GatewayRuntime): Gateway {
   return {
@@ -32,7 +32,8 @@ export function createGateway(runtime: GatewayRuntime): Gateway {
     jobs: new JobStore(runtime.db, { maxParameters: runtime.sqlMaxParameters ?? 100 }),
     models: modelSpecs(runtime.config),
     notifier: new JobNotifier(),
-    apiKeys: keyCache(runtime.config.apiKeyCacheMs, runtime.now),
+    apiKeys: ttlCache(runtime.config.apiKeyCacheMs, runtime.now),
+    agentRows: ttlCache(runtime.config.apiKeyCacheMs, runtime.now),
     admission: {
       queueDepth: cachedCounts(runtime.config.queueDepthCacheMs, runtime.now),
       tenantQueued: cachedCounts(runtime.config.queueDepthCacheMs, runtime.now),

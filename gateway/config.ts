@@ -50,9 +50,9 @@ export const GatewayConfig = z
     /** How long a queue depth reading is reused, so each submit does not ask the broker. */
     queueDepthCacheMs: z.number().int().min(0).default(1_000),
     /**
-     * How long a verified API key is trusted without asking the database again. A key
-     * revoked through this gateway stops at once; one revoked elsewhere (another replica,
-     * the CLI) within this long. 0 looks every key up on every request.
+     * How long a verified API key or agent is trusted without asking the database again. A
+     * key or agent revoked through this gateway stops at once; one revoked elsewhere
+     * (another replica, the CLI) within this long. 0 looks each up on every request.
      */
     apiKeyCacheMs: z.number().int().min(0).default(1_000),
     /** `Retry-After` on a 503 (queue full) or a 429 for too many queued jobs. */

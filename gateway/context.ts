@@ -3,12 +3,14 @@ import type { AgentCrypto } from "../shared/agent-signing.ts";
 import type { BlobStore } from "../shared/blob/port.ts";
 import type { Database } from "../shared/db/schema.ts";
 import type { JobQueue } from "../shared/queue/port.ts";
+import type { AgentRow } from "./agents/store.ts";
 import type { CachedCounts } from "./cached-count.ts";
 import type { GatewayConfig } from "./config.ts";
-import type { KeyCache } from "./key-cache.ts";
 import type { ModelSpec } from "./models.ts";
 import type { JobNotifier } from "./notifier.ts";
 import type { JobStore } from "./store/job-store.ts";
+import type { AuthenticatedKey, Tenant } from "./store/tenants.ts";
+import type { TtlCache } from "./ttl-cache.ts";
 
 /** Structured logging, satisfied by pino on Node and by a console shim on Workers. */
 export interface Log {
@@ -49,7 +51,9 @@ export interface Gateway extends GatewayRuntime {
   models: Map<string, ModelSpec>;
   notifier: JobNotifier;
   /** API keys verified lately, so each request need not hash and look its key up. */
-  apiKeys: KeyCache;
+  apiKeys: TtlCache<{ tenant: Tenant; key: AuthenticatedKey }>;
+  /** Agent rows read lately by signature checks (secret, revocation, models). */
+  agentRows: TtlCache<AgentRow>;
   /** Per-process readings of the counts that bound admission (see backpressure.ts). */
   admission: AdmissionCounts;
 }

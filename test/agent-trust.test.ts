@@ -272,6 +272,21 @@ describe("what an agent may do", () => {
     );
   });
 
+  it("reads a cached agent afresh before refusing its claim, and lets a revocation elsewhere land within a second", async () => {
+    const agent = await enroll();
+    // A signed call caches the agent before it registers anything.
+    expect((await agent.post("/agents/heartbeat", { v: 1 })).status).toBe(200);
+    // Registered through another gateway: this one's cached row still lists no models.
+    const store = new AgentStore(gw.db);
+    await store.register(agent.agentId, { v: 1, models: ["noop"], provider: "cpu", slots: 1 }, 1);
+    expect((await claim(agent, await submitNoop())).status).toBe(200);
+
+    // Revoked through another gateway (or the CLI): refused once the cached row expires.
+    await store.revoke(agent.agentId, gw.clock.now);
+    gw.clock.advance(1_000);
+    await expectRefused(await agent.post("/agents/heartbeat", { v: 1 }), 401, "agent_revoked");
+  });
+
   it("refuses a revoked agent at its next request", async () => {
     const agent = await enroll();
     expect((await agent.register(["noop"])).status).toBe(200);

@@ -24,6 +24,7 @@ export const requireSignedAgent = createMiddleware<AgentEnv>(async (c, next) => 
       { method: c.req.method, path: c.req.path, header: (name) => c.req.header(name), body },
       gateway.now(),
       gateway.agentCrypto,
+      gateway.agentRows,
     );
     c.set("agent", agent);
     primeBodyText(c.req, body);

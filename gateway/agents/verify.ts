@@ -8,6 +8,7 @@ import {
 } from "../../shared/agent-signing.ts";
 import type { Database } from "../../shared/db/schema.ts";
 import { HttpProblem } from "../../shared/errors.ts";
+import type { TtlCache } from "../ttl-cache.ts";
 import { recordNonce } from "./nonces.ts";
 import { type AgentRow, AgentStore } from "./store.ts";
 
@@ -56,6 +57,8 @@ export async function verifyAgentRequest(
   request: IncomingAgentRequest,
   now: number,
   agentCrypto: AgentCrypto = webAgentCrypto,
+  /** Agent rows read lately; a row read here is remembered once its signature passed. */
+  cache?: TtlCache<AgentRow>,
 ): Promise<AgentRow> {
   const agentId = request.header(AGENT_HEADERS.agentId);
   const timestampText = request.header(AGENT_HEADERS.timestamp);
@@ -81,7 +84,7 @@ export async function verifyAgentRequest(
       `The request was signed ${Math.abs(skewSeconds)} s ${skewSeconds > 0 ? "ago" : "ahead"}; at most ${SIGNATURE_WINDOW_SECONDS} s either way is accepted. Check the agent host's clock.`,
     );
   }
-  const agent = await new AgentStore(db).byId(agentId);
+  const agent = cache?.get(agentId) ?? (await new AgentStore(db).byId(agentId));
   if (!agent) throw agentRefusal("unknown_agent", `No agent ${agentId}.`);
   const valid = await verifyAgentSignature(
     agent.secret,
@@ -101,6 +104,8 @@ export async function verifyAgentRequest(
   if (agent.revoked_at !== null) {
     throw agentRefusal("agent_revoked", `Agent ${agentId} was revoked; it may make no requests.`);
   }
+  cache?.set(agentId, agent);
+
   // Kept until the timestamp itself would be refused: a replay after that is stale anyway.
   const expiresAt = (timestamp + SIGNATURE_WINDOW_SECONDS + 1) * 1000;
   if (!(await recordNonce(db, { agentId, nonce, expiresAt }, now))) {

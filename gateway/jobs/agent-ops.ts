@@ -86,6 +86,13 @@ export async function claimJob(
   const current = result.current;
   if (!current) throw notFound("Job", jobId);
   if (!models.includes(current.model)) {
+    // The agent's row may come from this gateway's short cache: a registration made a
+    // moment ago through another gateway is read afresh before the claim is refused.
+    const fresh = await new AgentStore(gateway.db).byId(agent.id);
+    if (fresh && registeredModels(fresh).includes(current.model)) {
+      gateway.agentRows.delete(agent.id);
+      return claimJob(gateway, fresh, jobId, request);
+    }
     throw forbidden(
       "model_not_registered",
       `Agent ${agent.id} has not registered model ${current.model}: register it first (POST /internal/v1/agents/register).`,

@@ -64,6 +64,7 @@ export const adminAgentRoutes = new Hono<AppEnv>()
   .post("/:id/revoke", async (c) => {
     const gateway = c.var.gateway;
     const row = await new AgentStore(gateway.db).revoke(c.req.param("id"), gateway.now());
+    gateway.agentRows.delete(c.req.param("id"));
     if (!row) throw notFound("Agent", c.req.param("id"));
     gateway.log.warn({ agent_id: row.id, tenant_id: c.var.tenant.id }, "agent revoked");
     const [view] = await views(gateway, [row]);

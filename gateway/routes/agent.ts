@@ -33,6 +33,7 @@ export const agentRoutes = new Hono<AgentEnv>()
     const request = await parseJsonBody(c, AgentRegisterRequest);
     const { gateway, agent } = c.var;
     await new AgentStore(gateway.db).register(agent.id, request, gateway.now());
+    gateway.agentRows.delete(agent.id);
     gateway.log.info(
       {
         agent_id: agent.id,

@@ -6,7 +6,8 @@
  * peer (its worker in a separate process too), with the ratio.
  *
  *   npx tsx bench/queue-e2e.ts [--rate 200] [--seconds 10] [--jobs 5000] [--agents 1]
- *                              [--slots 4] [--connections 64] [--bullmq-concurrency 16]
+ *                              [--slots 4] [--lookahead N] [--connections 64]
+ *                              [--bullmq-concurrency 16]
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
@@ -34,6 +35,7 @@ const { values } = parseArgs({
     jobs: { type: "string", default: "5000" },
     agents: { type: "string", default: "1" },
     slots: { type: "string", default: "4" },
+    lookahead: { type: "string" },
     connections: { type: "string", default: "64" },
     "bullmq-concurrency": { type: "string", default: "16" },
     only: { type: "string" },
@@ -178,7 +180,10 @@ if (values.only !== "bullmq") {
   try {
     const agents = Number(values.agents);
     say(`starting ${agents} agent process(es) with ${values.slots} slot(s) each…`);
-    for (let i = 0; i < agents; i++) await stack.startAgent({ slots: Number(values.slots) });
+    const lookahead = values.lookahead === undefined ? {} : { lookahead: Number(values.lookahead) };
+    for (let i = 0; i < agents; i++) {
+      await stack.startAgent({ slots: Number(values.slots), ...lookahead });
+    }
     const system = await gantry(stack);
     say("warming up (200 jobs)…");
     await saturated(system, 200);

@@ -31,7 +31,8 @@ export interface Stack {
   description: string;
   /** A pool on the stack's database, for reading results without the API. */
   db: Kysely<Database>;
-  startAgent(options: { slots: number }): Promise<AgentProcess>;
+  /** `lookahead`: deliveries claimed beyond the slots (GANTRY_LOOKAHEAD; the agent's default when absent). */
+  startAgent(options: { slots: number; lookahead?: number }): Promise<AgentProcess>;
   /** Process ids, for the CPU meter. */
   pids(): { gateway: number[]; agents: number[] };
   close(): Promise<void>;
@@ -123,7 +124,7 @@ export async function startStack(say: (line: string) => void): Promise<Stack> {
     description,
     db: database.db,
     pids: () => ({ gateway: gateway.pid ? [gateway.pid] : [], agents: agentPids }),
-    async startAgent({ slots }) {
+    async startAgent({ slots, lookahead }) {
       const agent = spawn(
         process.execPath,
         [...profileArgs, join(ROOT, "bin/gantry-agent.js"), "run"],
@@ -135,6 +136,7 @@ export async function startStack(say: (line: string) => void): Promise<Stack> {
             GANTRY_QUEUE_URL: queueUrl ?? postgres.url,
             GANTRY_MODELS: "noop",
             GANTRY_SLOTS: String(slots),
+            ...(lookahead === undefined ? {} : { GANTRY_LOOKAHEAD: String(lookahead) }),
             GANTRY_THREADS: "1",
             GANTRY_EXECUTION_PROVIDERS: "cpu",
             GANTRY_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? "warn",

@@ -26,6 +26,11 @@ export interface NaturalBatcherOptions<T> {
    */
   weigh?: (item: T) => number;
   maxWeight?: number;
+  /**
+   * Waits this long after the first item before flushing, to gather more: for work that is
+   * not waited on (bookkeeping), where fewer, larger flushes beat prompt ones. Default 0.
+   */
+  lingerMs?: number;
 }
 
 /**
@@ -70,8 +75,13 @@ export function naturalBatcher<T, R>(
   return {
     add(item) {
       const result = new Promise<R>((resolve, reject) => waiting.push({ item, resolve, reject }));
-      // Started on the next microtask, so items added in the same tick share the first flush.
-      running ??= Promise.resolve().then(drain);
+      // Started on the next microtask (or after the linger), so items added meanwhile share
+      // the first flush.
+      running ??= (
+        options.lingerMs
+          ? new Promise((resolve) => setTimeout(resolve, options.lingerMs))
+          : Promise.resolve()
+      ).then(drain);
       return result;
     },
     async idle() {

@@ -31,11 +31,22 @@ export function queueMessageOf(row: JobRow): QueueMessage {
 /**
  * Publishes a committed job. A failure here loses nothing: the job stays unpublished and
  * the sweeper's outbox pass publishes it again.
+ *
+ * With `markInBackground` the answer does not wait for the published mark: a submit's 202
+ * only needs the commit and the broker's confirm. A mark that never lands means at worst
+ * one extra copy of the message from the outbox, which agents already tolerate (a claim of
+ * a job that is no longer queued is refused).
  */
-export async function publishJob(gateway: Gateway, row: JobRow): Promise<boolean> {
+export async function publishJob(
+  gateway: Gateway,
+  row: JobRow,
+  options: { markInBackground?: boolean } = {},
+): Promise<boolean> {
   try {
     await gateway.queue.publish(queueMessageOf(row));
-    await gateway.jobs.markPublished(row.id, gateway.now());
+    const marked = gateway.jobs.markPublished(row.id, gateway.now());
+    if (options.markInBackground) gateway.background(marked);
+    else await marked;
     return true;
   } catch (error) {
     gateway.log.error(

@@ -74,7 +74,7 @@ export async function submitJob(
   }
   noteJobQueued(gateway, spec.id, tenant.id);
   afterTransition(gateway, row);
-  await publishJob(gateway, row);
+  await publishJob(gateway, row, { markInBackground: true });
   return { job: row, created: true };
 }
 

@@ -40,6 +40,12 @@ export interface AgentConfig {
   lookahead?: number;
   /** How long a batchable model waits for more jobs before running a batch. */
   batchWindowMs: number;
+  /**
+   * How long a claim or report waits for others to share its request to the gateway. A
+   * few ms cost nothing beside inference and cut the gateway's requests per job when jobs
+   * are short and many.
+   */
+  callLingerMs: number;
   /** Serve Prometheus `/metrics` on this port; off when unset. */
   metricsPort?: number;
 }
@@ -130,6 +136,7 @@ const SETTINGS = {
   },
   lookahead: { env: "GANTRY_LOOKAHEAD", optional: true, schema: wholeNumber(0, 64) },
   batchWindowMs: { env: "GANTRY_BATCH_WINDOW_MS", default: "10", schema: wholeNumber(0, 1000) },
+  callLingerMs: { env: "GANTRY_CALL_LINGER_MS", default: "2", schema: wholeNumber(0, 1000) },
   metricsPort: { env: "GANTRY_METRICS_PORT", optional: true, schema: wholeNumber(1, 65535) },
 } as const;
 

@@ -41,6 +41,8 @@ export interface GatewayClientOptions {
   now?: () => number;
   /** Signing primitives; node:crypto by default. */
   crypto?: AgentCrypto;
+  /** How long a claim or report waits for others to share its request; 0 by default. */
+  callLingerMs?: number;
 }
 
 interface Credentials {
@@ -187,6 +189,7 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
     send: (path, body, action) => send(path, body, { auth: "signed", action }),
     single: (jobId, action, body) => jobCall(jobId, action, body),
     agentId: () => currentId(),
+    lingerMs: options.callLingerMs ?? 0,
   });
 
   function unexpected(action: string, answer: Answer): GatewayError {

@@ -54,6 +54,7 @@ export async function linkGateway(
       status: () => heartbeats?.status() ?? {},
       onRevoked: options.onRevoked,
       logger: options.logger,
+      callLingerMs: config.callLingerMs,
       ...(options.fetch ? { fetch: options.fetch } : {}),
     });
 

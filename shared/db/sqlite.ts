@@ -1,7 +1,7 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import SqliteDatabase from "better-sqlite3";
-import { Kysely, SqliteDialect } from "kysely";
+import { Kysely, type SqliteDatabase as KyselySqlite, SqliteDialect } from "kysely";
 import { migrate } from "./migrations.ts";
 import type { Database } from "./schema.ts";
 
@@ -17,7 +17,34 @@ export async function openSqlite(path: string): Promise<Kysely<Database>> {
   database.pragma("synchronous = NORMAL");
   database.pragma("busy_timeout = 5000");
   database.pragma("foreign_keys = ON");
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) });
+  const db = new Kysely<Database>({
+    dialect: new SqliteDialect({ database: withStatementCache(database) }),
+  });
   await migrate(db, "sqlite");
   return db;
+}
+
+/** Distinct SQL texts kept prepared; past this the cache starts over. */
+const MAX_STATEMENTS = 500;
+
+/**
+ * better-sqlite3 with its prepared statements kept. Kysely prepares every query it runs,
+ * and the hot paths (claims, leases, state changes) are a few dozen SQL texts whose
+ * preparing costs as much as running them. Statements are re-prepared by SQLite itself
+ * after a schema change, so a kept one never goes stale.
+ */
+function withStatementCache(database: SqliteDatabase.Database): KyselySqlite {
+  const statements = new Map<string, SqliteDatabase.Statement>();
+  return {
+    close: () => database.close(),
+    prepare(sql) {
+      let statement = statements.get(sql);
+      if (!statement) {
+        if (statements.size >= MAX_STATEMENTS) statements.clear();
+        statement = database.prepare(sql);
+        statements.set(sql, statement);
+      }
+      return statement;
+    },
+  };
 }

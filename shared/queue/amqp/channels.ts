@@ -61,6 +61,10 @@ export class ReopeningChannel {
  * Runs one-off tasks over `width` channels at once. Each declaration is a synchronous
  * round trip that waits on the broker's metadata store, so a model's dozen queues and
  * bindings go several times faster side by side than one after another.
+ *
+ * After a failure no further task starts, and the channels are closed only once every
+ * task under way has settled: closing a channel under a pending RPC, or letting a worker
+ * reopen one after the close, leaves channels behind that nobody closes.
  */
 export async function inParallel(
   model: ChannelModel,
@@ -72,13 +76,21 @@ export async function inParallel(
     { length: Math.min(width, queue.length) },
     () => new ReopeningChannel(model),
   );
+  const failures: unknown[] = [];
   try {
     await Promise.all(
       channels.map(async (channel) => {
-        for (let task = queue.shift(); task; task = queue.shift()) await task(channel);
+        for (let task = queue.shift(); task && failures.length === 0; task = queue.shift()) {
+          try {
+            await task(channel);
+          } catch (error) {
+            failures.push(error);
+          }
+        }
       }),
     );
   } finally {
     await Promise.all(channels.map((channel) => channel.close()));
   }
+  if (failures.length > 0) throw failures[0];
 }

@@ -1,5 +1,4 @@
 import { Hono } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { HttpProblem } from "../shared/errors.ts";
 import { requireApiKey, requireScope } from "./auth.ts";
 import { RetryLaterProblem } from "./backpressure.ts";
@@ -7,6 +6,7 @@ import { cachedCounts } from "./cached-count.ts";
 import { modelSpecs } from "./config.ts";
 import type { Gateway, GatewayRuntime } from "./context.ts";
 import type { AppEnv } from "./env.ts";
+import { jsonBodyLimit } from "./json-body.ts";
 import { JobNotifier } from "./notifier.ts";
 import { problemResponse } from "./problem.ts";
 import { rateLimit } from "./rate-limit.ts";
@@ -71,20 +71,7 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
 
   // Blob bodies are bounded by their signed URLs; every other body is small JSON.
   if (gateway.localBlobs) app.route("/", blobRoutes(gateway.localBlobs));
-  const jsonLimit = bodyLimit({
-    maxSize: gateway.config.maxBodyBytes,
-    onError: (c) => {
-      // The rest of the body is never read: the connection cannot carry another request, so
-      // say so rather than let the client reuse a socket the server will drop mid-request.
-      c.header("connection", "close");
-      throw new HttpProblem(
-        413,
-        "body_too_large",
-        "Body too large",
-        `Bodies may be at most ${gateway.config.maxBodyBytes} bytes.`,
-      );
-    },
-  });
+  const jsonLimit = jsonBodyLimit(gateway);
   app.use("/v1/*", jsonLimit);
   app.use("/internal/*", jsonLimit);
 

@@ -6,6 +6,7 @@ import type { JobQueue } from "../shared/queue/port.ts";
 import type { AgentRow } from "./agents/store.ts";
 import type { CachedCounts } from "./cached-count.ts";
 import type { GatewayConfig } from "./config.ts";
+import type { ReadRawBody } from "./json-body.ts";
 import type { ModelSpec } from "./models.ts";
 import type { JobNotifier } from "./notifier.ts";
 import type { JobStore } from "./store/job-store.ts";
@@ -39,6 +40,8 @@ export interface GatewayRuntime {
    * (the default), thousands on SQLite and Postgres.
    */
   sqlMaxParameters?: number;
+  /** Reads small bodies from the runtime's own request (Node); see json-body.ts. */
+  readRawBody?: ReadRawBody;
   /** Present when blobs live on this gateway's disk and its routes serve them. */
   localBlobs?: import("./routes/blobs.ts").BlobRouteDeps;
   /** Hashing for agent signatures: node:crypto on Node; Web Crypto when absent (Workers). */

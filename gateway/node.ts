@@ -12,6 +12,7 @@ import { createApp, createGateway } from "./app.ts";
 import { GatewayConfig, type GatewayConfigInput } from "./config.ts";
 import type { Gateway } from "./context.ts";
 import { createGatewayMetrics } from "./metrics-node.ts";
+import { readIncomingBody } from "./node-body.ts";
 import { type SweepOptions, sweep } from "./sweep.ts";
 
 /** The Node entry: the only gateway file, beside `worker.ts`, that knows its runtime. */
@@ -82,10 +83,11 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
   const server = serve({
     port: options.port,
     hostname: options.host,
-    fetch: (request) => {
+    fetch: (request, env) => {
       // Prometheus scrapes the Node gateway; the runtime-free app knows nothing of it.
       if (metrics && new URL(request.url).pathname === "/metrics") return metrics.handler();
-      return app ? app.fetch(request) : new Response("starting", { status: 503 });
+      // `env` carries the IncomingMessage, which readIncomingBody reads JSON bodies from.
+      return app ? app.fetch(request, env) : new Response("starting", { status: 503 });
     },
   });
   try {
@@ -131,6 +133,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     background,
     localBlobs: { backend: blobs, secret: options.blobSecret },
     agentCrypto: nodeAgentCrypto,
+    readRawBody: readIncomingBody,
     // SQLite's bound is 32766 and Postgres's 65535: batches of a few hundred jobs.
     sqlMaxParameters: 10_000,
   });

@@ -1,0 +1,69 @@
+import type { MiddlewareHandler } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { HttpProblem } from "../shared/errors.ts";
+import type { Gateway } from "./context.ts";
+
+/**
+ * Reads a request's body straight from the runtime's own request object (on Node, the
+ * IncomingMessage in Hono's `env`), at most `maxBytes`; null when it cannot, and the core
+ * falls back to the Web Request.
+ */
+export type ReadRawBody = (env: unknown, maxBytes: number) => Promise<Uint8Array> | null;
+
+const decoder = new TextDecoder();
+
+/**
+ * The JSON routes' body limit. A body that declares its length is refused above the limit
+ * before a byte is read; with a runtime reader, it is then read once from the runtime's
+ * request and handed to Hono's body cache (as bytes and as text), because building a Web
+ * Request only to read a few hundred bytes of JSON was a large share of each request's
+ * cost on Node. Anything else (chunked bodies, Workers) goes through Hono's own limit.
+ */
+export function jsonBodyLimit(gateway: Gateway): MiddlewareHandler {
+  const maxBytes = gateway.config.maxBodyBytes;
+  const tooLarge = () =>
+    new HttpProblem(
+      413,
+      "body_too_large",
+      "Body too large",
+      `Bodies may be at most ${maxBytes} bytes.`,
+    );
+  const streamed = bodyLimit({
+    maxSize: maxBytes,
+    onError: (c) => {
+      // The rest of the body is never read: the connection cannot carry another request, so
+      // say so rather than let the client reuse a socket the server will drop mid-request.
+      c.header("connection", "close");
+      throw tooLarge();
+    },
+  });
+  return async (c, next) => {
+    const method = c.req.method;
+    const declared = c.req.header("content-length");
+    if (method === "GET" || method === "HEAD" || declared === undefined) return streamed(c, next);
+    if (c.req.header("transfer-encoding") !== undefined) return streamed(c, next);
+    const length = Number(declared);
+    if (length > maxBytes) {
+      c.header("connection", "close");
+      throw tooLarge();
+    }
+    const bytes = gateway.readRawBody?.(c.env, maxBytes);
+    if (bytes) primeBodyCache(c.req.bodyCache, bytes);
+    return next();
+  };
+}
+
+/**
+ * Hono caches body promises by kind and, asked for one kind after another, re-reads through
+ * a new Response; both kinds the routes use are primed from the one read. Its type says
+ * values, it stores promises. A failed read rejects whoever asks, and nobody else.
+ */
+function primeBodyCache(cache: Record<string, unknown>, bytes: Promise<Uint8Array>): void {
+  const buffer = bytes.then((body) =>
+    body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength),
+  );
+  const text = bytes.then((body) => decoder.decode(body));
+  for (const promise of [bytes, buffer, text]) promise.catch(() => {});
+  cache.arrayBuffer = buffer;
+  cache.text = text;
+}

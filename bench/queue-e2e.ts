@@ -1,12 +1,18 @@
 /**
  * No-op jobs end to end, submit to `succeeded`: throughput and p50/p99 latency at a paced
  * 200 jobs/s and at saturation, for Gantry (gateway on Node, Postgres + RabbitMQ, agents as
- * separate `gantry-agent` processes, each job through the HTTP API, claim, runner child
- * process, output upload and report) next to BullMQ on Redis doing the same no-op as the
- * peer (its worker in a separate process too), with the ratio.
+ * separate `gantry-agent` processes, each job through the HTTP API, a claim, the runner
+ * child process and a report; claims and reports batched as they queue up) next to BullMQ
+ * on Redis doing the same no-op as the peer (its worker in a separate process too), with
+ * the ratio.
+ *
+ * The agents claim up to `--lookahead` jobs beyond their slots (GANTRY_LOOKAHEAD): a no-op
+ * takes no time, so only many jobs in flight hide the round trips to the gateway, as
+ * BullMQ's worker hides Redis's with its concurrency. For GPU jobs the default (one per
+ * slot) is right.
  *
  *   npx tsx bench/queue-e2e.ts [--rate 200] [--seconds 10] [--jobs 5000] [--agents 1]
- *                              [--slots 4] [--lookahead N] [--connections 64]
+ *                              [--slots 4] [--lookahead 60] [--connections 64]
  *                              [--bullmq-concurrency 16]
  */
 import { spawn } from "node:child_process";
@@ -35,7 +41,7 @@ const { values } = parseArgs({
     jobs: { type: "string", default: "5000" },
     agents: { type: "string", default: "1" },
     slots: { type: "string", default: "4" },
-    lookahead: { type: "string" },
+    lookahead: { type: "string", default: "60" },
     connections: { type: "string", default: "64" },
     "bullmq-concurrency": { type: "string", default: "16" },
     only: { type: "string" },
@@ -180,9 +186,9 @@ if (values.only !== "bullmq") {
   try {
     const agents = Number(values.agents);
     say(`starting ${agents} agent process(es) with ${values.slots} slot(s) each…`);
-    const lookahead = values.lookahead === undefined ? {} : { lookahead: Number(values.lookahead) };
+    const lookahead = Number(values.lookahead);
     for (let i = 0; i < agents; i++) {
-      await stack.startAgent({ slots: Number(values.slots), ...lookahead });
+      await stack.startAgent({ slots: Number(values.slots), lookahead });
     }
     const system = await gantry(stack);
     say("warming up (200 jobs)…");
@@ -191,7 +197,10 @@ if (values.only !== "bullmq") {
     report("Gantry", "paced", results.Gantry.paced!);
     results.Gantry.saturated = await saturated(system, saturationJobs);
     report("Gantry", "saturated", results.Gantry.saturated);
-    say(`Gantry ran on ${stack.description}; ${agents} agent(s) × ${values.slots} slot(s)`);
+    say(
+      `Gantry ran on ${stack.description}; ${agents} agent(s) × ${values.slots} slot(s), ` +
+        `look-ahead ${values.lookahead}`,
+    );
   } finally {
     await stack.close();
   }

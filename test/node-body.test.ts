@@ -3,6 +3,7 @@
  * is declared, through Hono's streaming limit when chunked; both refused above the limit
  * with a problem, both accepted below it.
  */
+import { Readable } from "node:stream";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestGateway, type TestGateway } from "./helpers/test-gateway.ts";
@@ -13,7 +14,7 @@ beforeAll(async () => {
 });
 afterAll(() => gw.close());
 
-async function post(body: string | AsyncIterable<Uint8Array>, contentLength?: number) {
+async function post(body: string | Readable, contentLength?: number) {
   const response = await request(`${gw.url}/v1/jobs`, {
     method: "POST",
     headers: {
@@ -27,8 +28,11 @@ async function post(body: string | AsyncIterable<Uint8Array>, contentLength?: nu
   return { status: response.statusCode, headers: response.headers, body: JSON.parse(text) };
 }
 
-async function* chunks(text: string, size: number) {
-  for (let i = 0; i < text.length; i += size) yield Buffer.from(text.slice(i, i + size));
+/** A body sent chunked: a stream, so no content-length is declared. */
+function chunks(text: string, size: number): Readable {
+  const parts: Buffer[] = [];
+  for (let i = 0; i < text.length; i += size) parts.push(Buffer.from(text.slice(i, i + size)));
+  return Readable.from(parts);
 }
 
 const job = (pad = "") => JSON.stringify({ model: "noop", input: { pad } });

@@ -105,6 +105,45 @@ describe("JobStore on Postgres", () => {
     );
   });
 
+  it("claims and settles many jobs in one statement, each under the single-job conditions", async () => {
+    const insert = async (overrides: Partial<NewJob> = {}) =>
+      (await store.insert(newJob({ id: newId("job", T0 + 9_000), ...overrides })))!.id;
+    const free = await insert();
+    const other = await insert({ model: "ocr" });
+    const expired = await insert({ expiresAt: T0 - 1 });
+    const held = await insert();
+    expect((await store.claim(held, "agent-b", 1, T0 + 1)).ok).toBe(true);
+    const batch = [free, other, expired, held, free].map((id) => ({ id, attempt: 1 }));
+    const claimed = await store.claimMany(batch, {
+      agentId: "agent-a",
+      now: T0 + 2,
+      models: ["noop"],
+    });
+    expect(claimed.map((row) => row.id)).toEqual([free]);
+    expect(claimed[0]).toMatchObject({ status: "running", agent_id: "agent-a", attempt: 1 });
+    expect(typeof claimed[0]!.updated_at).toBe("number");
+
+    const reports = [
+      { id: free, attempt: 1, output: { text: "ok" } },
+      { id: held, attempt: 1, output: { stolen: true } },
+    ];
+    const done = await store.succeedMany(reports, { agentId: "agent-a", now: T0 + 3 });
+    expect(done.map((row) => [row.id, row.status, row.output])).toEqual([
+      [free, "succeeded", JSON.stringify({ text: "ok" })],
+    ]);
+    expect((await store.byId(held))?.status).toBe("running");
+    const events = (await store.eventsAfter(free, 0)).map((event) => event.status);
+    expect(events).toEqual(["queued", "running", "succeeded"]);
+    // D1 takes 100 parameters a statement: a store told so splits the batch.
+    const small = new JobStore(database.db, { maxParameters: 12 });
+    const many = await Promise.all(Array.from({ length: 7 }, () => insert()));
+    const all = await small.claimMany(
+      many.map((id) => ({ id, attempt: 1 })),
+      { agentId: "agent-c", now: T0 + 4, models: ["noop"] },
+    );
+    expect(all.map((row) => row.id).sort()).toEqual([...many].sort());
+  });
+
   it("finds stale running jobs and takes one back only while it is still stale", async () => {
     const row = await store.insert(newJob());
     const id = row?.id ?? "";

@@ -43,7 +43,7 @@ const forbidden = (code: string, detail: string) =>
   new HttpProblem(403, code, "Not allowed for this agent", detail);
 
 /** The body names an agent: it must be the one that signed. */
-function checkBodyAgent(agent: AgentRow, bodyAgentId: string): void {
+export function checkBodyAgent(agent: AgentRow, bodyAgentId: string): void {
   if (bodyAgentId !== agent.id) {
     throw forbidden(
       "agent_mismatch",
@@ -106,7 +106,7 @@ export async function claimJob(
   throw refusal(result.ok ? null : result.current, request.attempt);
 }
 
-async function buildClaim(gateway: Gateway, row: JobRow): Promise<Claim> {
+export async function buildClaim(gateway: Gateway, row: JobRow): Promise<Claim> {
   const job = toJob(row);
   const inputs: Claim["inputs"] = {};
   const image = InputRef.safeParse(job.input.image);

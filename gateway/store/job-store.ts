@@ -2,6 +2,7 @@ import type { Kysely, UpdateQueryBuilder, UpdateResult } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import { naturalBatcher } from "../../shared/natural-batch.ts";
 import type { JobError, JobStatus } from "../../shared/protocol/index.ts";
+import { type ClaimItem, claimMany, type SuccessItem, succeedMany } from "./job-batch-updates.ts";
 import { jobInserter, type NewJob } from "./job-inserts.ts";
 import type { JobEventRow, JobRow } from "./job-rows.ts";
 
@@ -50,11 +51,14 @@ export class JobStore {
    * `maxParameters`: bound parameters one statement may carry, which sizes the batches of
    * concurrent inserts. The default suits D1 (100); SQLite and Postgres take thousands.
    */
+  private readonly maxParameters: number;
+
   constructor(
     private readonly db: Kysely<Database>,
     options: { maxParameters?: number } = {},
   ) {
-    this.inserter = jobInserter(db, options.maxParameters ?? 100);
+    this.maxParameters = options.maxParameters ?? 100;
+    this.inserter = jobInserter(db, this.maxParameters);
   }
 
   /** Inserts a job; returns null when the tenant already used this Idempotency-Key. */
@@ -222,6 +226,22 @@ export class JobStore {
         return models ? claimable.where("model", "in", [...models]) : claimable;
       },
     );
+  }
+
+  /** `claim` for many jobs in one statement; returns only the jobs claimed. */
+  claimMany(
+    items: readonly ClaimItem[],
+    claim: { agentId: string; now: number; models: readonly string[] },
+  ): Promise<JobRow[]> {
+    return claimMany(this.db, this.maxParameters, items, claim);
+  }
+
+  /** `succeed` for many jobs in one statement; returns only the jobs that succeeded. */
+  succeedMany(
+    items: readonly SuccessItem[],
+    report: { agentId: string; now: number },
+  ): Promise<JobRow[]> {
+    return succeedMany(this.db, this.maxParameters, items, report);
   }
 
   heartbeat(id: string, attempt: number, now: number): Promise<JobRow | undefined> {

@@ -1,0 +1,114 @@
+import { HttpProblem } from "../../shared/errors.ts";
+import type {
+  BatchItemProblem,
+  ClaimBatchRequest,
+  ClaimBatchResult,
+  EventBatchRequest,
+  EventBatchResult,
+} from "../../shared/protocol/index.ts";
+import { type AgentRow, registeredModels } from "../agents/store.ts";
+import type { Gateway } from "../context.ts";
+import type { JobRow } from "../store/job-rows.ts";
+import { buildClaim, checkBodyAgent, claimJob, reportJob } from "./agent-ops.ts";
+import { afterTransition } from "./lifecycle.ts";
+
+type Settled<T> = { ok: true; value: T } | { ok: false; problem: BatchItemProblem };
+
+/**
+ * One item's outcome: its value, or the problem the single-job route would have answered.
+ * An unexpected error is logged and fails only its own item, as a 500.
+ */
+async function settle<T>(gateway: Gateway, jobId: string, work: () => Promise<T>) {
+  try {
+    return { ok: true, value: await work() } satisfies Settled<T>;
+  } catch (error) {
+    if (error instanceof HttpProblem) {
+      const detail = error.detail ?? error.title;
+      return {
+        ok: false,
+        problem: { status: error.status, code: error.code, detail },
+      } satisfies Settled<T>;
+    }
+    gateway.log.error(
+      { job_id: jobId, err: error instanceof Error ? error.stack : String(error) },
+      "batched agent call failed",
+    );
+    const problem = { status: 500, code: "internal_error", detail: "Something went wrong." };
+    return { ok: false, problem } satisfies Settled<T>;
+  }
+}
+
+/** Takes a row out of the batch's results, so a job named twice is claimed once. */
+function take(rows: Map<string, JobRow>, id: string, attempt: number): JobRow | undefined {
+  const row = rows.get(id);
+  if (!row || row.attempt !== attempt) return undefined;
+  rows.delete(id);
+  return row;
+}
+
+/**
+ * A batch of claims: every job the agent may take, taken in one statement; the rest (and
+ * any the statement passed over) settled one by one, which says why each was refused.
+ */
+export async function claimJobs(
+  gateway: Gateway,
+  agent: AgentRow,
+  request: ClaimBatchRequest,
+): Promise<ClaimBatchResult[]> {
+  checkBodyAgent(agent, request.agent_id);
+  const taken = await gateway.jobs.claimMany(
+    request.claims.map((item) => ({ id: item.job_id, attempt: item.attempt })),
+    { agentId: agent.id, now: gateway.now(), models: registeredModels(agent) },
+  );
+  const rows = new Map(taken.map((row) => [row.id, row]));
+  return Promise.all(
+    request.claims.map(async ({ job_id, attempt }) => {
+      const row = take(rows, job_id, attempt);
+      if (row) afterTransition(gateway, row);
+      const outcome = await settle(gateway, job_id, () =>
+        row
+          ? buildClaim(gateway, row)
+          : claimJob(gateway, agent, job_id, { v: 1, agent_id: request.agent_id, attempt }),
+      );
+      return outcome.ok
+        ? { job_id, ok: true as const, claim: outcome.value }
+        : { job_id, ok: false as const, problem: outcome.problem };
+    }),
+  );
+}
+
+/**
+ * A batch of reports: the successes recorded in one statement, everything else (failures,
+ * releases, repeats, refusals) settled one by one as the single route would.
+ */
+export async function reportJobs(
+  gateway: Gateway,
+  agent: AgentRow,
+  request: EventBatchRequest,
+): Promise<EventBatchResult[]> {
+  checkBodyAgent(agent, request.agent_id);
+  const successes = request.events.flatMap(({ job_id, event }) =>
+    event.type === "succeeded" && event.agent_id === agent.id
+      ? [{ id: job_id, attempt: event.attempt, output: event.output }]
+      : [],
+  );
+  const done =
+    successes.length > 0
+      ? await gateway.jobs.succeedMany(successes, { agentId: agent.id, now: gateway.now() })
+      : [];
+  const rows = new Map(done.map((row) => [row.id, row]));
+  return Promise.all(
+    request.events.map(async ({ job_id, event }) => {
+      const row = event.type === "succeeded" ? take(rows, job_id, event.attempt) : undefined;
+      if (row) afterTransition(gateway, row);
+      const outcome = await settle(gateway, job_id, async () =>
+        row
+          ? { v: 1 as const, job_id, status: row.status }
+          : reportJob(gateway, agent, job_id, event),
+      );
+      return outcome.ok
+        ? { job_id, ok: true as const, ack: outcome.value }
+        : { job_id, ok: false as const, problem: outcome.problem };
+    }),
+  );
+}

@@ -1,0 +1,135 @@
+import { type Kysely, type RawBuilder, sql } from "kysely";
+import type { Database } from "../../shared/db/schema.ts";
+import type { JobRow } from "./job-rows.ts";
+
+/**
+ * State changes of many jobs in one statement: what an agent's batched claims and reports
+ * become. One `UPDATE … FROM (rows) … RETURNING` instead of one statement and one commit
+ * per job; on Postgres that is an order of magnitude less work per job for the database and
+ * for the gateway's driver. The conditions are the single-job ones (job-store.ts), row by
+ * row; a job that does not meet them is simply not returned, and the caller settles it
+ * alone, which also says why.
+ *
+ * Written in the SQL that SQLite (3.33+, D1) and Postgres share: the rows as a
+ * `SELECT … UNION ALL` (SQLite's VALUES cannot name its columns), their columns named
+ * apart from `jobs`' so that `RETURNING` lists `jobs`' own unambiguously.
+ */
+
+const JOB_COLUMNS = [
+  "id",
+  "tenant_id",
+  "model",
+  "status",
+  "priority",
+  "input",
+  "output",
+  "error",
+  "webhook",
+  "attempt",
+  "agent_id",
+  "idempotency_key",
+  "request_hash",
+  "traceparent",
+  "created_at",
+  "updated_at",
+  "started_at",
+  "finished_at",
+  "expires_at",
+  "published_at",
+  "last_seq",
+] as const;
+
+const returningJob = sql.join(JOB_COLUMNS.map((column) => sql.ref(column)));
+
+/** `SELECT $1 AS b_id, … UNION ALL SELECT …`: the batch as a table `b`. */
+function rowsTable(rows: RawBuilder<unknown>[][], columns: string[]): RawBuilder<unknown> {
+  const selects = rows.map(
+    (values) =>
+      sql`SELECT ${sql.join(values.map((value, i) => sql`${value} AS ${sql.ref(columns[i]!)}`))}`,
+  );
+  return sql`(${sql.join(selects, sql` UNION ALL `)}) AS b`;
+}
+
+/** Splits `items` so that no statement carries more than `maxParameters` parameters. */
+function chunks<T>(items: readonly T[], perItem: number, fixed: number, maxParameters: number) {
+  const size = Math.max(1, Math.floor((maxParameters - fixed) / perItem));
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+const asInteger = (value: number) => sql`CAST(${value} AS integer)`;
+
+export interface ClaimItem {
+  id: string;
+  attempt: number;
+}
+
+/** The batched `JobStore.claim`: the jobs this agent now holds, in no particular order. */
+export async function claimMany(
+  db: Kysely<Database>,
+  maxParameters: number,
+  items: readonly ClaimItem[],
+  claim: { agentId: string; now: number; models: readonly string[] },
+): Promise<JobRow[]> {
+  if (items.length === 0 || claim.models.length === 0) return [];
+  const fixed = 6 + claim.models.length;
+  const claimed: JobRow[] = [];
+  for (const part of chunks(items, 2, fixed, maxParameters)) {
+    const batch = rowsTable(
+      part.map((item) => [sql`${item.id}`, asInteger(item.attempt)]),
+      ["b_id", "b_attempt"],
+    );
+    const { rows } = await sql<JobRow>`
+      UPDATE jobs SET
+        status = 'running', attempt = b.b_attempt, agent_id = ${claim.agentId},
+        started_at = ${claim.now}, error = NULL, updated_at = ${claim.now},
+        last_seq = last_seq + 1
+      FROM ${batch}
+      WHERE jobs.id = b.b_id
+        AND jobs.expires_at >= ${claim.now}
+        AND jobs.model IN (${sql.join([...claim.models])})
+        AND (jobs.status = 'queued' OR (jobs.status = 'running' AND jobs.attempt < b.b_attempt))
+      RETURNING ${returningJob}`.execute(db);
+    claimed.push(...rows);
+  }
+  return claimed;
+}
+
+export interface SuccessItem {
+  id: string;
+  attempt: number;
+  output: unknown;
+}
+
+/** The batched `JobStore.succeed`, for the running attempts `agentId` holds. */
+export async function succeedMany(
+  db: Kysely<Database>,
+  maxParameters: number,
+  items: readonly SuccessItem[],
+  report: { agentId: string; now: number },
+): Promise<JobRow[]> {
+  const succeeded: JobRow[] = [];
+  for (const part of chunks(items, 3, 4, maxParameters)) {
+    const batch = rowsTable(
+      part.map((item) => [
+        sql`${item.id}`,
+        asInteger(item.attempt),
+        sql`${JSON.stringify(item.output ?? null)}`,
+      ]),
+      ["b_id", "b_attempt", "b_output"],
+    );
+    const { rows } = await sql<JobRow>`
+      UPDATE jobs SET
+        status = 'succeeded', output = b.b_output, finished_at = ${report.now},
+        updated_at = ${report.now}, last_seq = last_seq + 1
+      FROM ${batch}
+      WHERE jobs.id = b.b_id
+        AND jobs.status = 'running'
+        AND jobs.attempt = b.b_attempt
+        AND jobs.agent_id = ${report.agentId}
+      RETURNING ${returningJob}`.execute(db);
+    succeeded.push(...rows);
+  }
+  return succeeded;
+}

@@ -1,5 +1,6 @@
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { markPublishedMany } from "../gateway/store/job-batch-updates.ts";
 import { JobStore, type NewJob } from "../gateway/store/job-store.ts";
 import { openDatabase } from "../shared/db/open.ts";
 import { dropPostgresSchema, parsePostgresUrl } from "../shared/db/postgres.ts";
@@ -142,6 +143,30 @@ describe("JobStore on Postgres", () => {
       { agentId: "agent-c", now: T0 + 4, models: ["noop"] },
     );
     expect(all.map((row) => row.id).sort()).toEqual([...many].sort());
+  });
+
+  it("never deadlocks when batches lock the same jobs in different orders", async () => {
+    for (let round = 0; round < 5; round++) {
+      const ids = await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          store.insert(newJob({ id: newId("job", T0 + 20_000 + round * 100 + i) })),
+        ),
+      ).then((rows) => rows.map((row) => row!.id));
+      const shuffled = [...ids].sort(() => Math.random() - 0.5);
+      const claims = (order: string[], agentId: string) =>
+        store.claimMany(
+          order.map((id) => ({ id, attempt: 1 })),
+          { agentId, now: T0 + 30_000, models: ["noop"] },
+        );
+      const [a, b] = await Promise.all([
+        claims(shuffled, "agent-a"),
+        claims([...shuffled].reverse(), "agent-b"),
+        markPublishedMany(database.db, 10_000, [...ids].reverse(), T0 + 30_000),
+        markPublishedMany(database.db, 10_000, shuffled, T0 + 30_000),
+      ]);
+      // Each job went to exactly one of the two agents.
+      expect(a.length + b.length).toBe(ids.length);
+    }
   });
 
   it("finds stale running jobs and takes one back only while it is still stale", async () => {

@@ -1,4 +1,4 @@
-import { type Kysely, type RawBuilder, sql } from "kysely";
+import { type Kysely, PostgresAdapter, type RawBuilder, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import type { JobRow } from "./job-rows.ts";
 
@@ -13,6 +13,11 @@ import type { JobRow } from "./job-rows.ts";
  * Written in the SQL that SQLite (3.33+, D1) and Postgres share: the rows as a
  * `SELECT … UNION ALL` (SQLite's VALUES cannot name its columns), their columns named
  * apart from `jobs`' so that `RETURNING` lists `jobs`' own unambiguously.
+ *
+ * On Postgres, statements that change several rows take their row locks in id order (or
+ * skip locked rows, where that is harmless): two of them locking the same jobs in different
+ * orders would deadlock, and Postgres takes a second (`deadlock_timeout`) to notice and
+ * fail one. SQLite has one writer at a time and no such thing.
  */
 
 const JOB_COLUMNS = [
@@ -60,6 +65,37 @@ function chunks<T>(items: readonly T[], perItem: number, fixed: number, maxParam
 
 const asInteger = (value: number) => sql`CAST(${value} AS integer)`;
 
+const isPostgres = (db: Kysely<Database>) => db.getExecutor().adapter instanceof PostgresAdapter;
+
+/**
+ * `jobs.id` among `ids`, with those rows locked in id order first on Postgres; with
+ * `skipLocked`, rows another statement holds are left out instead of waited for.
+ */
+function lockedInOrder(db: Kysely<Database>, ids: readonly string[], skipLocked = false) {
+  const list = sql.join([...ids]);
+  if (!isPostgres(db)) return sql`jobs.id IN (${list})`;
+  const skip = skipLocked ? sql` SKIP LOCKED` : sql``;
+  return sql`jobs.id IN (SELECT id FROM jobs WHERE id IN (${list}) ORDER BY id FOR UPDATE${skip})`;
+}
+
+/**
+ * Stamps jobs as published. A job another statement holds is skipped: it is being
+ * claimed or settled, after which the outbox (queued jobs only) no longer looks at it; at
+ * worst a skipped job still queued is published once more, which agents tolerate.
+ */
+export async function markPublishedMany(
+  db: Kysely<Database>,
+  maxParameters: number,
+  ids: readonly string[],
+  now: number,
+): Promise<void> {
+  for (const part of chunks(ids, 1, 1, maxParameters)) {
+    await sql`UPDATE jobs SET published_at = ${now} WHERE ${lockedInOrder(db, part, true)}`.execute(
+      db,
+    );
+  }
+}
+
 export interface ClaimItem {
   id: string;
   attempt: number;
@@ -75,7 +111,7 @@ export async function claimMany(
   if (items.length === 0 || claim.models.length === 0) return [];
   const fixed = 6 + claim.models.length;
   const claimed: JobRow[] = [];
-  for (const part of chunks(items, 2, fixed, maxParameters)) {
+  for (const part of chunks(items, 3, fixed, maxParameters)) {
     const batch = rowsTable(
       part.map((item) => [sql`${item.id}`, asInteger(item.attempt)]),
       ["b_id", "b_attempt"],
@@ -87,6 +123,10 @@ export async function claimMany(
         last_seq = last_seq + 1
       FROM ${batch}
       WHERE jobs.id = b.b_id
+        AND ${lockedInOrder(
+          db,
+          part.map((item) => item.id),
+        )}
         AND jobs.expires_at >= ${claim.now}
         AND jobs.model IN (${sql.join([...claim.models])})
         AND (jobs.status = 'queued' OR (jobs.status = 'running' AND jobs.attempt < b.b_attempt))
@@ -110,7 +150,7 @@ export async function succeedMany(
   report: { agentId: string; now: number },
 ): Promise<JobRow[]> {
   const succeeded: JobRow[] = [];
-  for (const part of chunks(items, 3, 4, maxParameters)) {
+  for (const part of chunks(items, 4, 4, maxParameters)) {
     const batch = rowsTable(
       part.map((item) => [
         sql`${item.id}`,
@@ -125,6 +165,10 @@ export async function succeedMany(
         updated_at = ${report.now}, last_seq = last_seq + 1
       FROM ${batch}
       WHERE jobs.id = b.b_id
+        AND ${lockedInOrder(
+          db,
+          part.map((item) => item.id),
+        )}
         AND jobs.status = 'running'
         AND jobs.attempt = b.b_attempt
         AND jobs.agent_id = ${report.agentId}

@@ -2,7 +2,13 @@ import type { Kysely, UpdateQueryBuilder, UpdateResult } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import { naturalBatcher } from "../../shared/natural-batch.ts";
 import type { JobError, JobStatus } from "../../shared/protocol/index.ts";
-import { type ClaimItem, claimMany, type SuccessItem, succeedMany } from "./job-batch-updates.ts";
+import {
+  type ClaimItem,
+  claimMany,
+  markPublishedMany,
+  type SuccessItem,
+  succeedMany,
+} from "./job-batch-updates.ts";
 import { jobInserter, type NewJob } from "./job-inserts.ts";
 import type { JobEventRow, JobRow } from "./job-rows.ts";
 
@@ -39,7 +45,7 @@ export class JobStore {
     async (marks) => {
       const ids = marks.map((mark) => mark.id);
       const now = Math.max(...marks.map((mark) => mark.now));
-      await this.db.updateTable("jobs").set({ published_at: now }).where("id", "in", ids).execute();
+      await markPublishedMany(this.db, this.maxParameters, ids, now);
       return marks.map(() => undefined);
     },
     { lingerMs: 50 },

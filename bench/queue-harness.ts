@@ -221,7 +221,7 @@ export async function waitSucceeded(
       .where("updated_at", ">=", since)
       .execute();
     // Rows committed during the poll may carry earlier stamps: look back a little next time.
-    since = pollStarted - 2_000;
+    since = pollStarted - 1_500;
     for (const row of rows) {
       if (!wanted.has(row.id)) continue;
       if (row.status !== "succeeded") throw new Error(`job ${row.id} ${row.status}`);
@@ -232,7 +232,7 @@ export async function waitSucceeded(
         say(`  ${finished.size}/${ids.length} succeeded…`);
         lastSaid = Date.now();
       }
-      await new Promise((resolve) => setTimeout(resolve, 250));
+      await new Promise((resolve) => setTimeout(resolve, 500));
     }
   }
   return finished;

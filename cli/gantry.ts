@@ -9,6 +9,7 @@ import { parseAgentConfig } from "../gpu-agent/config.ts";
 import { UserError } from "../shared/errors.ts";
 import { runAgentsCommand } from "./agents.ts";
 import { startBanner } from "./banner.ts";
+import { embeddedAgentCredentials } from "./embedded-agent.ts";
 import { runKeysCommand } from "./keys.ts";
 import { renderTextPng } from "./render-text.ts";
 import { loadOrCreateSecrets } from "./secrets.ts";
@@ -91,10 +92,12 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
 
   let agent: AgentHandle | null = null;
   if (command === "start") {
+    const own = await embeddedAgentCredentials(node.db, settings.dataDir, secrets, Date.now());
     const config = parseAgentConfig({
       ...env,
       GANTRY_GATEWAY_URL: node.url,
-      GANTRY_AGENT_TOKEN: agentToken,
+      GANTRY_AGENT_ID: own.agentId,
+      GANTRY_AGENT_SECRET: own.secret,
       GANTRY_QUEUE_URL: settings.queueUrl ?? settings.databaseUrl,
       GANTRY_MODELS: settings.models.join(","),
       GANTRY_SLOTS: String(settings.slots),

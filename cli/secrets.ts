@@ -12,6 +12,9 @@ const EmbeddedSecrets = z.object({
   agentToken: z.string(),
   blobSecret: z.string(),
   webhookSecret: z.string(),
+  /** The embedded agent's own credentials, once it has been made (see embedded-agent.ts). */
+  agentId: z.string().optional(),
+  agentSecret: z.string().optional(),
 });
 export type EmbeddedSecrets = z.infer<typeof EmbeddedSecrets>;
 
@@ -29,7 +32,13 @@ export function loadOrCreateSecrets(dataDir: string): EmbeddedSecrets & { create
     blobSecret: randomToken(32),
     webhookSecret: newWebhookSecret(),
   };
-  mkdirSync(dataDir, { recursive: true });
-  writeFileSync(file, `${JSON.stringify(secrets, null, 2)}\n`, { mode: 0o600 });
+  saveSecrets(dataDir, secrets);
   return { ...secrets, created: true };
+}
+
+/** Writes the secrets file (mode 0600), replacing what was there. */
+export function saveSecrets(dataDir: string, secrets: EmbeddedSecrets): void {
+  mkdirSync(dataDir, { recursive: true });
+  const file = join(dataDir, "secrets.json");
+  writeFileSync(file, `${JSON.stringify(secrets, null, 2)}\n`, { mode: 0o600 });
 }

@@ -3,7 +3,6 @@ import { describe, expect, it, onTestFinished } from "vitest";
 import { UserError } from "../shared/errors.ts";
 import { createAmqpQueue } from "../shared/queue/amqp/index.ts";
 import { TopologyNames } from "../shared/queue/amqp/names.ts";
-import { LeaseLostError } from "../shared/queue/port.ts";
 import {
   describeJobQueueConformance,
   freshModel,
@@ -172,26 +171,6 @@ describe("amqp quorum queues: beyond the port", () => {
     const consumer = await queue.consume(box.handler, { prefetch: 1, models: [model] });
     await expect.poll(() => queue.depth(model)).toMatchObject({ ready: 0, inFlight: 0, dead: 1 });
     expect(box.received).toHaveLength(1);
-    await consumer.stop();
-  });
-
-  it("rejects settling or extending through a lost lease with LeaseLostError", async () => {
-    const { queue, model } = await setUp();
-    await queue.publish(queueMessage(model));
-    const box = new Inbox(5_000);
-    const consumer = await queue.consume(box.handler, { prefetch: 2, models: [model] });
-    const stale = await box.nth(1);
-    const current = await box.nth(2);
-    await current.extendLease(10_000);
-    await expect(stale.ack()).rejects.toBeInstanceOf(LeaseLostError);
-    await expect(stale.extendLease(1_000)).rejects.toBeInstanceOf(LeaseLostError);
-    await expect(stale.retry(0, POISON)).rejects.toBeInstanceOf(LeaseLostError);
-    await expect(stale.deadLetter(POISON)).rejects.toBeInstanceOf(LeaseLostError);
-    await current.ack();
-    await expect(current.ack()).rejects.toBeInstanceOf(LeaseLostError);
-    await expect
-      .poll(() => queue.depth(model))
-      .toEqual({ ready: 0, inFlight: 0, delayed: 0, dead: 0 });
     await consumer.stop();
   });
 

@@ -10,7 +10,6 @@ import {
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { JobError } from "../shared/protocol/index.ts";
 import type { QueueDepth, QueueLimits } from "../shared/queue/port.ts";
-import { LeaseLostError } from "../shared/queue/port.ts";
 import { createSqsQueue, type SqsQueue, type SqsQueueSettings } from "../shared/queue/sqs.ts";
 import {
   ATTEMPTS_ATTRIBUTE,
@@ -160,25 +159,6 @@ describe("sqs queue adapter", () => {
     expect((await attributesOf(urls.normal)).ApproximateNumberOfMessages).toBe("2");
     expect((await attributesOf(urls.high)).ApproximateNumberOfMessages).toBe("2");
     await expectDepth({ ready: 4, inFlight: 0, delayed: 0, dead: 0 }, model);
-  });
-
-  it("rejects settling or extending through a lost lease with LeaseLostError", async () => {
-    start();
-    await queue.publish(queueMessage(model));
-    const box = new Inbox(PATIENCE_MS);
-    const consumer = await queue.consume(box.handler, { prefetch: 2, models: [model] });
-    const stale = await box.nth(1);
-    const current = await box.nth(2);
-    await current.extendLease(10_000);
-    await expect(stale.ack()).rejects.toBeInstanceOf(LeaseLostError);
-    await expect(stale.extendLease(1_000)).rejects.toBeInstanceOf(LeaseLostError);
-    await expect(stale.retry(0, POISON)).rejects.toBeInstanceOf(LeaseLostError);
-    await expect(stale.deadLetter(POISON)).rejects.toBeInstanceOf(LeaseLostError);
-    expect(await queue.depth(model)).toMatchObject({ inFlight: 1, dead: 0 });
-    await current.ack();
-    await expect(current.ack()).rejects.toBeInstanceOf(LeaseLostError);
-    await expectDepth({ ready: 0, inFlight: 0, delayed: 0, dead: 0 }, model);
-    await consumer.stop();
   });
 
   it("keeps a dead-lettered message in the DLQ with its error as message attributes", async () => {

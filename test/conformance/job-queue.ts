@@ -1,7 +1,13 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { newId } from "../../shared/ids.ts";
 import type { JobError, QueueMessage } from "../../shared/protocol/index.ts";
-import type { Delivery, JobQueue, QueueDepth, QueueLimits } from "../../shared/queue/port.ts";
+import {
+  type Delivery,
+  type JobQueue,
+  LeaseLostError,
+  type QueueDepth,
+  type QueueLimits,
+} from "../../shared/queue/port.ts";
 
 /**
  * The contract every JobQueue adapter passes unchanged. Each test gets a fresh queue from
@@ -130,17 +136,22 @@ export function describeJobQueueConformance(
       await consumer.stop();
     });
 
-    it("an ack through an expired, redelivered lease leaves the new delivery alone", async () => {
+    it("settling or extending through a lost lease rejects with LeaseLostError and leaves the new delivery alone", async () => {
       await queue.publish(queueMessage(model));
       const box = inbox();
       const consumer = await queue.consume(box.handler, { prefetch: 2, models: [model] });
       const stale = await box.nth(1);
       const current = await box.nth(2);
       await current.extendLease(limits.leaseMs * 10); // so a slow machine cannot expire it too
-      // Adapters may resolve or reject here; either way the message must survive.
-      await stale.ack().catch(() => undefined);
+      const poison: JobError = { type: "permanent", code: "poison", message: "bad input" };
+      await expect(stale.ack()).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(stale.extendLease(1_000)).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(stale.retry(0, poison)).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(stale.deadLetter(poison)).rejects.toBeInstanceOf(LeaseLostError);
       expect(await queue.depth(model)).toMatchObject({ inFlight: 1, dead: 0 });
       await current.ack();
+      // Settled once: a second ack is a lost lease too, never a second settlement.
+      await expect(current.ack()).rejects.toBeInstanceOf(LeaseLostError);
       await expectDepth({ ready: 0, inFlight: 0, delayed: 0, dead: 0 });
       await consumer.stop();
     });

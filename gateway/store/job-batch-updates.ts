@@ -1,5 +1,6 @@
 import { type Kysely, PostgresAdapter, type RawBuilder, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
+import { naturalBatcher } from "../../shared/natural-batch.ts";
 import type { JobRow } from "./job-rows.ts";
 
 /**
@@ -76,6 +77,28 @@ function lockedInOrder(db: Kysely<Database>, ids: readonly string[], skipLocked 
   if (!isPostgres(db)) return sql`jobs.id IN (${list})`;
   const skip = skipLocked ? sql` SKIP LOCKED` : sql``;
   return sql`jobs.id IN (SELECT id FROM jobs WHERE id IN (${list}) ORDER BY id FOR UPDATE${skip})`;
+}
+
+/**
+ * Published marks are not urgent (the outbox only looks at jobs older than a grace
+ * period, 10 s by default), so the marks of 50 ms of submits share one UPDATE instead of
+ * one commit each.
+ */
+export function publishedMarker(db: Kysely<Database>, maxParameters: number) {
+  const batcher = naturalBatcher<{ id: string; now: number }, void>(
+    async (marks) => {
+      const now = Math.max(...marks.map((mark) => mark.now));
+      await markPublishedMany(
+        db,
+        maxParameters,
+        marks.map((mark) => mark.id),
+        now,
+      );
+      return marks.map(() => undefined);
+    },
+    { lingerMs: 50 },
+  );
+  return (id: string, now: number) => batcher.add({ id, now });
 }
 
 /**

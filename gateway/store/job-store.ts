@@ -1,11 +1,10 @@
 import type { Kysely, UpdateQueryBuilder, UpdateResult } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
-import { naturalBatcher } from "../../shared/natural-batch.ts";
 import type { JobError, JobStatus } from "../../shared/protocol/index.ts";
 import {
   type ClaimItem,
   claimMany,
-  markPublishedMany,
+  publishedMarker,
   type SuccessItem,
   succeedMany,
 } from "./job-batch-updates.ts";
@@ -36,22 +35,8 @@ function currentAttempt(query: JobUpdate, attempt: number, agentId?: string): Jo
  * agents and clients from racing.
  */
 export class JobStore {
-  /**
-   * Published marks are not urgent (the outbox only looks at jobs older than a grace
-   * period, 10 s by default), so the marks of 50 ms of submits share one UPDATE instead of
-   * one commit each.
-   */
-  private readonly publishedMarks = naturalBatcher<{ id: string; now: number }, void>(
-    async (marks) => {
-      const ids = marks.map((mark) => mark.id);
-      const now = Math.max(...marks.map((mark) => mark.now));
-      await markPublishedMany(this.db, this.maxParameters, ids, now);
-      return marks.map(() => undefined);
-    },
-    { lingerMs: 50 },
-  );
-
   private readonly inserter: (job: NewJob) => Promise<JobRow | null>;
+  private readonly marker: (id: string, now: number) => Promise<void>;
 
   /**
    * `maxParameters`: bound parameters one statement may carry, which sizes the batches of
@@ -65,6 +50,7 @@ export class JobStore {
   ) {
     this.maxParameters = options.maxParameters ?? 100;
     this.inserter = jobInserter(db, this.maxParameters);
+    this.marker = publishedMarker(db, this.maxParameters);
   }
 
   /** Inserts a job; returns null when the tenant already used this Idempotency-Key. */
@@ -118,8 +104,9 @@ export class JobStore {
       .execute();
   }
 
+  /** Batched with other marks (see `publishedMarker`); resolves once stored. */
   markPublished(id: string, now: number): Promise<void> {
-    return this.publishedMarks.add({ id, now });
+    return this.marker(id, now);
   }
 
   /** Queued jobs whose message was never confirmed by the queue: the outbox. */

@@ -13,8 +13,6 @@ export interface CachedCounts {
   read(key: string, load: () => Promise<number>, options?: { fresh?: boolean }): Promise<number>;
   /** One more, counted into the current reading (if any) until the next real read. */
   bump(key: string): void;
-  /** Forgets every reading: the next `read` of each key loads. */
-  clear(): void;
 }
 
 interface Reading {
@@ -45,9 +43,6 @@ export function cachedCounts(periodMs: number, now: () => number): CachedCounts 
     bump(key) {
       const reading = readings.get(key);
       if (reading) reading.value += 1;
-    },
-    clear() {
-      readings.clear();
     },
   };
 }

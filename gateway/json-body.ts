@@ -12,6 +12,18 @@ export type ReadRawBody = (env: unknown, maxBytes: number) => Promise<Uint8Array
 
 const decoder = new TextDecoder();
 
+/** The 413 every JSON route answers for a body over the limit. */
+export const bodyTooLarge = (maxBytes: number) =>
+  new HttpProblem(
+    413,
+    "body_too_large",
+    "Body too large",
+    `Bodies may be at most ${maxBytes} bytes.`,
+  );
+
+/** Hono's body cache. Its type says values; it stores promises. */
+type BodyCache = Record<string, unknown>;
+
 /**
  * The JSON routes' body limit. A body that declares its length is refused above the limit
  * before a byte is read; with a runtime reader, it is then read once from the runtime's
@@ -21,13 +33,7 @@ const decoder = new TextDecoder();
  */
 export function jsonBodyLimit(gateway: Gateway): MiddlewareHandler {
   const maxBytes = gateway.config.maxBodyBytes;
-  const tooLarge = () =>
-    new HttpProblem(
-      413,
-      "body_too_large",
-      "Body too large",
-      `Bodies may be at most ${maxBytes} bytes.`,
-    );
+  const tooLarge = () => bodyTooLarge(maxBytes);
   const streamed = bodyLimit({
     maxSize: maxBytes,
     onError: (c) => {
@@ -55,15 +61,25 @@ export function jsonBodyLimit(gateway: Gateway): MiddlewareHandler {
 
 /**
  * Hono caches body promises by kind and, asked for one kind after another, re-reads through
- * a new Response; both kinds the routes use are primed from the one read. Its type says
- * values, it stores promises. A failed read rejects whoever asks, and nobody else.
+ * a new Response; both kinds the routes use are primed from the one read. A failed read
+ * rejects whoever asks, and nobody else.
  */
-function primeBodyCache(cache: Record<string, unknown>, bytes: Promise<Uint8Array>): void {
+function primeBodyCache(cache: BodyCache, bytes: Promise<Uint8Array>): void {
   const buffer = bytes.then((body) =>
     body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength),
   );
-  const text = bytes.then((body) => decoder.decode(body));
-  for (const promise of [bytes, buffer, text]) promise.catch(() => {});
+  buffer.catch(() => {});
   cache.arrayBuffer = buffer;
+  primeBodyText(cache, bytes);
+}
+
+/**
+ * Caches the body's text, decoded from bytes already read, unless it is cached already:
+ * asked for text after the bytes, Hono would otherwise decode through a new Response.
+ */
+export function primeBodyText(cache: BodyCache, bytes: Uint8Array | Promise<Uint8Array>): void {
+  if (cache.text) return;
+  const text = Promise.resolve(bytes).then((body) => decoder.decode(body));
+  text.catch(() => {});
   cache.text = text;
 }

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from "node:http";
-import { HttpProblem } from "../shared/errors.ts";
+import { bodyTooLarge } from "./json-body.ts";
 
 /**
  * The Node entry's `readRawBody`: the body of the IncomingMessage that @hono/node-server
@@ -16,14 +16,7 @@ export function readIncomingBody(env: unknown, maxBytes: number): Promise<Uint8A
       size += chunk.length;
       if (size > maxBytes) {
         incoming.destroy();
-        reject(
-          new HttpProblem(
-            413,
-            "body_too_large",
-            "Body too large",
-            `Bodies may be at most ${maxBytes} bytes.`,
-          ),
-        );
+        reject(bodyTooLarge(maxBytes));
         return;
       }
       chunks.push(chunk);

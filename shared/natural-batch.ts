@@ -7,8 +7,6 @@
 export interface NaturalBatcher<T, R> {
   /** Adds an item; resolves with its result once the flush that carried it is done. */
   add(item: T): Promise<R>;
-  /** Resolves when nothing is waiting and no flush is running. */
-  idle(): Promise<void>;
 }
 
 interface Waiting<T, R> {
@@ -45,7 +43,8 @@ export function naturalBatcher<T, R>(
   const maxBatch = options.maxBatch ?? 500;
   const { weigh, maxWeight = Number.POSITIVE_INFINITY } = options;
   let waiting: Waiting<T, R>[] = [];
-  let running: Promise<void> | null = null;
+  /** A flush is scheduled or running: new items wait for it. */
+  let flushing = false;
 
   function nextBatch(): Waiting<T, R>[] {
     const batch = waiting.slice(0, maxBatch);
@@ -69,7 +68,7 @@ export function naturalBatcher<T, R>(
         for (const entry of batch) entry.reject(error);
       }
     }
-    running = null;
+    flushing = false;
   }
 
   return {
@@ -77,15 +76,14 @@ export function naturalBatcher<T, R>(
       const result = new Promise<R>((resolve, reject) => waiting.push({ item, resolve, reject }));
       // Started on the next microtask (or after the linger), so items added meanwhile share
       // the first flush.
-      running ??= (
-        options.lingerMs
+      if (!flushing) {
+        flushing = true;
+        const start = options.lingerMs
           ? new Promise((resolve) => setTimeout(resolve, options.lingerMs))
-          : Promise.resolve()
-      ).then(drain);
+          : Promise.resolve();
+        void start.then(drain);
+      }
       return result;
-    },
-    async idle() {
-      while (running) await running;
     },
   };
 }

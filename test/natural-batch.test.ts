@@ -42,7 +42,6 @@ describe("naturalBatcher", () => {
       "fulfilled",
       "fulfilled",
     ]);
-    await batcher.idle();
   });
 
   it("keeps a batch under its weight, sending an overweight item alone", async () => {

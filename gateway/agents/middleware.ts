@@ -1,7 +1,7 @@
-import type { HonoRequest } from "hono";
 import { createMiddleware } from "hono/factory";
 import { HttpProblem } from "../../shared/errors.ts";
 import type { AppEnv } from "../env.ts";
+import { primeBodyText } from "../json-body.ts";
 import type { AgentRow } from "./store.ts";
 import { verifyAgentRequest } from "./verify.ts";
 
@@ -27,7 +27,7 @@ export const requireSignedAgent = createMiddleware<AgentEnv>(async (c, next) => 
       gateway.agentRows,
     );
     c.set("agent", agent);
-    primeBodyText(c.req, body);
+    primeBodyText(c.req.bodyCache, body);
   } catch (error) {
     if (error instanceof HttpProblem) {
       gateway.log.warn(
@@ -43,17 +43,6 @@ export const requireSignedAgent = createMiddleware<AgentEnv>(async (c, next) => 
   }
   await next();
 });
-
-const decoder = new TextDecoder();
-
-/**
- * The route reads the body as text next (`parseJsonBody`). Asked for text after the bytes,
- * Hono wraps its cached ArrayBuffer in a new Response to decode it, tens of µs per request;
- * the bytes are decoded once here instead. Hono caches promises (its type says values).
- */
-function primeBodyText(request: HonoRequest, body: Uint8Array): void {
-  request.bodyCache.text = Promise.resolve(decoder.decode(body)) as unknown as string;
-}
 
 /**
  * Enrollment only: the fleet's shared enrollment token (`GANTRY_AGENT_TOKEN`) as a bearer

@@ -1,7 +1,7 @@
 import { type Kysely, PostgresAdapter, type RawBuilder, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import { naturalBatcher } from "../../shared/natural-batch.ts";
-import type { JobRow } from "./job-rows.ts";
+import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
 
 /**
  * State changes of many jobs in one statement: what an agent's batched claims and reports
@@ -20,30 +20,6 @@ import type { JobRow } from "./job-rows.ts";
  * orders would deadlock, and Postgres takes a second (`deadlock_timeout`) to notice and
  * fail one. SQLite has one writer at a time and no such thing.
  */
-
-const JOB_COLUMNS = [
-  "id",
-  "tenant_id",
-  "model",
-  "status",
-  "priority",
-  "input",
-  "output",
-  "error",
-  "webhook",
-  "attempt",
-  "agent_id",
-  "idempotency_key",
-  "request_hash",
-  "traceparent",
-  "created_at",
-  "updated_at",
-  "started_at",
-  "finished_at",
-  "expires_at",
-  "published_at",
-  "last_seq",
-] as const;
 
 const returningJob = sql.join(JOB_COLUMNS.map((column) => sql.ref(column)));
 

@@ -1,7 +1,7 @@
 import type { Insertable, Kysely } from "kysely";
 import type { Database, JobTable } from "../../shared/db/schema.ts";
 import { naturalBatcher } from "../../shared/natural-batch.ts";
-import type { JobRow } from "./job-rows.ts";
+import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
 
 export interface NewJob {
   id: string;
@@ -17,7 +17,7 @@ export interface NewJob {
   expiresAt: number;
 }
 
-/** The row's columns; one job is this many bound parameters. */
+/** The row's columns, each a bound parameter of the INSERT. */
 function toRow(job: NewJob): Insertable<JobTable> {
   return {
     id: job.id,
@@ -43,8 +43,6 @@ function toRow(job: NewJob): Insertable<JobTable> {
     last_seq: 1,
   };
 }
-
-const COLUMNS = 21;
 
 type Inserted = { row: JobRow | null } | { error: unknown };
 
@@ -84,7 +82,7 @@ export function jobInserter(db: Kysely<Database>, maxParameters: number) {
         );
       }
     },
-    { maxBatch: Math.max(1, Math.floor(maxParameters / COLUMNS)) },
+    { maxBatch: Math.max(1, Math.floor(maxParameters / JOB_COLUMNS.length)) },
   );
 
   /** Inserts a job; null when the tenant already used this Idempotency-Key. */

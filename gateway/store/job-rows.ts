@@ -9,6 +9,32 @@ import type {
 } from "../../shared/protocol/index.ts";
 
 export type JobRow = Selectable<JobTable>;
+
+/** Every column of `jobs`: what raw statements return, and the parameters a row takes. */
+export const JOB_COLUMNS = [
+  "id",
+  "tenant_id",
+  "model",
+  "status",
+  "priority",
+  "input",
+  "output",
+  "error",
+  "webhook",
+  "attempt",
+  "agent_id",
+  "idempotency_key",
+  "request_hash",
+  "traceparent",
+  "created_at",
+  "updated_at",
+  "started_at",
+  "finished_at",
+  "expires_at",
+  "published_at",
+  "last_seq",
+] as const satisfies readonly (keyof JobTable)[];
+
 export type JobEventRow = Selectable<JobEventTable>;
 
 const iso = (ms: number) => new Date(ms).toISOString();

@@ -5,9 +5,10 @@ import { ctcGreedyDecode } from "../gpu-agent/pipelines/ocr/ctc.ts";
 import { dbBoxes } from "../gpu-agent/pipelines/ocr/db-postprocess.ts";
 import { type OcrOutput, ocrPipeline } from "../gpu-agent/pipelines/ocr/index.ts";
 import { mergeRowNeighbours, sortReadingOrder } from "../gpu-agent/pipelines/ocr/layout.ts";
-import { type LoadedPipeline, PipelineFailure } from "../gpu-agent/pipelines/pipeline.ts";
+import type { LoadedPipeline } from "../gpu-agent/pipelines/pipeline.ts";
 import { sessionFactory } from "../gpu-agent/runner/providers.ts";
 import type { RunRequest } from "../gpu-agent/runner/types.ts";
+import { jobErrorOf } from "./helpers/pipeline-failure.ts";
 import { renderTextPng } from "./helpers/render-text.ts";
 
 /** Lower case, one space between words: the comparison the OCR is held to. */
@@ -40,15 +41,6 @@ function pngHeaderOnly(width: number, height: number): Buffer {
   // libspng wants at least one data chunk before it trusts the header.
   const data = chunk("IDAT", deflateSync(Buffer.alloc(64)));
   return Buffer.concat([signature, chunk("IHDR", ihdr), data, chunk("IEND", Buffer.alloc(0))]);
-}
-
-async function jobErrorOf(promise: Promise<unknown>) {
-  const error = await promise.then(
-    () => null,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(PipelineFailure);
-  return (error as PipelineFailure).jobError;
 }
 
 describe("ocr pipeline (PP-OCRv4, in-process, cpu)", () => {

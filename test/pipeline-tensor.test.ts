@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type LoadedPipeline, PipelineFailure } from "../gpu-agent/pipelines/pipeline.ts";
+import type { LoadedPipeline } from "../gpu-agent/pipelines/pipeline.ts";
 import { tensorPipeline } from "../gpu-agent/pipelines/tensor/index.ts";
 import type { RunRequest } from "../gpu-agent/runner/types.ts";
 import { affineModel, loadOnCpu, modelFolder } from "./helpers/onnx-models.ts";
+import { jobErrorOf } from "./helpers/pipeline-failure.ts";
 
 const models = modelFolder();
 afterAll(() => models.cleanup());
@@ -20,15 +21,6 @@ const inputs = (x: number[][], k: (number | string)[]) => ({
     k: { dims: [k.length, 1], type: "int64", data: k },
   },
 });
-
-async function jobErrorOf(promise: Promise<unknown>) {
-  const error = await promise.then(
-    () => null,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(PipelineFailure);
-  return (error as PipelineFailure).jobError;
-}
 
 describe("tensor (raw named tensors in and out)", () => {
   let pipeline: LoadedPipeline;

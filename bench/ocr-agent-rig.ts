@@ -131,14 +131,19 @@ export async function startBenchAgent(options: BenchAgentOptions): Promise<Bench
   };
 }
 
-/** The runner as it is, with the time each run (or batch) takes reported to `onRun`. */
+/**
+ * The runner as it is (its depth too: it may hold the next batch while one runs), with the
+ * time it has at least one run in hand reported to `onRun`: overlapping runs count once.
+ */
 function timeRuns(runner: Runner, onRun: (ms: number) => void): Runner {
+  let inHand = 0;
+  let since = 0;
   const timed = async <T>(work: () => Promise<T>): Promise<T> => {
-    const started = performance.now();
+    if (inHand++ === 0) since = performance.now();
     try {
       return await work();
     } finally {
-      onRun(performance.now() - started);
+      if (--inHand === 0) onRun(performance.now() - since);
     }
   };
   return {
@@ -151,6 +156,7 @@ function timeRuns(runner: Runner, onRun: (ms: number) => void): Runner {
     get restarts() {
       return runner.restarts;
     },
+    ...(runner.depth ? { depth: runner.depth } : {}),
     start: () => runner.start(),
     stop: () => runner.stop(),
     run: (request) => timed(() => runner.run(request)),

@@ -1,4 +1,5 @@
 import * as ort from "onnxruntime-node";
+import type { ModelSession } from "../runner/providers.ts";
 
 /** One request's inputs or outputs, by tensor name. */
 export type NamedTensors = Record<string, ort.Tensor>;
@@ -14,7 +15,7 @@ type TensorData = ort.Tensor["data"];
  * Outputs are copied out of the batched result: a request's tensors stay valid on their own.
  */
 export async function runStacked(
-  session: ort.InferenceSession,
+  session: ModelSession,
   feeds: readonly NamedTensors[],
   outputNames: readonly string[] = session.outputNames,
 ): Promise<NamedTensors[]> {

@@ -12,6 +12,7 @@ import {
   ParentMessage,
   type RunMessage,
 } from "./child-protocol.ts";
+import { DeviceThread } from "./device-thread.ts";
 import { createExecutor } from "./execute.ts";
 import { loadModels, UnknownModelError } from "./load-models.ts";
 import { errorMessage } from "./providers.ts";
@@ -20,6 +21,19 @@ import type { RunResult } from "./types.ts";
 const loaded = new Map<string, LoadedPipeline>();
 /** One device per child: batches take turns on it, preparing the next while one runs. */
 const execute = createExecutor();
+/**
+ * The sessions run on their own thread, so this one is free for the next job meanwhile;
+ * started with the first session (a `noop` child needs none). A device thread that dies
+ * takes the child with it: the runner sees a crash and forks a fresh one.
+ */
+let device: DeviceThread | null = null;
+const deviceThread = (): DeviceThread =>
+  (device ??= new DeviceThread({
+    onLost(error) {
+      log("error", "the device thread died", { error: error.message });
+      setImmediate(() => process.exit(1));
+    },
+  }));
 
 function send(message: ChildMessage): void {
   process.send?.(message);
@@ -36,6 +50,8 @@ async function load(message: LoadMessage): Promise<void> {
       models: message.models,
       providers: message.providers,
       threads: message.threads,
+      createSessionFactory: (provider, threads) => (modelPath) =>
+        deviceThread().sessionFactory(provider, threads)(modelPath),
       ...(message.configs ? { configs: message.configs } : {}),
     });
     for (const attempt of selection.attempts) {

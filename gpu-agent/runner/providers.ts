@@ -66,7 +66,25 @@ export function sessionOptions(
   };
 }
 
-export type SessionFactory = (modelPath: string) => Promise<ort.InferenceSession>;
+/**
+ * What pipelines use of an onnxruntime session. An `ort.InferenceSession` is one; so is a
+ * session on the runner's device thread (`device-thread.ts`).
+ */
+export interface ModelSession {
+  readonly inputNames: readonly string[];
+  readonly outputNames: readonly string[];
+  readonly inputMetadata: readonly ort.InferenceSession.ValueMetadata[];
+  readonly outputMetadata: readonly ort.InferenceSession.ValueMetadata[];
+  run(feeds: ort.InferenceSession.FeedsType): Promise<ort.InferenceSession.ReturnType>;
+  /** Only the outputs named in `fetches`. */
+  run(
+    feeds: ort.InferenceSession.FeedsType,
+    fetches: readonly string[],
+  ): Promise<ort.InferenceSession.ReturnType>;
+  release(): Promise<void>;
+}
+
+export type SessionFactory = (modelPath: string) => Promise<ModelSession>;
 
 export function sessionFactory(provider: ExecutionProvider, threads: number): SessionFactory {
   const options = sessionOptions(provider, threads);

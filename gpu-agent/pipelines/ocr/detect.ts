@@ -1,4 +1,5 @@
 import * as ort from "onnxruntime-node";
+import type { ModelSession } from "../../runner/providers.ts";
 import { DB_DEFAULTS, dbBoxes, type Rect } from "./db-postprocess.ts";
 import { type RgbImage, resizeRgb } from "./image.ts";
 import { DETECTION_NORMALIZATION, writeBgrPlanes } from "./tensor.ts";
@@ -32,13 +33,13 @@ export async function prepareDetection(image: RgbImage): Promise<DetectionInput>
 }
 
 /** Text boxes in `image`, as integer pixel rectangles clipped to the image. */
-export async function detectText(session: ort.InferenceSession, image: RgbImage): Promise<Rect[]> {
+export async function detectText(session: ModelSession, image: RgbImage): Promise<Rect[]> {
   return detectPrepared(session, await prepareDetection(image));
 }
 
 /** Runs the detector on a prepared input and reads the boxes out of its probability map. */
 export async function detectPrepared(
-  session: ort.InferenceSession,
+  session: ModelSession,
   { image, tensor }: DetectionInput,
 ): Promise<Rect[]> {
   const outputs = await session.run({ [session.inputNames[0]!]: tensor });

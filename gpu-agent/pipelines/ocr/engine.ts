@@ -1,5 +1,4 @@
-import type * as ort from "onnxruntime-node";
-import type { SessionFactory } from "../../runner/providers.ts";
+import type { ModelSession, SessionFactory } from "../../runner/providers.ts";
 import { loadCharset, ocrAssetPaths } from "./assets.ts";
 import type { Rect } from "./db-postprocess.ts";
 import { type DetectionInput, detectPrepared, detectText, prepareDetection } from "./detect.ts";
@@ -37,8 +36,8 @@ const TALL_CROP_RATIO = 1.5;
 /** PP-OCRv4 detection and recognition, loaded once and reused for every image. */
 export class OcrEngine {
   private constructor(
-    private readonly detector: ort.InferenceSession,
-    private readonly recognizer: ort.InferenceSession,
+    private readonly detector: ModelSession,
+    private readonly recognizer: ModelSession,
     private readonly charset: readonly string[],
   ) {}
 

@@ -1,4 +1,5 @@
 import * as ort from "onnxruntime-node";
+import type { ModelSession } from "../../runner/providers.ts";
 import { ctcGreedyDecode, type DecodedText } from "./ctc.ts";
 import { type RgbImage, resizeRgb } from "./image.ts";
 import { RECOGNITION_NORMALIZATION, writeBgrPlanes } from "./tensor.ts";
@@ -20,7 +21,7 @@ const BATCH_SIZE = 6;
  * short crops are not padded out to the width of the longest line.
  */
 export async function recognizeLines(
-  session: ort.InferenceSession,
+  session: ModelSession,
   crops: readonly RgbImage[],
   charset: readonly string[],
 ): Promise<DecodedText[]> {
@@ -50,7 +51,7 @@ function scaledWidth(image: RgbImage): number {
 }
 
 async function recognizeBatch(
-  session: ort.InferenceSession,
+  session: ModelSession,
   crops: readonly RgbImage[],
   charset: readonly string[],
 ): Promise<DecodedText[]> {

@@ -1,4 +1,4 @@
-import type * as ort from "onnxruntime-node";
+import type { ModelSession } from "../../runner/providers.ts";
 import { DEFAULT_MAX_BATCH, type ModelConfig } from "../model-config.ts";
 
 /** An NCHW image input as the model declares it. */
@@ -19,7 +19,7 @@ const fixed = (dim: number | string | undefined): number | null =>
  * RMBG-2.0 need no size in their config. Anything but float32 `[N, 3, H, W]` is refused at
  * load time, where the operator sees it, instead of failing every job.
  */
-export function imageInputShape(session: ort.InferenceSession, modelId: string): ImageInputShape {
+export function imageInputShape(session: ModelSession, modelId: string): ImageInputShape {
   const input = session.inputMetadata[0];
   if (!input?.isTensor) throw new Error(`model ${modelId}: the first input is not a tensor`);
   const shape = input.shape;

@@ -1,0 +1,141 @@
+/**
+ * onnxruntime sessions that run on a worker thread of their own: the device thread.
+ *
+ * onnxruntime-node's `session.run` blocks the calling thread for the whole inference. Called
+ * on the runner child's main thread, it stalls everything else there: receiving the next
+ * job, decoding and normalising its image, post-processing the last output. On a GPU that
+ * is device time lost on every job; on a CPU, a core left idle. Sessions made here look the
+ * same to pipelines (`ModelSession`), but each call is a message to the device thread, which
+ * runs them one at a time, in order, while the main thread prepares the next.
+ */
+import { Worker } from "node:worker_threads";
+import type * as ort from "onnxruntime-node";
+import {
+  type DeviceReply,
+  type DeviceRequest,
+  fromWire,
+  type SessionShape,
+  toWire,
+  type WireTensor,
+} from "./device-protocol.ts";
+import { type ModelSession, type SessionFactory, sessionOptions } from "./providers.ts";
+import type { ExecutionProvider } from "./types.ts";
+
+const WORKER_ENTRY = new URL("./device-worker-entry.js", import.meta.url);
+
+/** A request before it gets its id; `Omit` per member, as `Omit` of a union would merge them. */
+type WithoutId<T> = T extends unknown ? Omit<T, "id"> : never;
+type Call = WithoutId<DeviceRequest>;
+
+export interface DeviceThreadOptions {
+  /** The thread died on its own (a bug, not a job's failure); the caller decides what next. */
+  onLost?(error: Error): void;
+  /** The worker script; tests swap it for one that misbehaves. */
+  entry?: URL;
+}
+
+export class DeviceThread {
+  private readonly worker: Worker;
+  private readonly pending = new Map<number, (reply: DeviceReply) => void>();
+  private nextId = 1;
+  /** Set once the thread is gone; every call after fails with it. */
+  private stopped: Error | null = null;
+
+  constructor(options: DeviceThreadOptions = {}) {
+    const onLost = options.onLost ?? (() => {});
+    this.worker = new Worker(options.entry ?? WORKER_ENTRY);
+    this.worker.on("message", (reply: DeviceReply) => {
+      const settle = this.pending.get(reply.id);
+      this.pending.delete(reply.id);
+      settle?.(reply);
+    });
+    this.worker.on("error", (error) => {
+      this.lose(error instanceof Error ? error : new Error(String(error)), onLost);
+    });
+    this.worker.on("exit", (code) => {
+      this.lose(new Error(`the device thread exited (code ${code})`), onLost);
+    });
+  }
+
+  /** Sessions on this thread with the runner's settings for `provider`. */
+  sessionFactory(provider: ExecutionProvider, threads: number): SessionFactory {
+    const options = sessionOptions(provider, threads);
+    return async (modelPath) => {
+      const created = await this.call({ type: "create", modelPath, options });
+      if (created.type !== "created") throw unexpected(created);
+      return new DeviceSession(this, created.session, created);
+    };
+  }
+
+  async stop(): Promise<void> {
+    this.stopped ??= new Error("the device thread was stopped");
+    await this.worker.terminate();
+  }
+
+  /** Sends one request; resolves with its reply, rejects with the error it failed with. */
+  async call(request: Call): Promise<DeviceReply> {
+    if (this.stopped) throw this.stopped;
+    const id = this.nextId++;
+    const reply = await new Promise<DeviceReply>((resolve) => {
+      this.pending.set(id, resolve);
+      this.worker.postMessage({ ...request, id } satisfies DeviceRequest);
+    });
+    if (reply.type === "failed")
+      throw Object.assign(new Error(reply.message), { name: reply.name });
+    return reply;
+  }
+
+  private lose(error: Error, onLost: (error: Error) => void): void {
+    if (this.stopped) return;
+    this.stopped = error;
+    const failed: DeviceReply = { type: "failed", id: 0, name: error.name, message: error.message };
+    for (const settle of this.pending.values()) settle(failed);
+    this.pending.clear();
+    onLost(error);
+  }
+}
+
+/** A session living on the device thread; pipelines use it like an onnxruntime session. */
+class DeviceSession implements ModelSession {
+  readonly inputNames: readonly string[];
+  readonly outputNames: readonly string[];
+  readonly inputMetadata: readonly ort.InferenceSession.ValueMetadata[];
+  readonly outputMetadata: readonly ort.InferenceSession.ValueMetadata[];
+
+  constructor(
+    private readonly thread: DeviceThread,
+    private readonly id: number,
+    shape: SessionShape,
+  ) {
+    this.inputNames = shape.inputNames;
+    this.outputNames = shape.outputNames;
+    this.inputMetadata = shape.inputMetadata;
+    this.outputMetadata = shape.outputMetadata;
+  }
+
+  async run(
+    feeds: ort.InferenceSession.FeedsType,
+    fetches?: readonly string[],
+  ): Promise<ort.InferenceSession.ReturnType> {
+    const wire: Record<string, WireTensor> = {};
+    for (const [name, tensor] of Object.entries(feeds)) wire[name] = toWire(tensor);
+    const reply = await this.thread.call({
+      type: "run",
+      session: this.id,
+      feeds: wire,
+      ...(fetches ? { fetches } : {}),
+    });
+    if (reply.type !== "ran") throw unexpected(reply);
+    const outputs: Record<string, ort.Tensor> = {};
+    for (const [name, tensor] of Object.entries(reply.outputs)) outputs[name] = fromWire(tensor);
+    return outputs;
+  }
+
+  async release(): Promise<void> {
+    await this.thread.call({ type: "release", session: this.id });
+  }
+}
+
+function unexpected(reply: DeviceReply): Error {
+  return new Error(`the device thread answered ${reply.type} out of turn`);
+}

@@ -1,0 +1,78 @@
+/**
+ * The device thread: owns the onnxruntime sessions of one runner child and runs them, one
+ * call at a time, in the order they arrive. onnxruntime-node's `run` blocks the thread that
+ * calls it for the whole inference; here that is this thread, so the child's main thread
+ * stays free to receive the next job and decode, resize and normalise it meanwhile.
+ */
+import { parentPort } from "node:worker_threads";
+import * as ort from "onnxruntime-node";
+import {
+  type DeviceReply,
+  type DeviceRequest,
+  fromWire,
+  toWire,
+  type WireTensor,
+} from "./device-protocol.ts";
+
+const sessions = new Map<number, ort.InferenceSession>();
+let nextSession = 1;
+
+async function handle(request: DeviceRequest): Promise<DeviceReply> {
+  switch (request.type) {
+    case "create": {
+      const session = await ort.InferenceSession.create(request.modelPath, request.options);
+      const id = nextSession++;
+      sessions.set(id, session);
+      const { inputNames, outputNames, inputMetadata, outputMetadata } = session;
+      return {
+        type: "created",
+        id: request.id,
+        session: id,
+        inputNames,
+        outputNames,
+        inputMetadata,
+        outputMetadata,
+      };
+    }
+    case "run": {
+      const session = sessionOf(request.session);
+      const feeds: Record<string, ort.Tensor> = {};
+      for (const [name, wire] of Object.entries(request.feeds)) feeds[name] = fromWire(wire);
+      const outputs = request.fetches
+        ? await session.run(feeds, request.fetches)
+        : await session.run(feeds);
+      const wire: Record<string, WireTensor> = {};
+      for (const [name, value] of Object.entries(outputs)) wire[name] = toWire(value);
+      return { type: "ran", id: request.id, outputs: wire };
+    }
+    case "release": {
+      await sessionOf(request.session).release();
+      sessions.delete(request.session);
+      return { type: "released", id: request.id };
+    }
+  }
+}
+
+function sessionOf(id: number): ort.InferenceSession {
+  const session = sessions.get(id);
+  if (!session) throw new Error(`no session ${id} on the device thread (released?)`);
+  return session;
+}
+
+const port = parentPort;
+if (!port) throw new Error("gpu-agent/runner/device-worker.ts runs only as a worker thread");
+
+// One call at a time, in order: a run never overlaps another on the device.
+let turn: Promise<void> = Promise.resolve();
+port.on("message", (request: DeviceRequest) => {
+  turn = turn.then(async () => {
+    let reply: DeviceReply;
+    try {
+      reply = await handle(request);
+    } catch (error) {
+      const { name, message } = error instanceof Error ? error : new Error(String(error));
+      reply = { type: "failed", id: request.id, name, message };
+    }
+    port.postMessage(reply);
+  });
+});

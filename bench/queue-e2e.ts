@@ -26,6 +26,7 @@ import { randomToken } from "../shared/ids.ts";
 import { type CpuGroups, cpuPerJob, cpuSnapshot } from "./queue-cpu.ts";
 import {
   httpClient,
+  type JobStamps,
   ms,
   percentile,
   type Stack,
@@ -59,7 +60,8 @@ interface System {
   /** CPU seconds per process group now, when the system knows its processes. */
   cpu?: () => CpuGroups;
   submit(n: number): Promise<{ id: string; sentAt: number }>;
-  finishedAt(ids: string[]): Promise<Map<string, number>>;
+  /** When each job finished; where the system stamps them, when it was stored and started too. */
+  finishedAt(ids: string[]): Promise<Map<string, Partial<JobStamps> & { finishedAt: number }>>;
 }
 
 interface Figures {
@@ -75,14 +77,42 @@ async function measure(
 ): Promise<Figures> {
   const finished = await system.finishedAt(sent.map((job) => job.id));
   if (cpuBefore && system.cpu) say(`  ${cpuPerJob(cpuBefore, system.cpu(), sent.length)}`);
-  const latencies = sent.map((job) => (finished.get(job.id) ?? Number.NaN) - job.sentAt);
+  const latencies = sent.map(
+    (job) => (finished.get(job.id)?.finishedAt ?? Number.NaN) - job.sentAt,
+  );
+  sayLegs(sent, finished);
   const first = Math.min(...sent.map((job) => job.sentAt));
-  const last = Math.max(...finished.values());
+  const last = Math.max(...[...finished.values()].map((stamps) => stamps.finishedAt));
   return {
     jobsPerSecond: sent.length / ((last - first) / 1000),
     p50: percentile(latencies, 50),
     p99: percentile(latencies, 99),
   };
+}
+
+/**
+ * Where the latency went, from the system's own stamps: submit → stored (the gateway's
+ * insert), stored → started (publish, broker, the agent's claim), started → finished (the
+ * runner and the report).
+ */
+function sayLegs(
+  sent: { id: string; sentAt: number }[],
+  finished: Map<string, Partial<JobStamps> & { finishedAt: number }>,
+) {
+  const legs = { stored: [] as number[], started: [] as number[], finished: [] as number[] };
+  for (const job of sent) {
+    const stamps = finished.get(job.id);
+    if (stamps?.createdAt === undefined || stamps.startedAt === undefined) return;
+    legs.stored.push(stamps.createdAt - job.sentAt);
+    legs.started.push(stamps.startedAt - stamps.createdAt);
+    legs.finished.push(stamps.finishedAt - stamps.startedAt);
+  }
+  const leg = (name: string, values: number[]) =>
+    `${name} p50 ${ms(percentile(values, 50))} p99 ${ms(percentile(values, 99))}`;
+  say(
+    `  legs: ${leg("submit→stored", legs.stored)}; ${leg("stored→started", legs.started)}; ` +
+      leg("started→finished", legs.finished),
+  );
 }
 
 /** Submits at `rate` jobs/s, on schedule, whatever the answers' latency. */
@@ -158,10 +188,12 @@ async function bullmq(phase: string) {
     },
     async finishedAt(ids) {
       const wanted = new Set(ids);
-      const finished = new Map<string, number>();
+      const finished = new Map<string, { finishedAt: number }>();
       while (finished.size < wanted.size) {
         for (const job of await queue.getJobs(["completed"], 0, -1)) {
-          if (job.id && wanted.has(job.id) && job.finishedOn) finished.set(job.id, job.finishedOn);
+          if (job.id && wanted.has(job.id) && job.finishedOn) {
+            finished.set(job.id, { finishedAt: job.finishedOn });
+          }
         }
         if (finished.size < wanted.size) await new Promise((resolve) => setTimeout(resolve, 200));
       }

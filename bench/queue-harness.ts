@@ -193,6 +193,13 @@ export async function submitJob(pool: Pool, apiKey: string, input: unknown): Pro
   return { id: (JSON.parse(text) as { id: string }).id, sentAt, latencyMs };
 }
 
+/** The gateway's own stamps of one job (Date.now() ms): where its latency went. */
+export interface JobStamps {
+  createdAt: number;
+  startedAt: number;
+  finishedAt: number;
+}
+
 /**
  * Waits until `ids` have all succeeded, saying how far it got. Polls the database for jobs
  * that finished since the last poll (the `(status, updated_at)` index makes that a short
@@ -204,9 +211,9 @@ export async function waitSucceeded(
   ids: string[],
   say: (line: string) => void,
   timeoutMs = 300_000,
-): Promise<Map<string, number>> {
+): Promise<Map<string, JobStamps>> {
   const wanted = new Set(ids);
-  const finished = new Map<string, number>();
+  const finished = new Map<string, JobStamps>();
   const deadline = Date.now() + timeoutMs;
   let lastSaid = Date.now();
   // Submits were stamped after the bench started; a minute of slack covers clock steps.
@@ -216,7 +223,7 @@ export async function waitSucceeded(
     const pollStarted = Date.now();
     const rows = await db
       .selectFrom("jobs")
-      .select(["id", "status", "finished_at"])
+      .select(["id", "status", "created_at", "started_at", "finished_at"])
       .where("status", "in", ["succeeded", "failed"])
       .where("updated_at", ">=", since)
       .execute();
@@ -225,7 +232,11 @@ export async function waitSucceeded(
     for (const row of rows) {
       if (!wanted.has(row.id)) continue;
       if (row.status !== "succeeded") throw new Error(`job ${row.id} ${row.status}`);
-      finished.set(row.id, Number(row.finished_at));
+      finished.set(row.id, {
+        createdAt: Number(row.created_at),
+        startedAt: Number(row.started_at),
+        finishedAt: Number(row.finished_at),
+      });
     }
     if (finished.size < wanted.size) {
       if (Date.now() - lastSaid > 3_000) {

@@ -1,5 +1,6 @@
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { recordNonce } from "../gateway/agents/nonces.ts";
 import { markPublishedMany } from "../gateway/store/job-batch-updates.ts";
 import { JobStore, type NewJob } from "../gateway/store/job-store.ts";
 import { openDatabase } from "../shared/db/open.ts";
@@ -184,6 +185,16 @@ describe("JobStore on Postgres", () => {
     const taken = await store.reclaimStale(stale!, T0 + 350, error, true, T0 + 400);
     expect(taken.ok && taken.job).toMatchObject({ status: "queued", published_at: null });
     expect(JSON.parse((taken.ok && taken.job.error) || "null")).toEqual(error);
+  });
+
+  it("keeps agent nonces out of the write-ahead log, and still refuses a replayed one", async () => {
+    const persistence = await sql<{ relpersistence: string }>`
+      SELECT relpersistence FROM pg_class
+      WHERE oid = to_regclass(current_schema() || '.agent_nonces')`.execute(database.db);
+    expect(persistence.rows).toEqual([{ relpersistence: "u" }]);
+    const entry = { agentId: "agt_1", nonce: "n-1", expiresAt: T0 + 300_000 };
+    expect(await recordNonce(database.db, entry, T0)).toBe(true);
+    expect(await recordNonce(database.db, entry, T0)).toBe(false);
   });
 
   it("lists newest first with a cursor", async () => {

@@ -4,6 +4,7 @@ import { tenantsPlansKeys } from "./migrations/0002-tenants-plans-keys.ts";
 import { webhookSafety } from "./migrations/0003-webhook-safety.ts";
 import { agents } from "./migrations/0004-agents.ts";
 import { jobEventTriggers } from "./migrations/0005-job-event-triggers.ts";
+import { unloggedNonces } from "./migrations/0006-unlogged-nonces.ts";
 import { instant, type Migration, type SqlDialect } from "./migrations/types.ts";
 import type { Database } from "./schema.ts";
 
@@ -16,6 +17,7 @@ const MIGRATIONS: Migration[] = [
   webhookSafety,
   agents,
   jobEventTriggers,
+  unloggedNonces,
 ];
 
 /**

@@ -74,13 +74,14 @@ async function measure(
   system: System,
   sent: { id: string; sentAt: number }[],
   cpuBefore: CpuGroups | undefined,
+  quiet: boolean,
 ): Promise<Figures> {
   const finished = await system.finishedAt(sent.map((job) => job.id));
   if (cpuBefore && system.cpu) say(`  ${cpuPerJob(cpuBefore, system.cpu(), sent.length)}`);
   const latencies = sent.map(
     (job) => (finished.get(job.id)?.finishedAt ?? Number.NaN) - job.sentAt,
   );
-  sayLegs(sent, finished);
+  if (!quiet) sayLegs(sent, finished);
   const first = Math.min(...sent.map((job) => job.sentAt));
   const last = Math.max(...[...finished.values()].map((stamps) => stamps.finishedAt));
   return {
@@ -116,9 +117,9 @@ function sayLegs(
 }
 
 /** Submits at `rate` jobs/s, on schedule, whatever the answers' latency. */
-async function paced(system: System, count: number): Promise<Figures> {
-  say(`${system.name}: ${count} jobs paced at ${rate}/s…`);
-  const cpuBefore = system.cpu?.();
+async function paced(system: System, count: number, { quiet = false } = {}): Promise<Figures> {
+  if (!quiet) say(`${system.name}: ${count} jobs paced at ${rate}/s…`);
+  const cpuBefore = quiet ? undefined : system.cpu?.();
   const started = performance.now();
   const pending: Promise<{ id: string; sentAt: number }>[] = [];
   for (let i = 0; i < count; i++) {
@@ -127,20 +128,31 @@ async function paced(system: System, count: number): Promise<Figures> {
     if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
     pending.push(system.submit(i));
   }
-  return measure(system, await Promise.all(pending), cpuBefore);
+  return measure(system, await Promise.all(pending), cpuBefore, quiet);
 }
 
 /** Submits `count` jobs as fast as `connections` concurrent clients can. */
-async function saturated(system: System, count: number): Promise<Figures> {
-  say(`${system.name}: ${count} jobs as fast as ${connections} clients submit…`);
-  const cpuBefore = system.cpu?.();
+async function saturated(system: System, count: number, { quiet = false } = {}): Promise<Figures> {
+  if (!quiet) say(`${system.name}: ${count} jobs as fast as ${connections} clients submit…`);
+  const cpuBefore = quiet ? undefined : system.cpu?.();
   const sent: { id: string; sentAt: number }[] = [];
   let next = 0;
   const client = async () => {
     while (next < count) sent.push(await system.submit(next++));
   };
   await Promise.all(Array.from({ length: connections }, client));
-  return measure(system, sent, cpuBefore);
+  return measure(system, sent, cpuBefore, quiet);
+}
+
+/**
+ * Both load shapes, unmeasured, before measuring: a burst, then two seconds at the paced
+ * rate. The first seconds of a new shape run code V8 has not optimised yet (single-job
+ * batches, timers), and the figures should say what a running system does.
+ */
+async function warmUp(system: System): Promise<void> {
+  say(`${system.name}: warming up (200 jobs at once, then 2 s at ${rate}/s)…`);
+  await saturated(system, 200, { quiet: true });
+  await paced(system, rate * 2, { quiet: true });
 }
 
 async function gantry(stack: Stack): Promise<System> {
@@ -223,8 +235,7 @@ if (values.only !== "bullmq") {
       await stack.startAgent({ slots: Number(values.slots), lookahead });
     }
     const system = await gantry(stack);
-    say("warming up (200 jobs)…");
-    await saturated(system, 200);
+    await warmUp(system);
     results.Gantry = { paced: await paced(system, pacedJobs) };
     report("Gantry", "paced", results.Gantry.paced!);
     results.Gantry.saturated = await saturated(system, saturationJobs);
@@ -258,7 +269,7 @@ if (values.only !== "gantry" && !redisClientInstalled()) {
   for (const phase of ["paced", "saturated"] as const) {
     const peer = await bullmq(phase);
     try {
-      await saturated(peer.system, 200);
+      await warmUp(peer.system);
       const figures =
         phase === "paced"
           ? await paced(peer.system, pacedJobs)

@@ -65,6 +65,23 @@ describe("sessions on the device thread", () => {
     expect([...(outputs.y!.data as Float32Array)]).toEqual([3, 5, 7, 9, 11, 13, 15, 17]);
   });
 
+  it("take over a large input's buffer instead of copying it, and copy a small one", async () => {
+    const session = await deviceThread().sessionFactory("cpu", 1)(modelPath);
+    const rows = 16_384; // 256 KiB of float32: worth handing over
+    const large = new Float32Array(rows * 4).fill(1);
+    const outputs = await session.run({
+      x: new ort.Tensor("float32", large, [rows, 4]),
+      k: new ort.Tensor("int64", new BigInt64Array(rows), [rows, 1]),
+    });
+    expect(large.length).toBe(0); // detached: it now belongs to the device thread
+    expect(outputs.y!.dims).toEqual([rows, 4]);
+    expect((outputs.y!.data as Float32Array).every((value) => value === 3)).toBe(true);
+
+    const small = Float32Array.of(1, 2, 3, 4, 5, 6, 7, 8);
+    await session.run(feeds(small));
+    expect([...small]).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+
   it("fail with onnxruntime's own error, so out-of-memory and input errors read the same", async () => {
     const here = await sessionFactory("cpu", 1)(modelPath);
     const there = await deviceThread().sessionFactory("cpu", 1)(modelPath);

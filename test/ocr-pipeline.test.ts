@@ -6,7 +6,7 @@ import { dbBoxes } from "../gpu-agent/pipelines/ocr/db-postprocess.ts";
 import { type OcrOutput, ocrPipeline } from "../gpu-agent/pipelines/ocr/index.ts";
 import { mergeRowNeighbours, sortReadingOrder } from "../gpu-agent/pipelines/ocr/layout.ts";
 import type { LoadedPipeline } from "../gpu-agent/pipelines/pipeline.ts";
-import { sessionFactory } from "../gpu-agent/runner/providers.ts";
+import { DeviceThread } from "../gpu-agent/runner/device-thread.ts";
 import type { RunRequest } from "../gpu-agent/runner/types.ts";
 import { jobErrorOf } from "./helpers/pipeline-failure.ts";
 import { renderTextPng } from "./helpers/render-text.ts";
@@ -43,21 +43,23 @@ function pngHeaderOnly(width: number, height: number): Buffer {
   return Buffer.concat([signature, chunk("IHDR", ihdr), data, chunk("IEND", Buffer.alloc(0))]);
 }
 
-describe("ocr pipeline (PP-OCRv4, in-process, cpu)", () => {
+describe("ocr pipeline (PP-OCRv4, in-process, cpu, sessions on a device thread)", () => {
   let pipeline: LoadedPipeline;
+  const device = new DeviceThread();
 
   beforeAll(async () => {
     pipeline = await ocrPipeline.load({
       provider: "cpu",
       // One thread: test files run two at a time on small machines.
       threads: 1,
-      createSession: sessionFactory("cpu", 1),
+      createSession: device.sessionFactory("cpu", 1),
     });
     await pipeline.warm();
   });
 
   afterAll(async () => {
     await pipeline?.release();
+    await device.stop();
   });
 
   it("reads rendered text, line by line, top to bottom", async () => {

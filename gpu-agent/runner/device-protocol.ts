@@ -5,7 +5,10 @@
  */
 import * as ort from "onnxruntime-node";
 
-/** A tensor as it crosses threads: its data is copied (structured clone), never shared. */
+/**
+ * A tensor as it crosses threads. Its data is copied (structured clone), or, when large and
+ * its own buffer, handed over (transferred: the sender's copy is detached). Never shared.
+ */
 export interface WireTensor {
   type: ort.Tensor.Type;
   data: ort.Tensor.DataType;
@@ -55,4 +58,22 @@ export function toWire(tensor: ort.Tensor): WireTensor {
   if (Array.isArray(data) || !ArrayBuffer.isView(data)) return { type, data, dims };
   const whole = data.byteOffset === 0 && data.byteLength === data.buffer.byteLength;
   return { type, data: whole ? data : data.slice(), dims };
+}
+
+/** Below this a copy costs less than thinking about it; above, the copy is what costs. */
+const HAND_OVER_BYTES = 64 * 1024;
+
+/**
+ * The buffers of `tensors` worth handing over instead of copying: each tensor's own, whole
+ * buffer, once. A view into a larger buffer was already cut to its own bytes by `toWire`.
+ */
+export function handOver(tensors: Iterable<WireTensor>): ArrayBuffer[] {
+  const buffers = new Set<ArrayBuffer>();
+  for (const { data } of tensors) {
+    if (Array.isArray(data) || !ArrayBuffer.isView(data)) continue;
+    const { buffer } = data;
+    if (!(buffer instanceof ArrayBuffer) || buffer.byteLength < HAND_OVER_BYTES) continue;
+    if (data.byteOffset === 0 && data.byteLength === buffer.byteLength) buffers.add(buffer);
+  }
+  return [...buffers];
 }

@@ -14,6 +14,7 @@ import {
   type DeviceReply,
   type DeviceRequest,
   fromWire,
+  handOver,
   type SessionShape,
   toWire,
   type WireTensor,
@@ -44,6 +45,8 @@ export class DeviceThread {
   constructor(options: DeviceThreadOptions = {}) {
     const onLost = options.onLost ?? (() => {});
     this.worker = new Worker(options.entry ?? WORKER_ENTRY);
+    // What keeps a runner child alive is its channel to the parent, not this thread.
+    this.worker.unref();
     this.worker.on("message", (reply: DeviceReply) => {
       const settle = this.pending.get(reply.id);
       this.pending.delete(reply.id);
@@ -72,13 +75,16 @@ export class DeviceThread {
     await this.worker.terminate();
   }
 
-  /** Sends one request; resolves with its reply, rejects with the error it failed with. */
-  async call(request: Call): Promise<DeviceReply> {
+  /**
+   * Sends one request, handing `transfer` over to the thread; resolves with the reply,
+   * rejects with the error the call failed with.
+   */
+  async call(request: Call, transfer: readonly ArrayBuffer[] = []): Promise<DeviceReply> {
     if (this.stopped) throw this.stopped;
     const id = this.nextId++;
     const reply = await new Promise<DeviceReply>((resolve) => {
       this.pending.set(id, resolve);
-      this.worker.postMessage({ ...request, id } satisfies DeviceRequest);
+      this.worker.postMessage({ ...request, id } satisfies DeviceRequest, [...transfer]);
     });
     if (reply.type === "failed")
       throw Object.assign(new Error(reply.message), { name: reply.name });
@@ -119,12 +125,10 @@ class DeviceSession implements ModelSession {
   ): Promise<ort.InferenceSession.ReturnType> {
     const wire: Record<string, WireTensor> = {};
     for (const [name, tensor] of Object.entries(feeds)) wire[name] = toWire(tensor);
-    const reply = await this.thread.call({
-      type: "run",
-      session: this.id,
-      feeds: wire,
-      ...(fetches ? { fetches } : {}),
-    });
+    const reply = await this.thread.call(
+      { type: "run", session: this.id, feeds: wire, ...(fetches ? { fetches } : {}) },
+      handOver(Object.values(wire)),
+    );
     if (reply.type !== "ran") throw unexpected(reply);
     const outputs: Record<string, ort.Tensor> = {};
     for (const [name, tensor] of Object.entries(reply.outputs)) outputs[name] = fromWire(tensor);

@@ -10,6 +10,7 @@ import {
   type DeviceReply,
   type DeviceRequest,
   fromWire,
+  handOver,
   toWire,
   type WireTensor,
 } from "./device-protocol.ts";
@@ -73,6 +74,7 @@ port.on("message", (request: DeviceRequest) => {
       const { name, message } = error instanceof Error ? error : new Error(String(error));
       reply = { type: "failed", id: request.id, name, message };
     }
-    port.postMessage(reply);
+    // Outputs are this thread's to give away: hand them over rather than copy them.
+    port.postMessage(reply, reply.type === "ran" ? handOver(Object.values(reply.outputs)) : []);
   });
 });

@@ -68,7 +68,8 @@ export function sessionOptions(
 
 /**
  * What pipelines use of an onnxruntime session. An `ort.InferenceSession` is one; so is a
- * session on the runner's device thread (`device-thread.ts`).
+ * session on the runner's device thread (`device-thread.ts`), which may take over a large
+ * feed's buffer (it is detached here after `run`): build fresh inputs for every run.
  */
 export interface ModelSession {
   readonly inputNames: readonly string[];

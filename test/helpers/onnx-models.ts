@@ -4,7 +4,7 @@ import { join } from "node:path";
 import onnxProto from "onnx-proto";
 import type { ModelConfig } from "../../gpu-agent/pipelines/model-config.ts";
 import type { LoadedPipeline, PipelineDefinition } from "../../gpu-agent/pipelines/pipeline.ts";
-import { sessionFactory } from "../../gpu-agent/runner/providers.ts";
+import { DeviceThread } from "../../gpu-agent/runner/device-thread.ts";
 import type { RunRequest } from "../../gpu-agent/runner/types.ts";
 
 /**
@@ -311,16 +311,23 @@ function mulberry32(seed: number): () => number {
   };
 }
 
-/** Loads a pipeline in this process on the CPU, one thread, as a runner child would. */
+/** One device thread per test file, as a runner child has one: it dies with the file's worker. */
+let device: DeviceThread | null = null;
+
+/**
+ * Loads a pipeline in this process on the CPU, one thread, as a runner child would: its
+ * sessions on a device thread.
+ */
 export async function loadOnCpu(
   pipeline: PipelineDefinition,
   modelId: string,
   config: ModelConfig,
 ): Promise<LoadedPipeline> {
+  device ??= new DeviceThread();
   const loaded = await pipeline.load({
     provider: "cpu",
     threads: 1,
-    createSession: sessionFactory("cpu", 1),
+    createSession: device.sessionFactory("cpu", 1),
     modelId,
     config,
   });

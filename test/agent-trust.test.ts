@@ -83,6 +83,16 @@ describe("agent enrollment", () => {
     });
     const problem = await expectRefused(wrong, 401, "unauthorized");
     expect(JSON.stringify(problem)).not.toContain("gat_not-the-token");
+    // Nearly the token: a prefix of it, or it with one more character.
+    const token = gw.gateway.config.agentToken;
+    for (const near of [token.slice(0, -1), `${token}x`]) {
+      const refused = await fetcher(`${ORIGIN}/internal/v1/agents/enroll`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${near}`, "content-type": "application/json" },
+        body: JSON.stringify({ v: 1 }),
+      });
+      await expectRefused(refused, 401, "unauthorized");
+    }
 
     // The enrollment token alone opens nothing else: the job API wants a signature.
     const legacy = await fetcher(`${ORIGIN}/internal/v1/jobs/job_x/claim`, {

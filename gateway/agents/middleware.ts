@@ -1,9 +1,12 @@
 import { createMiddleware } from "hono/factory";
+import { type AgentCrypto, webAgentCrypto } from "../../shared/agent-signing.ts";
 import { HttpProblem } from "../../shared/errors.ts";
 import type { AppEnv } from "../env.ts";
 import { primeBodyText } from "../json-body.ts";
 import type { AgentRow } from "./store.ts";
 import { verifyAgentRequest } from "./verify.ts";
+
+const encoder = new TextEncoder();
 
 /** The agent routes' context: the signed-in agent beside what every route has. */
 export interface AgentEnv {
@@ -51,7 +54,8 @@ export const requireSignedAgent = createMiddleware<AgentEnv>(async (c, next) => 
 export const requireEnrollmentToken = createMiddleware<AgentEnv>(async (c, next) => {
   const match = /^Bearer\s+(\S{1,256})\s*$/i.exec(c.req.header("authorization") ?? "");
   const token = match?.[1];
-  if (!token || !constantTimeEqual(token, c.var.gateway.config.agentToken)) {
+  const crypto = c.var.gateway.agentCrypto ?? webAgentCrypto;
+  if (!token || !(await sameSecret(crypto, token, c.var.gateway.config.agentToken))) {
     c.var.gateway.log.warn({ path: c.req.path }, "agent enrollment refused");
     throw new HttpProblem(
       401,
@@ -63,12 +67,11 @@ export const requireEnrollmentToken = createMiddleware<AgentEnv>(async (c, next)
   await next();
 });
 
-function constantTimeEqual(a: string, b: string): boolean {
-  const left = new TextEncoder().encode(a);
-  const right = new TextEncoder().encode(b);
-  let diff = left.length ^ right.length;
-  for (let i = 0; i < Math.max(left.length, right.length); i++) {
-    diff |= (left[i] ?? 0) ^ (right[i] ?? 0);
-  }
-  return diff === 0;
+/**
+ * Compares digests, not the texts: equal lengths whatever was sent, so neither where the
+ * texts differ nor how long the configured token is shows in the time a refusal takes.
+ */
+async function sameSecret(crypto: AgentCrypto, given: string, wanted: string): Promise<boolean> {
+  const [a, b] = await Promise.all([crypto.sha256Hex(given), crypto.sha256Hex(wanted)]);
+  return crypto.timingSafeEqual(encoder.encode(a), encoder.encode(b));
 }

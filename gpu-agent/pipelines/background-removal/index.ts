@@ -1,9 +1,8 @@
-import * as ort from "onnxruntime-node";
+import type * as ort from "onnxruntime-node";
 import { z } from "zod";
 import { runStacked } from "../../batching/stack.ts";
 import { stagedPipeline } from "../../batching/staged.ts";
 import type { RunRequest } from "../../runner/types.ts";
-import { pipelineOptions, requireModelFile } from "../model-config.ts";
 import { decodeImage, type RgbImage } from "../ocr/image.ts";
 import {
   imageInput,
@@ -12,8 +11,9 @@ import {
   type PipelineDefinition,
   permanentFailure,
 } from "../pipeline.ts";
-import { imageInputShape, maxBatchFor } from "../vision/input-shape.ts";
-import { IMAGENET, writeRgbPlanes } from "../vision/planes.ts";
+import { loadImageModel } from "../vision/image-model.ts";
+import { maxBatchFor } from "../vision/input-shape.ts";
+import { IMAGENET } from "../vision/planes.ts";
 import { resizeExact } from "../vision/resize.ts";
 import { cutoutPng, maskPng, maskToAlpha, resizeMask } from "./mask.ts";
 
@@ -54,23 +54,17 @@ interface Prepared {
  */
 export const backgroundRemovalPipeline: PipelineDefinition = {
   id: "background-removal",
-  async load({ createSession, config, modelId = "background-removal" }): Promise<LoadedPipeline> {
-    const options = pipelineOptions(Options, modelId, config);
-    const session = await createSession(requireModelFile(modelId, config));
-    const shape = imageInputShape(session, modelId);
-    const width = shape.width ?? options.input_size;
-    const height = shape.height ?? options.input_size;
+  async load(loading): Promise<LoadedPipeline> {
+    const { config, modelId = "background-removal" } = loading;
+    const model = await loadImageModel(Options, { ...loading, modelId });
+    const { options, session, shape, width, height } = model;
     const outputName = options.output ?? session.outputNames[0]!;
     if (!session.outputNames.includes(outputName)) {
       throw new Error(`model ${modelId}: no output named ${outputName}`);
     }
     const normalization = options.normalization ?? IMAGENET;
 
-    const toTensor = (pixels: RgbImage) => {
-      const data = new Float32Array(3 * width * height);
-      writeRgbPlanes(data, 0, pixels.data, width, height, normalization);
-      return new ort.Tensor("float32", data, [1, 3, height, width]);
-    };
+    const toTensor = (pixels: RgbImage) => model.toTensor(pixels.data, normalization);
 
     const staged = stagedPipeline<Prepared, ort.Tensor>(
       {

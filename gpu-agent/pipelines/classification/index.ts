@@ -1,9 +1,8 @@
-import * as ort from "onnxruntime-node";
+import type * as ort from "onnxruntime-node";
 import { z } from "zod";
 import { runStacked } from "../../batching/stack.ts";
 import { stagedPipeline } from "../../batching/staged.ts";
 import type { RunRequest } from "../../runner/types.ts";
-import { pipelineOptions, requireModelFile } from "../model-config.ts";
 import { decodeImage } from "../ocr/image.ts";
 import {
   imageInput,
@@ -11,8 +10,9 @@ import {
   type PipelineDefinition,
   permanentFailure,
 } from "../pipeline.ts";
-import { imageInputShape, maxBatchFor } from "../vision/input-shape.ts";
-import { IMAGENET, writeRgbPlanes } from "../vision/planes.ts";
+import { loadImageModel } from "../vision/image-model.ts";
+import { maxBatchFor } from "../vision/input-shape.ts";
+import { IMAGENET } from "../vision/planes.ts";
 import { resizeAndCenterCrop } from "../vision/resize.ts";
 
 const Triple = z.tuple([z.number(), z.number(), z.number()]);
@@ -49,14 +49,11 @@ interface Prepared {
  */
 export const classificationPipeline: PipelineDefinition = {
   id: "classification",
-  async load({ createSession, config, modelId = "classification" }): Promise<LoadedPipeline> {
-    const options = pipelineOptions(Options, modelId, config);
-    const session = await createSession(requireModelFile(modelId, config));
-    const shape = imageInputShape(session, modelId);
-    const crop = {
-      width: shape.width ?? options.input_size,
-      height: shape.height ?? options.input_size,
-    };
+  async load(loading): Promise<LoadedPipeline> {
+    const { config, modelId = "classification" } = loading;
+    const model = await loadImageModel(Options, { ...loading, modelId });
+    const { options, session, shape } = model;
+    const crop = { width: model.width, height: model.height };
     const shorter = options.resize ?? Math.round(Math.max(crop.width, crop.height) / 0.875);
     const normalization = options.normalization ?? IMAGENET;
     const outputName = session.outputNames[0]!;
@@ -68,11 +65,7 @@ export const classificationPipeline: PipelineDefinition = {
       );
     }
 
-    const toTensor = (pixels: Uint8Array) => {
-      const data = new Float32Array(3 * crop.width * crop.height);
-      writeRgbPlanes(data, 0, pixels, crop.width, crop.height, normalization);
-      return new ort.Tensor("float32", data, [1, 3, crop.height, crop.width]);
-    };
+    const toTensor = (pixels: Uint8Array) => model.toTensor(pixels, normalization);
 
     const staged = stagedPipeline<Prepared, ort.Tensor>(
       {

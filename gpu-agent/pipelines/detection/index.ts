@@ -1,9 +1,8 @@
-import * as ort from "onnxruntime-node";
+import type * as ort from "onnxruntime-node";
 import { z } from "zod";
 import { runStacked } from "../../batching/stack.ts";
 import { stagedPipeline } from "../../batching/staged.ts";
 import type { RunRequest } from "../../runner/types.ts";
-import { pipelineOptions, requireModelFile } from "../model-config.ts";
 import { decodeImage } from "../ocr/image.ts";
 import {
   imageInput,
@@ -11,8 +10,9 @@ import {
   type PipelineDefinition,
   permanentFailure,
 } from "../pipeline.ts";
-import { imageInputShape, maxBatchFor } from "../vision/input-shape.ts";
-import { UNIT_SCALE, writeRgbPlanes } from "../vision/planes.ts";
+import { loadImageModel } from "../vision/image-model.ts";
+import { maxBatchFor } from "../vision/input-shape.ts";
+import { UNIT_SCALE } from "../vision/planes.ts";
 import { type Letterbox, letterbox } from "../vision/resize.ts";
 import { COCO_LABELS } from "./coco-labels.ts";
 import { decodeYolo, unletterbox } from "./yolo.ts";
@@ -59,23 +59,17 @@ interface Prepared {
  */
 export const detectionPipeline: PipelineDefinition = {
   id: "detection",
-  async load({ createSession, config, modelId = "detection" }): Promise<LoadedPipeline> {
-    const options = pipelineOptions(Options, modelId, config);
-    const session = await createSession(requireModelFile(modelId, config));
-    const shape = imageInputShape(session, modelId);
-    const width = shape.width ?? options.input_size;
-    const height = shape.height ?? options.input_size;
+  async load(loading): Promise<LoadedPipeline> {
+    const { config, modelId = "detection" } = loading;
+    const model = await loadImageModel(Options, { ...loading, modelId });
+    const { options, session, shape, width, height } = model;
     const outputName = session.outputNames[0]!;
     // Check the labels against the head now when its class axis is fixed, not on every job.
     const head = session.outputMetadata[0];
     const rows = head?.isTensor ? head.shape[1] : undefined;
     if (typeof rows === "number" && rows > 4) labelOf(rows - 4);
 
-    const toTensor = (pixels: Uint8Array) => {
-      const data = new Float32Array(3 * width * height);
-      writeRgbPlanes(data, 0, pixels, width, height, UNIT_SCALE);
-      return new ort.Tensor("float32", data, [1, 3, height, width]);
-    };
+    const toTensor = (pixels: Uint8Array) => model.toTensor(pixels, UNIT_SCALE);
     function labelOf(classes: number) {
       const labels = options.labels ?? (classes === COCO_LABELS.length ? COCO_LABELS : null);
       if (labels && labels.length !== classes) {

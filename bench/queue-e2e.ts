@@ -13,7 +13,7 @@
  *
  *   npx tsx bench/queue-e2e.ts [--rate 200] [--seconds 10] [--jobs 5000] [--agents 1]
  *                              [--slots 4] [--lookahead 60] [--connections 64]
- *                              [--bullmq-concurrency 16]
+ *                              [--bullmq-concurrency 16] [--queue-type quorum|classic]
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
@@ -46,6 +46,7 @@ const { values } = parseArgs({
     connections: { type: "string", default: "64" },
     "bullmq-concurrency": { type: "string", default: "16" },
     only: { type: "string" },
+    "queue-type": { type: "string", default: "quorum" },
   },
 });
 const rate = Number(values.rate);
@@ -226,7 +227,9 @@ async function bullmq(phase: string) {
 const results: Record<string, { paced?: Figures; saturated?: Figures }> = {};
 
 if (values.only !== "bullmq") {
-  const stack = await startStack(say);
+  const stack = await startStack(say, {
+    queueType: values["queue-type"] === "classic" ? "classic" : "quorum",
+  });
   try {
     const agents = Number(values.agents);
     say(`starting ${agents} agent process(es) with ${values.slots} slot(s) each…`);

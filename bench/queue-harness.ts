@@ -82,13 +82,16 @@ async function stopChild(child: ChildProcess): Promise<void> {
  * A fresh Postgres schema and RabbitMQ prefix, the gateway in its own process, and
  * agents on demand (each `gantry-agent run` in its own process, as deployed).
  */
-export async function startStack(say: (line: string) => void): Promise<Stack> {
+export async function startStack(
+  say: (line: string) => void,
+  { queueType = "quorum" }: { queueType?: "quorum" | "classic" } = {},
+): Promise<Stack> {
   const postgres = freshPostgresUrl("gantry_bench");
   const useRabbit = process.env.GANTRY_BENCH_QUEUE !== "sql" && (await rabbitReachable());
   const prefix = `gantry-bench-${randomToken(6).replace(/[^A-Za-z0-9]/g, "x")}`;
-  const queueUrl = useRabbit ? `${AMQP_URL}?queue_type=quorum&prefix=${prefix}` : null;
+  const queueUrl = useRabbit ? `${AMQP_URL}?queue_type=${queueType}&prefix=${prefix}` : null;
   const description = useRabbit
-    ? "Postgres + RabbitMQ (quorum queues)"
+    ? `Postgres + RabbitMQ (${queueType} queues)`
     : "Postgres + the sql queue on Postgres (RabbitMQ not reachable)";
   const dataDir = mkdtempSync(join(tmpdir(), "gantry-bench-"));
   const apiKey = `gk_${randomToken(24)}`;

@@ -1,10 +1,11 @@
-import { sql } from "kysely";
+import { type Kysely, sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { recordNonce } from "../gateway/agents/nonces.ts";
 import { markPublishedMany } from "../gateway/store/job-batch-updates.ts";
 import { JobStore, type NewJob } from "../gateway/store/job-store.ts";
 import { openDatabase } from "../shared/db/open.ts";
-import { dropPostgresSchema, parsePostgresUrl } from "../shared/db/postgres.ts";
+import { dropPostgresSchema, openPostgres, parsePostgresUrl } from "../shared/db/postgres.ts";
+import type { Database } from "../shared/db/schema.ts";
 import { newId } from "../shared/ids.ts";
 import { freshPostgresUrl, openTestDatabase } from "./helpers/test-gateway.ts";
 
@@ -240,3 +241,60 @@ describe("openDatabase on Postgres", () => {
     expect(() => parsePostgresUrl("postgres://h/db?schema=a;drop")).toThrow(/schema/);
   });
 });
+
+describe("named prepared statements on Postgres", () => {
+  async function withDatabase(
+    query: string,
+    use: (db: Kysely<Database>, url: string) => Promise<void>,
+  ): Promise<void> {
+    const { url, schema } = freshPostgresUrl();
+    // One connection, so what one query prepared is what the next sees.
+    const db = await openPostgres(`${url}${query}`, { maxConnections: 1 });
+    try {
+      await use(db, url);
+    } finally {
+      await db.destroy();
+      await dropPostgresSchema(url, schema);
+    }
+  }
+  const preparedTexts = async (db: Kysely<Database>) =>
+    (
+      await sql<{ statement: string }>`
+        SELECT statement FROM pg_prepared_statements WHERE name LIKE 'gantry_%'`.execute(db)
+    ).rows.map((row) => row.statement);
+
+  it("prepares a statement once per connection and reuses it", async () => {
+    await withDatabase("", async (db) => {
+      const store = new JobStore(db);
+      await store.insert(newJob());
+      await store.insert(newJob());
+      const texts = await preparedTexts(db);
+      const inserts = texts.filter((text) => /^insert into "jobs"/i.test(text));
+      expect(inserts).toHaveLength(1);
+    });
+  });
+
+  it("prepares nothing with ?prepare=false", async () => {
+    await withDatabase("&prepare=false", async (db) => {
+      await new JobStore(db).insert(newJob());
+      expect(await preparedTexts(db)).toEqual([]);
+    });
+    expect(() => parsePostgresUrl("postgres://h/db?prepare=maybe")).toThrow(/prepare/);
+  });
+
+  it("prepares afresh a statement whose columns another process changed", async () => {
+    await withDatabase("", async (db, url) => {
+      await sql`CREATE TABLE widgets (id int)`.execute(db);
+      await sql`INSERT INTO widgets VALUES (1)`.execute(db);
+      const all = () => sql<Record<string, unknown>>`SELECT * FROM widgets`.execute(db);
+      expect((await all()).rows).toEqual([{ id: 1 }]);
+
+      const other = await openPostgres(url, { maxConnections: 1, migrate: false });
+      await sql`ALTER TABLE widgets ADD COLUMN colour text DEFAULT 'red'`.execute(other);
+      await other.destroy();
+
+      expect((await all()).rows).toEqual([{ id: 1, colour: "red" }]);
+    });
+  });
+});
+

@@ -2,6 +2,7 @@ import { Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
 import { UserError } from "../errors.ts";
 import { migrate } from "./migrations.ts";
+import { withPreparedStatements } from "./pg-prepared.ts";
 import type { Database } from "./schema.ts";
 
 /**
@@ -20,6 +21,8 @@ export interface PostgresTarget {
   connectionString: string;
   /** From `?schema=`: tables live there (created if missing), selected by `search_path`. */
   schema: string | null;
+  /** False with `?prepare=false`: no named prepared statements (see pg-prepared.ts). */
+  prepare: boolean;
   /** The URL without its password, for logs and progress lines. */
   description: string;
 }
@@ -50,11 +53,23 @@ export function parsePostgresUrl(url: string): PostgresTarget {
       `database URL: schema ${JSON.stringify(schema)} must be letters, digits and _ (at most 63)`,
     );
   }
+  const prepare = parsed.searchParams.get("prepare");
+  if (prepare !== null && prepare !== "true" && prepare !== "false") {
+    throw new UserError(
+      `database URL: prepare must be true or false, not ${JSON.stringify(prepare)}`,
+    );
+  }
   parsed.searchParams.delete("schema");
+  parsed.searchParams.delete("prepare");
   const shown = new URL(parsed);
   if (shown.password) shown.password = "***";
   if (schema) shown.searchParams.set("schema", schema);
-  return { connectionString: parsed.toString(), schema, description: shown.toString() };
+  return {
+    connectionString: parsed.toString(),
+    schema,
+    prepare: prepare !== "false",
+    description: shown.toString(),
+  };
 }
 
 /**
@@ -81,7 +96,9 @@ export async function openPostgres(
   // An idle client that loses its server (a restart) emits here; without a listener that
   // error would crash the process. The pool replaces the client on the next query.
   pool.on("error", () => {});
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<Database>({
+    dialect: new PostgresDialect({ pool: target.prepare ? withPreparedStatements(pool) : pool }),
+  });
   if (options.migrate === false) return db;
   try {
     await migrateLocked(db, target.schema);

@@ -297,4 +297,3 @@ describe("named prepared statements on Postgres", () => {
     });
   });
 });
-

@@ -118,6 +118,29 @@ describe("a device thread", () => {
     expect(lost.map((error) => error.message)).toEqual(["the device thread exited (code 3)"]);
   });
 
+  it("that is stopped fails the calls waiting on it instead of leaving them hanging", async () => {
+    const script = new TextEncoder().encode("// answers nothing\nsetInterval(() => {}, 1000);\n");
+    const thread = deviceThread({ entry: pathToFileURL(folder.write("mute.mjs", script)) });
+    const waiting = thread
+      .sessionFactory(
+        "cpu",
+        1,
+      )(modelPath)
+      .catch((error: Error) => error);
+    await thread.stop();
+    expect((await waiting).message).toBe("the device thread was stopped");
+  });
+
+  it("refuses an input that cannot cross threads, and keeps working", async () => {
+    const thread = deviceThread();
+    const session = await thread.sessionFactory("cpu", 1)(modelPath);
+    const unsendable = {
+      x: { type: "float32", data: () => {}, dims: [1] } as unknown as ort.Tensor,
+    };
+    await expect(session.run(unsendable)).rejects.toThrow();
+    expect(Object.keys(await session.run(feeds()))).toEqual(["y", "next"]);
+  });
+
   it("that was stopped refuses calls plainly", async () => {
     const thread = deviceThread();
     await thread.stop();

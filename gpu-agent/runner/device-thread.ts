@@ -70,8 +70,9 @@ export class DeviceThread {
     };
   }
 
+  /** Ends the thread; calls still waiting on it fail. */
   async stop(): Promise<void> {
-    this.stopped ??= new Error("the device thread was stopped");
+    this.fail(new Error("the device thread was stopped"));
     await this.worker.terminate();
   }
 
@@ -82,22 +83,33 @@ export class DeviceThread {
   async call(request: Call, transfer: readonly ArrayBuffer[] = []): Promise<DeviceReply> {
     if (this.stopped) throw this.stopped;
     const id = this.nextId++;
-    const reply = await new Promise<DeviceReply>((resolve) => {
+    const reply = await new Promise<DeviceReply>((resolve, reject) => {
       this.pending.set(id, resolve);
-      this.worker.postMessage({ ...request, id } satisfies DeviceRequest, [...transfer]);
+      try {
+        this.worker.postMessage({ ...request, id } satisfies DeviceRequest, [...transfer]);
+      } catch (error) {
+        // Something in the request cannot cross threads (it was not sent).
+        this.pending.delete(id);
+        reject(error);
+      }
     });
     if (reply.type === "failed")
       throw Object.assign(new Error(reply.message), { name: reply.name });
     return reply;
   }
 
+  /** The thread died on its own: fail what waits on it, and say so once. */
   private lose(error: Error, onLost: (error: Error) => void): void {
     if (this.stopped) return;
-    this.stopped = error;
+    this.fail(error);
+    onLost(error);
+  }
+
+  private fail(error: Error): void {
+    this.stopped ??= error;
     const failed: DeviceReply = { type: "failed", id: 0, name: error.name, message: error.message };
     for (const settle of this.pending.values()) settle(failed);
     this.pending.clear();
-    onLost(error);
   }
 }
 

@@ -128,7 +128,7 @@ describe("a device thread", () => {
       )(modelPath)
       .catch((error: Error) => error);
     await thread.stop();
-    expect((await waiting).message).toBe("the device thread was stopped");
+    expect(await waiting).toMatchObject({ message: "the device thread was stopped" });
   });
 
   it("refuses an input that cannot cross threads, and keeps working", async () => {

@@ -228,9 +228,12 @@ export function describeJobQueueConformance(
       const box = inbox();
       const consumer = await queue.consume(box.handler, { prefetch: 2, models: [model] });
       const slow = await box.nth(1);
-      const workUntil = Date.now() + limits.leaseMs * 2.5;
+      // Works three leases long; without extensions it would be redelivered after one. Each
+      // extension reaches two leases ahead, so a loaded machine stalling a few hundred ms
+      // between two of them cannot let the lease lapse.
+      const workUntil = Date.now() + limits.leaseMs * 3;
       while (Date.now() < workUntil) {
-        await slow.extendLease(limits.leaseMs);
+        await slow.extendLease(limits.leaseMs * 2);
         await delay(limits.leaseMs / 4);
       }
       expect(box.received).toHaveLength(1);

@@ -73,7 +73,13 @@ export async function linkGateway(
   if (!config.agentSecret) options.progress("enrolling with the gateway…");
   await gateway.register(registered);
   options.logger.info(
-    { agent_id: gateway.agentId, models: registered.models, provider, slots: registered.slots },
+    {
+      // Every line already names the agent as configured; an enrolled one got its id now.
+      ...(gateway.agentId !== config.agentId ? { enrolled_as: gateway.agentId } : {}),
+      models: registered.models,
+      provider,
+      slots: registered.slots,
+    },
     "registered with the gateway",
   );
   options.progress(

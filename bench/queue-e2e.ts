@@ -6,13 +6,18 @@
  * on Redis doing the same no-op as the peer (its worker in a separate process too), with
  * the ratio.
  *
+ * One slot by default: a slot is a runner process, there to keep one GPU (or stream) busy. A
+ * no-op has no use for several, and on two cores every extra process that wakes for a job
+ * costs CPU the rest of the stack needs (measured: 4 slots cost ~0.5 ms more CPU per job at
+ * 200/s, and p99 rose with it, with no gain at saturation).
+ *
  * The agents claim up to `--lookahead` jobs beyond their slots (GANTRY_LOOKAHEAD): a no-op
  * takes no time, so only many jobs in flight hide the round trips to the gateway, as
  * BullMQ's worker hides Redis's with its concurrency. For GPU jobs the default (one per
  * slot) is right.
  *
  *   npx tsx bench/queue-e2e.ts [--rate 200] [--seconds 10] [--jobs 5000] [--agents 1]
- *                              [--slots 4] [--lookahead 60] [--connections 64]
+ *                              [--slots 1] [--lookahead 60] [--connections 64]
  *                              [--bullmq-concurrency 16] [--queue-type quorum|classic]
  */
 import { spawn } from "node:child_process";
@@ -41,7 +46,7 @@ const { values } = parseArgs({
     seconds: { type: "string", default: "10" },
     jobs: { type: "string", default: "5000" },
     agents: { type: "string", default: "1" },
-    slots: { type: "string", default: "4" },
+    slots: { type: "string", default: "1" },
     lookahead: { type: "string", default: "60" },
     connections: { type: "string", default: "64" },
     "bullmq-concurrency": { type: "string", default: "16" },

@@ -41,9 +41,10 @@ export interface AgentConfig {
   /** How long a batchable model waits for more jobs before running a batch. */
   batchWindowMs: number;
   /**
-   * How long a claim or report waits for others to share its request to the gateway. A
-   * few ms cost nothing beside inference and cut the gateway's requests per job when jobs
-   * are short and many.
+   * How long a claim or report waits for others to share its request to the gateway. 0 by
+   * default: calls that pile up behind one in flight travel together anyway, and a wait
+   * only delays the first (measured on no-op jobs at 200/s: 2 ms doubled the median
+   * latency, 13 ms against 7, and saved no CPU or throughput at saturation).
    */
   callLingerMs: number;
   /** Serve Prometheus `/metrics` on this port; off when unset. */
@@ -136,7 +137,7 @@ const SETTINGS = {
   },
   lookahead: { env: "GANTRY_LOOKAHEAD", optional: true, schema: wholeNumber(0, 64) },
   batchWindowMs: { env: "GANTRY_BATCH_WINDOW_MS", default: "10", schema: wholeNumber(0, 1000) },
-  callLingerMs: { env: "GANTRY_CALL_LINGER_MS", default: "2", schema: wholeNumber(0, 1000) },
+  callLingerMs: { env: "GANTRY_CALL_LINGER_MS", default: "0", schema: wholeNumber(0, 1000) },
   metricsPort: { env: "GANTRY_METRICS_PORT", optional: true, schema: wholeNumber(1, 65535) },
 } as const;
 

@@ -42,7 +42,7 @@ describe("agent config", () => {
       maxInputBytes: 64 * 1024 * 1024,
       modelCacheDir: "./model-cache",
       batchWindowMs: 10,
-      callLingerMs: 2,
+      callLingerMs: 0,
     });
   });
 

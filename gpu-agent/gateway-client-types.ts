@@ -1,3 +1,5 @@
+import type { Logger } from "pino";
+import type { AgentCrypto } from "../shared/agent-signing.ts";
 import type {
   AgentEvent,
   AgentHeartbeatRequest,
@@ -5,6 +7,7 @@ import type {
   Claim,
   HeartbeatRequest,
 } from "../shared/protocol/agent.ts";
+import type { GatewayError } from "./gateway-errors.ts";
 
 /**
  * The agent's side of the gateway's internal API (`/internal/v1/…`). Every request is
@@ -59,4 +62,37 @@ export interface ReportOutcome {
   status: string | null;
   /** True when the gateway answered 409: it had recorded this (or a later) attempt. */
   duplicate: boolean;
+}
+
+export interface GatewayClientOptions {
+  gatewayUrl: string;
+  /**
+   * With `secret`: the id the secret was issued for. Without: the name this agent enrolls
+   * under (the gateway picks the id).
+   */
+  agentId: string;
+  /** The agent's own secret (`GANTRY_AGENT_SECRET`): requests are signed as `agentId`. */
+  secret?: string;
+  /** The fleet's enrollment token (`GANTRY_AGENT_TOKEN`), used when there is no secret. */
+  token?: string;
+  /** Status sent along with every job heartbeat. */
+  status?: () => AgentStatus;
+  /** Called when the gateway says this agent was revoked (each time it says so). */
+  onRevoked?: (error: GatewayError) => void;
+  /** Tries per call, the first included. Default 4. */
+  tries?: number;
+  /** Backoff between tries. Defaults: 200 ms base, 3 s cap. */
+  retryBaseMs?: number;
+  retryCapMs?: number;
+  /** Per-request timeout. Default 10 s. */
+  timeoutMs?: number;
+  logger?: Logger;
+  /** Instead of the default (undici on keep-alive pools): tests, an in-process gateway. */
+  fetch?: typeof fetch;
+  /** The clock signatures are timestamped with; `Date.now` by default. */
+  now?: () => number;
+  /** Signing primitives; node:crypto by default. */
+  crypto?: AgentCrypto;
+  /** How long a claim or report waits for others to share its request; 0 by default. */
+  callLingerMs?: number;
 }

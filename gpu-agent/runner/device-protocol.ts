@@ -55,9 +55,10 @@ export function fromWire({ type, data, dims }: WireTensor): ort.Tensor {
  */
 export function toWire(tensor: ort.Tensor): WireTensor {
   const { type, data, dims } = tensor;
-  if (Array.isArray(data) || !ArrayBuffer.isView(data)) return { type, data, dims };
-  const whole = data.byteOffset === 0 && data.byteLength === data.buffer.byteLength;
-  return { type, data: whole ? data : data.slice(), dims };
+  if (Array.isArray(data) || !ArrayBuffer.isView(data) || ownBuffer(data)) {
+    return { type, data, dims };
+  }
+  return { type, data: data.slice(), dims };
 }
 
 /** Below this a copy costs less than thinking about it; above, the copy is what costs. */
@@ -70,10 +71,15 @@ const HAND_OVER_BYTES = 64 * 1024;
 export function handOver(tensors: Iterable<WireTensor>): ArrayBuffer[] {
   const buffers = new Set<ArrayBuffer>();
   for (const { data } of tensors) {
-    if (Array.isArray(data) || !ArrayBuffer.isView(data)) continue;
-    const { buffer } = data;
-    if (!(buffer instanceof ArrayBuffer) || buffer.byteLength < HAND_OVER_BYTES) continue;
-    if (data.byteOffset === 0 && data.byteLength === buffer.byteLength) buffers.add(buffer);
+    const buffer = ownBuffer(data);
+    if (buffer instanceof ArrayBuffer && buffer.byteLength >= HAND_OVER_BYTES) buffers.add(buffer);
   }
   return [...buffers];
+}
+
+/** The buffer of a typed array that is the whole of it, not a view into a larger one. */
+function ownBuffer(data: ort.Tensor.DataType): ArrayBufferLike | null {
+  if (Array.isArray(data) || !ArrayBuffer.isView(data)) return null;
+  const whole = data.byteOffset === 0 && data.byteLength === data.buffer.byteLength;
+  return whole ? data.buffer : null;
 }

@@ -36,7 +36,11 @@ export interface AgentConfig {
   modelsFile?: string;
   /** Where registry files are downloaded to, by sha256. */
   modelCacheDir: string;
-  /** Jobs claimed and downloaded ahead per slot, so the runner never waits on I/O. */
+  /**
+   * Jobs claimed and downloaded ahead of the runners, in all (default: one per slot), so a
+   * runner never waits on I/O. Short jobs want many: an agent's throughput is at most the
+   * jobs it holds over the time each spends in it, round trips included.
+   */
   lookahead?: number;
   /** How long a batchable model waits for more jobs before running a batch. */
   batchWindowMs: number;
@@ -135,7 +139,7 @@ const SETTINGS = {
     default: "./model-cache",
     schema: z.string().trim().min(1),
   },
-  lookahead: { env: "GANTRY_LOOKAHEAD", optional: true, schema: wholeNumber(0, 64) },
+  lookahead: { env: "GANTRY_LOOKAHEAD", optional: true, schema: wholeNumber(0, 1024) },
   batchWindowMs: { env: "GANTRY_BATCH_WINDOW_MS", default: "10", schema: wholeNumber(0, 1000) },
   callLingerMs: { env: "GANTRY_CALL_LINGER_MS", default: "0", schema: wholeNumber(0, 1000) },
   metricsPort: { env: "GANTRY_METRICS_PORT", optional: true, schema: wholeNumber(1, 65535) },

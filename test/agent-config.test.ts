@@ -122,6 +122,10 @@ describe("agent config", () => {
     expect(problemsOf(() => parseAgentConfig({ ...REQUIRED, GANTRY_MODELS: " , " }))).toContain(
       "must name at least one",
     );
+    expect(parseAgentConfig({ ...REQUIRED, GANTRY_LOOKAHEAD: "1024" }).lookahead).toBe(1024);
+    expect(problemsOf(() => parseAgentConfig({ ...REQUIRED, GANTRY_LOOKAHEAD: "1025" }))).toContain(
+      "GANTRY_LOOKAHEAD: must be at most 1024",
+    );
   });
 
   it("takes the agent's own id and secret instead of the enrollment token", () => {

@@ -8,9 +8,9 @@
 import { readFile } from "node:fs/promises";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
+import type { ExecutionProvider } from "../gpu-agent/inference/types.ts";
 import { OcrEngine } from "../gpu-agent/pipelines/ocr/index.ts";
 import { probeProvider, selectProvider, sessionFactory } from "../gpu-agent/runner/providers.ts";
-import type { ExecutionProvider } from "../gpu-agent/runner/types.ts";
 import { renderTextPng } from "../test/helpers/render-text.ts";
 
 export interface BareOcrBenchOptions {

@@ -6,12 +6,18 @@ import type { JobQueue } from "../shared/queue/port.ts";
 import type { AgentRow } from "./agents/store.ts";
 import type { CachedCounts } from "./cached-count.ts";
 import type { GatewayConfig } from "./config.ts";
-import type { ReadRawBody } from "./json-body.ts";
 import type { ModelSpec } from "./models.ts";
 import type { JobNotifier } from "./notifier.ts";
 import type { JobStore } from "./store/job-store.ts";
 import type { AuthenticatedKey, Tenant } from "./store/tenants.ts";
 import type { TtlCache } from "./ttl-cache.ts";
+
+/**
+ * Reads a request's body straight from the runtime's own request object (on Node, the
+ * IncomingMessage in Hono's `env`), at most `maxBytes`; null when it cannot, and the core
+ * falls back to the Web Request.
+ */
+export type ReadRawBody = (env: unknown, maxBytes: number) => Promise<Uint8Array> | null;
 
 /** Structured logging, satisfied by pino on Node and by a console shim on Workers. */
 export interface Log {

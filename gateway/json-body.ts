@@ -3,13 +3,6 @@ import { bodyLimit } from "hono/body-limit";
 import { HttpProblem } from "../shared/errors.ts";
 import type { Gateway } from "./context.ts";
 
-/**
- * Reads a request's body straight from the runtime's own request object (on Node, the
- * IncomingMessage in Hono's `env`), at most `maxBytes`; null when it cannot, and the core
- * falls back to the Web Request.
- */
-export type ReadRawBody = (env: unknown, maxBytes: number) => Promise<Uint8Array> | null;
-
 const decoder = new TextDecoder();
 
 /** The 413 every JSON route answers for a body over the limit. */

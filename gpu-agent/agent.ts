@@ -1,8 +1,8 @@
 import pino, { type Logger } from "pino";
 import { type OpenedQueue, type OpenQueueOptions, openQueue } from "../shared/queue/open.ts";
 import type { AgentConfig } from "./config.ts";
-import type { GatewayClient, GatewayError } from "./gateway-client.ts";
-import { linkGateway } from "./gateway-link.ts";
+import type { GatewayClient, GatewayError } from "./gateway/client.ts";
+import { linkGateway } from "./gateway/link.ts";
 import { serveAgentMetrics } from "./metrics-server.ts";
 import { formatProgress, resolveModels, toModelConfigs } from "./registry/index.ts";
 import { type ChildRunnerOptions, createChildRunner } from "./runner/child-runner.ts";

@@ -1,10 +1,9 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { type Claim, DEFAULT_MAX_OUTPUT_BYTES } from "../shared/protocol/agent.ts";
-import { GatewayError } from "./gateway-client.ts";
-import type { HttpAnswer } from "./http.ts";
-import type { Artifact, RunResult } from "./runner/types.ts";
-import type { RunnerPool } from "./runner-pool.ts";
+import { GatewayError } from "./gateway/client.ts";
+import type { Artifact, RunResult } from "./inference/types.ts";
+import type { RunnerPool } from "./runner/pool.ts";
 import {
   downloadInputs,
   JobFailure,
@@ -12,7 +11,8 @@ import {
   type TransferOptions,
   transferHttp,
   transient,
-} from "./transfer.ts";
+} from "./transfer/files.ts";
+import type { HttpAnswer } from "./transfer/http.ts";
 
 export type AttemptPhase = "downloading" | "waiting" | "running" | "uploading";
 

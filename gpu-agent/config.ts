@@ -3,7 +3,7 @@ import { z } from "zod";
 import { UserError } from "../shared/errors.ts";
 import { AgentId } from "../shared/protocol/agent.ts";
 import { ModelId } from "../shared/protocol/job.ts";
-import type { ExecutionProvider } from "./runner/types.ts";
+import type { ExecutionProvider } from "./inference/types.ts";
 
 /** The agent's settings, parsed once at start-up. Durations are milliseconds. */
 export interface AgentConfig {

@@ -3,9 +3,9 @@ import type { JobError } from "../shared/protocol/error.ts";
 import type { Delivery, JobQueue } from "../shared/queue/port.ts";
 import type { AttemptPhase } from "./attempt.ts";
 import type { AgentConfig } from "./config.ts";
-import type { GatewayClient } from "./gateway-client.ts";
+import type { GatewayClient } from "./gateway/client.ts";
+import type { RunnerSnapshot } from "./runner/pool.ts";
 import type { Runner } from "./runner/types.ts";
-import type { RunnerSnapshot } from "./runner-pool.ts";
 
 /** The supervisor's public shapes, apart so `supervisor.ts` stays about behaviour. */
 export interface Supervisor {

@@ -3,10 +3,10 @@ import type { Consumer, Delivery } from "../shared/queue/port.ts";
 import { traceIdOf } from "../shared/trace.ts";
 import { runAttempt } from "./attempt.ts";
 import { backoffMs } from "./backoff.ts";
-import { GatewayError } from "./gateway-client.ts";
-import { startHeartbeats } from "./heartbeat.ts";
+import { GatewayError } from "./gateway/client.ts";
+import { startHeartbeats } from "./heartbeat/job-lease.ts";
 import { PoisonTracker } from "./runner/poison.ts";
-import { createRunnerPool } from "./runner-pool.ts";
+import { createRunnerPool } from "./runner/pool.ts";
 import type {
   InFlight,
   SettleOutcome,

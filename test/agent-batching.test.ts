@@ -4,7 +4,7 @@
  * and a gateway without those routes is served one job at a time.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { createGatewayClient } from "../gpu-agent/gateway-client.ts";
+import { createGatewayClient } from "../gpu-agent/gateway/client.ts";
 import { type InProcessGateway, startInProcessGateway } from "./helpers/in-process-gateway.ts";
 
 const ORIGIN = "http://gantry.test";

@@ -4,8 +4,8 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { backoffMs } from "../gpu-agent/backoff.ts";
 import { defaultAgentId, parseAgentConfig } from "../gpu-agent/config.ts";
-import { openQueue } from "../gpu-agent/open-queue.ts";
 import { UserError } from "../shared/errors.ts";
+import { openQueue } from "../shared/queue/open.ts";
 
 const REQUIRED = {
   GANTRY_GATEWAY_URL: "http://127.0.0.1:8080",

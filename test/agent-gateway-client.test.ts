@@ -3,7 +3,7 @@ import {
   createGatewayClient,
   type GatewayClientOptions,
   GatewayError,
-} from "../gpu-agent/gateway-client.ts";
+} from "../gpu-agent/gateway/client.ts";
 import { AGENT_HEADERS, sha256Hex, verifyAgentSignature } from "../shared/agent-signing.ts";
 
 /** A fetch that answers from a script, recording every request. */

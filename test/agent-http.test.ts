@@ -1,8 +1,8 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BodyTooLargeError, fetchHttp, type Http, undiciHttp } from "../gpu-agent/http.ts";
-import { downloadInputs } from "../gpu-agent/transfer.ts";
+import { downloadInputs } from "../gpu-agent/transfer/files.ts";
+import { BodyTooLargeError, fetchHttp, type Http, undiciHttp } from "../gpu-agent/transfer/http.ts";
 
 /**
  * The agent's HTTP client against a real local server: undici's keep-alive pools by

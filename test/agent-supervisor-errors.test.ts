@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { RunResult } from "../gpu-agent/runner/types.ts";
+import type { RunResult } from "../gpu-agent/inference/types.ts";
 import { newId } from "../shared/ids.ts";
 import { EMPTY_DEPTH, harnessPerTest } from "./helpers/agent-harness.ts";
 import { createFakeRunner, echo } from "./helpers/fake-runner.ts";

@@ -1,10 +1,11 @@
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WaitingQueue, type WaitingRequest } from "../gpu-agent/batching/waiting-queue.ts";
+import type { RunRequest, RunResult } from "../gpu-agent/inference/types.ts";
 import type { ClassificationOutput } from "../gpu-agent/pipelines/classification/index.ts";
 import { createChildRunner } from "../gpu-agent/runner/child-runner.ts";
-import type { BatchPolicy, Runner, RunRequest, RunResult } from "../gpu-agent/runner/types.ts";
-import { createRunnerPool } from "../gpu-agent/runner-pool.ts";
+import { createRunnerPool } from "../gpu-agent/runner/pool.ts";
+import type { BatchPolicy, Runner } from "../gpu-agent/runner/types.ts";
 import { silentLogger } from "./helpers/agent-harness.ts";
 import { deferred } from "./helpers/fake-runner.ts";
 import { classifierModel, imageRequest, modelFolder } from "./helpers/onnx-models.ts";

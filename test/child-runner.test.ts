@@ -1,6 +1,7 @@
 import { setImmediate as nextMacrotask } from "node:timers/promises";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { RunRequest } from "../gpu-agent/inference/types.ts";
 import type { OcrOutput } from "../gpu-agent/pipelines/ocr/index.ts";
 import { createChildRunner, RunnerStartError } from "../gpu-agent/runner/child-runner.ts";
 import {
@@ -9,7 +10,7 @@ import {
   selectProvider,
 } from "../gpu-agent/runner/providers.ts";
 import { RestartBackoff } from "../gpu-agent/runner/restart-backoff.ts";
-import type { Runner, RunRequest } from "../gpu-agent/runner/types.ts";
+import type { Runner } from "../gpu-agent/runner/types.ts";
 import { renderTextPng } from "./helpers/render-text.ts";
 
 interface LogLine {

@@ -2,8 +2,9 @@ import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import * as ort from "onnxruntime-node";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
+import type { ModelSession } from "../gpu-agent/inference/types.ts";
 import { DeviceThread } from "../gpu-agent/runner/device-thread.ts";
-import { type ModelSession, sessionFactory } from "../gpu-agent/runner/providers.ts";
+import { sessionFactory } from "../gpu-agent/runner/providers.ts";
 import { affineModel, modelFolder } from "./helpers/onnx-models.ts";
 
 const folder = modelFolder();

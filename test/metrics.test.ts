@@ -2,9 +2,9 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createGatewayMetrics, GATEWAY_METRIC_NAMES } from "../gateway/metrics-node.ts";
+import type { ExecutionProvider } from "../gpu-agent/inference/types.ts";
 import { AGENT_METRIC_NAMES, type ClaimedEvent, createAgentMetrics } from "../gpu-agent/metrics.ts";
 import { serveAgentMetrics, startMetricsServer } from "../gpu-agent/metrics-server.ts";
-import type { ExecutionProvider } from "../gpu-agent/runner/types.ts";
 import type { SupervisorEvent, SupervisorStatus } from "../gpu-agent/supervisor-types.ts";
 import { startTestGateway } from "./helpers/test-gateway.ts";
 

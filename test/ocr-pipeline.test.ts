@@ -1,13 +1,13 @@
 import { crc32, deflateSync } from "node:zlib";
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { RunRequest } from "../gpu-agent/inference/types.ts";
 import { ctcGreedyDecode } from "../gpu-agent/pipelines/ocr/ctc.ts";
 import { dbBoxes } from "../gpu-agent/pipelines/ocr/db-postprocess.ts";
 import { type OcrOutput, ocrPipeline } from "../gpu-agent/pipelines/ocr/index.ts";
 import { mergeRowNeighbours, sortReadingOrder } from "../gpu-agent/pipelines/ocr/layout.ts";
 import type { LoadedPipeline } from "../gpu-agent/pipelines/pipeline.ts";
 import { DeviceThread } from "../gpu-agent/runner/device-thread.ts";
-import type { RunRequest } from "../gpu-agent/runner/types.ts";
 import { jobErrorOf } from "./helpers/pipeline-failure.ts";
 import { renderTextPng } from "./helpers/render-text.ts";
 

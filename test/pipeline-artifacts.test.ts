@@ -1,9 +1,9 @@
 import sharp from "sharp";
 import { afterAll, describe, expect, it } from "vitest";
 import { MAX_INLINE_ARTIFACT_BYTES, runAttempt } from "../gpu-agent/attempt.ts";
+import type { RunResult } from "../gpu-agent/inference/types.ts";
 import { createChildRunner } from "../gpu-agent/runner/child-runner.ts";
-import type { RunResult } from "../gpu-agent/runner/types.ts";
-import type { RunnerPool } from "../gpu-agent/runner-pool.ts";
+import type { RunnerPool } from "../gpu-agent/runner/pool.ts";
 import { newId } from "../shared/ids.ts";
 import type { Claim } from "../shared/protocol/agent.ts";
 import { harnessPerTest, silentLogger } from "./helpers/agent-harness.ts";

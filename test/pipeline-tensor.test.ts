@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { RunRequest } from "../gpu-agent/inference/types.ts";
 import type { LoadedPipeline } from "../gpu-agent/pipelines/pipeline.ts";
 import { tensorPipeline } from "../gpu-agent/pipelines/tensor/index.ts";
-import type { RunRequest } from "../gpu-agent/runner/types.ts";
 import { affineModel, loadOnCpu, modelFolder } from "./helpers/onnx-models.ts";
 import { jobErrorOf } from "./helpers/pipeline-failure.ts";
 

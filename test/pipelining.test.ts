@@ -3,9 +3,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { stagedPipeline } from "../gpu-agent/batching/staged.ts";
-import { createGatewayClient } from "../gpu-agent/gateway-client.ts";
+import { createGatewayClient } from "../gpu-agent/gateway/client.ts";
+import type { RunRequest, RunResult } from "../gpu-agent/inference/types.ts";
 import { createExecutor } from "../gpu-agent/runner/execute.ts";
-import type { Runner, RunRequest, RunResult } from "../gpu-agent/runner/types.ts";
+import type { Runner } from "../gpu-agent/runner/types.ts";
 import {
   createSupervisor,
   type Supervisor,

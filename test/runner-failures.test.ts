@@ -1,19 +1,19 @@
 import type * as ort from "onnxruntime-node";
 import sharp from "sharp";
 import { afterAll, describe, expect, it } from "vitest";
+import { OUT_OF_MEMORY_SAMPLE } from "../gpu-agent/inference/oom.ts";
+import type {
+  ExecutionProvider,
+  RunRequest,
+  SessionFactory,
+} from "../gpu-agent/inference/types.ts";
 import { noopPipeline } from "../gpu-agent/pipelines/noop.ts";
 import { PipelineFailure } from "../gpu-agent/pipelines/pipeline.ts";
 import { createChildRunner } from "../gpu-agent/runner/child-runner.ts";
 import { classifyError, executeBatch } from "../gpu-agent/runner/execute.ts";
 import { loadModels } from "../gpu-agent/runner/load-models.ts";
-import { OUT_OF_MEMORY_SAMPLE } from "../gpu-agent/runner/oom.ts";
-import {
-  NoUsableProviderError,
-  type SessionFactory,
-  sessionFactory,
-} from "../gpu-agent/runner/providers.ts";
-import type { ExecutionProvider, RunRequest } from "../gpu-agent/runner/types.ts";
-import { createRunnerPool } from "../gpu-agent/runner-pool.ts";
+import { createRunnerPool } from "../gpu-agent/runner/pool.ts";
+import { NoUsableProviderError, sessionFactory } from "../gpu-agent/runner/providers.ts";
 import { harnessPerTest, silentLogger } from "./helpers/agent-harness.ts";
 import { classifierModel, imageRequest, modelFolder } from "./helpers/onnx-models.ts";
 

@@ -1,5 +1,5 @@
 import * as ort from "onnxruntime-node";
-import type { ModelSession } from "../runner/providers.ts";
+import type { ModelSession } from "../inference/types.ts";
 
 /** One request's inputs or outputs, by tensor name. */
 export type NamedTensors = Record<string, ort.Tensor>;

@@ -1,6 +1,6 @@
+import { isOutOfMemory } from "../inference/oom.ts";
+import type { RunRequest } from "../inference/types.ts";
 import type { LoadedPipeline, PreparedBatch } from "../pipelines/pipeline.ts";
-import { isOutOfMemory } from "../runner/oom.ts";
-import type { RunRequest } from "../runner/types.ts";
 
 /**
  * A pipeline cut where batching cuts it: `prepare` (decode, resize, normalise: per job),

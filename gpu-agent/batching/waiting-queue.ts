@@ -1,4 +1,5 @@
-import type { BatchPolicy, RunRequest } from "../runner/types.ts";
+import type { RunRequest } from "../inference/types.ts";
+import type { BatchPolicy } from "../runner/types.ts";
 
 /** A request waiting for a runner. */
 export interface WaitingRequest {

@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { access } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
-import type { ExecutionProvider } from "../runner/types.ts";
+import type { ExecutionProvider } from "../inference/types.ts";
 import { type CheckResult, type CheckStatus, errorText } from "./report.ts";
 
 /** One GPU as `nvidia-smi` reports it; memory in MiB. */

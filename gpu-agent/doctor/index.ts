@@ -1,7 +1,7 @@
 import { type OpenedQueue, type OpenQueueOptions, openQueue } from "../../shared/queue/open.ts";
+import type { ExecutionProvider } from "../inference/types.ts";
 import type { ModelConfig } from "../pipelines/model-config.ts";
 import { probeProvider } from "../runner/providers.ts";
-import type { ExecutionProvider } from "../runner/types.ts";
 import { gatewayCheck, queueCheck } from "./connections.ts";
 import {
   cudaLibraryCheck,

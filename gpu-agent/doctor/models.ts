@@ -1,6 +1,6 @@
+import type { ExecutionProvider } from "../inference/types.ts";
 import type { ModelConfig } from "../pipelines/model-config.ts";
 import { type LoadModelsOptions, loadModels } from "../runner/load-models.ts";
-import type { ExecutionProvider } from "../runner/types.ts";
 import { type CheckResult, errorText } from "./report.ts";
 
 export type LoadModelsFn = typeof loadModels;

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
-import { OUT_OF_MEMORY_SAMPLE } from "../runner/oom.ts";
-import type { RunRequest } from "../runner/types.ts";
+import { OUT_OF_MEMORY_SAMPLE } from "../inference/oom.ts";
+import type { RunRequest } from "../inference/types.ts";
 import {
   type LoadedPipeline,
   type PipelineDefinition,

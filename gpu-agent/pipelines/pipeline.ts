@@ -1,6 +1,10 @@
 import type { JobError } from "../../shared/protocol/index.ts";
-import type { SessionFactory } from "../runner/providers.ts";
-import type { Artifact, ExecutionProvider, RunRequest } from "../runner/types.ts";
+import type {
+  Artifact,
+  ExecutionProvider,
+  RunRequest,
+  SessionFactory,
+} from "../inference/types.ts";
 import type { ModelConfig } from "./model-config.ts";
 
 /** What a pipeline gets when the runner loads it on a chosen execution provider. */

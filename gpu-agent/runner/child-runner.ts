@@ -1,17 +1,11 @@
 import { type Logger, pino } from "pino";
 import type { JobError } from "../../shared/protocol/index.ts";
+import { OUT_OF_MEMORY_CODE, RUNNER_LOST_CODE, RUNNER_RECYCLED_CODE } from "../inference/oom.ts";
+import type { ExecutionProvider, RunRequest, RunResult } from "../inference/types.ts";
 import { type Child, forkChild } from "./child-process.ts";
 import type { LoadMessage, ParentMessage, ReadyMessage } from "./child-protocol.ts";
-import { OUT_OF_MEMORY_CODE, RUNNER_LOST_CODE, RUNNER_RECYCLED_CODE } from "./oom.ts";
 import { RestartBackoff, retryStart } from "./restart-backoff.ts";
-import type {
-  BatchPolicy,
-  ExecutionProvider,
-  Runner,
-  RunnerOptions,
-  RunRequest,
-  RunResult,
-} from "./types.ts";
+import type { BatchPolicy, Runner, RunnerOptions } from "./types.ts";
 
 export { RunnerStartError } from "./child-process.ts";
 

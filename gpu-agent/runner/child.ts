@@ -5,6 +5,7 @@
  * a fresh child.
  */
 import type { JobError } from "../../shared/protocol/index.ts";
+import type { RunResult } from "../inference/types.ts";
 import type { LoadedPipeline } from "../pipelines/index.ts";
 import {
   type ChildMessage,
@@ -16,7 +17,6 @@ import { DeviceThread } from "./device-thread.ts";
 import { createExecutor } from "./execute.ts";
 import { loadModels, UnknownModelError } from "./load-models.ts";
 import { errorMessage } from "./providers.ts";
-import type { RunResult } from "./types.ts";
 
 const loaded = new Map<string, LoadedPipeline>();
 /** One device per child: batches take turns on it, preparing the next while one runs. */

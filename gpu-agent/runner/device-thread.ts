@@ -10,6 +10,7 @@
  */
 import { Worker } from "node:worker_threads";
 import type * as ort from "onnxruntime-node";
+import type { ExecutionProvider, ModelSession, SessionFactory } from "../inference/types.ts";
 import {
   type DeviceReply,
   type DeviceRequest,
@@ -19,8 +20,7 @@ import {
   toWire,
   type WireTensor,
 } from "./device-protocol.ts";
-import { type ModelSession, type SessionFactory, sessionOptions } from "./providers.ts";
-import type { ExecutionProvider } from "./types.ts";
+import { sessionOptions } from "./providers.ts";
 
 const WORKER_ENTRY = new URL("./device-worker-entry.js", import.meta.url);
 

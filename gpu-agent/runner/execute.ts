@@ -1,8 +1,8 @@
 import type { JobError } from "../../shared/protocol/index.ts";
+import { isOutOfMemory, OUT_OF_MEMORY_CODE } from "../inference/oom.ts";
+import type { RunRequest, RunResult } from "../inference/types.ts";
 import { type LoadedPipeline, OutputWithArtifacts, PipelineFailure } from "../pipelines/index.ts";
-import { isOutOfMemory, OUT_OF_MEMORY_CODE } from "./oom.ts";
 import { errorMessage } from "./providers.ts";
-import type { RunRequest, RunResult } from "./types.ts";
 
 /** Runs requests of one model on a loaded pipeline; every request gets its own result. */
 export type Executor = (

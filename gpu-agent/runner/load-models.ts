@@ -1,12 +1,11 @@
+import type { ExecutionProvider, SessionFactory } from "../inference/types.ts";
 import { type LoadedPipeline, type ModelConfig, resolveModel } from "../pipelines/index.ts";
 import {
   type ProviderSelection,
   probeProvider,
-  type SessionFactory,
   selectProvider,
   sessionFactory,
 } from "./providers.ts";
-import type { ExecutionProvider } from "./types.ts";
 
 export interface LoadModelsOptions {
   models: readonly string[];

@@ -1,5 +1,5 @@
 import * as ort from "onnxruntime-node";
-import type { ExecutionProvider } from "./types.ts";
+import type { ExecutionProvider, SessionFactory } from "../inference/types.ts";
 
 /** What happened when the runner tried one execution provider. */
 export interface ProviderAttempt {
@@ -65,27 +65,6 @@ export function sessionOptions(
     logSeverityLevel: 3,
   };
 }
-
-/**
- * What pipelines use of an onnxruntime session. An `ort.InferenceSession` is one; so is a
- * session on the runner's device thread (`device-thread.ts`), which may take over a large
- * feed's buffer (it is detached here after `run`): build fresh inputs for every run.
- */
-export interface ModelSession {
-  readonly inputNames: readonly string[];
-  readonly outputNames: readonly string[];
-  readonly inputMetadata: readonly ort.InferenceSession.ValueMetadata[];
-  readonly outputMetadata: readonly ort.InferenceSession.ValueMetadata[];
-  run(feeds: ort.InferenceSession.FeedsType): Promise<ort.InferenceSession.ReturnType>;
-  /** Only the outputs named in `fetches`. */
-  run(
-    feeds: ort.InferenceSession.FeedsType,
-    fetches: readonly string[],
-  ): Promise<ort.InferenceSession.ReturnType>;
-  release(): Promise<void>;
-}
-
-export type SessionFactory = (modelPath: string) => Promise<ModelSession>;
 
 export function sessionFactory(provider: ExecutionProvider, threads: number): SessionFactory {
   const options = sessionOptions(provider, threads);

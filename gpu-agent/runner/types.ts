@@ -1,27 +1,5 @@
-import type { JobError } from "../../shared/protocol/index.ts";
+import type { ExecutionProvider, RunRequest, RunResult } from "../inference/types.ts";
 import type { ModelConfig } from "../pipelines/model-config.ts";
-
-/** One unit of work for the inference runner (a child process). */
-export interface RunRequest {
-  jobId: string;
-  model: string;
-  /** Downloaded input files by input name (`image`, …). */
-  files: Record<string, { bytes: Uint8Array; contentType: string | null }>;
-  /** The job's other input keys: model parameters. */
-  params: Record<string, unknown>;
-}
-
-/** A binary file a run produced beside its JSON output (a PNG cut-out, a mask, …). */
-export interface Artifact {
-  contentType: string;
-  bytes: Uint8Array;
-}
-
-export type RunResult =
-  | { ok: true; output: unknown; artifacts?: Record<string, Artifact> }
-  | { ok: false; error: JobError };
-
-export type ExecutionProvider = "cuda" | "cpu";
 
 /** How one model is batched on one runner, as the scheduler in front of the runners sees it. */
 export interface BatchPolicy {

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import type { Kysely } from "kysely";
 import pino from "pino";
 import { afterEach } from "vitest";
-import { createGatewayClient } from "../../gpu-agent/gateway-client.ts";
+import { createGatewayClient } from "../../gpu-agent/gateway/client.ts";
 import type { Runner } from "../../gpu-agent/runner/types.ts";
 import {
   createSupervisor,

@@ -1,9 +1,5 @@
-import type {
-  ExecutionProvider,
-  Runner,
-  RunRequest,
-  RunResult,
-} from "../../gpu-agent/runner/types.ts";
+import type { ExecutionProvider, RunRequest, RunResult } from "../../gpu-agent/inference/types.ts";
+import type { Runner } from "../../gpu-agent/runner/types.ts";
 
 /**
  * An in-process Runner. By default it answers like the `noop` pipeline: it echoes the

@@ -2,10 +2,10 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import onnxProto from "onnx-proto";
+import type { RunRequest } from "../../gpu-agent/inference/types.ts";
 import type { ModelConfig } from "../../gpu-agent/pipelines/model-config.ts";
 import type { LoadedPipeline, PipelineDefinition } from "../../gpu-agent/pipelines/pipeline.ts";
 import { DeviceThread } from "../../gpu-agent/runner/device-thread.ts";
-import type { RunRequest } from "../../gpu-agent/runner/types.ts";
 
 /**
  * Small ONNX models built in the test, with the input and output signatures of the model

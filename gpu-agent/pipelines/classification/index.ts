@@ -2,7 +2,7 @@ import type * as ort from "onnxruntime-node";
 import { z } from "zod";
 import { runStacked } from "../../batching/stack.ts";
 import { stagedPipeline } from "../../batching/staged.ts";
-import type { RunRequest } from "../../runner/types.ts";
+import type { RunRequest } from "../../inference/types.ts";
 import { decodeImage } from "../ocr/image.ts";
 import {
   imageInput,

@@ -1,5 +1,5 @@
 import * as ort from "onnxruntime-node";
-import type { ModelSession } from "../../runner/providers.ts";
+import type { ModelSession } from "../../inference/types.ts";
 import { DB_DEFAULTS, dbBoxes, type Rect } from "./db-postprocess.ts";
 import { type RgbImage, resizeRgb } from "./image.ts";
 import { DETECTION_NORMALIZATION, writeBgrPlanes } from "./tensor.ts";

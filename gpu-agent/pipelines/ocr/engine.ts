@@ -1,4 +1,4 @@
-import type { ModelSession, SessionFactory } from "../../runner/providers.ts";
+import type { ModelSession, SessionFactory } from "../../inference/types.ts";
 import { loadCharset, ocrAssetPaths } from "./assets.ts";
 import type { Rect } from "./db-postprocess.ts";
 import { type DetectionInput, detectPrepared, detectText, prepareDetection } from "./detect.ts";

@@ -1,5 +1,5 @@
 import * as ort from "onnxruntime-node";
-import type { ModelSession } from "../../runner/providers.ts";
+import type { ModelSession } from "../../inference/types.ts";
 import { ctcGreedyDecode, type DecodedText } from "./ctc.ts";
 import { type RgbImage, resizeRgb } from "./image.ts";
 import { RECOGNITION_NORMALIZATION, writeBgrPlanes } from "./tensor.ts";

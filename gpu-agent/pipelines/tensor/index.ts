@@ -2,7 +2,7 @@ import type * as ort from "onnxruntime-node";
 import { z } from "zod";
 import { type NamedTensors, runStacked } from "../../batching/stack.ts";
 import { stagedPipeline } from "../../batching/staged.ts";
-import type { RunRequest } from "../../runner/types.ts";
+import type { RunRequest } from "../../inference/types.ts";
 import { requireModelFile } from "../model-config.ts";
 import { type LoadedPipeline, type PipelineDefinition, permanentFailure } from "../pipeline.ts";
 import { maxBatchFor } from "../vision/input-shape.ts";

@@ -1,6 +1,6 @@
 import * as ort from "onnxruntime-node";
 import type { z } from "zod";
-import type { ModelSession } from "../../runner/providers.ts";
+import type { ModelSession } from "../../inference/types.ts";
 import { pipelineOptions, requireModelFile } from "../model-config.ts";
 import type { PipelineLoadOptions } from "../pipeline.ts";
 import { type ImageInputShape, imageInputShape } from "./input-shape.ts";

@@ -1,4 +1,4 @@
-import type { ModelSession } from "../../runner/providers.ts";
+import type { ModelSession } from "../../inference/types.ts";
 import { DEFAULT_MAX_BATCH, type ModelConfig } from "../model-config.ts";
 
 /** An NCHW image input as the model declares it. */

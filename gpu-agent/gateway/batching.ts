@@ -1,10 +1,10 @@
-import { naturalBatcher } from "../shared/natural-batch.ts";
+import { naturalBatcher } from "../../shared/natural-batch.ts";
 import {
   type BatchItemProblem,
   ClaimBatchResponse,
   EventBatchResponse,
   MAX_AGENT_BATCH,
-} from "../shared/protocol/agent-batch.ts";
+} from "../../shared/protocol/agent-batch.ts";
 
 /** A gateway answer as the client reads it: status, parsed body, problem `code`. */
 export interface Answer {

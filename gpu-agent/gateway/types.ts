@@ -1,13 +1,13 @@
 import type { Logger } from "pino";
-import type { AgentCrypto } from "../shared/agent-signing.ts";
+import type { AgentCrypto } from "../../shared/agent-signing.ts";
 import type {
   AgentEvent,
   AgentHeartbeatRequest,
   AgentRegisterRequest,
   Claim,
   HeartbeatRequest,
-} from "../shared/protocol/agent.ts";
-import type { GatewayError } from "./gateway-errors.ts";
+} from "../../shared/protocol/agent.ts";
+import type { GatewayError } from "./errors.ts";
 
 /**
  * The agent's side of the gateway's internal API (`/internal/v1/…`). Every request is

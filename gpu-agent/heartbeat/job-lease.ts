@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
-import type { Delivery } from "../shared/queue/port.ts";
-import type { GatewayClient } from "./gateway-client.ts";
+import type { Delivery } from "../../shared/queue/port.ts";
+import type { GatewayClient } from "../gateway/client.ts";
 
 /** What the heartbeat loop needs to know about one in-flight job. */
 export interface HeartbeatTarget {

@@ -1,7 +1,7 @@
 import type { z } from "zod";
-import type { Answer } from "./gateway-batching.ts";
-import { GatewayError } from "./gateway-errors.ts";
-import type { HttpAnswer } from "./http.ts";
+import type { HttpAnswer } from "../transfer/http.ts";
+import type { Answer } from "./batching.ts";
+import { GatewayError } from "./errors.ts";
 
 /** A gateway response read once: its status, its JSON body (or text), its problem code. */
 export function readAnswer(response: HttpAnswer): Answer {

@@ -1,19 +1,20 @@
 import type { Logger } from "pino";
+import type { AgentConfig } from "../config.ts";
 import {
   type AgentHeartbeats,
   readVramWithNvidiaSmi,
   startAgentHeartbeats,
   type VramReading,
-} from "./agent-heartbeat.ts";
-import type { AgentConfig } from "./config.ts";
+} from "../heartbeat/agent.ts";
+import type { ExecutionProvider } from "../inference/types.ts";
+import type { Runner } from "../runner/types.ts";
+import type { Supervisor } from "../supervisor-types.ts";
 import {
   type AgentRegistration,
   createGatewayClient,
   type GatewayClient,
   type GatewayError,
-} from "./gateway-client.ts";
-import type { ExecutionProvider, Runner } from "./runner/types.ts";
-import type { Supervisor } from "./supervisor-types.ts";
+} from "./client.ts";
 
 export interface GatewayLinkOptions {
   logger: Logger;

@@ -1,7 +1,7 @@
 import { execFile } from "node:child_process";
 import type { Logger } from "pino";
-import type { AgentRegistration, AgentStatus, GatewayClient } from "./gateway-client.ts";
-import type { Supervisor } from "./supervisor-types.ts";
+import type { AgentRegistration, AgentStatus, GatewayClient } from "../gateway/client.ts";
+import type { Supervisor } from "../supervisor-types.ts";
 
 export interface VramReading {
   usedMb: number;

@@ -1,6 +1,7 @@
-import { WaitingQueue, type WaitingRequest } from "./batching/waiting-queue.ts";
-import { OUT_OF_MEMORY_CODE, RUNNER_LOST_CODE, RUNNER_RECYCLED_CODE } from "./runner/oom.ts";
-import type { BatchPolicy, Runner, RunRequest, RunResult } from "./runner/types.ts";
+import { WaitingQueue, type WaitingRequest } from "../batching/waiting-queue.ts";
+import { OUT_OF_MEMORY_CODE, RUNNER_LOST_CODE, RUNNER_RECYCLED_CODE } from "../inference/oom.ts";
+import type { RunRequest, RunResult } from "../inference/types.ts";
+import type { BatchPolicy, Runner } from "./types.ts";
 
 /**
  * The runners behind one scheduler. Jobs wait here, after their inputs are downloaded, for

@@ -3,15 +3,15 @@
  * signature per try, retries with backoff and jitter on what a retry can fix, and the
  * refusals that no retry fixes turned into `GatewayError`s.
  */
-import { signAgentRequest } from "../shared/agent-signing.ts";
-import { nodeAgentCrypto } from "../shared/agent-signing-node.ts";
-import { AgentCredentials } from "../shared/protocol/agent.ts";
-import { backoffMs } from "./backoff.ts";
-import { parseAnswer, problemDetail, readAnswer, unexpectedAnswer } from "./gateway-answers.ts";
-import type { Answer } from "./gateway-batching.ts";
-import type { GatewayClientOptions } from "./gateway-client-types.ts";
-import { enrollmentRefused, GatewayError, signedRequestRefused } from "./gateway-errors.ts";
-import { type HttpAnswer, httpFor } from "./http.ts";
+import { signAgentRequest } from "../../shared/agent-signing.ts";
+import { nodeAgentCrypto } from "../../shared/agent-signing-node.ts";
+import { AgentCredentials } from "../../shared/protocol/agent.ts";
+import { backoffMs } from "../backoff.ts";
+import { type HttpAnswer, httpFor } from "../transfer/http.ts";
+import { parseAnswer, problemDetail, readAnswer, unexpectedAnswer } from "./answers.ts";
+import type { Answer } from "./batching.ts";
+import { enrollmentRefused, GatewayError, signedRequestRefused } from "./errors.ts";
+import type { GatewayClientOptions } from "./types.ts";
 
 interface Credentials {
   agentId: string;

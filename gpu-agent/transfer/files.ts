@@ -1,7 +1,7 @@
-import type { Claim } from "../shared/protocol/agent.ts";
-import type { JobError } from "../shared/protocol/error.ts";
+import type { Claim } from "../../shared/protocol/agent.ts";
+import type { JobError } from "../../shared/protocol/error.ts";
+import type { RunRequest } from "../inference/types.ts";
 import { BodyTooLargeError, type Http, type HttpAnswer, httpFor } from "./http.ts";
-import type { RunRequest } from "./runner/types.ts";
 
 /** A job-level failure with its classification, thrown by the steps of one attempt. */
 export class JobFailure extends Error {

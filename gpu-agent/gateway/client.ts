@@ -1,11 +1,11 @@
-import { AgentAck, AgentEventAck, Claim } from "../shared/protocol/agent.ts";
-import { parseAnswer, problemDetail, unexpectedAnswer } from "./gateway-answers.ts";
-import { type Answer, batchedJobCalls } from "./gateway-batching.ts";
-import type { GatewayClient, GatewayClientOptions } from "./gateway-client-types.ts";
-import { createGatewayTransport } from "./gateway-transport.ts";
+import { AgentAck, AgentEventAck, Claim } from "../../shared/protocol/agent.ts";
+import { parseAnswer, problemDetail, unexpectedAnswer } from "./answers.ts";
+import { type Answer, batchedJobCalls } from "./batching.ts";
+import { createGatewayTransport } from "./transport.ts";
+import type { GatewayClient, GatewayClientOptions } from "./types.ts";
 
-export type * from "./gateway-client-types.ts";
-export { GatewayError } from "./gateway-errors.ts";
+export { GatewayError } from "./errors.ts";
+export type * from "./types.ts";
 
 /** The agent's side of the gateway's internal API; see `GatewayClient`. */
 export function createGatewayClient(options: GatewayClientOptions): GatewayClient {

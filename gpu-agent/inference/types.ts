@@ -1,0 +1,48 @@
+import type * as ort from "onnxruntime-node";
+import type { JobError } from "../../shared/protocol/index.ts";
+
+// What the pipelines and the runner share: a run's request and result, and the session a
+// pipeline drives. It lives apart from both so that pipelines never import the runner.
+
+/** One unit of work for the inference runner (a child process). */
+export interface RunRequest {
+  jobId: string;
+  model: string;
+  /** Downloaded input files by input name (`image`, …). */
+  files: Record<string, { bytes: Uint8Array; contentType: string | null }>;
+  /** The job's other input keys: model parameters. */
+  params: Record<string, unknown>;
+}
+
+/** A binary file a run produced beside its JSON output (a PNG cut-out, a mask, …). */
+export interface Artifact {
+  contentType: string;
+  bytes: Uint8Array;
+}
+
+export type RunResult =
+  | { ok: true; output: unknown; artifacts?: Record<string, Artifact> }
+  | { ok: false; error: JobError };
+
+export type ExecutionProvider = "cuda" | "cpu";
+
+/**
+ * What pipelines use of an onnxruntime session. An `ort.InferenceSession` is one; so is a
+ * session on the runner's device thread (`device-thread.ts`), which may take over a large
+ * feed's buffer (it is detached here after `run`): build fresh inputs for every run.
+ */
+export interface ModelSession {
+  readonly inputNames: readonly string[];
+  readonly outputNames: readonly string[];
+  readonly inputMetadata: readonly ort.InferenceSession.ValueMetadata[];
+  readonly outputMetadata: readonly ort.InferenceSession.ValueMetadata[];
+  run(feeds: ort.InferenceSession.FeedsType): Promise<ort.InferenceSession.ReturnType>;
+  /** Only the outputs named in `fetches`. */
+  run(
+    feeds: ort.InferenceSession.FeedsType,
+    fetches: readonly string[],
+  ): Promise<ort.InferenceSession.ReturnType>;
+  release(): Promise<void>;
+}
+
+export type SessionFactory = (modelPath: string) => Promise<ModelSession>;

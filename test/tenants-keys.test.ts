@@ -231,6 +231,41 @@ describe("admin API: tenants and plans", () => {
     expect(await submit(0)).toBe(3);
   });
 
+  it("stores the limits a PATCH sends, and the new rate applies at the next request", async () => {
+    await createTenant("ten_patched", "free");
+    const key = (await createKey("ten_patched")).key;
+    const before = await gw.request("/v1/jobs", { key });
+    expect(before.headers.get("ratelimit-limit")).toBe("20");
+    const patched = await gw.request("/v1/admin/tenants/ten_patched", {
+      method: "PATCH",
+      key: adminKey,
+      json: { limits: { rate_per_second: 1000, burst: 2000 } },
+    });
+    expect(patched.status).toBe(200);
+    expect(await patched.json()).toMatchObject({
+      plan: "free",
+      overrides: { rate_per_second: 1000, burst: 2000 },
+      limits: { rate_per_second: 1000, burst: 2000 },
+    });
+    const read = await gw.request("/v1/admin/tenants/ten_patched", { key: adminKey });
+    expect(await read.json()).toMatchObject({ overrides: { rate_per_second: 1000 } });
+    const after = await gw.request("/v1/jobs", { key });
+    expect(after.headers.get("ratelimit-limit")).toBe("2000");
+    // A plan change alone keeps the overrides; `limits: null` clears them.
+    const moved = await gw.request("/v1/admin/tenants/ten_patched", {
+      method: "PATCH",
+      key: adminKey,
+      json: { plan: "pro" },
+    });
+    expect(await moved.json()).toMatchObject({ plan: "pro", overrides: { burst: 2000 } });
+    const cleared = await gw.request("/v1/admin/tenants/ten_patched", {
+      method: "PATCH",
+      key: adminKey,
+      json: { limits: null },
+    });
+    expect(await cleared.json()).toMatchObject({ overrides: null, limits: { burst: 100 } });
+  });
+
   it("makes the bootstrap tenant an enterprise admin, idempotently", async () => {
     const apiKey = `gk_${randomToken(24)}`;
     const tenant = { id: "ten_boot", name: "default", apiKey, webhookSecret: "whsec_AAAA" };

@@ -108,7 +108,12 @@ export const adminRoutes = new Hono<AppEnv>()
     const overrides = change.limits === undefined ? overridesOf(current.limits) : change.limits;
     const problem = overridesProblem(plan, overrides);
     if (problem) throw invalidLimits(problem);
-    const row = await updateTenantPlan(gateway.db, current.id, change);
+    // Named field by field: the body's `limits` is the store's `overrides`, and passing the
+    // parsed body whole type-checks (extra properties are allowed) while dropping them.
+    const row = await updateTenantPlan(gateway.db, current.id, {
+      ...(change.plan === undefined ? {} : { plan: change.plan }),
+      ...(change.limits === undefined ? {} : { overrides: change.limits }),
+    });
     if (!row) throw notFound("Tenant", current.id);
     gateway.log.info({ tenant_id: row.id, plan: row.plan }, "tenant plan changed");
     return c.json(toTenantView(row));

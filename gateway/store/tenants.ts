@@ -156,11 +156,17 @@ export function listTenants(
   return query.execute();
 }
 
+/** A tenant's new plan and/or overrides; absent fields stay, null overrides clear them. */
+export interface TenantPlanChange {
+  plan?: PlanName;
+  overrides?: PlanOverrides | null;
+}
+
 /** Moves a tenant to another plan and/or replaces its overrides (null clears them). */
 export async function updateTenantPlan(
   db: Kysely<Database>,
   id: string,
-  change: { plan?: PlanName; overrides?: PlanOverrides | null },
+  change: TenantPlanChange,
 ): Promise<TenantRow | undefined> {
   const set: { plan?: string; limits?: string | null } = {};
   if (change.plan !== undefined) set.plan = change.plan;

@@ -2,7 +2,6 @@ import { createMiddleware } from "hono/factory";
 import { HttpProblem } from "../shared/errors.ts";
 import type { AppEnv } from "./env.ts";
 import { KEY_PREFIX, type Scope, VISIBLE_PREFIX_LENGTH } from "./store/api-keys.ts";
-import { tenantForKey } from "./store/tenants.ts";
 
 const unauthorized = (detail: string) =>
   new HttpProblem(401, "unauthorized", "Unauthorized", detail);
@@ -39,7 +38,7 @@ export const requireApiKey = createMiddleware<AppEnv>(async (c, next) => {
     throw unauthorized(SEND_KEY_AS);
   }
   const gateway = c.var.gateway;
-  const found = gateway.apiKeys.get(token) ?? (await tenantForKey(gateway.db, token));
+  const found = gateway.apiKeys.get(token) ?? (await gateway.stores.tenants.forKey(token));
   if (!found) {
     gateway.log.warn({ key_prefix: loggablePrefix(token), path: c.req.path }, "API key refused");
     challenge("invalid_token");

@@ -2,7 +2,6 @@ import type { JobError } from "../shared/protocol/index.ts";
 import { DEFAULT_QUEUE_LIMITS } from "../shared/queue/port.ts";
 import type { Gateway } from "./context.ts";
 import { afterTransition, publishJob, webhookDeps } from "./jobs/lifecycle.ts";
-import { deliverDue } from "./webhooks/deliveries.ts";
 
 /** A job unpublished this long after its commit is taken to have lost its publish. */
 const OUTBOX_GRACE_MS = 10_000;
@@ -45,19 +44,19 @@ export async function sweep(gateway: Gateway, options: SweepOptions = {}): Promi
   const batch = options.batch ?? BATCH;
   let republished = 0;
   const outboxBefore = now - (options.outboxGraceMs ?? OUTBOX_GRACE_MS);
-  for (const row of await gateway.jobs.unpublished(outboxBefore, batch)) {
+  for (const row of await gateway.stores.jobs.unpublished(outboxBefore, batch)) {
     if (await publishJob(gateway, row)) republished++;
   }
   let expired = 0;
-  for (const row of await gateway.jobs.overdueQueued(now, batch)) {
-    const result = await gateway.jobs.expire(row.id, now);
+  for (const row of await gateway.stores.jobs.overdueQueued(now, batch)) {
+    const result = await gateway.stores.jobs.expire(row.id, now);
     if (result.ok) {
       expired++;
       afterTransition(gateway, result.job);
     }
   }
   const stale = await sweepStale(gateway, now, options, batch);
-  const webhooks = await deliverDue(gateway.db, webhookDeps(gateway));
+  const webhooks = await gateway.stores.webhooks.deliverDue(webhookDeps(gateway));
   return { republished, expired, ...stale, webhooks: webhooks.attempted };
 }
 
@@ -73,8 +72,8 @@ async function sweepStale(gateway: Gateway, now: number, options: SweepOptions, 
   const staleBefore = now - staleAfterMs;
   let released = 0;
   let abandoned = 0;
-  for (const row of await gateway.jobs.staleRunning(staleBefore, batch)) {
-    const claims = await gateway.jobs.claims(row.id);
+  for (const row of await gateway.stores.jobs.staleRunning(staleBefore, batch)) {
+    const claims = await gateway.stores.jobs.claims(row.id);
     const retry = claims < maxAttempts;
     const silentSeconds = Math.round((now - row.updated_at) / 1000);
     const error: JobError = {
@@ -84,7 +83,7 @@ async function sweepStale(gateway: Gateway, now: number, options: SweepOptions, 
         ? `the agent running attempt ${row.attempt} went silent for ${silentSeconds} s; the job was requeued`
         : `the agent running the job went silent for ${silentSeconds} s, and it was claimed ${claims} times (the most allowed is ${maxAttempts})`,
     };
-    const result = await gateway.jobs.reclaimStale(row, staleBefore, error, retry, now);
+    const result = await gateway.stores.jobs.reclaimStale(row, staleBefore, error, retry, now);
     if (!result.ok) continue;
     afterTransition(gateway, result.job);
     if (!retry) {

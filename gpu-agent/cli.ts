@@ -10,6 +10,8 @@ const HELP = `gantry-agent: pulls inference jobs from the queue and runs them on
 Usage:
   gantry-agent run [options]     start the agent (stops gracefully on SIGTERM / Ctrl-C)
   gantry-agent doctor [options]  check GPU, CUDA, queue, gateway and models; non-zero if not ready
+                                 (needs no settings: unset ones are listed with what to set;
+                                 --json prints the rows as JSON)
   gantry-agent --help            show this help
 
 Options (each overrides its environment variable):
@@ -81,7 +83,7 @@ async function dispatch(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
     agentId: values["agent-id"],
   };
   if (command === "doctor") {
-    if (!(await doctorCommand(env, flags))) process.exitCode = 1;
+    if (!(await doctorCommand(env, flags, {}, { json: values.json }))) process.exitCode = 1;
     return;
   }
   await run(parseAgentConfig(env, flags), env);
@@ -93,6 +95,7 @@ function parse(argv: string[]) {
     allowPositionals: true,
     options: {
       help: { type: "boolean", short: "h" },
+      json: { type: "boolean" },
       gateway: { type: "string" },
       queue: { type: "string" },
       models: { type: "string" },

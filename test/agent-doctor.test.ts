@@ -5,6 +5,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { knownModels } from "../gpu-agent/doctor/command.ts";
 import { type CheckResult, formatReport, runDoctor } from "../gpu-agent/doctor/index.ts";
 import { startTestGateway, type TestGateway } from "./helpers/test-gateway.ts";
 
@@ -55,7 +56,7 @@ describe("gantry-agent doctor", () => {
       );
       expect(row(report.results, "NVIDIA driver")).toMatchObject({
         status: "warn",
-        detail: "no NVIDIA driver found: the CPU path will be used",
+        detail: "no GPU: no NVIDIA driver found, so the CPU path will be used",
       });
       expect(row(report.results, "free VRAM")?.status).toBe("skip");
       expect(row(report.results, "CUDA provider libraries")?.detail).toMatch(
@@ -92,7 +93,7 @@ describe("gantry-agent doctor", () => {
     );
     expect(row(report.results, "NVIDIA driver")).toMatchObject({
       status: "fail",
-      detail: "no NVIDIA driver found: and only cuda is configured",
+      detail: "no GPU: no NVIDIA driver found, and only cuda is configured",
     });
     expect(row(report.results, "CUDA provider libraries")?.status).toBe("fail");
     expect(row(report.results, "model noop")?.status).toBe("fail");
@@ -174,4 +175,67 @@ describe("gantry-agent doctor", () => {
     expect(stdout).toMatch(/^PASS +model noop +loaded and warmed on cpu/m);
     expect(stderr).toContain("gantry-agent: checking the gateway…");
   });
+
+  it.skipIf(hostHasNvidiaSmi)(
+    "with no settings at all: exits 0, says there is no GPU, checks the CPU path and every model, lists what to set",
+    async () => {
+      const { code, stdout, stderr } = await runBin(["doctor"], {});
+      expect(code, stderr).toBe(0);
+      expect(stdout).toMatch(/^WARN +NVIDIA driver +no GPU: no NVIDIA driver found/m);
+      expect(stdout).toMatch(/^PASS +cpu execution provider +creates and runs a session$/m);
+      // Every model it knows, unasked: the built-in ones at least.
+      expect(stdout).toMatch(/^PASS +model noop +loaded and warmed on cpu/m);
+      expect(stdout).toMatch(/^PASS +model ocr +loaded and warmed on cpu/m);
+      expect(stdout).toMatch(/^UNSET +gateway +not configured\n +→ set GANTRY_GATEWAY_URL/m);
+      expect(stdout).toMatch(/^UNSET +queue +not configured\n +→ set GANTRY_QUEUE_URL/m);
+      expect(stdout).toMatch(
+        /^UNSET +agent credentials +not configured\n +→ set GANTRY_AGENT_TOKEN/m,
+      );
+      expect(stdout).toMatch(/^NOT CONFIGURED: this host can run its models/m);
+      expect(stderr).not.toContain("is required");
+    },
+  );
+
+  it("--json: the same rows for automation, ok unless a check failed", async () => {
+    const { code, stdout, stderr } = await runBin(["doctor", "--json"], {
+      GANTRY_EXECUTION_PROVIDERS: "cpu",
+      GANTRY_MODELS: "noop",
+      GANTRY_QUEUE_URL: gateway.queueUrl,
+    });
+    expect(code, stderr).toBe(0);
+    const parsed = JSON.parse(stdout) as { ok: boolean; state: string; results: CheckResult[] };
+    expect(parsed).toMatchObject({ ok: true, state: "not_configured" });
+    expect(row(parsed.results, "queue")?.status).toBe("pass");
+    expect(row(parsed.results, "gateway")).toMatchObject({
+      status: "unset",
+      detail: "not configured",
+      hint: expect.stringContaining("GANTRY_GATEWAY_URL"),
+    });
+    expect(row(parsed.results, "model noop")?.status).toBe("pass");
+    expect(parsed.results.map((result) => result.name)).not.toContain("model ocr");
+  });
+
+  it("knows every model the registry names, beside the built-in ones", () => {
+    const entry = { id: "rmbg", task: "background-removal" as const, files: { model: "/m.onnx" } };
+    expect(knownModels([entry])).toEqual(expect.arrayContaining(["noop", "ocr", "rmbg"]));
+  });
 });
+
+/** `gantry-agent ARGS` with only PATH, HOME and `extra` in its environment, in a temp dir. */
+async function runBin(args: string[], extra: Record<string, string>) {
+  const child = spawn(process.execPath, [BIN, ...args], {
+    cwd: dir,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? dir, ...extra },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk) => {
+    stdout += chunk;
+  });
+  child.stderr.on("data", (chunk) => {
+    stderr += chunk;
+  });
+  const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+  return { code, stdout, stderr };
+}

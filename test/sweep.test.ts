@@ -74,7 +74,7 @@ describe.each(["sqlite", "postgres"] as const)("sweep() on %s", (kind) => {
 
   /** A committed job that was never published (the gateway died before the publish). */
   const commit = async (at: number, ttlMs = 3_600_000): Promise<JobRow> => {
-    const row = await gateway.jobs.insert({
+    const row = await gateway.stores.jobs.insert({
       id: newId("job", at),
       tenantId: "ten_sweep",
       model: "noop",
@@ -90,7 +90,7 @@ describe.each(["sqlite", "postgres"] as const)("sweep() on %s", (kind) => {
     if (!row) throw new Error("insert refused");
     return row;
   };
-  const statusOf = async (id: string) => (await gateway.jobs.byId(id))?.status;
+  const statusOf = async (id: string) => (await gateway.stores.jobs.byId(id))?.status;
   const publishedIds = () => published.map((m) => m.id);
   const reset = (at: number) => {
     clock = at;
@@ -106,7 +106,7 @@ describe.each(["sqlite", "postgres"] as const)("sweep() on %s", (kind) => {
     clock = T0 + 6_000;
     expect((await sweep(gateway, OPTIONS)).republished).toBe(1);
     expect(publishedIds()).toEqual([job.id]);
-    expect((await gateway.jobs.byId(job.id))?.published_at).toBe(T0 + 6_000);
+    expect((await gateway.stores.jobs.byId(job.id))?.published_at).toBe(T0 + 6_000);
     clock = T0 + 20_000;
     await sweep(gateway, OPTIONS);
     expect(publishedIds()).toEqual([job.id]);
@@ -118,7 +118,7 @@ describe.each(["sqlite", "postgres"] as const)("sweep() on %s", (kind) => {
     clock += 6_000;
     publishFails = true;
     expect((await sweep(gateway, OPTIONS)).republished).toBe(0);
-    expect((await gateway.jobs.byId(job.id))?.published_at).toBeNull();
+    expect((await gateway.stores.jobs.byId(job.id))?.published_at).toBeNull();
     publishFails = false;
     clock += 5_000;
     expect((await sweep(gateway, OPTIONS)).republished).toBe(1);
@@ -128,11 +128,11 @@ describe.each(["sqlite", "postgres"] as const)("sweep() on %s", (kind) => {
   it("expires a queued job past its TTL, with an event", async () => {
     reset(T0 + 200_000);
     const job = await commit(clock, 1_000);
-    await gateway.jobs.markPublished(job.id, clock);
+    await gateway.stores.jobs.markPublished(job.id, clock);
     clock += 2_000;
     expect((await sweep(gateway, OPTIONS)).expired).toBeGreaterThanOrEqual(1);
     expect(await statusOf(job.id)).toBe("expired");
-    expect((await gateway.jobs.eventsAfter(job.id, 0)).map((e) => e.status)).toEqual([
+    expect((await gateway.stores.jobs.eventsAfter(job.id, 0)).map((e) => e.status)).toEqual([
       "queued",
       "expired",
     ]);
@@ -141,23 +141,23 @@ describe.each(["sqlite", "postgres"] as const)("sweep() on %s", (kind) => {
   it("requeues a running job whose agent went silent, and republishes it", async () => {
     reset(T0 + 300_000);
     const job = await commit(clock);
-    await gateway.jobs.markPublished(job.id, clock);
-    expect((await gateway.jobs.claim(job.id, "agent-a", 1, clock)).ok).toBe(true);
+    await gateway.stores.jobs.markPublished(job.id, clock);
+    expect((await gateway.stores.jobs.claim(job.id, "agent-a", 1, clock)).ok).toBe(true);
     clock += 5_000;
-    await gateway.jobs.heartbeat(job.id, 1, clock);
+    await gateway.stores.jobs.heartbeat(job.id, 1, clock);
     clock += 14_000; // 14 s of silence: within the 15 s allowed
     expect((await sweep(gateway, OPTIONS)).released).toBe(0);
     expect(await statusOf(job.id)).toBe("running");
     clock += 2_000;
     const report = await sweep(gateway, OPTIONS);
     expect(report).toMatchObject({ released: 1, abandoned: 0 });
-    const after = await gateway.jobs.byId(job.id);
+    const after = await gateway.stores.jobs.byId(job.id);
     expect(after).toMatchObject({ status: "queued", published_at: clock });
     expect(JSON.parse(after?.error ?? "null")).toMatchObject({ code: "agent_lost" });
     // The message says how many attempts were made; the queue holds it for the next agent.
     expect(published).toEqual([expect.objectContaining({ id: job.id, attempt: 1 })]);
     expect((await gateway.queue.depth("noop")).ready).toBeGreaterThanOrEqual(1);
-    expect((await gateway.jobs.eventsAfter(job.id, 0)).map((e) => e.status)).toEqual([
+    expect((await gateway.stores.jobs.eventsAfter(job.id, 0)).map((e) => e.status)).toEqual([
       "queued",
       "running",
       "queued",
@@ -167,16 +167,16 @@ describe.each(["sqlite", "postgres"] as const)("sweep() on %s", (kind) => {
   it("makes the duplicate harmless: the original redelivery and the republished copy cannot both run", async () => {
     reset(T0 + 400_000);
     const job = await commit(clock);
-    expect((await gateway.jobs.claim(job.id, "agent-a", 1, clock)).ok).toBe(true);
+    expect((await gateway.stores.jobs.claim(job.id, "agent-a", 1, clock)).ok).toBe(true);
     clock += 20_000;
     expect((await sweep(gateway, OPTIONS)).released).toBe(1);
     // The queue gives the original back (delivery 2) and delivers the republished copy (1).
-    const original = await gateway.jobs.claim(job.id, "agent-b", 2, clock + 1);
-    const copy = await gateway.jobs.claim(job.id, "agent-c", 1, clock + 2);
+    const original = await gateway.stores.jobs.claim(job.id, "agent-b", 2, clock + 1);
+    const copy = await gateway.stores.jobs.claim(job.id, "agent-c", 1, clock + 2);
     expect(original.ok).toBe(true);
     expect(copy.ok).toBe(false);
-    expect((await gateway.jobs.succeed(job.id, 2, { done: true }, clock + 3)).ok).toBe(true);
-    const events = await gateway.jobs.eventsAfter(job.id, 0);
+    expect((await gateway.stores.jobs.succeed(job.id, 2, { done: true }, clock + 3)).ok).toBe(true);
+    const events = await gateway.stores.jobs.eventsAfter(job.id, 0);
     expect(events.filter((e) => e.status === "succeeded")).toHaveLength(1);
   });
 
@@ -184,13 +184,13 @@ describe.each(["sqlite", "postgres"] as const)("sweep() on %s", (kind) => {
     reset(T0 + 500_000);
     const job = await commit(clock);
     for (let attempt = 1; attempt <= 3; attempt++) {
-      expect((await gateway.jobs.claim(job.id, "agent-a", attempt, clock)).ok).toBe(true);
+      expect((await gateway.stores.jobs.claim(job.id, "agent-a", attempt, clock)).ok).toBe(true);
       clock += 1_000;
     }
     clock += 20_000;
     const report = await sweep(gateway, OPTIONS);
     expect(report).toMatchObject({ released: 0, abandoned: 1 });
-    const after = await gateway.jobs.byId(job.id);
+    const after = await gateway.stores.jobs.byId(job.id);
     expect(after?.status).toBe("failed");
     expect(after?.finished_at).toBe(clock);
     expect(JSON.parse(after?.error ?? "null")).toMatchObject({
@@ -203,11 +203,11 @@ describe.each(["sqlite", "postgres"] as const)("sweep() on %s", (kind) => {
   it("leaves canceled and finished jobs alone", async () => {
     reset(T0 + 600_000);
     const canceled = await commit(clock);
-    await gateway.jobs.claim(canceled.id, "agent-a", 1, clock);
-    await gateway.jobs.cancel("ten_sweep", canceled.id, clock);
+    await gateway.stores.jobs.claim(canceled.id, "agent-a", 1, clock);
+    await gateway.stores.jobs.cancel("ten_sweep", canceled.id, clock);
     const done = await commit(clock);
-    await gateway.jobs.claim(done.id, "agent-a", 1, clock);
-    await gateway.jobs.succeed(done.id, 1, {}, clock);
+    await gateway.stores.jobs.claim(done.id, "agent-a", 1, clock);
+    await gateway.stores.jobs.succeed(done.id, 1, {}, clock);
     clock += 60_000;
     const report = await sweep(gateway, OPTIONS);
     expect(report).toMatchObject({ released: 0, abandoned: 0 });
@@ -218,13 +218,13 @@ describe.each(["sqlite", "postgres"] as const)("sweep() on %s", (kind) => {
   it("releases a stale job once when two gateways sweep at the same moment", async () => {
     reset(T0 + 700_000);
     const job = await commit(clock);
-    await gateway.jobs.markPublished(job.id, clock);
-    await gateway.jobs.claim(job.id, "agent-a", 1, clock);
+    await gateway.stores.jobs.markPublished(job.id, clock);
+    await gateway.stores.jobs.claim(job.id, "agent-a", 1, clock);
     clock += 20_000;
     const other = build(gateway.queue);
     const reports = await Promise.all([sweep(gateway, OPTIONS), sweep(other, OPTIONS)]);
     expect(reports[0].released + reports[1].released).toBe(1);
-    const statuses = (await gateway.jobs.eventsAfter(job.id, 0)).map((e) => e.status);
+    const statuses = (await gateway.stores.jobs.eventsAfter(job.id, 0)).map((e) => e.status);
     expect(statuses).toEqual(["queued", "running", "queued"]);
   });
 });

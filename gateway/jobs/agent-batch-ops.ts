@@ -56,7 +56,7 @@ export async function claimJobs(
   request: ClaimBatchRequest,
 ): Promise<ClaimBatchResult[]> {
   checkBodyAgent(agent, request.agent_id);
-  const taken = await gateway.jobs.claimMany(
+  const taken = await gateway.stores.jobs.claimMany(
     request.claims.map((item) => ({ id: item.job_id, attempt: item.attempt })),
     { agentId: agent.id, now: gateway.now(), models: registeredModels(agent) },
   );
@@ -94,7 +94,7 @@ export async function reportJobs(
   );
   const done =
     successes.length > 0
-      ? await gateway.jobs.succeedMany(successes, { agentId: agent.id, now: gateway.now() })
+      ? await gateway.stores.jobs.succeedMany(successes, { agentId: agent.id, now: gateway.now() })
       : [];
   const rows = new Map(done.map((row) => [row.id, row]));
   return Promise.all(

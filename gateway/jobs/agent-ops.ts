@@ -8,13 +8,12 @@ import type {
 import { InputRef, REPORT_ENVELOPE_BYTES } from "../../shared/protocol/index.ts";
 import {
   type AgentRow,
-  AgentStore,
   registeredModels,
   statusOfJobHeartbeat,
 } from "../agents/store.ts";
 import type { Gateway } from "../context.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
-import type { Transition } from "../store/job-store.ts";
+import type { Transition } from "../store/ports.ts";
 import { artifactBlobKey, uploadBlobKey } from "../store/uploads.ts";
 import { afterTransition } from "./lifecycle.ts";
 
@@ -77,8 +76,8 @@ export async function claimJob(
   // The model check rides in the UPDATE's condition: a refusal reads the job to say why.
   let result: Transition =
     models.length > 0
-      ? await gateway.jobs.claim(jobId, agent.id, request.attempt, now, models)
-      : { ok: false, current: (await gateway.jobs.byId(jobId)) ?? null };
+      ? await gateway.stores.jobs.claim(jobId, agent.id, request.attempt, now, models)
+      : { ok: false, current: (await gateway.stores.jobs.byId(jobId)) ?? null };
   if (result.ok) {
     afterTransition(gateway, result.job);
     return buildClaim(gateway, result.job);
@@ -88,7 +87,7 @@ export async function claimJob(
   if (!models.includes(current.model)) {
     // The agent's row may come from this gateway's short cache: a registration made a
     // moment ago through another gateway is read afresh before the claim is refused.
-    const fresh = await new AgentStore(gateway.db).byId(agent.id);
+    const fresh = await gateway.stores.agents.byId(agent.id);
     if (fresh && registeredModels(fresh).includes(current.model)) {
       gateway.agentRows.delete(agent.id);
       return claimJob(gateway, fresh, jobId, request);
@@ -99,7 +98,7 @@ export async function claimJob(
     );
   }
   if (current.status === "queued" && current.expires_at < now) {
-    const expired = await gateway.jobs.expire(jobId, now);
+    const expired = await gateway.stores.jobs.expire(jobId, now);
     if (expired.ok) afterTransition(gateway, expired.job);
     result = { ok: false, current: expired.ok ? expired.job : expired.current };
   }
@@ -170,11 +169,11 @@ export async function heartbeatJob(
   request: HeartbeatRequest,
 ) {
   checkBodyAgent(agent, request.agent_id);
-  checkOwnAttempt(agent, await gateway.jobs.byId(jobId), request.attempt);
+  checkOwnAttempt(agent, await gateway.stores.jobs.byId(jobId), request.attempt);
   const now = gateway.now();
-  await new AgentStore(gateway.db).heartbeat(agent.id, statusOfJobHeartbeat(request), now);
-  const row = await gateway.jobs.heartbeat(jobId, request.attempt, now);
-  if (!row) throw refusal((await gateway.jobs.byId(jobId)) ?? null, request.attempt);
+  await gateway.stores.agents.heartbeat(agent.id, statusOfJobHeartbeat(request), now);
+  const row = await gateway.stores.jobs.heartbeat(jobId, request.attempt, now);
+  if (!row) throw refusal((await gateway.stores.jobs.byId(jobId)) ?? null, request.attempt);
   return { v: 1 as const, job_id: jobId, status: row.status };
 }
 
@@ -191,12 +190,12 @@ export async function reportJob(
   // and a refusal reads the job to say why.
   let result: Transition;
   if (event.type === "succeeded") {
-    result = await gateway.jobs.succeed(jobId, event.attempt, event.output, now, agent.id);
+    result = await gateway.stores.jobs.succeed(jobId, event.attempt, event.output, now, agent.id);
   } else if (event.type === "failed") {
     const { error, will_retry } = event;
-    result = await gateway.jobs.fail(jobId, event.attempt, error, will_retry, now, agent.id);
+    result = await gateway.stores.jobs.fail(jobId, event.attempt, error, will_retry, now, agent.id);
   } else {
-    result = await gateway.jobs.release(jobId, event.attempt, now, agent.id);
+    result = await gateway.stores.jobs.release(jobId, event.attempt, now, agent.id);
   }
   if (result.ok) {
     afterTransition(gateway, result.job);

@@ -2,12 +2,7 @@ import type { JobStatus, QueueMessage, WebhookEventType } from "../../shared/pro
 import { isTerminal, WebhookSubscription } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
-import {
-  type DeliverDeps,
-  deliverOne,
-  enqueueWebhook,
-  secretFromTenants,
-} from "../webhooks/deliveries.ts";
+import type { DeliverDeps } from "../webhooks/deliveries.ts";
 
 const DEFAULT_WEBHOOK_EVENTS: WebhookEventType[] = [
   "job.succeeded",
@@ -44,7 +39,7 @@ export async function publishJob(
 ): Promise<boolean> {
   try {
     await gateway.queue.publish(queueMessageOf(row));
-    const marked = gateway.jobs.markPublished(row.id, gateway.now());
+    const marked = gateway.stores.jobs.markPublished(row.id, gateway.now());
     if (options.markInBackground) gateway.background(marked);
     else await marked;
     return true;
@@ -77,12 +72,12 @@ async function sendWebhook(gateway: Gateway, row: JobRow, url: string, type: Web
   const now = gateway.now();
   const payload = { v: 1 as const, type, timestamp: new Date(now).toISOString(), data: toJob(row) };
   try {
-    const id = await enqueueWebhook(
-      gateway.db,
+    const webhooks = gateway.stores.webhooks;
+    const id = await webhooks.enqueue(
       { tenantId: row.tenant_id, jobId: row.id, eventType: type, url, payload },
       now,
     );
-    await deliverOne(gateway.db, id, webhookDeps(gateway));
+    await webhooks.deliverOne(id, webhookDeps(gateway));
   } catch (error) {
     gateway.log.error({ job_id: row.id, err: String(error) }, "webhook delivery failed");
   }
@@ -97,7 +92,7 @@ export function webhookDeps(gateway: Gateway): DeliverDeps {
   return {
     fetch: gateway.fetch,
     now: gateway.now,
-    secretFor: secretFromTenants(gateway.db, gateway.now),
+    secretFor: (tenantId) => gateway.stores.webhooks.signingSecrets(tenantId, gateway.now()),
     urlPolicy: { allowInsecure: gateway.config.allowInsecureWebhooks },
   };
 }

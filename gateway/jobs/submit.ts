@@ -6,8 +6,8 @@ import type { Gateway } from "../context.ts";
 import type { ModelSpec } from "../models.ts";
 import { jobPriority } from "../plans.ts";
 import type { JobRow } from "../store/job-rows.ts";
-import { hashKey, queuedJobCount, type Tenant } from "../store/tenants.ts";
-import { uploadBlobKey, uploadForTenant } from "../store/uploads.ts";
+import { hashKey, type Tenant } from "../store/tenants.ts";
+import { uploadBlobKey } from "../store/uploads.ts";
 import { assertWebhookUrlAllowed } from "../webhooks/url-policy.ts";
 import { afterTransition, publishJob } from "./lifecycle.ts";
 
@@ -52,7 +52,7 @@ export async function submitJob(
   await assertQueueHasRoom(gateway, spec.id);
   const now = gateway.now();
   const ttlSeconds = request.ttl_seconds ?? gateway.config.defaultTtlSeconds;
-  const row = await gateway.jobs.insert({
+  const row = await gateway.stores.jobs.insert({
     id: newId("job", now),
     tenantId: tenant.id,
     model: request.model,
@@ -79,7 +79,7 @@ export async function submitJob(
 }
 
 async function replay(gateway: Gateway, tenant: Tenant, key: string, requestHash: string) {
-  const earlier = await gateway.jobs.byIdempotencyKey(tenant.id, key);
+  const earlier = await gateway.stores.jobs.byIdempotencyKey(tenant.id, key);
   if (earlier && earlier.request_hash !== requestHash) {
     throw new HttpProblem(
       422,
@@ -99,7 +99,7 @@ async function replay(gateway: Gateway, tenant: Tenant, key: string, requestHash
  */
 async function assertTenantHasRoom(gateway: Gateway, tenant: Tenant): Promise<void> {
   const max = tenant.limits.max_queued_jobs;
-  const load = () => queuedJobCount(gateway.db, tenant.id);
+  const load = () => gateway.stores.jobs.queuedCount(tenant.id);
   const counts = gateway.admission.tenantQueued;
   let queued = await counts.read(tenant.id, load);
   if (queued >= max) queued = await counts.read(tenant.id, load, { fresh: true });
@@ -141,7 +141,7 @@ async function checkModelAndInputs(
   }
   checkModelInput(spec, request.input);
   if (!image?.startsWith("upl_")) return spec;
-  const upload = await uploadForTenant(gateway.db, tenant.id, image);
+  const upload = await gateway.stores.uploads.forTenant(tenant.id, image);
   if (!upload) {
     throw new HttpProblem(422, "unknown_upload", "Unknown upload", `No upload ${image}.`);
   }

@@ -7,7 +7,7 @@ import {
   type AgentList,
 } from "../../shared/protocol/index.ts";
 import { agentViews } from "../agents/listing.ts";
-import { type AgentRow, AgentStore, registeredModels } from "../agents/store.ts";
+import { type AgentRow, registeredModels } from "../agents/store.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
 import { parseJsonBody, parseWith } from "../validation.ts";
@@ -27,7 +27,7 @@ export const adminAgentRoutes = new Hono<AppEnv>()
   .get("/", async (c) => {
     const gateway = c.var.gateway;
     const query = parseWith(ListQuery, c.req.query(), "query");
-    const rows = await new AgentStore(gateway.db).list({
+    const rows = await gateway.stores.agents.list({
       limit: query.limit,
       before: query.cursor,
     });
@@ -41,7 +41,7 @@ export const adminAgentRoutes = new Hono<AppEnv>()
   .post("/", async (c) => {
     const gateway = c.var.gateway;
     const request = await parseJsonBody(c, AgentCreateRequest);
-    const { row, secret } = await new AgentStore(gateway.db).create({
+    const { row, secret } = await gateway.stores.agents.create({
       name: request.name,
       source: "admin",
       now: gateway.now(),
@@ -56,14 +56,14 @@ export const adminAgentRoutes = new Hono<AppEnv>()
   })
   .get("/:id", async (c) => {
     const gateway = c.var.gateway;
-    const row = await new AgentStore(gateway.db).byId(c.req.param("id"));
+    const row = await gateway.stores.agents.byId(c.req.param("id"));
     if (!row) throw notFound("Agent", c.req.param("id"));
     const [view] = await views(gateway, [row]);
     return c.json(view);
   })
   .post("/:id/revoke", async (c) => {
     const gateway = c.var.gateway;
-    const row = await new AgentStore(gateway.db).revoke(c.req.param("id"), gateway.now());
+    const row = await gateway.stores.agents.revoke(c.req.param("id"), gateway.now());
     gateway.agentRows.delete(c.req.param("id"));
     if (!row) throw notFound("Agent", c.req.param("id"));
     gateway.log.warn({ agent_id: row.id, tenant_id: c.var.tenant.id }, "agent revoked");
@@ -73,7 +73,7 @@ export const adminAgentRoutes = new Hono<AppEnv>()
 
 /** Views for these rows, with what the job store and the queue know about them. */
 async function views(gateway: Gateway, rows: AgentRow[]) {
-  return agentViews(gateway.db, rows, await waitingJobs(gateway, rows), gateway.now());
+  return agentViews(gateway.stores.agents, rows, await waitingJobs(gateway, rows), gateway.now());
 }
 
 /**

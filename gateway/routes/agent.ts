@@ -8,7 +8,6 @@ import {
   HeartbeatRequest,
 } from "../../shared/protocol/index.ts";
 import { type AgentEnv, requireEnrollmentToken, requireSignedAgent } from "../agents/middleware.ts";
-import { AgentStore } from "../agents/store.ts";
 import { claimJob, heartbeatJob, reportJob } from "../jobs/agent-ops.ts";
 import { parseJsonBody } from "../validation.ts";
 
@@ -21,7 +20,7 @@ export const agentRoutes = new Hono<AgentEnv>()
   .post("/agents/enroll", requireEnrollmentToken, async (c) => {
     const request = await parseJsonBody(c, AgentEnrollRequest);
     const gateway = c.var.gateway;
-    const { row, secret } = await new AgentStore(gateway.db).create({
+    const { row, secret } = await gateway.stores.agents.create({
       name: request.name,
       source: "enrollment",
       now: gateway.now(),
@@ -32,7 +31,7 @@ export const agentRoutes = new Hono<AgentEnv>()
   .post("/agents/register", requireSignedAgent, async (c) => {
     const request = await parseJsonBody(c, AgentRegisterRequest);
     const { gateway, agent } = c.var;
-    await new AgentStore(gateway.db).register(agent.id, request, gateway.now());
+    await gateway.stores.agents.register(agent.id, request, gateway.now());
     gateway.agentRows.delete(agent.id);
     gateway.log.info(
       {
@@ -48,7 +47,7 @@ export const agentRoutes = new Hono<AgentEnv>()
   .post("/agents/heartbeat", requireSignedAgent, async (c) => {
     const request = await parseJsonBody(c, AgentHeartbeatRequest);
     const { gateway, agent } = c.var;
-    await new AgentStore(gateway.db).heartbeat(agent.id, request, gateway.now());
+    await gateway.stores.agents.heartbeat(agent.id, request, gateway.now());
     return c.json({ v: 1 as const, agent_id: agent.id });
   })
   .post("/jobs/:id/claim", requireSignedAgent, async (c) => {

@@ -38,7 +38,7 @@ export const jobArtifactRoutes = new Hono<AppEnv>().get("/:id/artifacts/:name", 
   const id = c.req.param("id");
   const name = c.req.param("name");
   // Another tenant's job answers like a missing one: ids are not secrets, jobs are.
-  const row = await gateway.jobs.forTenant(c.var.tenant.id, id);
+  const row = await gateway.stores.jobs.forTenant(c.var.tenant.id, id);
   if (!row) throw notFound("Job", id);
   if (row.status !== "succeeded") {
     throw new HttpProblem(

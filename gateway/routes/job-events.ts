@@ -13,7 +13,7 @@ const POLL_MS = 1_000;
 export const jobEventRoutes = new Hono<AppEnv>().get("/:id/events", async (c) => {
   const gateway = c.var.gateway;
   const id = c.req.param("id");
-  const job = await gateway.jobs.forTenant(c.var.tenant.id, id);
+  const job = await gateway.stores.jobs.forTenant(c.var.tenant.id, id);
   if (!job) throw notFound("Job", id);
   const lastEventId = Number.parseInt(c.req.header("last-event-id") ?? "0", 10);
   let seq = Number.isSafeInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0;
@@ -24,7 +24,7 @@ export const jobEventRoutes = new Hono<AppEnv>().get("/:id/events", async (c) =>
     const deadline = gateway.now() + MAX_STREAM_MS;
     while (!closed.signal.aborted && gateway.now() < deadline) {
       const wake = gateway.notifier.next(id, POLL_MS, closed.signal);
-      for (const row of await gateway.jobs.eventsAfter(id, seq)) {
+      for (const row of await gateway.stores.jobs.eventsAfter(id, seq)) {
         seq = row.seq;
         await stream.writeSSE({
           id: String(row.seq),

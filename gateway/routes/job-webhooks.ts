@@ -3,8 +3,6 @@ import { HttpProblem, notFound } from "../../shared/errors.ts";
 import type { WebhookDeliveryList } from "../../shared/protocol/webhook-api.ts";
 import type { AppEnv } from "../env.ts";
 import { webhookDeps } from "../jobs/lifecycle.ts";
-import { listDeliveries } from "../webhooks/deliveries.ts";
-import { redeliver } from "../webhooks/redeliver.ts";
 import { toWebhookDelivery } from "../webhooks/views.ts";
 
 /**
@@ -15,8 +13,8 @@ export const jobWebhookRoutes = new Hono<AppEnv>()
   .get("/:id/webhooks", async (c) => {
     const gateway = c.var.gateway;
     const id = c.req.param("id");
-    if (!(await gateway.jobs.forTenant(c.var.tenant.id, id))) throw notFound("Job", id);
-    const deliveries = await listDeliveries(gateway.db, c.var.tenant.id, id);
+    if (!(await gateway.stores.jobs.forTenant(c.var.tenant.id, id))) throw notFound("Job", id);
+    const deliveries = await gateway.stores.webhooks.deliveries(c.var.tenant.id, id);
     const body: WebhookDeliveryList = { object: "list", data: deliveries.map(toWebhookDelivery) };
     return c.json(body);
   })
@@ -25,11 +23,10 @@ export const jobWebhookRoutes = new Hono<AppEnv>()
     const tenantId = c.var.tenant.id;
     const jobId = c.req.param("id");
     const deliveryId = c.req.param("delivery");
-    if (!(await gateway.jobs.forTenant(tenantId, jobId))) throw notFound("Job", jobId);
+    if (!(await gateway.stores.jobs.forTenant(tenantId, jobId))) throw notFound("Job", jobId);
     // The attempt is made before answering (it is bounded by the 15 s webhook timeout), so
     // the answer already shows how it went.
-    const result = await redeliver(
-      gateway.db,
+    const result = await gateway.stores.webhooks.redeliver(
       { tenantId, jobId, deliveryId },
       webhookDeps(gateway),
     );
@@ -42,7 +39,7 @@ export const jobWebhookRoutes = new Hono<AppEnv>()
         "Another attempt at this delivery started just now; list the job's webhooks to see it.",
       );
     }
-    const view = (await listDeliveries(gateway.db, tenantId, jobId)).find(
+    const view = (await gateway.stores.webhooks.deliveries(tenantId, jobId)).find(
       (d) => d.id === deliveryId,
     );
     if (!view) throw notFound("Webhook delivery", deliveryId);

@@ -40,7 +40,7 @@ export const jobRoutes = new Hono<AppEnv>()
   })
   .get("/", async (c) => {
     const query = parseWith(ListQuery, c.req.query(), "query");
-    const rows = await c.var.gateway.jobs.list(c.var.tenant.id, {
+    const rows = await c.var.gateway.stores.jobs.list(c.var.tenant.id, {
       limit: query.limit + 1,
       ...(query.cursor ? { before: query.cursor } : {}),
       ...(query.status ? { status: query.status } : {}),
@@ -54,14 +54,14 @@ export const jobRoutes = new Hono<AppEnv>()
     return c.json(list);
   })
   .get("/:id", async (c) => {
-    const row = await c.var.gateway.jobs.forTenant(c.var.tenant.id, c.req.param("id"));
+    const row = await c.var.gateway.stores.jobs.forTenant(c.var.tenant.id, c.req.param("id"));
     if (!row) throw notFound("Job", c.req.param("id"));
     return c.json(toJob(row));
   })
   .post("/:id/cancel", async (c) => {
     const gateway = c.var.gateway;
     const id = c.req.param("id");
-    const result = await gateway.jobs.cancel(c.var.tenant.id, id, gateway.now());
+    const result = await gateway.stores.jobs.cancel(c.var.tenant.id, id, gateway.now());
     if (result.ok) {
       afterTransition(gateway, result.job);
       return c.json(toJob(result.job));

@@ -1,5 +1,4 @@
 import { Hono } from "hono";
-import { ping } from "../../shared/db/migrations.ts";
 import { docsPage } from "../docs-page.ts";
 import type { AppEnv } from "../env.ts";
 import { openApiDocument } from "../openapi.ts";
@@ -21,7 +20,7 @@ export const metaRoutes = new Hono<AppEnv>()
         },
       );
     await Promise.all([
-      check("database", ping(gateway.db)),
+      check("database", gateway.stores.ping()),
       check(
         "queue",
         // Per served model: least-privilege queue credentials (SQS) can't list every queue.

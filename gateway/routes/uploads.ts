@@ -4,7 +4,7 @@ import { newId } from "../../shared/ids.ts";
 import { type Upload, UploadRequest, type UploadStatus } from "../../shared/protocol/index.ts";
 import type { AppEnv } from "../env.ts";
 import { acceptedContentTypes } from "../models.ts";
-import { insertUpload, uploadBlobKey, uploadForTenant } from "../store/uploads.ts";
+import { uploadBlobKey } from "../store/uploads.ts";
 import { parseJsonBody } from "../validation.ts";
 
 /** The largest upload a tenant may make: its plan's ceiling, within the gateway's own. */
@@ -46,7 +46,7 @@ export const uploadRoutes = new Hono<AppEnv>()
       sizeBytes: request.size_bytes,
       expiresInSeconds: gateway.config.uploadExpiresSeconds,
     });
-    await insertUpload(gateway.db, {
+    await gateway.stores.uploads.insert({
       id,
       tenant_id: tenant.id,
       content_type: request.content_type,
@@ -69,7 +69,7 @@ export const uploadRoutes = new Hono<AppEnv>()
     const { gateway, tenant } = c.var;
     const id = c.req.param("id");
     // Another tenant's upload is simply not found, like its jobs.
-    const upload = await uploadForTenant(gateway.db, tenant.id, id);
+    const upload = await gateway.stores.uploads.forTenant(tenant.id, id);
     if (!upload) throw notFound("Upload", id);
     const stored = await gateway.blobs.head(upload.blob_key);
     const status: UploadStatus["status"] =

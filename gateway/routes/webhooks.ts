@@ -7,15 +7,13 @@ import {
 } from "../../shared/protocol/webhook-api.ts";
 import type { AppEnv } from "../env.ts";
 import { parseJsonBody } from "../validation.ts";
-import { enableEndpoint, listEndpoints } from "../webhooks/endpoints.ts";
-import { rotateWebhookSecret, webhookSecretState } from "../webhooks/secret-rotation.ts";
 import { toWebhookEndpoint, toWebhookSecretDetails } from "../webhooks/views.ts";
 
 /** The tenant's webhook settings: signing secret (and its rotation), endpoint health. */
 export const webhookRoutes = new Hono<AppEnv>()
   .get("/secret", async (c) => {
     const gateway = c.var.gateway;
-    const state = await webhookSecretState(gateway.db, c.var.tenant.id, gateway.now());
+    const state = await gateway.stores.webhooks.secretState(c.var.tenant.id, gateway.now());
     if (!state) throw notFound("Tenant", c.var.tenant.id);
     c.header("cache-control", "no-store");
     return c.json(toWebhookSecretDetails(state));
@@ -25,7 +23,7 @@ export const webhookRoutes = new Hono<AppEnv>()
     // The body is optional: an empty POST rotates with the default overlap.
     const empty = (await c.req.text()).trim() === "";
     const request = empty ? {} : await parseJsonBody(c, WebhookSecretRotateRequest);
-    const state = await rotateWebhookSecret(gateway.db, c.var.tenant.id, {
+    const state = await gateway.stores.webhooks.rotateSecret(c.var.tenant.id, {
       now: gateway.now(),
       ...(request.overlap_seconds === undefined
         ? {}
@@ -39,14 +37,14 @@ export const webhookRoutes = new Hono<AppEnv>()
     return c.json(toWebhookSecretDetails(state));
   })
   .get("/endpoints", async (c) => {
-    const endpoints = await listEndpoints(c.var.gateway.db, c.var.tenant.id);
+    const endpoints = await c.var.gateway.stores.webhooks.endpoints(c.var.tenant.id);
     const body: WebhookEndpointList = { object: "list", data: endpoints.map(toWebhookEndpoint) };
     return c.json(body);
   })
   .post("/endpoints/enable", async (c) => {
     const gateway = c.var.gateway;
     const { url } = await parseJsonBody(c, WebhookEndpointEnableRequest);
-    const endpoint = await enableEndpoint(gateway.db, c.var.tenant.id, url, gateway.now());
+    const endpoint = await gateway.stores.webhooks.enableEndpoint(c.var.tenant.id, url, gateway.now());
     if (!endpoint) throw notFound("Webhook endpoint", url);
     return c.json(toWebhookEndpoint(endpoint));
   });

@@ -8,13 +8,12 @@ import {
   type SuccessItem,
   succeedMany,
 } from "./job-batch-updates.ts";
+import { jobCountsByStatus, queuedJobCount } from "./job-counts.ts";
 import { jobInserter, type NewJob } from "./job-inserts.ts";
 import type { JobEventRow, JobRow } from "./job-rows.ts";
+import type { JobStore, Transition } from "./ports.ts";
 
 export type { NewJob } from "./job-inserts.ts";
-
-/** What a state change did: the job after it, or why it could not happen. */
-export type Transition = { ok: true; job: JobRow } | { ok: false; current: JobRow | null };
 
 type JobUpdate = UpdateQueryBuilder<Database, "jobs", "jobs", UpdateResult>;
 
@@ -27,14 +26,14 @@ function currentAttempt(query: JobUpdate, attempt: number, agentId?: string): Jo
 }
 
 /**
- * The JobStore: jobs and their event log on Kysely (SQLite, Postgres, D1).
+ * The JobStore port (ports.ts) on Kysely (SQLite, Postgres, D1): jobs and their event log.
  *
  * Every state change is one conditional UPDATE … RETURNING that also bumps `last_seq`; a
  * database trigger appends its event in the same statement (migration 0005). No interactive
  * transactions, because D1 has none; the condition in the UPDATE is what keeps concurrent
  * agents and clients from racing.
  */
-export class JobStore {
+export class KyselyJobStore implements JobStore {
   private readonly inserter: (job: NewJob) => Promise<JobRow | null>;
   private readonly marker: (id: string, now: number) => Promise<void>;
 
@@ -92,6 +91,14 @@ export class JobStore {
     if (options.before) query = query.where("id", "<", options.before);
     if (options.status) query = query.where("status", "=", options.status);
     return query.execute();
+  }
+
+  queuedCount(tenantId: string): Promise<number> {
+    return queuedJobCount(this.db, tenantId);
+  }
+
+  countsByStatus(): Promise<Map<string, number>> {
+    return jobCountsByStatus(this.db);
   }
 
   eventsAfter(jobId: string, afterSeq: number): Promise<JobEventRow[]> {
@@ -271,7 +278,7 @@ export class JobStore {
     willRetry: boolean,
     now: number,
     agentId?: string,
-  ) {
+  ): Promise<Transition> {
     const change = willRetry
       ? { status: "queued", error: JSON.stringify(error) }
       : { status: "failed", error: JSON.stringify(error), finished_at: now };

@@ -1,51 +1,71 @@
-import { join } from "node:path";
 import { type AgentConfigFlags, parseAgentConfig } from "../config.ts";
-import { formatProgress, resolveModels, toModelConfigs } from "../registry/index.ts";
-import { type DoctorDeps, formatReport, runDoctor } from "./index.ts";
+import { modelIds } from "../pipelines/index.ts";
+import {
+  formatProgress,
+  type ResolvedModelEntry,
+  resolveModels,
+  toModelConfigs,
+} from "../registry/index.ts";
+import { type DoctorDeps, formatJson, formatReport, runDoctor } from "./index.ts";
+import { credentialsCheck, unsetSettings, withStandIns } from "./settings.ts";
+
+export interface DoctorCommandOptions {
+  /** Print the rows as JSON on stdout (`--json`) instead of the table. */
+  json?: boolean;
+}
 
 /**
  * `gantry-agent doctor`: reads the same settings as `run`, prints progress on stderr and the
- * table on stdout, and sets a non-zero exit code when a check failed.
+ * table (or JSON) on stdout, and returns false when a check failed (a non-zero exit).
  *
- * The registry file and cache come from `GANTRY_MODELS_FILE` and `GANTRY_MODEL_CACHE_DIR`
- * (default `./model-cache`) until the agent's config carries them.
+ * It needs no settings at all: on a fresh box the gateway, the queue and the credentials
+ * are rows saying what to set, and everything else (driver, CUDA, providers, models) is
+ * checked anyway. Without GANTRY_MODELS it checks every model it knows: the built-in ones
+ * and every entry of the registry (GANTRY_MODELS_FILE).
  */
 export async function doctorCommand(
   env: NodeJS.ProcessEnv,
   flags: AgentConfigFlags,
   deps: DoctorDeps & { stdout?: (text: string) => void } = {},
+  options: DoctorCommandOptions = {},
 ): Promise<boolean> {
-  // The doctor authenticates nowhere (health checks are public), so a fresh box may run it
-  // before it has credentials: stand in for the token the settings otherwise require.
-  const credentials =
-    env.GANTRY_AGENT_TOKEN || env.GANTRY_AGENT_SECRET ? {} : { GANTRY_AGENT_TOKEN: "unused" };
-  const config = parseAgentConfig({ ...env, ...credentials }, flags);
+  const unset = unsetSettings(env, flags);
+  // Every other setting is parsed as `run` parses it: a bad value is still refused (exit 2).
+  const config = parseAgentConfig(withStandIns(env, unset), flags);
   const say = deps.progress ?? ((line: string) => process.stderr.write(`gantry-agent: ${line}\n`));
   const write = deps.stdout ?? ((text: string) => process.stdout.write(text));
 
-  const registryPath = env.GANTRY_MODELS_FILE || null;
-  let modelConfigs: ReturnType<typeof toModelConfigs> | undefined;
-  if (registryPath) {
-    say(`resolving models in ${registryPath}…`);
-    const resolved = await resolveModels(registryPath, {
-      cacheDir: env.GANTRY_MODEL_CACHE_DIR || join(process.cwd(), "model-cache"),
+  let registry: ResolvedModelEntry[] = [];
+  if (config.modelsFile) {
+    say(`resolving models in ${config.modelsFile}…`);
+    registry = await resolveModels(config.modelsFile, {
+      cacheDir: config.modelCacheDir,
       onProgress: (step) => say(formatProgress(step)),
     });
-    modelConfigs = toModelConfigs(resolved);
   }
+  const modelsGiven = flags.models !== undefined || Boolean(env.GANTRY_MODELS);
+  const models = modelsGiven ? config.models : knownModels(registry);
 
-  say(`checking this host for agent ${config.agentId} → gateway ${config.gatewayUrl}`);
+  say(
+    `checking this host for agent ${config.agentId} → gateway ${unset.gateway ? "(not configured)" : config.gatewayUrl}`,
+  );
   const report = await runDoctor(
     {
-      gatewayUrl: config.gatewayUrl,
-      queueUrl: config.queueUrl,
-      models: config.models,
+      gatewayUrl: unset.gateway ? null : config.gatewayUrl,
+      queueUrl: unset.queue ? null : config.queueUrl,
+      models,
       providers: config.executionProviders,
       threads: config.threads,
-      ...(modelConfigs ? { modelConfigs } : {}),
+      settingRows: [credentialsCheck(env, unset)],
+      ...(registry.length > 0 ? { modelConfigs: toModelConfigs(registry) } : {}),
     },
     { ...deps, progress: say },
   );
-  write(formatReport(report.results));
+  write(options.json ? formatJson(report.results) : formatReport(report.results));
   return report.ok;
+}
+
+/** The built-in models, then each registry entry: data, so a new default shows up unasked. */
+export function knownModels(registry: readonly ResolvedModelEntry[]): string[] {
+  return [...new Set([...modelIds, ...registry.map((entry) => entry.id)])];
 }

@@ -1,6 +1,9 @@
 import type { OpenedQueue, OpenQueueOptions } from "../../shared/queue/open.ts";
 import { type CheckResult, errorText, withTimeout } from "./report.ts";
 
+/** What `run` does about it: an unreachable peer is transient, never a reason to exit. */
+const WAITS = "`gantry-agent run` waits for it, retrying with backoff (its log says so)";
+
 /**
  * Opens the queue and reads each model's depth: proves the URL, the credentials and the
  * per-model queues at once. Only the description is ever shown: the URL may hold a password.
@@ -30,7 +33,7 @@ export async function queueCheck(
       name,
       status: "fail",
       detail: `cannot use the queue: ${errorText(error)}`,
-      hint: "check GANTRY_QUEUE_URL and that this host can reach it",
+      hint: `check GANTRY_QUEUE_URL and that this host can reach it; ${WAITS}`,
     };
   } finally {
     await opened?.close().catch(() => {});
@@ -65,7 +68,7 @@ export async function gatewayCheck(
       name,
       status: "fail",
       detail: `cannot reach ${url}: ${errorText(error)}${cause ? ` (${errorText(cause)})` : ""}`,
-      hint: "check GANTRY_GATEWAY_URL and that this host can reach it",
+      hint: `check GANTRY_GATEWAY_URL and that this host can reach it; ${WAITS}`,
     };
   }
 }

@@ -74,12 +74,12 @@ export function driverCheck(
   const name = "NVIDIA driver";
   const severity = cudaSeverity(providers);
   const fallback =
-    severity === "warn" ? "the CPU path will be used" : "and only cuda is configured";
+    severity === "warn" ? "so the CPU path will be used" : "and only cuda is configured";
   if ("missing" in gpus) {
     return {
       name,
       status: severity,
-      detail: `no NVIDIA driver found: ${fallback}`,
+      detail: `no GPU: no NVIDIA driver found, ${fallback}`,
       hint: "install the NVIDIA driver so that `nvidia-smi` works, or set GANTRY_EXECUTION_PROVIDERS=cpu",
     };
   }

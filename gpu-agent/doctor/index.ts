@@ -15,12 +15,14 @@ import {
 } from "./gpu.ts";
 import { type LoadModelsFn, modelCheck } from "./models.ts";
 import type { CheckResult } from "./report.ts";
+import { notConfigured, SETTING_HINTS } from "./settings.ts";
 
-export { type CheckResult, type CheckStatus, formatReport } from "./report.ts";
+export { type CheckResult, type CheckStatus, formatJson, formatReport } from "./report.ts";
 
 export interface DoctorOptions {
-  gatewayUrl: string;
-  queueUrl: string;
+  /** Null when not configured: the row says so and what to set, and nothing is contacted. */
+  gatewayUrl: string | null;
+  queueUrl: string | null;
   models: readonly string[];
   providers: readonly ExecutionProvider[];
   threads: number;
@@ -28,6 +30,8 @@ export interface DoctorOptions {
   modelConfigs?: Readonly<Record<string, ModelConfig>>;
   /** Per network check. Default 10 s. */
   timeoutMs?: number;
+  /** Rows about the settings themselves (credentials), shown before the connections. */
+  settingRows?: readonly CheckResult[];
 }
 
 /** Seams for tests; each defaults to the real thing. */
@@ -90,13 +94,21 @@ export async function runDoctor(
     record(await providerCheck("cpu", providers, probe));
   }
 
-  progress("checking the queue…");
-  record(
-    await queueCheck(options.queueUrl, options.models, timeoutMs, deps.openQueue ?? openQueue),
-  );
-  progress("checking the gateway…");
-  for (const path of ["/healthz", "/readyz"] as const) {
-    record(await gatewayCheck(options.gatewayUrl, path, timeoutMs, deps.fetch ?? fetch));
+  for (const row of options.settingRows ?? []) record(row);
+  if (options.queueUrl === null) {
+    record(notConfigured("queue", SETTING_HINTS.queue));
+  } else {
+    progress("checking the queue…");
+    const open = deps.openQueue ?? openQueue;
+    record(await queueCheck(options.queueUrl, options.models, timeoutMs, open));
+  }
+  if (options.gatewayUrl === null) {
+    record(notConfigured("gateway", SETTING_HINTS.gateway));
+  } else {
+    progress("checking the gateway…");
+    for (const path of ["/healthz", "/readyz"] as const) {
+      record(await gatewayCheck(options.gatewayUrl, path, timeoutMs, deps.fetch ?? fetch));
+    }
   }
 
   // Models load on the providers that just worked, as a runner would end up doing, without

@@ -128,7 +128,7 @@ describe(`a poison job, with ${MAX_ATTEMPTS} attempts allowed`, () => {
     }
     // The queue held each retry back at least as long as asked: from the failure being
     // recorded (before the agent asks for the retry) to the next claim.
-    const events = await gw.gateway.jobs.eventsAfter(job!.id, 0);
+    const events = await gw.gateway.stores.jobs.eventsAfter(job!.id, 0);
     const statuses = events.map((event) => event.status);
     expect(statuses).toEqual([
       "queued",

@@ -75,7 +75,7 @@ describe(`inference runner killed ${KILLS} times during ${JOBS} jobs`, () => {
     // the same attempt. Either way it ran to success once.
     let retried = 0;
     for (const jobId of killed) {
-      const events = await gw.gateway.jobs.eventsAfter(jobId, 0);
+      const events = await gw.gateway.stores.jobs.eventsAfter(jobId, 0);
       expect(events.at(-1)?.status).toBe("succeeded");
       const failure = events.find((event) => event.status === "queued" && event.error);
       if (failure) {

@@ -1,7 +1,7 @@
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { agentViews } from "../gateway/agents/listing.ts";
-import { AgentStore } from "../gateway/agents/store.ts";
+import { KyselyAgentStore } from "../gateway/agents/store.ts";
 import { openDatabase } from "../shared/db/open.ts";
 import { UserError } from "../shared/errors.ts";
 import type { AgentView } from "../shared/protocol/index.ts";
@@ -63,10 +63,10 @@ export async function runAgentsCommand(
     env.GANTRY_DATABASE_URL?.trim() || join(resolve(env.GANTRY_DATA_DIR || ".gantry"), "gantry.db");
   const database = await openDatabase(databaseUrl);
   try {
-    const store = new AgentStore(database.db);
+    const store = new KyselyAgentStore(database.db);
     const now = Date.now();
     const viewsOf = async (rows: Parameters<typeof agentViews>[1]) =>
-      agentViews(database.db, rows, await store.queuedJobsByModel(), now);
+      agentViews(store, rows, await store.queuedJobsByModel(), now);
 
     if (action === "create") {
       const { row, secret } = await store.create({ name: values.name, source: "admin", now });

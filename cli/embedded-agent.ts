@@ -1,5 +1,5 @@
 import type { Kysely } from "kysely";
-import { AgentStore } from "../gateway/agents/store.ts";
+import { KyselyAgentStore } from "../gateway/agents/store.ts";
 import type { Database } from "../shared/db/schema.ts";
 import { type EmbeddedSecrets, saveSecrets } from "./secrets.ts";
 
@@ -20,7 +20,7 @@ export async function embeddedAgentCredentials(
   secrets: EmbeddedSecrets,
   now: number,
 ): Promise<AgentCredentials> {
-  const store = new AgentStore(db);
+  const store = new KyselyAgentStore(db);
   if (secrets.agentId && secrets.agentSecret) {
     const row = await store.byId(secrets.agentId);
     if (row && row.revoked_at === null && row.secret === secrets.agentSecret) {

@@ -21,7 +21,7 @@ export interface GatewayMetrics {
   handler(): Promise<Response>;
 }
 
-type MetricsSource = Pick<Gateway, "db" | "queue" | "models" | "log">;
+type MetricsSource = Pick<Gateway, "stores" | "queue" | "models" | "log">;
 
 /**
  * Gauges read from the job store and the queue when Prometheus scrapes, never between
@@ -43,13 +43,9 @@ export function createGatewayMetrics(gateway: MetricsSource): GatewayMetrics {
     async collect() {
       this.reset();
       try {
-        const rows = await gateway.db
-          .selectFrom("jobs")
-          .select(["status", (eb) => eb.fn.countAll<number | string | bigint>().as("count")])
-          .groupBy("status")
-          .execute();
+        const counts = await gateway.stores.jobs.countsByStatus();
         for (const state of JobStatus.options) this.set({ state }, 0);
-        for (const row of rows) this.set({ state: row.status }, Number(row.count));
+        for (const [state, count] of counts) this.set({ state }, count);
       } catch (error) {
         warn("job counts", error);
       }
@@ -88,13 +84,9 @@ export function createGatewayMetrics(gateway: MetricsSource): GatewayMetrics {
     async collect() {
       this.reset();
       try {
-        const rows = await gateway.db
-          .selectFrom("webhook_deliveries")
-          .select(["state", (eb) => eb.fn.countAll<number | string | bigint>().as("count")])
-          .groupBy("state")
-          .execute();
+        const counts = await gateway.stores.webhooks.countsByState();
         for (const outcome of DELIVERY_STATES) this.set({ outcome }, 0);
-        for (const row of rows) this.set({ outcome: row.state }, Number(row.count));
+        for (const [outcome, count] of counts) this.set({ outcome }, count);
       } catch (error) {
         warn("webhook deliveries", error);
       }

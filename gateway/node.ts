@@ -13,6 +13,7 @@ import { GatewayConfig, type GatewayConfigInput } from "./config.ts";
 import type { Gateway } from "./context.ts";
 import { createGatewayMetrics } from "./metrics-node.ts";
 import { readIncomingBody } from "./node-body.ts";
+import { createKyselyStores } from "./store/kysely-stores.ts";
 import { type SweepOptions, sweep } from "./sweep.ts";
 
 /** The Node entry: the only gateway file, beside `worker.ts`, that knows its runtime. */
@@ -121,7 +122,8 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     ...(options.leaseSeconds ? { leaseSeconds: Math.ceil(options.leaseSeconds) } : {}),
   });
   const gateway = createGateway({
-    db,
+    // SQLite's bound is 32766 and Postgres's 65535: batches of a few hundred jobs.
+    stores: createKyselyStores(db, { maxParameters: 10_000 }),
     queue,
     blobs,
     config,
@@ -134,8 +136,6 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     localBlobs: { backend: blobs, secret: options.blobSecret },
     agentCrypto: nodeAgentCrypto,
     readRawBody: readIncomingBody,
-    // SQLite's bound is 32766 and Postgres's 65535: batches of a few hundred jobs.
-    sqlMaxParameters: 10_000,
   });
   app = createApp(gateway);
   metrics = createGatewayMetrics(gateway);

@@ -21,6 +21,7 @@ import { createSqsQueue } from "../shared/queue/sqs.ts";
 import { createApp, createGateway } from "./app.ts";
 import type { Gateway } from "./context.ts";
 import { PROBLEM_BASE } from "./problem.ts";
+import { createKyselyStores } from "./store/kysely-stores.ts";
 import { ensureTenantWithKey } from "./store/tenants.ts";
 import { sweep } from "./sweep.ts";
 import { newWebhookSecret } from "./webhooks/secret.ts";
@@ -107,7 +108,8 @@ function buildGateway(db: Kysely<Database>, settings: WorkerSettings): Gateway {
     localBlobs = { backend: r2, secret: settings.blobs.secret };
   }
   return createGateway({
-    db,
+    // D1 takes at most 100 bound parameters a statement: the stores' default.
+    stores: createKyselyStores(db),
     queue,
     blobs,
     config,

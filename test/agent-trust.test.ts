@@ -9,7 +9,7 @@ import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { agentViews } from "../gateway/agents/listing.ts";
 import { pruneNonces } from "../gateway/agents/nonces.ts";
-import { AgentStore } from "../gateway/agents/store.ts";
+import { KyselyAgentStore } from "../gateway/agents/store.ts";
 import { verifyAgentRequest } from "../gateway/agents/verify.ts";
 import { type AgentHandle, startAgent } from "../gpu-agent/agent.ts";
 import { parseAgentConfig } from "../gpu-agent/config.ts";
@@ -287,7 +287,7 @@ describe("what an agent may do", () => {
     // A signed call caches the agent before it registers anything.
     expect((await agent.post("/agents/heartbeat", { v: 1 })).status).toBe(200);
     // Registered through another gateway: this one's cached row still lists no models.
-    const store = new AgentStore(gw.db);
+    const store = new KyselyAgentStore(gw.db);
     await store.register(agent.agentId, { v: 1, models: ["noop"], provider: "cpu", slots: 1 }, 1);
     expect((await claim(agent, await submitNoop())).status).toBe(200);
 
@@ -396,7 +396,7 @@ describe("agent store on Postgres", () => {
     const fresh = freshPostgresUrl("gantry_agents");
     const opened = await openDatabase(fresh.url);
     try {
-      const store = new AgentStore(opened.db);
+      const store = new KyselyAgentStore(opened.db);
       const now = Date.now();
       const { row, secret } = await store.create({ name: "pg-box", source: "admin", now });
       await store.register(row.id, { v: 1, models: ["noop"], provider: "cuda", slots: 2 }, now);
@@ -414,12 +414,12 @@ describe("agent store on Postgres", () => {
         header: (name: string) => headers[name],
         body: new TextEncoder().encode(body),
       };
-      expect((await verifyAgentRequest(opened.db, request, now)).id).toBe(row.id);
-      await expect(verifyAgentRequest(opened.db, request, now)).rejects.toMatchObject({
+      expect((await verifyAgentRequest(store, request, now)).id).toBe(row.id);
+      await expect(verifyAgentRequest(store, request, now)).rejects.toMatchObject({
         code: "replayed_request",
       });
       await store.heartbeat(row.id, { slots_busy: 1, vram_used_mb: 512 }, now);
-      const [view] = await agentViews(opened.db, await store.list({ limit: 10 }), new Map(), now);
+      const [view] = await agentViews(store, await store.list({ limit: 10 }), new Map(), now);
       expect(view).toMatchObject({
         id: row.id,
         state: "busy",

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { embeddedAgentCredentials } from "../cli/embedded-agent.ts";
 import { loadOrCreateSecrets } from "../cli/secrets.ts";
-import { AgentStore } from "../gateway/agents/store.ts";
+import { KyselyAgentStore } from "../gateway/agents/store.ts";
 import { openSqlite } from "../shared/db/sqlite.ts";
 
 const dirs: string[] = [];
@@ -25,9 +25,9 @@ describe("the embedded agent of `gantry start`", () => {
 
       const again = await embeddedAgentCredentials(db, dataDir, kept, 2);
       expect(again).toEqual(first);
-      expect(await new AgentStore(db).list({ limit: 10 })).toHaveLength(1);
+      expect(await new KyselyAgentStore(db).list({ limit: 10 })).toHaveLength(1);
 
-      await new AgentStore(db).revoke(first.agentId, 3);
+      await new KyselyAgentStore(db).revoke(first.agentId, 3);
       const replaced = await embeddedAgentCredentials(db, dataDir, loadOrCreateSecrets(dataDir), 4);
       expect(replaced.agentId).not.toBe(first.agentId);
       expect(readFileSync(join(dataDir, "secrets.json"), "utf8")).toContain(replaced.agentId);

@@ -2,7 +2,7 @@ import { type Kysely, sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { recordNonce } from "../gateway/agents/nonces.ts";
 import { markPublishedMany } from "../gateway/store/job-batch-updates.ts";
-import { JobStore, type NewJob } from "../gateway/store/job-store.ts";
+import { KyselyJobStore, type NewJob } from "../gateway/store/job-store.ts";
 import { openDatabase } from "../shared/db/open.ts";
 import { dropPostgresSchema, openPostgres, parsePostgresUrl } from "../shared/db/postgres.ts";
 import type { Database } from "../shared/db/schema.ts";
@@ -16,11 +16,11 @@ import { freshPostgresUrl, openTestDatabase } from "./helpers/test-gateway.ts";
  */
 const T0 = 1_750_000_000_000;
 let database: Awaited<ReturnType<typeof openTestDatabase>>;
-let store: JobStore;
+let store: KyselyJobStore;
 
 beforeAll(async () => {
   database = await openTestDatabase("postgres");
-  store = new JobStore(database.db);
+  store = new KyselyJobStore(database.db);
 });
 afterAll(() => database?.close());
 
@@ -138,7 +138,7 @@ describe("JobStore on Postgres", () => {
     const events = (await store.eventsAfter(free, 0)).map((event) => event.status);
     expect(events).toEqual(["queued", "running", "succeeded"]);
     // D1 takes 100 parameters a statement: a store told so splits the batch.
-    const small = new JobStore(database.db, { maxParameters: 12 });
+    const small = new KyselyJobStore(database.db, { maxParameters: 12 });
     const many = await Promise.all(Array.from({ length: 7 }, () => insert()));
     const all = await small.claimMany(
       many.map((id) => ({ id, attempt: 1 })),
@@ -265,7 +265,7 @@ describe("named prepared statements on Postgres", () => {
 
   it("prepares a statement once per connection and reuses it", async () => {
     await withDatabase("", async (db) => {
-      const store = new JobStore(db);
+      const store = new KyselyJobStore(db);
       await store.insert(newJob());
       await store.insert(newJob());
       const texts = await preparedTexts(db);
@@ -276,7 +276,7 @@ describe("named prepared statements on Postgres", () => {
 
   it("prepares nothing with ?prepare=false", async () => {
     await withDatabase("&prepare=false", async (db) => {
-      await new JobStore(db).insert(newJob());
+      await new KyselyJobStore(db).insert(newJob());
       expect(await preparedTexts(db)).toEqual([]);
     });
     expect(() => parsePostgresUrl("postgres://h/db?prepare=maybe")).toThrow(/prepare/);

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGateway } from "../gateway/app.ts";
+import { createKyselyStores } from "../gateway/store/kysely-stores.ts";
 import { GatewayConfig } from "../gateway/config.ts";
 import type { Gateway } from "../gateway/context.ts";
 import type { JobRow } from "../gateway/store/job-rows.ts";
@@ -33,7 +34,7 @@ describe.each(["sqlite", "postgres"] as const)("sweep() on %s", (kind) => {
 
   const build = (queue: JobQueue): Gateway =>
     createGateway({
-      db: database.db,
+      stores: createKyselyStores(database.db),
       queue,
       blobs: createDiskBlobStore({
         root: blobDir,

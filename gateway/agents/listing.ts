@@ -1,7 +1,6 @@
-import type { Kysely } from "kysely";
-import type { Database } from "../../shared/db/schema.ts";
 import type { AgentView } from "../../shared/protocol/index.ts";
-import { type AgentRow, AgentStore } from "./store.ts";
+import type { AgentStore } from "../store/ports.ts";
+import type { AgentRow } from "./store.ts";
 import { toAgentView } from "./view.ts";
 
 /**
@@ -10,12 +9,12 @@ import { toAgentView } from "./view.ts";
  * the `gantry agents` command alike.
  */
 export async function agentViews(
-  db: Kysely<Database>,
+  agents: AgentStore,
   rows: AgentRow[],
   waitingByModel: ReadonlyMap<string, number>,
   now: number,
 ): Promise<AgentView[]> {
-  const running = await new AgentStore(db).runningJobs(rows.map((row) => row.id));
+  const running = await agents.runningJobs(rows.map((row) => row.id));
   return rows.map((row) =>
     toAgentView(row, { jobsRunning: running.get(row.id) ?? 0, waitingByModel }, now),
   );

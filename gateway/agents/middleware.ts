@@ -23,7 +23,7 @@ export const requireSignedAgent = createMiddleware<AgentEnv>(async (c, next) => 
   const body = new Uint8Array(await c.req.arrayBuffer());
   try {
     const agent = await verifyAgentRequest(
-      gateway.db,
+      gateway.stores.agents,
       { method: c.req.method, path: c.req.path, header: (name) => c.req.header(name), body },
       gateway.now(),
       gateway.agentCrypto,

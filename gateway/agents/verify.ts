@@ -1,4 +1,3 @@
-import type { Kysely } from "kysely";
 import {
   AGENT_HEADERS,
   type AgentCrypto,
@@ -6,11 +5,10 @@ import {
   verifyAgentSignature,
   webAgentCrypto,
 } from "../../shared/agent-signing.ts";
-import type { Database } from "../../shared/db/schema.ts";
 import { HttpProblem } from "../../shared/errors.ts";
 import type { TtlCache } from "../ttl-cache.ts";
-import { recordNonce } from "./nonces.ts";
-import { type AgentRow, AgentStore } from "./store.ts";
+import type { AgentStore } from "../store/ports.ts";
+import type { AgentRow } from "./store.ts";
 
 /** The parts of an HTTP request a signature check reads. */
 export interface IncomingAgentRequest {
@@ -53,7 +51,7 @@ const TIMESTAMP = /^\d{1,12}$/;
  * `agentCrypto` is the runtime's hashing: Web Crypto by default (Workers), node:crypto on Node.
  */
 export async function verifyAgentRequest(
-  db: Kysely<Database>,
+  agents: AgentStore,
   request: IncomingAgentRequest,
   now: number,
   agentCrypto: AgentCrypto = webAgentCrypto,
@@ -84,7 +82,7 @@ export async function verifyAgentRequest(
       `The request was signed ${Math.abs(skewSeconds)} s ${skewSeconds > 0 ? "ago" : "ahead"}; at most ${SIGNATURE_WINDOW_SECONDS} s either way is accepted. Check the agent host's clock.`,
     );
   }
-  const agent = cache?.get(agentId) ?? (await new AgentStore(db).byId(agentId));
+  const agent = cache?.get(agentId) ?? (await agents.byId(agentId));
   if (!agent) throw agentRefusal("unknown_agent", `No agent ${agentId}.`);
   const valid = await verifyAgentSignature(
     agent.secret,
@@ -108,7 +106,7 @@ export async function verifyAgentRequest(
 
   // Kept until the timestamp itself would be refused: a replay after that is stale anyway.
   const expiresAt = (timestamp + SIGNATURE_WINDOW_SECONDS + 1) * 1000;
-  if (!(await recordNonce(db, { agentId, nonce, expiresAt }, now))) {
+  if (!(await agents.recordNonce({ agentId, nonce, expiresAt }, now))) {
     throw agentRefusal("replayed_request", "This nonce was already used: sign every request anew.");
   }
   return agent;

@@ -4,17 +4,8 @@ import { HttpProblem, notFound } from "../../shared/errors.ts";
 import { newId } from "../../shared/ids.ts";
 import type { AppEnv } from "../env.ts";
 import { DEFAULT_PLAN, PlanName, PlanOverrides } from "../plans.ts";
-import { insertApiKey, listApiKeys, revokeApiKey, Scope, toApiKeyView } from "../store/api-keys.ts";
-import {
-  insertTenant,
-  listTenants,
-  overridesOf,
-  overridesProblem,
-  planOf,
-  tenantById,
-  toTenantView,
-  updateTenantPlan,
-} from "../store/tenants.ts";
+import { Scope, toApiKeyView } from "../store/api-keys.ts";
+import { overridesOf, overridesProblem, planOf, toTenantView } from "../store/tenants.ts";
 import { parseJsonBody, parseWith } from "../validation.ts";
 import { newWebhookSecret } from "../webhooks/secret.ts";
 
@@ -54,7 +45,7 @@ function invalidLimits(detail: string) {
 }
 
 async function tenantOr404(c: { var: AppEnv["Variables"] }, id: string) {
-  const row = await tenantById(c.var.gateway.db, id);
+  const row = await c.var.gateway.stores.tenants.byId(id);
   if (!row) throw notFound("Tenant", id);
   return row;
 }
@@ -71,7 +62,7 @@ export const adminRoutes = new Hono<AppEnv>()
     const problem = overridesProblem(request.plan, request.limits ?? null);
     if (problem) throw invalidLimits(problem);
     const now = gateway.now();
-    const row = await insertTenant(gateway.db, {
+    const row = await gateway.stores.tenants.insert({
       id: request.id ?? newId("ten", now),
       name: request.name,
       plan: request.plan,
@@ -88,7 +79,7 @@ export const adminRoutes = new Hono<AppEnv>()
   })
   .get("/tenants", async (c) => {
     const query = parseWith(ListQuery, c.req.query(), "query");
-    const rows = await listTenants(c.var.gateway.db, {
+    const rows = await c.var.gateway.stores.tenants.list({
       limit: query.limit + 1,
       ...(query.cursor ? { after: query.cursor } : {}),
     });
@@ -110,7 +101,7 @@ export const adminRoutes = new Hono<AppEnv>()
     if (problem) throw invalidLimits(problem);
     // Named field by field: the body's `limits` is the store's `overrides`, and passing the
     // parsed body whole type-checks (extra properties are allowed) while dropping them.
-    const row = await updateTenantPlan(gateway.db, current.id, {
+    const row = await gateway.stores.tenants.updatePlan(current.id, {
       ...(change.plan === undefined ? {} : { plan: change.plan }),
       ...(change.limits === undefined ? {} : { overrides: change.limits }),
     });
@@ -122,7 +113,7 @@ export const adminRoutes = new Hono<AppEnv>()
     const gateway = c.var.gateway;
     const tenant = await tenantOr404(c, c.req.param("id"));
     const request = await parseJsonBody(c, CreateKey);
-    const created = await insertApiKey(gateway.db, {
+    const created = await gateway.stores.tenants.insertKey({
       tenantId: tenant.id,
       scopes: request.scopes,
       name: request.name ?? null,
@@ -140,12 +131,12 @@ export const adminRoutes = new Hono<AppEnv>()
   })
   .get("/tenants/:id/keys", async (c) => {
     const tenant = await tenantOr404(c, c.req.param("id"));
-    const rows = await listApiKeys(c.var.gateway.db, tenant.id);
+    const rows = await c.var.gateway.stores.tenants.listKeys(tenant.id);
     return c.json({ object: "list", data: rows.map(toApiKeyView) });
   })
   .post("/keys/:id/revoke", async (c) => {
     const gateway = c.var.gateway;
-    const row = await revokeApiKey(gateway.db, c.req.param("id"), gateway.now());
+    const row = await gateway.stores.tenants.revokeKey(c.req.param("id"), gateway.now());
     if (!row) throw notFound("API key", c.req.param("id"));
     gateway.log.info(
       { tenant_id: row.tenant_id, key_id: row.id, key_prefix: row.prefix },

@@ -11,6 +11,7 @@ import type { Gateway } from "../../gateway/context.ts";
 import type { AppEnv } from "../../gateway/env.ts";
 import type { PlanName, PlanOverrides } from "../../gateway/plans.ts";
 import { ALL_SCOPES, insertApiKey, type Scope } from "../../gateway/store/api-keys.ts";
+import { createKyselyStores } from "../../gateway/store/kysely-stores.ts";
 import { insertTenant } from "../../gateway/store/tenants.ts";
 import { newWebhookSecret } from "../../gateway/webhooks/secret.ts";
 import { createDiskBlobStore } from "../../shared/blob/disk.ts";
@@ -83,7 +84,7 @@ export async function startInProcessGateway(
     },
   });
   const gateway = createGateway({
-    db,
+    stores: createKyselyStores(db),
     queue,
     blobs,
     config: GatewayConfig.parse({

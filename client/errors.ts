@@ -1,0 +1,81 @@
+import type { Job, JobError, Problem } from "../shared/protocol/index.ts";
+
+/** Every error the SDK throws is one of these, so a caller can catch them all at once. */
+export class GantryError extends Error {
+  override name = "GantryError";
+}
+
+/** One `{path, message}` of a `422` problem: which field of the request was wrong. */
+export interface FieldError {
+  path: string;
+  message: string;
+}
+
+/**
+ * The gateway answered with an error status: the RFC 9457 problem+json body, with its
+ * stable `code` to branch on (`rate_limited`, `invalid_input`, `queue_full`, …).
+ */
+export class APIError extends GantryError {
+  override name = "APIError";
+  readonly code: string;
+  readonly errors: FieldError[];
+  constructor(
+    readonly status: number,
+    readonly problem: Problem & { code?: string },
+    readonly headers: Headers,
+  ) {
+    super(`${status} ${problem.code ?? "error"}: ${problem.detail ?? problem.title}`);
+    this.code = typeof problem.code === "string" ? problem.code : `http_${status}`;
+    this.errors = problem.errors ?? [];
+  }
+}
+
+/** The gateway could not be reached (refused, reset, DNS) after every retry. */
+export class ConnectionError extends GantryError {
+  override name = "ConnectionError";
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+/** A request took longer than `timeoutMs` (each attempt is timed on its own). */
+export class TimeoutError extends ConnectionError {
+  override name = "TimeoutError";
+}
+
+/** The job ended without succeeding: `failed`, `canceled` or `expired`, with its `error`. */
+export class JobFailedError extends GantryError {
+  override name = "JobFailedError";
+  /** The job's error code (`invalid_image`, …), or its status when it has no error. */
+  readonly code: string;
+  readonly error: JobError | null;
+  constructor(readonly job: Job) {
+    super(
+      job.error
+        ? `job ${job.id} ${job.status}: ${job.error.code}: ${job.error.message}`
+        : `job ${job.id} ${job.status}`,
+    );
+    this.error = job.error;
+    this.code = job.error?.code ?? job.status;
+  }
+}
+
+/** Turns an error response into an `APIError`, whatever its body holds. */
+export async function apiErrorFrom(response: Response): Promise<APIError> {
+  const text = await response.text().catch(() => "");
+  let problem: Problem & { code?: string };
+  try {
+    const parsed: unknown = JSON.parse(text);
+    problem =
+      typeof parsed === "object" && parsed !== null && "title" in parsed
+        ? (parsed as Problem & { code?: string })
+        : { type: "about:blank", title: text.slice(0, 200), status: response.status };
+  } catch {
+    problem = {
+      type: "about:blank",
+      title: text.slice(0, 200) || response.statusText || "error",
+      status: response.status,
+    };
+  }
+  return new APIError(response.status, problem, response.headers);
+}

@@ -6,6 +6,7 @@ import { cachedCounts } from "./cached-count.ts";
 import { modelSpecs } from "./config.ts";
 import type { Gateway, GatewayRuntime } from "./context.ts";
 import type { AppEnv } from "./env.ts";
+import { TenantFeed } from "./feed/tenant-feed.ts";
 import { jsonBodyLimit } from "./json-body.ts";
 import { JobNotifier } from "./notifier.ts";
 import { problemResponse } from "./problem.ts";
@@ -15,23 +16,31 @@ import { adminAgentRoutes } from "./routes/admin-agents.ts";
 import { agentRoutes } from "./routes/agent.ts";
 import { agentBatchRoutes } from "./routes/agent-batch.ts";
 import { blobRoutes } from "./routes/blobs.ts";
+import { eventRoutes } from "./routes/events.ts";
 import { jobArtifactRoutes } from "./routes/job-artifacts.ts";
 import { jobEventRoutes } from "./routes/job-events.ts";
+import { jobRetryRoutes } from "./routes/job-retry.ts";
 import { jobWebhookRoutes } from "./routes/job-webhooks.ts";
 import { jobRoutes } from "./routes/jobs.ts";
 import { metaRoutes } from "./routes/meta.ts";
 import { modelRoutes } from "./routes/models.ts";
 import { uploadRoutes } from "./routes/uploads.ts";
 import { webhookRoutes } from "./routes/webhooks.ts";
-import { JobStore } from "./store/job-store.ts";
 import { ttlCache } from "./ttl-cache.ts";
 
 export function createGateway(runtime: GatewayRuntime): Gateway {
+  const notifier = new JobNotifier();
+  const { config } = runtime;
   return {
     ...runtime,
-    jobs: new JobStore(runtime.db, { maxParameters: runtime.sqlMaxParameters ?? 100 }),
+    feed: new TenantFeed(
+      runtime.stores.events,
+      notifier,
+      { pollMs: config.feedPollMs, livePollMs: config.feedSafetyPollMs, pageSize: 500 },
+      runtime.now,
+    ),
     models: modelSpecs(runtime.config),
-    notifier: new JobNotifier(),
+    notifier,
     apiKeys: ttlCache(runtime.config.apiKeyCacheMs, runtime.now),
     agentRows: ttlCache(runtime.config.apiKeyCacheMs, runtime.now),
     admission: {
@@ -83,9 +92,11 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
   api.route("/uploads", uploadRoutes);
   api.route("/jobs", jobRoutes);
   api.route("/jobs", jobEventRoutes);
+  api.route("/jobs", jobRetryRoutes);
   api.route("/jobs", jobWebhookRoutes);
   api.route("/jobs", jobArtifactRoutes);
   api.route("/webhooks", webhookRoutes);
+  api.route("/events", eventRoutes);
   api.route("/models", modelRoutes);
   api.route("/admin/agents", adminAgentRoutes);
   api.route("/admin", adminRoutes);

@@ -1,14 +1,13 @@
-import type { Kysely } from "kysely";
 import type { AgentCrypto } from "../shared/agent-signing.ts";
 import type { BlobStore } from "../shared/blob/port.ts";
-import type { Database } from "../shared/db/schema.ts";
 import type { JobQueue } from "../shared/queue/port.ts";
 import type { AgentRow } from "./agents/store.ts";
 import type { CachedCounts } from "./cached-count.ts";
 import type { GatewayConfig } from "./config.ts";
+import type { TenantFeed } from "./feed/tenant-feed.ts";
 import type { ModelSpec } from "./models.ts";
 import type { JobNotifier } from "./notifier.ts";
-import type { JobStore } from "./store/job-store.ts";
+import type { Stores } from "./store/ports.ts";
 import type { AuthenticatedKey, Tenant } from "./store/tenants.ts";
 import type { TtlCache } from "./ttl-cache.ts";
 
@@ -31,7 +30,8 @@ export interface Log {
  * few capabilities (clock, fetch, background work) that differ between Node and Workers.
  */
 export interface GatewayRuntime {
-  db: Kysely<Database>;
+  /** Jobs, tenants and keys, uploads, agents, webhooks: the ports in store/ports.ts. */
+  stores: Stores;
   queue: JobQueue;
   blobs: BlobStore;
   config: GatewayConfig;
@@ -41,11 +41,6 @@ export interface GatewayRuntime {
   fetch: typeof fetch;
   /** Keeps work going after the response is sent: `ctx.waitUntil` on Workers. */
   background: (work: Promise<unknown>) => void;
-  /**
-   * Bound parameters one SQL statement may carry, which sizes batched inserts: 100 on D1
-   * (the default), thousands on SQLite and Postgres.
-   */
-  sqlMaxParameters?: number;
   /** Reads small bodies from the runtime's own request (Node); see json-body.ts. */
   readRawBody?: ReadRawBody;
   /** Present when blobs live on this gateway's disk and its routes serve them. */
@@ -56,9 +51,10 @@ export interface GatewayRuntime {
 
 /** The runtime plus what the core derives from it once. */
 export interface Gateway extends GatewayRuntime {
-  jobs: JobStore;
   models: Map<string, ModelSpec>;
   notifier: JobNotifier;
+  /** One reader per tenant behind `GET /v1/events` streams (feed/tenant-feed.ts). */
+  feed: TenantFeed;
   /** API keys verified lately, so each request need not hash and look its key up. */
   apiKeys: TtlCache<{ tenant: Tenant; key: AuthenticatedKey }>;
   /** Agent rows read lately by signature checks (secret, revocation, models). */

@@ -6,6 +6,8 @@ import type {
   AgentRegisterRequest,
   HeartbeatRequest,
 } from "../../shared/protocol/index.ts";
+import type { AgentStore } from "../store/ports.ts";
+import { pruneNonces, recordNonce } from "./nonces.ts";
 
 export type AgentRow = Selectable<AgentTable>;
 export type AgentSource = "admin" | "enrollment";
@@ -28,10 +30,11 @@ export function registeredModels(row: AgentRow): string[] {
 }
 
 /**
- * Agents, their credentials and what they last reported, on Kysely (SQLite, Postgres, D1).
- * Every write is one statement, as D1 has no interactive transactions.
+ * The AgentStore port (store/ports.ts) on Kysely (SQLite, Postgres, D1): agents, their
+ * credentials, what they last reported, and their nonces. Every write is one statement, as
+ * D1 has no interactive transactions.
  */
-export class AgentStore {
+export class KyselyAgentStore implements AgentStore {
   constructor(private readonly db: Kysely<Database>) {}
 
   /** Makes an agent with a fresh secret; the caller hands the secret out once. */
@@ -76,7 +79,11 @@ export class AgentStore {
   }
 
   /** What the agent serves now; a registration also counts as a heartbeat. */
-  register(id: string, registration: AgentRegisterRequest, now: number) {
+  register(
+    id: string,
+    registration: AgentRegisterRequest,
+    now: number,
+  ): Promise<AgentRow | undefined> {
     return this.db
       .updateTable("agents")
       .set({
@@ -152,6 +159,17 @@ export class AgentStore {
       .groupBy("model")
       .execute();
     return new Map(rows.map((row) => [row.model, Number(row.queued)]));
+  }
+
+  recordNonce(
+    entry: { agentId: string; nonce: string; expiresAt: number },
+    now: number,
+  ): Promise<boolean> {
+    return recordNonce(this.db, entry, now);
+  }
+
+  pruneNonces(now: number, force = false): Promise<number> {
+    return pruneNonces(this.db, now, force);
   }
 }
 

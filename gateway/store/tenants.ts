@@ -191,17 +191,6 @@ function storedOverrides(overrides: PlanOverrides | null | undefined): string | 
   return overrides && Object.keys(overrides).length > 0 ? JSON.stringify(overrides) : null;
 }
 
-/** How many of a tenant's jobs wait in the queue: what `max_queued_jobs` bounds. */
-export async function queuedJobCount(db: Kysely<Database>, tenantId: string): Promise<number> {
-  const row = await db
-    .selectFrom("jobs")
-    .select((eb) => eb.fn.countAll<string | number>().as("n"))
-    .where("tenant_id", "=", tenantId)
-    .where("status", "=", "queued")
-    .executeTakeFirst();
-  return Number(row?.n ?? 0);
-}
-
 export interface BootstrapTenant {
   id: string;
   name: string;

@@ -74,3 +74,13 @@ export async function listDeliveries(
   }
   return deliveries.map((d) => ({ ...d, attempt_log: byDelivery.get(d.id) ?? [] }));
 }
+
+/** Deliveries per state, every tenant together: what the metrics report. */
+export async function deliveryCountsByState(db: Kysely<Database>): Promise<Map<string, number>> {
+  const rows = await db
+    .selectFrom("webhook_deliveries")
+    .select(["state", (eb) => eb.fn.countAll<number | string | bigint>().as("count")])
+    .groupBy("state")
+    .execute();
+  return new Map(rows.map((row) => [row.state, Number(row.count)]));
+}

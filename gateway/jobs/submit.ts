@@ -65,6 +65,7 @@ export async function submitJob(
     traceparent: options.traceparent,
     now,
     expiresAt: now + ttlSeconds * 1000,
+    metadata: request.metadata ?? null,
   });
   if (!row) {
     // A concurrent request with the same key won the insert.

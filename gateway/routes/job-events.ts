@@ -7,8 +7,6 @@ import { toJobEvent } from "../store/job-rows.ts";
 
 /** Streams end after this long; clients reconnect with `Last-Event-ID` and miss nothing. */
 const MAX_STREAM_MS = 5 * 60_000;
-/** Another gateway may change the job: poll the store at least this often. */
-const POLL_MS = 1_000;
 
 export const jobEventRoutes = new Hono<AppEnv>().get("/:id/events", async (c) => {
   const gateway = c.var.gateway;
@@ -23,16 +21,25 @@ export const jobEventRoutes = new Hono<AppEnv>().get("/:id/events", async (c) =>
     stream.onAbort(() => closed.abort());
     const deadline = gateway.now() + MAX_STREAM_MS;
     while (!closed.signal.aborted && gateway.now() < deadline) {
-      const wake = gateway.notifier.next(id, POLL_MS, closed.signal);
-      for (const row of await gateway.stores.jobs.eventsAfter(id, seq)) {
+      // Another gateway may change the job: unless the change feed brings every gateway's
+      // changes, poll the store as well.
+      const pollMs = gateway.notifier.live
+        ? gateway.config.feedSafetyPollMs
+        : gateway.config.feedPollMs;
+      const wake = gateway.notifier.next(id, pollMs, closed.signal);
+      const rows = await gateway.stores.jobs.eventsAfter(id, seq);
+      for (const row of rows) {
         seq = row.seq;
         await stream.writeSSE({
           id: String(row.seq),
           event: "status",
           data: JSON.stringify(toJobEvent(row)),
         });
-        if (isTerminal(row.status as JobStatus)) return;
       }
+      // Only the latest event ends the stream: a retried job's history holds a terminal
+      // state followed by its next life.
+      const last = rows.at(-1);
+      if (last && isTerminal(last.status as JobStatus)) return;
       await wake;
     }
   });

@@ -1,11 +1,20 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { HttpProblem, notFound } from "../../shared/errors.ts";
-import { JobId, type JobList, JobRequest, JobStatus } from "../../shared/protocol/index.ts";
+import {
+  isTerminal,
+  JobId,
+  type JobList,
+  JobMetadata,
+  JobRequest,
+  JobStatus,
+} from "../../shared/protocol/index.ts";
 import { newTraceparent } from "../../shared/trace.ts";
 import type { AppEnv } from "../env.ts";
 import { afterTransition } from "../jobs/lifecycle.ts";
 import { submitJob } from "../jobs/submit.ts";
+import { preferredWait, waitForJob } from "../jobs/wait.ts";
+import { MAX_METADATA_FILTERS } from "../store/job-metadata.ts";
 import { toJob } from "../store/job-rows.ts";
 import { parseJsonBody, parseWith } from "../validation.ts";
 
@@ -22,6 +31,23 @@ const ListQuery = z.object({
   status: JobStatus.optional(),
 });
 
+/** `metadata.KEY=VALUE` query parameters, checked as metadata is on submit. */
+function metadataFilters(query: Record<string, string>): [string, string][] {
+  const pairs = Object.entries(query)
+    .filter(([name]) => name.startsWith("metadata."))
+    .map(([name, value]) => [name.slice("metadata.".length), value] as [string, string]);
+  if (pairs.length > MAX_METADATA_FILTERS) {
+    throw new HttpProblem(
+      422,
+      "too_many_filters",
+      "Too many metadata filters",
+      `At most ${MAX_METADATA_FILTERS} metadata.KEY=VALUE filters per listing.`,
+    );
+  }
+  parseWith(JobMetadata, Object.fromEntries(pairs), "metadata filter");
+  return pairs;
+}
+
 export const jobRoutes = new Hono<AppEnv>()
   .post("/", async (c) => {
     const request = await parseJsonBody(c, JobRequest);
@@ -36,12 +62,18 @@ export const jobRoutes = new Hono<AppEnv>()
     });
     c.header("location", `/v1/jobs/${job.id}`);
     if (!created) c.header("idempotent-replayed", "true");
-    return c.json(toJob(job), 202);
+    const wait = preferredWait(c.req.header("prefer"));
+    if (wait === null) return c.json(toJob(job), 202);
+    c.header("preference-applied", `wait=${wait}`);
+    const now = await waitForJob(c.var.gateway, job, wait * 1000, c.req.raw.signal);
+    return c.json(toJob(now), isTerminal(now.status as JobStatus) ? 200 : 202);
   })
   .get("/", async (c) => {
     const query = parseWith(ListQuery, c.req.query(), "query");
+    const metadata = metadataFilters(c.req.query());
     const rows = await c.var.gateway.stores.jobs.list(c.var.tenant.id, {
       limit: query.limit + 1,
+      ...(metadata.length ? { metadata } : {}),
       ...(query.cursor ? { before: query.cursor } : {}),
       ...(query.status ? { status: query.status } : {}),
     });

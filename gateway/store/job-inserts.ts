@@ -15,6 +15,7 @@ export interface NewJob {
   traceparent: string | null;
   now: number;
   expiresAt: number;
+  metadata?: Record<string, string> | null;
 }
 
 /** The row's columns, each a bound parameter of the INSERT. */
@@ -41,6 +42,7 @@ function toRow(job: NewJob): Insertable<JobTable> {
     expires_at: job.expiresAt,
     published_at: null,
     last_seq: 1,
+    metadata: job.metadata ? JSON.stringify(job.metadata) : null,
   };
 }
 

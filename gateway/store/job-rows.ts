@@ -4,6 +4,7 @@ import type {
   Job,
   JobError,
   JobEvent,
+  JobMetadata,
   JobStatus,
   WebhookSubscription,
 } from "../../shared/protocol/index.ts";
@@ -33,6 +34,7 @@ export const JOB_COLUMNS = [
   "expires_at",
   "published_at",
   "last_seq",
+  "metadata",
 ] as const satisfies readonly (keyof JobTable)[];
 
 export type JobEventRow = Selectable<JobEventTable>;
@@ -59,6 +61,7 @@ export function toJob(row: JobRow): Job {
     started_at: isoOrNull(row.started_at),
     finished_at: isoOrNull(row.finished_at),
     expires_at: iso(row.expires_at),
+    ...(row.metadata === null ? {} : { metadata: JSON.parse(row.metadata) as JobMetadata }),
   };
 }
 

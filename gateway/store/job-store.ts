@@ -10,14 +10,17 @@ import {
 } from "./job-batch-updates.ts";
 import { jobCountsByStatus, queuedJobCount } from "./job-counts.ts";
 import { jobInserter, type NewJob } from "./job-inserts.ts";
+import { isPostgresDb, metadataMatches } from "./job-metadata.ts";
 import type { JobEventRow, JobRow } from "./job-rows.ts";
-import type { JobStore, Transition } from "./ports.ts";
+import type { JobListOptions, JobStore, Transition } from "./ports.ts";
 
 export type { NewJob } from "./job-inserts.ts";
 
 type JobUpdate = UpdateQueryBuilder<Database, "jobs", "jobs", UpdateResult>;
 
 const ACTIVE: JobStatus[] = ["queued", "running"];
+/** What `POST /v1/jobs/{id}/retry` may put back in the queue. */
+export const RETRYABLE: JobStatus[] = ["failed", "expired", "canceled"];
 
 /** The running attempt `attempt`, held by `agentId` when one is named. */
 function currentAttempt(query: JobUpdate, attempt: number, agentId?: string): JobUpdate {
@@ -81,7 +84,7 @@ export class KyselyJobStore implements JobStore {
   }
 
   /** Newest first; ids sort by creation time, so the last id is the cursor. */
-  list(tenantId: string, options: { limit: number; before?: string; status?: JobStatus }) {
+  list(tenantId: string, options: JobListOptions) {
     let query = this.db
       .selectFrom("jobs")
       .selectAll()
@@ -90,6 +93,10 @@ export class KyselyJobStore implements JobStore {
       .limit(options.limit);
     if (options.before) query = query.where("id", "<", options.before);
     if (options.status) query = query.where("status", "=", options.status);
+    const filters = options.metadata ?? [];
+    if (filters.length) {
+      query = query.where((eb) => metadataMatches(eb, isPostgresDb(this.db), filters));
+    }
     return query.execute();
   }
 
@@ -160,6 +167,16 @@ export class KyselyJobStore implements JobStore {
       .select((eb) => eb.fn.countAll<number | string>().as("claims"))
       .where("job_id", "=", id)
       .where("status", "=", "running")
+      // Since the job's last life began: a retry (POST …/retry) is the one queued event at
+      // attempt 0 after the insert, and starts the count again.
+      .where("seq", ">", (eb) =>
+        eb
+          .selectFrom("job_events as life")
+          .select((e) => e.fn.coalesce(e.fn.max("life.seq"), e.lit(0)).as("since"))
+          .where("life.job_id", "=", id)
+          .where("life.status", "=", "queued")
+          .where("life.attempt", "=", 0),
+      )
       .executeTakeFirst();
     return Number(row?.claims ?? 0);
   }
@@ -184,6 +201,23 @@ export class KyselyJobStore implements JobStore {
         .where("status", "=", "running")
         .where("attempt", "=", row.attempt)
         .where("updated_at", "<", staleBefore),
+    );
+  }
+
+  retry(tenantId: string, id: string, now: number, expiresAt: number): Promise<Transition> {
+    const fresh = {
+      status: "queued",
+      attempt: 0,
+      agent_id: null,
+      output: null,
+      error: null,
+      started_at: null,
+      finished_at: null,
+      published_at: null,
+      expires_at: expiresAt,
+    };
+    return this.transition(id, fresh, now, (q) =>
+      q.where("tenant_id", "=", tenantId).where("status", "in", RETRYABLE),
     );
   }
 

@@ -5,6 +5,7 @@ import { webhookSafety } from "./migrations/0003-webhook-safety.ts";
 import { agents } from "./migrations/0004-agents.ts";
 import { jobEventTriggers } from "./migrations/0005-job-event-triggers.ts";
 import { unloggedNonces } from "./migrations/0006-unlogged-nonces.ts";
+import { jobMetadata } from "./migrations/0007-job-metadata.ts";
 import { instant, type Migration, type SqlDialect } from "./migrations/types.ts";
 import type { Database } from "./schema.ts";
 
@@ -18,6 +19,7 @@ const MIGRATIONS: Migration[] = [
   agents,
   jobEventTriggers,
   unloggedNonces,
+  jobMetadata,
 ];
 
 /**

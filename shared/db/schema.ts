@@ -84,6 +84,8 @@ export interface JobTable {
   /** Null until the queue confirmed the message: the outbox the sweeper republishes. */
   published_at: number | null;
   last_seq: number;
+  /** JSON object of strings: the client's labels (migration 0007). */
+  metadata: string | null;
 }
 
 export interface JobEventTable {

@@ -70,6 +70,25 @@ export const WebhookSubscription = z.strictObject({
 });
 export type WebhookSubscription = z.infer<typeof WebhookSubscription>;
 
+const METADATA_KEY = /^[A-Za-z0-9_.-]{1,64}$/;
+export const METADATA_MAX_KEYS = 16;
+
+/**
+ * The client's own labels on a job: returned on the job and in its webhooks, and filterable
+ * on `GET /v1/jobs?metadata.KEY=VALUE`. Bounded so that a job row stays small.
+ */
+export const JobMetadata = z
+  .record(
+    z.string().regex(METADATA_KEY, "letters, digits, '_', '.' or '-' (1-64)"),
+    z.string().max(512),
+  )
+  .refine((value) => Object.keys(value).length <= METADATA_MAX_KEYS, {
+    message: `at most ${METADATA_MAX_KEYS} keys`,
+  })
+  .describe("Up to 16 string keys (1-64 of `A-Za-z0-9_.-`) with string values (≤ 512).")
+  .meta({ maxProperties: METADATA_MAX_KEYS, example: { customer: "acme", invoice: "inv-42" } });
+export type JobMetadata = z.infer<typeof JobMetadata>;
+
 export const JobRequest = z.strictObject({
   model: ModelId,
   input: JobInput,
@@ -90,6 +109,7 @@ export const JobRequest = z.strictObject({
     .max(7 * 24 * 3600)
     .optional()
     .describe("A job still queued after this long becomes `expired`. Default 86400."),
+  metadata: JobMetadata.optional(),
 });
 export type JobRequest = z.infer<typeof JobRequest>;
 
@@ -108,6 +128,7 @@ export const Job = z.object({
   started_at: z.iso.datetime().nullable(),
   finished_at: z.iso.datetime().nullable(),
   expires_at: z.iso.datetime().describe("When a job still queued becomes `expired`."),
+  metadata: JobMetadata.optional().describe("The metadata the job was submitted with, if any."),
 });
 export type Job = z.infer<typeof Job>;
 

@@ -42,7 +42,7 @@ export const tenantsPlansKeys: Migration = {
  * `add column` guarded by a look at the table, because SQLite (and D1) have no
  * `add column if not exists`: a re-run after a crash must skip what is already there.
  */
-async function addColumn(
+export async function addColumn(
   db: Kysely<Database>,
   dialect: SqlDialect,
   table: string,

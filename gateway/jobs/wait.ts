@@ -1,0 +1,59 @@
+import { isTerminal, type JobStatus } from "../../shared/protocol/index.ts";
+import type { Gateway } from "../context.ts";
+import type { JobRow } from "../store/job-rows.ts";
+
+/** The longest `Prefer: wait` honoured, in seconds (a bare `Prefer: wait` means this). */
+export const MAX_WAIT_SECONDS = 60;
+
+/**
+ * A change made in this process (an agent's report to this gateway) wakes a waiter at once
+ * through the notifier. A change made by another gateway instance is not announced here
+ * (until a cross-gateway change feed feeds the notifier), so a waiter also re-reads its job
+ * this often: a bounded, coarse fallback, not the path a result normally takes.
+ */
+const RECHECK_MS = 2_000;
+
+/**
+ * The seconds a `Prefer` header asks to wait (RFC 7240): `wait=N`, or a bare `wait` for
+ * the most; null when it asks for none. Preferences are hints, so a malformed one is
+ * ignored rather than refused, and a longer wait is cut to the most.
+ */
+export function preferredWait(header: string | undefined): number | null {
+  if (!header) return null;
+  for (const part of header.split(",")) {
+    const [name, value] = part
+      .split(";")[0]!
+      .split("=", 2)
+      .map((s) => s.trim());
+    if (name?.toLowerCase() !== "wait") continue;
+    if (value === undefined || value === "") return MAX_WAIT_SECONDS;
+    const seconds = Number(value.replace(/^"|"$/g, ""));
+    if (!Number.isInteger(seconds) || seconds < 0) return null;
+    return seconds === 0 ? null : Math.min(seconds, MAX_WAIT_SECONDS);
+  }
+  return null;
+}
+
+/**
+ * Holds until the job is terminal or `timeoutMs` passes (or the client goes away), and
+ * returns the job as it then is. Each wake-up costs one primary-key read.
+ */
+export async function waitForJob(
+  gateway: Gateway,
+  row: JobRow,
+  timeoutMs: number,
+  signal?: AbortSignal,
+): Promise<JobRow> {
+  const deadline = gateway.now() + timeoutMs;
+  let current = row;
+  while (!isTerminal(current.status as JobStatus) && !signal?.aborted) {
+    const left = deadline - gateway.now();
+    if (left <= 0) break;
+    // Listening starts before the read, so a change between the two is not missed.
+    const wake = gateway.notifier.next(current.id, Math.min(left, RECHECK_MS), signal);
+    current = (await gateway.stores.jobs.byId(current.id)) ?? current;
+    if (isTerminal(current.status as JobStatus)) break;
+    await wake;
+  }
+  return current;
+}

@@ -1,45 +1,22 @@
 import { z } from "zod";
-import { InputRef } from "../shared/protocol/index.ts";
-import { JsonTensor } from "../shared/protocol/tensor.ts";
+import {
+  type ArtifactSpec,
+  MAX_IMAGE_PIXELS,
+  MAX_IMAGE_SIDE,
+  MODEL_TASKS,
+  ModelTask,
+  TASKS,
+  taskInput,
+} from "../shared/tasks/index.ts";
 
-export const IMAGE_TYPES = [
-  "image/png",
-  "image/jpeg",
-  "image/webp",
-  "image/tiff",
-  "image/gif",
-] as const;
-
-/**
- * The decoded-image bounds the agent enforces before inference (a small file can decode
- * to a giant image). They live in `gpu-agent/pipelines/ocr/image.ts`, which the gateway
- * cannot import (sharp); these copies are what `GET /v1/models` shows, and a test checks
- * that they match.
- */
-export const MAX_IMAGE_PIXELS = 50_000_000;
-export const MAX_IMAGE_SIDE = 8192;
-
-/**
- * The pipelines an agent runs (its models.yaml `task`). A copy of the agent's list: the
- * gateway core cannot import the agent, and a model's task decides its input and artifacts.
- */
-export const MODEL_TASKS = [
-  "ocr",
-  "background-removal",
-  "detection",
-  "classification",
-  "tensor",
-  "noop",
-] as const;
-export const ModelTask = z.enum(MODEL_TASKS);
-export type ModelTask = z.infer<typeof ModelTask>;
-
-/** A binary file a model's runs may make beside the JSON output, under this output key. */
-export interface ArtifactSpec {
-  name: string;
-  content_type: string;
-  max_bytes: number;
-}
+export {
+  type ArtifactSpec,
+  IMAGE_TYPES,
+  MAX_IMAGE_PIXELS,
+  MAX_IMAGE_SIDE,
+  MODEL_TASKS,
+  ModelTask,
+} from "../shared/tasks/index.ts";
 
 /** What the gateway needs to know of a model to validate a job before queueing it. */
 export interface ModelSpec {
@@ -57,160 +34,66 @@ export interface ModelSpec {
   contentTypes: readonly string[];
   /** The whole `input` object: `image` and the model's parameters. */
   input: z.ZodType<Record<string, unknown>>;
+  /** A succeeded job's `output`. */
+  output: z.ZodType;
   /** Decoded-image bounds, or null for a model that does not decode images. */
   maxPixels: number | null;
   maxSide: number | null;
 }
 
-const OcrInput = z.strictObject({
-  image: InputRef,
-  lang: z
-    .enum(["en"])
-    .optional()
-    .describe("Recognition language. Only English models ship; the default."),
-});
+/** A model of a task, as the task catalog describes it, under the model's id. */
+function taskSpec(task: ModelTask): ModelSpec {
+  const entry = TASKS[task];
+  return {
+    id: task,
+    task,
+    description: entry.description,
+    requiresImage: entry.image === "required",
+    contentTypes: [...entry.contentTypes],
+    input: taskInput(entry),
+    output: entry.output,
+    maxPixels: entry.decodesImage ? MAX_IMAGE_PIXELS : null,
+    maxSide: entry.decodesImage ? MAX_IMAGE_SIDE : null,
+    ...(entry.artifacts.length > 0 ? { artifacts: entry.artifacts } : {}),
+  };
+}
 
-/** noop echoes unknown keys back, so its input stays open to them. */
-const NoopInput = z.looseObject({
-  image: InputRef.optional(),
-  delay_ms: z
-    .number()
-    .int()
-    .min(0)
-    .max(60_000)
-    .optional()
-    .describe("Wait this long before answering."),
-  fail: z
-    .enum(["permanent", "transient"])
-    .optional()
-    .describe("Fail the job this way instead (to exercise retries and dead-lettering)."),
-});
+/** What a model of each task takes; models that models.yaml names get their task's spec. */
+export const TASK_SPECS = Object.fromEntries(
+  MODEL_TASKS.map((task) => [task, taskSpec(task)]),
+) as Record<ModelTask, ModelSpec>;
 
-export const BUILTIN_MODELS: Record<string, ModelSpec> = {
-  ocr: {
-    id: "ocr",
-    task: "ocr",
-    description: "PaddleOCR PP-OCRv4 text detection and recognition. Output: {text, lines}.",
-    requiresImage: true,
-    contentTypes: [...IMAGE_TYPES],
-    input: OcrInput,
-    maxPixels: MAX_IMAGE_PIXELS,
-    maxSide: MAX_IMAGE_SIDE,
-  },
-  noop: {
-    id: "noop",
-    task: "noop",
-    description: "Echoes its input after `delay_ms`; measures queue overhead apart from inference.",
-    requiresImage: false,
-    contentTypes: [...IMAGE_TYPES],
-    input: NoopInput,
-    maxPixels: null,
-    maxSide: null,
-  },
-};
-
-/** PNG cutouts and masks at the original size: 8192² RGBA compresses well below this. */
-const MAX_PNG_ARTIFACT_BYTES = 256 * 1024 * 1024;
-
-const Threshold = z.number().min(0).max(1);
-
-/** An image model's spec; the id is the configured model's. */
-const imageModel = (
-  task: ModelTask,
-  description: string,
-  input: z.ZodType<Record<string, unknown>>,
-  artifacts?: readonly ArtifactSpec[],
-): ModelSpec => ({
-  id: task,
-  task,
-  description,
-  requiresImage: true,
-  contentTypes: [...IMAGE_TYPES],
-  input,
-  maxPixels: MAX_IMAGE_PIXELS,
-  maxSide: MAX_IMAGE_SIDE,
-  ...(artifacts ? { artifacts } : {}),
-});
-
-/**
- * What a model of each task takes, matching the parameters its agent pipeline reads
- * (`gpu-agent/pipelines/<task>`). Models that models.yaml names get their task's spec.
- */
-export const TASK_SPECS: Record<ModelTask, ModelSpec> = {
-  ocr: BUILTIN_MODELS.ocr!,
-  noop: BUILTIN_MODELS.noop!,
-  "background-removal": imageModel(
-    "background-removal",
-    "Background removal (RMBG-2.0, BiRefNet, U²-Net). Output: {width, height, format} and " +
-      "the PNG as artifact `image_png` (cutout with alpha) or `mask_png` (the mask alone).",
-    z.strictObject({
-      image: InputRef,
-      format: z
-        .enum(["cutout", "mask"])
-        .optional()
-        .describe("`cutout` (default): the image with the mask as alpha; `mask`: the mask alone."),
-    }),
-    [
-      { name: "image_png", content_type: "image/png", max_bytes: MAX_PNG_ARTIFACT_BYTES },
-      { name: "mask_png", content_type: "image/png", max_bytes: MAX_PNG_ARTIFACT_BYTES },
-    ],
-  ),
-  detection: imageModel(
-    "detection",
-    "Object detection (YOLOv8/YOLO11). Output: {width, height, detections: [{label, class_id, score, box}]}.",
-    z.strictObject({
-      image: InputRef,
-      confidence: Threshold.optional().describe("Lowest score kept; the model's default (0.25)."),
-      iou: Threshold.optional().describe("NMS IoU threshold; the model's default (0.45)."),
-      max_detections: z.number().int().min(1).max(10_000).optional(),
-    }),
-  ),
-  classification: imageModel(
-    "classification",
-    "Image classification (ImageNet-style). Output: {predictions: [{label, class_id, score}]}, top-k.",
-    z.strictObject({
-      image: InputRef,
-      top_k: z.number().int().min(1).max(1000).optional(),
-    }),
-  ),
-  tensor: {
-    id: "tensor",
-    task: "tensor",
-    description: "Raw named tensors in and out, for any ONNX model.",
-    requiresImage: false,
-    contentTypes: [],
-    input: z.strictObject({
-      inputs: z.record(z.string(), JsonTensor).describe("Feeds by input name."),
-      outputs: z
-        .array(z.string())
-        .min(1)
-        .optional()
-        .describe("Only these outputs; every output when absent."),
-    }),
-    maxPixels: null,
-    maxSide: null,
-  },
-};
+/** The models served without a task: the catalog's built-in tasks under their own ids. */
+export const BUILTIN_MODELS: Record<string, ModelSpec> = Object.fromEntries(
+  MODEL_TASKS.filter((task) => TASKS[task].builtin).map((task) => [task, TASK_SPECS[task]]),
+);
 
 /** The spec of a configured model: its task's, under its own id. */
 export function specForTask(id: string, task: ModelTask): ModelSpec {
   return { ...TASK_SPECS[task], id };
 }
 
-const jsonSchemas = new WeakMap<ModelSpec, object>();
+const jsonSchemas = new WeakMap<z.ZodType, object>();
 
-/** A model's `input` as JSON Schema, for `GET /v1/models` (made once per model). */
-export function inputJsonSchema(spec: ModelSpec): object {
-  let schema = jsonSchemas.get(spec);
-  if (!schema) {
-    const { $schema: _dialect, ...body } = z.toJSONSchema(spec.input, {
-      io: "input",
-      unrepresentable: "any",
-    });
-    schema = body;
-    jsonSchemas.set(spec, schema);
+/** A zod schema as JSON Schema without its dialect line (made once per schema). */
+function jsonSchemaOf(schema: z.ZodType, io: "input" | "output"): object {
+  let made = jsonSchemas.get(schema);
+  if (!made) {
+    const { $schema: _dialect, ...body } = z.toJSONSchema(schema, { io, unrepresentable: "any" });
+    made = body;
+    jsonSchemas.set(schema, made);
   }
-  return schema;
+  return made;
+}
+
+/** A model's `input` as JSON Schema, for `GET /v1/models`. */
+export function inputJsonSchema(spec: ModelSpec): object {
+  return jsonSchemaOf(spec.input, "input");
+}
+
+/** A model's succeeded `output` as JSON Schema, for `GET /v1/models`. */
+export function outputJsonSchema(spec: ModelSpec): object {
+  return jsonSchemaOf(spec.output, "output");
 }
 
 /** Every content type some served model accepts: what `POST /v1/uploads` allows. */

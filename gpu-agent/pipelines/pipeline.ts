@@ -1,3 +1,4 @@
+import type { z } from "zod";
 import type { JobError } from "../../shared/protocol/index.ts";
 import type {
   Artifact,
@@ -105,4 +106,16 @@ export function imageInput(request: RunRequest, modelId: string): Uint8Array {
       ? `the ${modelId} model needs an image input named \`image\``
       : `the ${modelId} model reads one image; name it \`image\``,
   );
+}
+
+/**
+ * A job's parameters, parsed with its task's schema from the task catalog (the one the
+ * gateway validated the job with); a mismatch fails the job permanently, naming the key.
+ */
+export function taskParams<T extends z.ZodType>(schema: T, request: RunRequest): z.infer<T> {
+  const parsed = schema.safeParse(request.params);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  const where = issue?.path.join(".") || "params";
+  throw permanentFailure("invalid_params", `${where}: ${issue?.message ?? "invalid"}`);
 }

@@ -1,16 +1,9 @@
 import { z } from "zod";
 import { ModelId } from "../../shared/protocol/job.ts";
+import { ModelTask } from "../../shared/tasks/index.ts";
 
-/** The pipelines a registry entry may name; `task` picks the pipeline that runs the model. */
-export const ModelTask = z.enum([
-  "ocr",
-  "background-removal",
-  "detection",
-  "classification",
-  "tensor",
-  "noop",
-]);
-export type ModelTask = z.infer<typeof ModelTask>;
+/** The tasks a registry entry may name (the task catalog): `task` picks the pipeline. */
+export { ModelTask };
 
 /** Where a file comes from: a local path (relative to models.yaml), https://, or s3://bucket/key. */
 const FileSource = z

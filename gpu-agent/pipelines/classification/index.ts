@@ -1,5 +1,9 @@
 import type * as ort from "onnxruntime-node";
 import { z } from "zod";
+import {
+  type ClassificationOutput,
+  classificationTask,
+} from "../../../shared/tasks/classification.ts";
 import { runStacked } from "../../batching/stack.ts";
 import { stagedPipeline } from "../../batching/staged.ts";
 import type { RunRequest } from "../../inference/types.ts";
@@ -8,7 +12,7 @@ import {
   imageInput,
   type LoadedPipeline,
   type PipelineDefinition,
-  permanentFailure,
+  taskParams,
 } from "../pipeline.ts";
 import { loadImageModel } from "../vision/image-model.ts";
 import { maxBatchFor } from "../vision/input-shape.ts";
@@ -30,12 +34,7 @@ const Options = z.strictObject({
   top_k: z.number().int().min(1).max(1000).default(5),
 });
 
-const Params = z.looseObject({ top_k: z.number().int().min(1).max(1000).optional() });
-
-export interface ClassificationOutput {
-  /** The `top_k` most likely classes, most likely first. */
-  predictions: { label: string; class_id: number; score: number }[];
-}
+export type { ClassificationOutput };
 
 interface Prepared {
   tensor: ort.Tensor;
@@ -48,7 +47,7 @@ interface Prepared {
  * with labels.
  */
 export const classificationPipeline: PipelineDefinition = {
-  id: "classification",
+  id: classificationTask.id,
   async load(loading): Promise<LoadedPipeline> {
     const { config, modelId = "classification" } = loading;
     const model = await loadImageModel(Options, { ...loading, modelId });
@@ -70,13 +69,10 @@ export const classificationPipeline: PipelineDefinition = {
     const staged = stagedPipeline<Prepared, ort.Tensor>(
       {
         async prepare(request: RunRequest) {
-          const params = Params.safeParse(request.params);
-          if (!params.success) {
-            throw permanentFailure("invalid_params", "top_k must be a whole number, 1 to 1000");
-          }
+          const { top_k: topK } = taskParams(classificationTask.params, request);
           const image = await decodeImage(imageInput(request, modelId));
           const cropped = await resizeAndCenterCrop(image, shorter, crop);
-          return { tensor: toTensor(cropped.data), topK: params.data.top_k };
+          return { tensor: toTensor(cropped.data), topK };
         },
         async infer(items) {
           const outputs = await runStacked(

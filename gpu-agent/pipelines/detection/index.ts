@@ -1,5 +1,6 @@
 import type * as ort from "onnxruntime-node";
 import { z } from "zod";
+import { type DetectionOutput, detectionTask } from "../../../shared/tasks/detection.ts";
 import { runStacked } from "../../batching/stack.ts";
 import { stagedPipeline } from "../../batching/staged.ts";
 import type { RunRequest } from "../../inference/types.ts";
@@ -8,7 +9,7 @@ import {
   imageInput,
   type LoadedPipeline,
   type PipelineDefinition,
-  permanentFailure,
+  taskParams,
 } from "../pipeline.ts";
 import { loadImageModel } from "../vision/image-model.ts";
 import { maxBatchFor } from "../vision/input-shape.ts";
@@ -30,26 +31,16 @@ const Options = z.strictObject({
   input_size: z.number().int().min(32).max(4096).default(640),
 });
 
-/** A job may tighten or loosen the thresholds for itself. */
-const Params = z.looseObject({
-  confidence: Threshold.optional(),
-  iou: Threshold.optional(),
-  max_detections: z.number().int().min(1).max(10_000).optional(),
-});
+export type { DetectionOutput };
 
-export interface DetectionOutput {
-  width: number;
-  height: number;
-  /** Best first. `box` is `[x1, y1, x2, y2]` in original image pixels. */
-  detections: { label: string; class_id: number; score: number; box: number[] }[];
-}
+type Params = z.infer<typeof detectionTask.params>;
 
 interface Prepared {
   tensor: ort.Tensor;
   box: Letterbox;
   width: number;
   height: number;
-  params: z.infer<typeof Params>;
+  params: Params;
 }
 
 /**
@@ -58,7 +49,7 @@ interface Prepared {
  * confidence filter, class-wise NMS, boxes mapped back through the letterbox.
  */
 export const detectionPipeline: PipelineDefinition = {
-  id: "detection",
+  id: detectionTask.id,
   async load(loading): Promise<LoadedPipeline> {
     const { config, modelId = "detection" } = loading;
     const model = await loadImageModel(Options, { ...loading, modelId });
@@ -81,14 +72,7 @@ export const detectionPipeline: PipelineDefinition = {
     const staged = stagedPipeline<Prepared, ort.Tensor>(
       {
         async prepare(request: RunRequest) {
-          const params = Params.safeParse(request.params);
-          if (!params.success) {
-            const issue = params.error.issues[0];
-            throw permanentFailure(
-              "invalid_params",
-              `${issue?.path.join(".") ?? "params"}: ${issue?.message ?? "invalid"}`,
-            );
-          }
+          const params = taskParams(detectionTask.params, request);
           const image = await decodeImage(imageInput(request, modelId));
           const boxed = await letterbox(image, width, height);
           return {
@@ -96,7 +80,7 @@ export const detectionPipeline: PipelineDefinition = {
             box: boxed.box,
             width: image.width,
             height: image.height,
-            params: params.data,
+            params,
           };
         },
         async infer(items) {

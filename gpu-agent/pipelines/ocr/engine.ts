@@ -1,3 +1,4 @@
+import type { OcrDetectionOutput, OcrLine, OcrOutput, Quad } from "../../../shared/tasks/ocr.ts";
 import type { ModelSession, SessionFactory } from "../../inference/types.ts";
 import { loadCharset, ocrAssetPaths } from "./assets.ts";
 import type { Rect } from "./db-postprocess.ts";
@@ -6,27 +7,7 @@ import { cropRgb, decodeImage, type RgbImage, rotateCounterClockwise } from "./i
 import { mergeRowNeighbours, recognitionRegion, sortReadingOrder } from "./layout.ts";
 import { recognizeLines } from "./recognize.ts";
 
-/** Four corners, clockwise from the top-left, in original image pixels. */
-export type Quad = [[number, number], [number, number], [number, number], [number, number]];
-
-export interface OcrLine {
-  text: string;
-  /** Mean character confidence, 0..1. */
-  score: number;
-  box: Quad;
-}
-
-/** The `ocr` model's job output. */
-export interface OcrOutput {
-  /** Every line's text, top to bottom, joined with "\n". */
-  text: string;
-  lines: OcrLine[];
-}
-
-/** The output of OCR without recognition: where the text is, in reading order. */
-export interface OcrDetectionOutput {
-  boxes: Quad[];
-}
+export type { OcrDetectionOutput, OcrLine, OcrOutput, Quad };
 
 /** Lines the recogniser is less sure of than this are dropped (PaddleOCR's drop_score). */
 const MIN_LINE_SCORE = 0.5;

@@ -1,6 +1,13 @@
 import { z } from "zod";
+import { ocrTask } from "../../../shared/tasks/ocr.ts";
+import type { RunRequest } from "../../inference/types.ts";
 import { pipelineOptions } from "../model-config.ts";
-import { imageInput, type LoadedPipeline, type PipelineDefinition } from "../pipeline.ts";
+import {
+  imageInput,
+  type LoadedPipeline,
+  type PipelineDefinition,
+  taskParams,
+} from "../pipeline.ts";
 import type { DetectionInput } from "./detect.ts";
 import { OcrEngine } from "./engine.ts";
 
@@ -14,20 +21,23 @@ const Options = z.strictObject({
 
 /** PaddleOCR PP-OCRv4 (detection + recognition) on the job's `image` input. */
 export const ocrPipeline: PipelineDefinition = {
-  id: "ocr",
-  builtin: true,
+  id: ocrTask.id,
+  builtin: ocrTask.builtin,
   async load({ createSession, config, modelId = "ocr" }): Promise<LoadedPipeline> {
     const options = pipelineOptions(Options, modelId, config);
     const engine = await OcrEngine.load(createSession);
     const finish = (input: DetectionInput) =>
       options.detection_only ? engine.detectPrepared(input) : engine.recognizePrepared(input);
+    // `lang` has one value, English, so the parameters are only checked.
+    const prepare = async (request: RunRequest) => {
+      taskParams(ocrTask.params, request);
+      return engine.prepare(imageInput(request, "ocr"));
+    };
     return {
-      run: async (request) => finish(await engine.prepare(imageInput(request, "ocr"))),
+      run: async (request) => finish(await prepare(request)),
       // Decoding the next image overlaps this one's inference; one request per batch.
       async prepareBatch(requests) {
-        const prepared = await Promise.allSettled(
-          requests.map((request) => engine.prepare(imageInput(request, "ocr"))),
-        );
+        const prepared = await Promise.allSettled(requests.map(prepare));
         return {
           run: async () => {
             const results: PromiseSettledResult<unknown>[] = [];

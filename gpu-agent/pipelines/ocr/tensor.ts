@@ -1,14 +1,10 @@
-/** Per-channel normalisation `(x / 255 - mean) / std`, channels in tensor order. */
-export interface Normalization {
-  mean: readonly [number, number, number];
-  std: readonly [number, number, number];
-}
+import { IMAGENET, type Normalization } from "../vision/planes.ts";
 
-/** PaddleOCR's detection normalisation (ImageNet statistics). */
-export const DETECTION_NORMALIZATION: Normalization = {
-  mean: [0.485, 0.456, 0.406],
-  std: [0.229, 0.224, 0.225],
-};
+/**
+ * PaddleOCR's detection normalisation: ImageNet's statistics, applied to its B, G, R planes
+ * in that order (as its training did).
+ */
+export const DETECTION_NORMALIZATION: Normalization = IMAGENET;
 
 /** PaddleOCR's recognition normalisation: pixels to [-1, 1]. */
 export const RECOGNITION_NORMALIZATION: Normalization = {

@@ -1,5 +1,6 @@
 import * as ort from "onnxruntime-node";
 import type { JsonTensor, JsonTensorType } from "../../../shared/protocol/tensor.ts";
+import type { JsonOutputTensor } from "../../../shared/tasks/tensor.ts";
 import { permanentFailure } from "../pipeline.ts";
 
 export {
@@ -79,14 +80,10 @@ function toBigInt(name: string, value: unknown, unsigned: boolean): bigint {
  * The JSON form of an output. 64-bit integers become numbers when they fit a double exactly,
  * else decimal strings; NaN and infinities have no JSON form and become null.
  */
-export function toJson(tensor: ort.Tensor): {
-  dims: readonly number[];
-  type: string;
-  data: unknown[];
-} {
+export function toJson(tensor: ort.Tensor): JsonOutputTensor {
   const data = tensor.data;
-  let values: unknown[];
-  if (Array.isArray(data)) values = data;
+  let values: JsonOutputTensor["data"];
+  if (Array.isArray(data)) values = data as string[];
   else if (data instanceof BigInt64Array || data instanceof BigUint64Array) {
     values = Array.from(data, (value) => {
       const number = Number(value);
@@ -94,7 +91,7 @@ export function toJson(tensor: ort.Tensor): {
     });
   } else if (tensor.type === "bool") values = Array.from(data as Uint8Array, (v) => v !== 0);
   else values = Array.from(data as Float32Array, (v) => (Number.isFinite(v) ? v : null));
-  return { dims: tensor.dims, type: tensor.type, data: values };
+  return { dims: [...tensor.dims], type: tensor.type, data: values };
 }
 
 function bad(name: string, detail: string) {

@@ -1,18 +1,17 @@
 import type * as ort from "onnxruntime-node";
-import { z } from "zod";
+import { type TensorOutput, tensorTask } from "../../../shared/tasks/tensor.ts";
 import { type NamedTensors, runStacked } from "../../batching/stack.ts";
 import { stagedPipeline } from "../../batching/staged.ts";
 import type { RunRequest } from "../../inference/types.ts";
 import { requireModelFile } from "../model-config.ts";
-import { type LoadedPipeline, type PipelineDefinition, permanentFailure } from "../pipeline.ts";
+import {
+  type LoadedPipeline,
+  type PipelineDefinition,
+  permanentFailure,
+  taskParams,
+} from "../pipeline.ts";
 import { maxBatchFor } from "../vision/input-shape.ts";
-import { fromJson, JsonTensor, toJson } from "./codec.ts";
-
-const Params = z.looseObject({
-  inputs: z.record(z.string(), JsonTensor),
-  /** Only these outputs; every output when absent. */
-  outputs: z.array(z.string()).min(1).optional(),
-});
+import { fromJson, type JsonTensor, toJson } from "./codec.ts";
 
 interface Prepared {
   feeds: NamedTensors;
@@ -26,7 +25,7 @@ interface Prepared {
  * Jobs batch when every input's first axis is dynamic; each job keeps its own rows.
  */
 export const tensorPipeline: PipelineDefinition = {
-  id: "tensor",
+  id: tensorTask.id,
   async load({ createSession, config, modelId = "tensor" }): Promise<LoadedPipeline> {
     const session = await createSession(requireModelFile(modelId, config));
     const declared = session.inputMetadata.flatMap((input) => (input.isTensor ? [input] : []));
@@ -39,15 +38,7 @@ export const tensorPipeline: PipelineDefinition = {
     });
 
     const prepare = async (request: RunRequest): Promise<Prepared> => {
-      const parsed = Params.safeParse(request.params);
-      if (!parsed.success) {
-        const issue = parsed.error.issues[0];
-        throw permanentFailure(
-          "invalid_params",
-          `${issue?.path.join(".") || "params"}: ${issue?.message ?? "invalid"}`,
-        );
-      }
-      const { inputs, outputs = session.outputNames } = parsed.data;
+      const { inputs, outputs = session.outputNames } = taskParams(tensorTask.params, request);
       const unknownOutputs = outputs.filter((name) => !session.outputNames.includes(name));
       if (unknownOutputs.length > 0) {
         throw permanentFailure(
@@ -80,7 +71,7 @@ export const tensorPipeline: PipelineDefinition = {
             session,
             items.map((item) => item.feeds),
           ),
-        finish: (item, outputs) => ({
+        finish: (item, outputs): TensorOutput => ({
           outputs: Object.fromEntries(item.outputs.map((name) => [name, toJson(outputs[name]!)])),
         }),
       },

@@ -1,4 +1,7 @@
-/** Per-channel normalisation `(x / 255 - mean) / std`, channels in R, G, B order. */
+/**
+ * Per-channel normalisation `(x / 255 - mean) / std`, channels in the tensor's plane order
+ * (R, G, B here; B, G, R for PaddleOCR's models, see `ocr/tensor.ts`).
+ */
 export interface Normalization {
   mean: readonly [number, number, number];
   std: readonly [number, number, number];

@@ -1,0 +1,26 @@
+import { z } from "zod";
+import { defineTask, IMAGE_TYPES, Unit } from "./task.ts";
+
+export const ClassificationOutput = z.object({
+  /** The `top_k` most likely classes, most likely first. */
+  predictions: z.array(
+    z.object({ label: z.string(), class_id: z.number().int().min(0), score: Unit }),
+  ),
+});
+export type ClassificationOutput = z.infer<typeof ClassificationOutput>;
+
+export const classificationTask = defineTask({
+  id: "classification",
+  description:
+    "Image classification (ImageNet-style). Output: {predictions: [{label, class_id, score}]}, top-k.",
+  image: "required",
+  contentTypes: IMAGE_TYPES,
+  params: z.strictObject({
+    top_k: z.number().int().min(1).max(1000).optional(),
+  }),
+  artifacts: [],
+  output: ClassificationOutput,
+  decodesImage: true,
+  builtin: false,
+  defaultTimeoutSeconds: 60,
+});

@@ -1,6 +1,11 @@
 import { createHash } from "node:crypto";
-import { z } from "zod";
-import { type Claim, DEFAULT_MAX_OUTPUT_BYTES } from "../shared/protocol/agent.ts";
+import {
+  type ArtifactTarget,
+  ArtifactTargets,
+  type Claim,
+  DEFAULT_MAX_OUTPUT_BYTES,
+} from "../shared/protocol/agent.ts";
+import type { ArtifactRef } from "../shared/tasks/index.ts";
 import { GatewayError } from "./gateway/client.ts";
 import type { Artifact, RunResult } from "./inference/types.ts";
 import type { RunnerPool } from "./runner/pool.ts";
@@ -31,17 +36,6 @@ export interface AttemptContext {
   /** Aborted when the job is taken back: a job still waiting for a runner leaves the line. */
   signal?: AbortSignal;
 }
-
-/** Per artifact name, where to PUT it: the claim's optional `artifacts` field. */
-const ArtifactTargets = z.record(
-  z.string(),
-  z.object({
-    url: z.url(),
-    method: z.literal("PUT"),
-    headers: z.record(z.string(), z.string()),
-    max_bytes: z.number().int().positive().optional(),
-  }),
-);
 
 /**
  * Without an upload URL, an artifact this small travels inside the job output as base64, so
@@ -115,17 +109,12 @@ async function storeArtifacts(
 ): Promise<unknown> {
   const artifacts = Object.entries(result.artifacts ?? {});
   if (artifacts.length === 0) return result.output;
-  const parsed = ArtifactTargets.optional().safeParse(
-    (claim as Claim & { artifacts?: unknown }).artifacts,
-  );
+  // Parsed again: a claim built by hand (tests, older agents' stubs) may not have been checked.
+  const parsed = ArtifactTargets.optional().safeParse(claim.artifacts);
   const targets = parsed.success ? (parsed.data ?? {}) : {};
   const output: Record<string, unknown> = { ...(result.output as Record<string, unknown>) };
   for (const [name, artifact] of artifacts) {
-    const reference: Record<string, unknown> = {
-      content_type: artifact.contentType,
-      size_bytes: artifact.bytes.byteLength,
-      sha256: createHash("sha256").update(artifact.bytes).digest("hex"),
-    };
+    const reference = artifactRef(artifact);
     const target = targets[name];
     if (target) {
       if (target.max_bytes !== undefined && artifact.bytes.byteLength > target.max_bytes) {
@@ -149,10 +138,19 @@ async function storeArtifacts(
   return output;
 }
 
+/** What the output holds under an artifact's name (the task catalog's `ArtifactRef`). */
+export function artifactRef(artifact: Artifact): ArtifactRef {
+  return {
+    content_type: artifact.contentType,
+    size_bytes: artifact.bytes.byteLength,
+    sha256: createHash("sha256").update(artifact.bytes).digest("hex"),
+  };
+}
+
 async function putArtifact(
   name: string,
   artifact: Artifact,
-  target: z.infer<typeof ArtifactTargets>[string],
+  target: ArtifactTarget,
   transfer: TransferOptions,
 ): Promise<void> {
   let response: HttpAnswer;

@@ -25,6 +25,18 @@ export const REPORT_ENVELOPE_BYTES = 512;
 /** The largest output (JSON bytes) an agent sends when the claim does not say: 64 KiB less the envelope. */
 export const DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024 - REPORT_ENVELOPE_BYTES;
 
+/** Where to PUT one artifact's bytes: a presigned URL, its headers and its size bound. */
+export const ArtifactTarget = z.object({
+  url: z.url(),
+  method: z.literal("PUT"),
+  headers: z.record(z.string(), z.string()),
+  max_bytes: z.number().int().positive().optional(),
+});
+export type ArtifactTarget = z.infer<typeof ArtifactTarget>;
+
+/** Per artifact name, where to PUT it: the claim's `artifacts`. */
+export const ArtifactTargets = z.record(z.string(), ArtifactTarget);
+
 /** Gateway → agent: the job, short-lived URLs for its inputs and artifacts, and its limits. */
 export const Claim = z.object({
   v: z.literal(1),
@@ -52,17 +64,7 @@ export const Claim = z.object({
    * Per artifact name the model may make (`image_png`), where to PUT its bytes. Absent for
    * models without artifacts and from older gateways: the agent then inlines small ones.
    */
-  artifacts: z
-    .record(
-      z.string(),
-      z.object({
-        url: z.url(),
-        method: z.literal("PUT"),
-        headers: z.record(z.string(), z.string()),
-        max_bytes: z.number().int().positive().optional(),
-      }),
-    )
-    .optional(),
+  artifacts: ArtifactTargets.optional(),
 });
 export type Claim = z.infer<typeof Claim>;
 

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { parseAllowList } from "../shared/net/allow-list.ts";
 import { BUILTIN_MODELS, type ModelSpec, ModelTask, specForTask } from "./models.ts";
 
 /**
@@ -42,6 +43,13 @@ export const GatewayConfig = z
     /** Embedded mode lets webhooks go to http:// and loopback receivers, for local testing. */
     allowInsecureWebhooks: z.boolean().default(false),
     /**
+     * The operator's allow-lists (GANTRY_WEBHOOK_ALLOW, GANTRY_INPUT_URL_ALLOW): hosts and
+     * CIDR ranges that webhooks may reach (over http too) and input URLs may name, although
+     * the address policy refuses them by default. See shared/net/allow-list.ts.
+     */
+    webhookAllow: z.array(z.string()).default([]).superRefine(checkAllowList),
+    inputUrlAllow: z.array(z.string()).default([]).superRefine(checkAllowList),
+    /**
      * Backpressure: the most jobs that may wait (ready, not yet taken) in one model's queue
      * before `POST /v1/jobs` answers 503; `queueBounds` sets it per model.
      */
@@ -57,6 +65,18 @@ export const GatewayConfig = z
     apiKeyCacheMs: z.number().int().min(0).default(1_000),
     /** `Retry-After` on a 503 (queue full) or a 429 for too many queued jobs. */
     retryAfterSeconds: z.number().int().positive().default(5),
+    /**
+     * `GET /v1/events`: how far back `Last-Event-ID` may reach (older answers 410), and how
+     * many streams one tenant may hold open on one gateway.
+     */
+    eventsResumeWindowSeconds: z.number().int().positive().default(3_600),
+    maxEventStreamsPerTenant: z.number().int().positive().default(100),
+    /**
+     * How often open streams re-read the store when no cross-gateway change feed is live
+     * (Workers, or a gateway told to poll), and the safety net's period while one is.
+     */
+    feedPollMs: z.number().int().positive().default(1_000),
+    feedSafetyPollMs: z.number().int().positive().default(30_000),
   })
   .superRefine((config, context) => {
     const unknown = config.models.filter(
@@ -81,4 +101,12 @@ export function modelSpecs(config: GatewayConfig): Map<string, ModelSpec> {
       return spec ? [[id, spec] as const] : [];
     }),
   );
+}
+
+function checkAllowList(entries: string[], context: z.RefinementCtx): void {
+  try {
+    parseAllowList(entries);
+  } catch (error) {
+    context.addIssue({ code: "custom", message: (error as Error).message });
+  }
 }

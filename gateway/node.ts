@@ -4,7 +4,9 @@ import pino from "pino";
 import { nodeAgentCrypto } from "../shared/agent-signing-node.ts";
 import { createDiskBlobStore } from "../shared/blob/disk.ts";
 import { type OpenedDatabase, openDatabase } from "../shared/db/open.ts";
+import { listenForChanges } from "../shared/db/pg-listen.ts";
 import type { Database } from "../shared/db/schema.ts";
+import { allowListOf } from "../shared/net/allow-list.ts";
 import { createSafeWebhookFetch } from "../shared/net/safe-fetch.ts";
 import { type OpenedQueue, openQueue, sqlQueueOn } from "../shared/queue/open.ts";
 import type { JobQueue, QueueLimits } from "../shared/queue/port.ts";
@@ -42,6 +44,12 @@ export interface NodeGatewayOptions {
   sweep?: SweepOptions;
   /** Wraps the queue the gateway publishes to: tests inject faults with it. */
   wrapQueue?: (queue: JobQueue) => JobQueue;
+  /**
+   * `auto` (the default): on Postgres, wake streams and waiters from the database's
+   * LISTEN/NOTIFY, so a change made through any gateway reaches them within milliseconds;
+   * `poll`: re-read the store every `feedPollMs` instead (for comparison).
+   */
+  changeFeed?: "auto" | "poll";
   /** Further gateway settings (queue bounds, TTLs), checked like the rest. */
   config?: Partial<GatewayConfigInput>;
 }
@@ -131,13 +139,30 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     now: Date.now,
     // Webhooks: the connect-time check refuses internal addresses, whatever DNS says.
     // Embedded mode allows loopback and private receivers (metadata stays refused).
-    fetch: createSafeWebhookFetch({ allowPrivate: options.allowInsecureWebhooks }),
+    // GANTRY_WEBHOOK_ALLOW lets the operator's listed receivers through, here as at submission.
+    fetch: createSafeWebhookFetch({
+      allowPrivate: options.allowInsecureWebhooks,
+      allow: allowListOf(config.webhookAllow),
+    }),
     background,
     localBlobs: { backend: blobs, secret: options.blobSecret },
     agentCrypto: nodeAgentCrypto,
     readRawBody: readIncomingBody,
   });
   app = createApp(gateway);
+  // SQLite has one gateway process, which sees every change itself.
+  gateway.notifier.live = database.dialect === "sqlite";
+  const listener =
+    database.dialect === "postgres" && options.changeFeed !== "poll"
+      ? listenForChanges(options.databaseUrl, {
+          onChange: (change) => gateway.notifier.announce(change),
+          onLive: (live) => {
+            gateway.notifier.live = live;
+            if (live) gateway.notifier.resync();
+          },
+          log,
+        })
+      : null;
   metrics = createGatewayMetrics(gateway);
 
   const sweepOptions: SweepOptions = {
@@ -169,6 +194,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     sweepNow: () => sweep(gateway, sweepOptions),
     async close() {
       clearInterval(timer);
+      await listener?.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         // SSE streams keep connections open; end them rather than wait minutes.

@@ -1,3 +1,4 @@
+import { allowListOf } from "../../shared/net/allow-list.ts";
 import type { JobStatus, QueueMessage, WebhookEventType } from "../../shared/protocol/index.ts";
 import { isTerminal, WebhookSubscription } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
@@ -54,7 +55,12 @@ export async function publishJob(
 
 /** Everything that follows a state change: wake SSE streams, queue webhooks. */
 export function afterTransition(gateway: Gateway, row: JobRow): void {
-  gateway.notifier.notify(row.id);
+  gateway.notifier.announce({
+    tenantId: row.tenant_id,
+    jobId: row.id,
+    seq: row.last_seq,
+    status: row.status,
+  });
   gateway.log.info({ job_id: row.id, status: row.status, attempt: row.attempt }, "job changed");
   const eventType = webhookEventOf(row.status as JobStatus);
   if (!row.webhook || !eventType) return;
@@ -93,6 +99,9 @@ export function webhookDeps(gateway: Gateway): DeliverDeps {
     fetch: gateway.fetch,
     now: gateway.now,
     secretFor: (tenantId) => gateway.stores.webhooks.signingSecrets(tenantId, gateway.now()),
-    urlPolicy: { allowInsecure: gateway.config.allowInsecureWebhooks },
+    urlPolicy: {
+      allowInsecure: gateway.config.allowInsecureWebhooks,
+      allow: allowListOf(gateway.config.webhookAllow),
+    },
   };
 }

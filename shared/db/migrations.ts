@@ -6,6 +6,8 @@ import { agents } from "./migrations/0004-agents.ts";
 import { jobEventTriggers } from "./migrations/0005-job-event-triggers.ts";
 import { unloggedNonces } from "./migrations/0006-unlogged-nonces.ts";
 import { jobMetadata } from "./migrations/0007-job-metadata.ts";
+import { changeFeed } from "./migrations/0008-change-feed.ts";
+import { jobStanding } from "./migrations/0009-job-standing.ts";
 import { instant, type Migration, type SqlDialect } from "./migrations/types.ts";
 import type { Database } from "./schema.ts";
 
@@ -20,6 +22,8 @@ const MIGRATIONS: Migration[] = [
   jobEventTriggers,
   unloggedNonces,
   jobMetadata,
+  changeFeed,
+  jobStanding,
 ];
 
 /**

@@ -95,6 +95,8 @@ export interface JobEventTable {
   attempt: number;
   error: string | null;
   at: number;
+  /** Written by the trigger (migration 0008); null on events from before it. */
+  tenant_id: string | null;
 }
 
 export interface WebhookDeliveryTable {

@@ -16,6 +16,7 @@ import {
   EventBatchResponse,
 } from "./agent-batch.ts";
 import { JobError, Problem } from "./error.ts";
+import { FeedEvent } from "./feed.ts";
 import { Job, JobEvent, JobList, JobRequest, JobStatus } from "./job.ts";
 import { QueueMessage } from "./queue-message.ts";
 import { Upload, UploadRequest } from "./upload.ts";
@@ -28,6 +29,7 @@ export const WIRE_SCHEMAS = {
   JobList,
   JobStatus,
   JobEvent,
+  FeedEvent,
   JobError,
   Problem,
   UploadRequest,

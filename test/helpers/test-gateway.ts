@@ -37,6 +37,8 @@ export interface TestGatewayOptions {
   sweepIntervalMs?: number;
   sweep?: NodeGatewayOptions["sweep"];
   wrapQueue?: NodeGatewayOptions["wrapQueue"];
+  config?: NodeGatewayOptions["config"];
+  changeFeed?: NodeGatewayOptions["changeFeed"];
 }
 
 export interface TestGateway extends NodeGateway {
@@ -80,6 +82,8 @@ export async function startTestGateway(options: TestGatewayOptions = {}): Promis
       ...(options.leaseSeconds ? { leaseSeconds: options.leaseSeconds } : {}),
       ...(options.sweep ? { sweep: options.sweep } : {}),
       ...(options.wrapQueue ? { wrapQueue: options.wrapQueue } : {}),
+      ...(options.config ? { config: options.config } : {}),
+      ...(options.changeFeed ? { changeFeed: options.changeFeed } : {}),
     });
   } catch (error) {
     if (fresh) await dropPostgresSchema(fresh.url, fresh.schema).catch(() => {});

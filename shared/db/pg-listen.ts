@@ -1,0 +1,106 @@
+import pg from "pg";
+import { parsePostgresUrl } from "./postgres.ts";
+
+/** One change as the jobs trigger announces it (migration 0008): `tenant job seq status`. */
+export interface AnnouncedChange {
+  tenantId: string;
+  jobId: string;
+  seq: number;
+  status: string;
+}
+
+export interface ChangeListenerOptions {
+  onChange(change: AnnouncedChange): void;
+  /**
+   * Called each time the listening connection is up (the first time and after every
+   * reconnect: announcements made while it was down are lost, so readers must re-read),
+   * and with `false` when it drops.
+   */
+  onLive(live: boolean): void;
+  log?: { warn(fields: object, message: string): void };
+  /** Reconnect backoff bounds. Defaults 100 ms and 10 s. */
+  minBackoffMs?: number;
+  maxBackoffMs?: number;
+}
+
+export interface ChangeListener {
+  close(): Promise<void>;
+}
+
+/**
+ * Listens to the jobs trigger's announcements on one dedicated connection (a pooled one
+ * cannot LISTEN: the pool hands it to queries in between), reconnecting with capped
+ * exponential backoff and full jitter while Postgres is away.
+ */
+export function listenForChanges(url: string, options: ChangeListenerOptions): ChangeListener {
+  const target = parsePostgresUrl(url);
+  const minMs = options.minBackoffMs ?? 100;
+  const maxMs = options.maxBackoffMs ?? 10_000;
+  let client: pg.Client | null = null;
+  let closed = false;
+  let failures = 0;
+  let timer: ReturnType<typeof setTimeout> | null = null;
+
+  const reconnect = (reason: unknown) => {
+    if (closed) return;
+    options.onLive(false);
+    client?.removeAllListeners();
+    void client?.end().catch(() => {});
+    client = null;
+    const ceiling = Math.min(maxMs, minMs * 2 ** failures++);
+    const delay = Math.round(Math.random() * ceiling);
+    options.log?.warn(
+      { err: String(reason), retry_in_ms: delay },
+      "change feed: Postgres listener down, reconnecting",
+    );
+    timer = setTimeout(connect, delay);
+    timer.unref();
+  };
+
+  const connect = async () => {
+    timer = null;
+    const next = new pg.Client({
+      connectionString: target.connectionString,
+      ...(target.schema ? { options: `-c search_path=${target.schema}` } : {}),
+    });
+    client = next;
+    next.on("error", reconnect);
+    next.on("end", () => reconnect("connection ended"));
+    next.on("notification", (message) => {
+      const change = parseAnnouncement(message.payload);
+      if (change) options.onChange(change);
+    });
+    try {
+      await next.connect();
+      // The trigger names the channel after the jobs table's schema: ask for ours.
+      const { rows } = await next.query<{ channel: string }>(
+        "SELECT 'gantry_' || left(md5(current_schema()), 16) AS channel",
+      );
+      await next.query(`LISTEN ${pg.escapeIdentifier(rows[0]?.channel ?? "gantry")}`);
+      if (closed || client !== next) return;
+      failures = 0;
+      options.onLive(true);
+    } catch (error) {
+      if (client === next) reconnect(error);
+    }
+  };
+
+  void connect();
+  return {
+    async close() {
+      closed = true;
+      if (timer) clearTimeout(timer);
+      const last = client;
+      client = null;
+      last?.removeAllListeners();
+      last?.on("error", () => {});
+      await last?.end().catch(() => {});
+    },
+  };
+}
+
+export function parseAnnouncement(payload: string | undefined): AnnouncedChange | null {
+  const [tenantId, jobId, seq, status] = (payload ?? "").split(" ");
+  if (!tenantId || !jobId || !seq || !status) return null;
+  return { tenantId, jobId, seq: Number(seq), status };
+}

@@ -11,6 +11,7 @@ import {
 } from "../../shared/protocol/index.ts";
 import { newTraceparent } from "../../shared/trace.ts";
 import type { AppEnv } from "../env.ts";
+import { jobView } from "../jobs/job-view.ts";
 import { afterTransition } from "../jobs/lifecycle.ts";
 import { submitJob } from "../jobs/submit.ts";
 import { preferredWait, waitForJob } from "../jobs/wait.ts";
@@ -66,7 +67,8 @@ export const jobRoutes = new Hono<AppEnv>()
     if (wait === null) return c.json(toJob(job), 202);
     c.header("preference-applied", `wait=${wait}`);
     const now = await waitForJob(c.var.gateway, job, wait * 1000, c.req.raw.signal);
-    return c.json(toJob(now), isTerminal(now.status as JobStatus) ? 200 : 202);
+    const view = await jobView(c.var.gateway, now);
+    return c.json(view, isTerminal(now.status as JobStatus) ? 200 : 202);
   })
   .get("/", async (c) => {
     const query = parseWith(ListQuery, c.req.query(), "query");
@@ -88,7 +90,7 @@ export const jobRoutes = new Hono<AppEnv>()
   .get("/:id", async (c) => {
     const row = await c.var.gateway.stores.jobs.forTenant(c.var.tenant.id, c.req.param("id"));
     if (!row) throw notFound("Job", c.req.param("id"));
-    return c.json(toJob(row));
+    return c.json(await jobView(c.var.gateway, row));
   })
   .post("/:id/cancel", async (c) => {
     const gateway = c.var.gateway;

@@ -5,6 +5,7 @@ import type {
   JobError,
   JobEvent,
   JobMetadata,
+  JobMetrics,
   JobStatus,
   WebhookSubscription,
 } from "../../shared/protocol/index.ts";
@@ -62,6 +63,17 @@ export function toJob(row: JobRow): Job {
     finished_at: isoOrNull(row.finished_at),
     expires_at: iso(row.expires_at),
     ...(row.metadata === null ? {} : { metadata: JSON.parse(row.metadata) as JobMetadata }),
+    ...(row.started_at === null ? {} : { metrics: metricsOf(row, row.started_at) }),
+  };
+}
+
+/** Where a started job's time went; a retried job's queue time counts from its creation. */
+function metricsOf(row: JobRow, startedAt: number): JobMetrics {
+  const finished = row.status === "queued" || row.status === "running" ? null : row.finished_at;
+  return {
+    queue_ms: startedAt - row.created_at,
+    run_ms: finished === null ? null : finished - startedAt,
+    total_ms: finished === null ? null : finished - row.created_at,
   };
 }
 

@@ -12,6 +12,7 @@ import { jobCountsByStatus, queuedJobCount } from "./job-counts.ts";
 import { jobInserter, type NewJob } from "./job-inserts.ts";
 import { isPostgresDb, metadataMatches } from "./job-metadata.ts";
 import type { JobEventRow, JobRow } from "./job-rows.ts";
+import { queuedAhead, recentStarts } from "./job-standing.ts";
 import type { JobListOptions, JobStore, Transition } from "./ports.ts";
 
 export type { NewJob } from "./job-inserts.ts";
@@ -161,6 +162,14 @@ export class KyselyJobStore implements JobStore {
    * How many times the job was claimed. Counted from its events rather than read from
    * `attempt`, which is the queue's delivery count and starts again on a republished message.
    */
+  queuedAhead(job: Pick<JobRow, "id" | "model" | "priority">): Promise<number> {
+    return queuedAhead(this.db, job);
+  }
+
+  recentStarts(model: string, since: number, limit: number) {
+    return recentStarts(this.db, model, since, limit);
+  }
+
   async claims(id: string): Promise<number> {
     const row = await this.db
       .selectFrom("job_events")

@@ -68,6 +68,14 @@ export interface JobStore {
   staleRunning(staleBefore: number, limit: number): Promise<JobRow[]>;
   /** How many times the job was claimed, counted from its events. */
   claims(id: string): Promise<number>;
+  /** Queued jobs of its model an agent would take before this one (by index: job-standing.ts). */
+  queuedAhead(job: Pick<JobRow, "id" | "model" | "priority">): Promise<number>;
+  /** A model's jobs started since `since`, newest first, at most `limit`, with their waits. */
+  recentStarts(
+    model: string,
+    since: number,
+    limit: number,
+  ): Promise<{ started_at: number; queue_ms: number }[]>;
 
   /**
    * A stale running job back to `queued` (unpublished) when `retry`, else `failed`; only if

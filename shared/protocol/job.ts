@@ -113,6 +113,22 @@ export const JobRequest = z.strictObject({
 });
 export type JobRequest = z.infer<typeof JobRequest>;
 
+export const JobMetrics = z.object({
+  queue_ms: z.number().int().describe("From creation to the start of the latest attempt."),
+  run_ms: z.number().int().nullable().describe("The latest attempt's run; null while running."),
+  total_ms: z.number().int().nullable().describe("From creation to the end; null until then."),
+});
+export type JobMetrics = z.infer<typeof JobMetrics>;
+
+export const JobAgent = z.object({
+  id: z.string().describe("The agent's id (`agt_…`)."),
+  provider: z
+    .string()
+    .nullable()
+    .describe("The execution provider it runs models on (`cuda`, `cpu`), as it registered."),
+});
+export type JobAgent = z.infer<typeof JobAgent>;
+
 export const Job = z.object({
   id: JobId,
   object: z.literal("job"),
@@ -129,6 +145,23 @@ export const Job = z.object({
   finished_at: z.iso.datetime().nullable(),
   expires_at: z.iso.datetime().describe("When a job still queued becomes `expired`."),
   metadata: JobMetadata.optional().describe("The metadata the job was submitted with, if any."),
+  queue_position: z
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe(
+      "On a queued job (`GET /v1/jobs/{id}`): 1 when it is next, counting the queued jobs of its model an agent takes before it (higher priority first, then older).",
+    ),
+  estimated_start_at: z.iso
+    .datetime()
+    .nullable()
+    .optional()
+    .describe(
+      "On a queued job: when it should start at the model's pace over the last minutes; null when the model has no recent pace.",
+    ),
+  metrics: JobMetrics.optional().describe("Once started: where the job's time went."),
+  agent: JobAgent.optional().describe("Once started: the agent that ran (or runs) it."),
 });
 export type Job = z.infer<typeof Job>;
 

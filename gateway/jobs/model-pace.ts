@@ -1,0 +1,59 @@
+import type { Gateway } from "../context.ts";
+
+/** How far back a model's starts count towards its pace. */
+export const PACE_WINDOW_MS = 5 * 60_000;
+/** At most this many recent starts are read (the pace of a busy model needs no more). */
+const PACE_SAMPLE = 1_000;
+const MIN_SPAN_MS = 10_000;
+/** A reading serves every job view of the model for this long. */
+const PACE_CACHE_MS = 5_000;
+
+export interface ModelPace {
+  /** Jobs started per second over the window, or null with fewer than two starts. */
+  startsPerSecond: number | null;
+  /** Queue waits of the sampled starts, in ms: p50 and p95, or null with none. */
+  waitP50Ms: number | null;
+  waitP95Ms: number | null;
+  sampled: number;
+}
+
+// Keyed by the notifier, which every per-request copy of a gateway shares (as rate-limit.ts
+// does): on Workers each request gets its own Gateway object around the isolate's parts.
+const cache = new WeakMap<object, Map<string, { pace: ModelPace; until: number }>>();
+
+/** A model's recent pace, from its jobs' starts (an index range: migration 0009). */
+export async function modelPace(gateway: Gateway, model: string): Promise<ModelPace> {
+  let byModel = cache.get(gateway.notifier);
+  if (!byModel) {
+    byModel = new Map();
+    cache.set(gateway.notifier, byModel);
+  }
+  const now = gateway.now();
+  const hit = byModel.get(model);
+  if (hit && hit.until > now) return hit.pace;
+  const starts = await gateway.stores.jobs.recentStarts(model, now - PACE_WINDOW_MS, PACE_SAMPLE);
+  const pace = paceOf(starts, now);
+  // No pace is not kept: reading an empty index range is cheap, and the first starts of an
+  // idle model then show at once.
+  if (pace.startsPerSecond === null) return pace;
+  if (byModel.size > 1_000) byModel.clear();
+  byModel.set(model, { pace, until: now + PACE_CACHE_MS });
+  return pace;
+}
+
+function paceOf(starts: { started_at: number; queue_ms: number }[], now: number): ModelPace {
+  const waits = starts.map((start) => start.queue_ms).sort((a, b) => a - b);
+  const pick = (q: number) =>
+    waits.length ? waits[Math.min(waits.length - 1, Math.floor(q * waits.length))]! : null;
+  const oldest = starts.at(-1)?.started_at;
+  // Over the time the sample spans (a model that began work a minute ago has a minute's
+  // pace, not five minutes'), but never less than MIN_SPAN_MS: two starts a millisecond
+  // apart are no pace.
+  const span = oldest === undefined ? 0 : Math.max(now - oldest, MIN_SPAN_MS);
+  return {
+    startsPerSecond: starts.length >= 2 && span > 0 ? (starts.length * 1000) / span : null,
+    waitP50Ms: pick(0.5),
+    waitP95Ms: pick(0.95),
+    sampled: starts.length,
+  };
+}

@@ -24,6 +24,8 @@ export function adminPaths() {
     "/v1/models": {
       get: {
         summary: "The models served, their input schema and your limits",
+        description:
+          "Each model runs a `task`; its `input_schema` and `output_schema` are also in the components as `<Task>Input` and `<Task>Output` (`OcrInput`, `BackgroundRemovalOutput`).",
         responses: { "200": object("Models"), ...problems(401), ...limited },
       },
     },

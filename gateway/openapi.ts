@@ -1,5 +1,6 @@
 import { adminPaths } from "./openapi-admin.ts";
 import { componentSchemas, jobIdParam, json, problems, ref } from "./openapi-parts.ts";
+import { taskComponentSchemas } from "./openapi-tasks.ts";
 
 /** The OpenAPI 3.1 document, built from the same zod schemas that validate requests. */
 export function openApiDocument(serverUrl: string) {
@@ -15,7 +16,7 @@ export function openApiDocument(serverUrl: string) {
     security: [{ apiKey: [] }],
     components: {
       securitySchemes: { apiKey: { type: "http", scheme: "bearer", description: "Your API key." } },
-      schemas: componentSchemas(),
+      schemas: { ...componentSchemas(), ...taskComponentSchemas() },
     },
     paths: {
       ...adminPaths(),

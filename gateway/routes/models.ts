@@ -3,7 +3,7 @@ import { notFound } from "../../shared/errors.ts";
 import { queueBound } from "../backpressure.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
-import { inputJsonSchema, type ModelSpec } from "../models.ts";
+import { inputJsonSchema, type ModelSpec, outputJsonSchema } from "../models.ts";
 import type { Tenant } from "../store/tenants.ts";
 import { maxUploadBytes } from "./uploads.ts";
 
@@ -12,8 +12,11 @@ function modelView(gateway: Gateway, tenant: Tenant, spec: ModelSpec) {
   return {
     id: spec.id,
     object: "model" as const,
+    task: spec.task,
     description: spec.description,
     input_schema: inputJsonSchema(spec),
+    /** What a succeeded job's `output` holds: the task catalog's output schema. */
+    output_schema: outputJsonSchema(spec),
     content_types: spec.contentTypes,
     limits: {
       max_upload_bytes: maxUploadBytes(

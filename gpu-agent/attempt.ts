@@ -23,6 +23,8 @@ export type AttemptPhase = "downloading" | "waiting" | "running" | "uploading";
 
 export interface AttemptContext {
   jobId: string;
+  /** The delivery's attempt, for models that run later attempts at a lower input size. */
+  attempt?: number;
   claim: Claim;
   pool: RunnerPool;
   transfer: TransferOptions;
@@ -64,7 +66,13 @@ export async function runAttempt(ctx: AttemptContext): Promise<RunResult> {
     // The runner is released as soon as inference ends: the uploads and the report overlap
     // the next job's inference.
     const result = await ctx.pool.run(
-      { jobId: ctx.jobId, model: claim.job.model, files, params },
+      {
+        jobId: ctx.jobId,
+        model: claim.job.model,
+        files,
+        params,
+        ...(ctx.attempt === undefined ? {} : { attempt: ctx.attempt }),
+      },
       {
         onStart: (start) => ctx.onPhase("running", start),
         ...(ctx.signal ? { signal: ctx.signal } : {}),

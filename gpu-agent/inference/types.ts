@@ -12,6 +12,11 @@ export interface RunRequest {
   files: Record<string, { bytes: Uint8Array; contentType: string | null }>;
   /** The job's other input keys: model parameters. */
   params: Record<string, unknown>;
+  /**
+   * The queue delivery's attempt (1 on the first): a model may run later attempts at a
+   * lower input size. Absent where no queue is involved (tests, benchmarks).
+   */
+  attempt?: number;
 }
 
 /** A binary file a run produced beside its JSON output (a PNG cut-out, a mask, …). */

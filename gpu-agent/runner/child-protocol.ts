@@ -30,6 +30,7 @@ const RunRequestSchema = z.object({
   model: z.string(),
   files: z.record(z.string(), z.object({ bytes: Bytes, contentType: z.string().nullable() })),
   params: z.record(z.string(), z.unknown()),
+  attempt: z.number().int().min(1).optional(),
 });
 
 /**

@@ -1,55 +1,71 @@
 import type * as ort from "onnxruntime-node";
 import { z } from "zod";
-import { backgroundRemovalTask } from "../../../shared/tasks/background-removal.ts";
+import {
+  type BackgroundRemovalFormat,
+  BackgroundRemovalParams,
+} from "../../../shared/tasks/background-removal.ts";
 import { runStacked } from "../../batching/stack.ts";
 import { stagedPipeline } from "../../batching/staged.ts";
 import type { RunRequest } from "../../inference/types.ts";
-import { decodeImage, type RgbImage } from "../ocr/image.ts";
 import {
   imageInput,
   type LoadedPipeline,
   OutputWithArtifacts,
   type PipelineDefinition,
-  taskParams,
+  permanentFailure,
 } from "../pipeline.ts";
+import { type DecodedImage, decodeImage } from "../vision/decode.ts";
+import {
+  DegradedSizeOptions,
+  type InputSize,
+  inputSizeForAttempt,
+} from "../vision/degraded-size.ts";
 import { loadImageModel } from "../vision/image-model.ts";
 import { maxBatchFor } from "../vision/input-shape.ts";
 import { IMAGENET } from "../vision/planes.ts";
 import { resizeExact } from "../vision/resize.ts";
-import { cutoutPng, maskPng, maskToAlpha, resizeMask } from "./mask.ts";
+import { maskToAlpha, resizeMask } from "./mask.ts";
+import { CONTENT_TYPES, cutout, foreground, maskImage, parseColour } from "./output.ts";
 
 const Triple = z.tuple([z.number(), z.number(), z.number()]);
 
 /**
  * Per model: `activation` is `sigmoid` for models that output logits (RMBG-2.0, BiRefNet;
- * the default) and `none` for those that output probabilities (U²-Net, RMBG-1.4).
+ * the default) and `none` for those that output probabilities (ISNet, U²-Net, RMBG-1.4).
  */
 const Options = z.strictObject({
   activation: z.enum(["sigmoid", "none"]).default("sigmoid"),
-  /** Which output holds the mask; the first by default (U²-Net's d0, the fused one). */
+  /** Which output holds the mask; the first by default (ISNet's and U²-Net's fused one). */
   output: z.string().optional(),
-  /** Stretch the mask to the full 0..1 range (rembg, RMBG-1.4). */
+  /** Stretch the mask to the full 0..1 range (DIS's inference, rembg, RMBG-1.4). */
   min_max: z.boolean().default(true),
-  /** ImageNet by default; RMBG-1.4 uses mean 0.5, std 1. */
+  /** ImageNet by default; ISNet and RMBG-1.4 use mean 0.5, std 1. */
   normalization: z.object({ mean: Triple, std: Triple }).optional(),
   /** The input size when the model's height and width are dynamic. */
   input_size: z.number().int().min(32).max(4096).default(1024),
+  ...DegradedSizeOptions,
 });
 
 interface Prepared {
-  image: RgbImage;
+  image: DecodedImage;
   tensor: ort.Tensor;
-  format: "cutout" | "mask";
+  size: InputSize;
+  params: BackgroundRemovalParams;
 }
 
 /**
- * Background removal (RMBG-2.0, BiRefNet, U²-Net): resize to the model's input, ImageNet
- * normalisation, mask (sigmoid when the model outputs logits), min-max, back to the original
- * size, and a PNG with that mask as alpha. The PNG is an artifact: the job output says
- * `{ width, height, format, image_png: { content_type, size_bytes } }` (or `mask_png`).
+ * Background removal (ISNet, RMBG, BiRefNet, U²-Net), as DIS's own inference does it: the
+ * image stretched to the model's input (bilinear), normalised as the model was trained, the
+ * mask (a sigmoid first when the model outputs logits) min-max stretched and resized back
+ * to the original size (bilinear). Min-max commutes with the bilinear resize (both are
+ * affine per pixel), so it runs on the model's 1024² rather than on the original's pixels.
+ *
+ * Artifacts: `mask` always, and `image` (the cut-out: the original pixels with the mask as
+ * alpha, or composited onto `background`) unless `mask_only`, both in `format`. The JSON
+ * output gives the foreground's bounding box and coverage and the input size used.
  */
 export const backgroundRemovalPipeline: PipelineDefinition = {
-  id: backgroundRemovalTask.id,
+  id: "background-removal",
   async load(loading): Promise<LoadedPipeline> {
     const { config, modelId = "background-removal" } = loading;
     const model = await loadImageModel(Options, { ...loading, modelId });
@@ -59,24 +75,43 @@ export const backgroundRemovalPipeline: PipelineDefinition = {
       throw new Error(`model ${modelId}: no output named ${outputName}`);
     }
     const normalization = options.normalization ?? IMAGENET;
-
-    const toTensor = (pixels: RgbImage) => model.toTensor(pixels.data, normalization);
+    const sizeFor = inputSizeForAttempt(shape, { width, height }, options, modelId);
 
     const staged = stagedPipeline<Prepared, ort.Tensor>(
       {
         async prepare(request: RunRequest) {
-          const { format = "cutout" } = taskParams(backgroundRemovalTask.params, request);
+          const parsed = BackgroundRemovalParams.safeParse(request.params);
+          if (!parsed.success) {
+            const problems = parsed.error.issues.map(
+              (issue) => `${issue.path.join(".") || "params"}: ${issue.message}`,
+            );
+            throw permanentFailure("invalid_params", problems.join("; "));
+          }
           const image = await decodeImage(imageInput(request, modelId));
-          const tensor = toTensor(await resizeExact(image, width, height));
-          return { image, tensor, format };
+          const size = sizeFor(request.attempt);
+          const resized = await resizeExact(image, size.width, size.height);
+          const tensor = model.toTensor(resized.data, normalization, size);
+          return { image, tensor, size, params: parsed.data };
         },
         async infer(items) {
-          const outputs = await runStacked(
-            session,
-            items.map((item) => ({ [shape.name]: item.tensor })),
-            [outputName],
-          );
-          return outputs.map((output) => output[outputName]!);
+          // A degraded retry may share a batch with full-size jobs: one stack per size.
+          const outputs = new Array<ort.Tensor>(items.length);
+          const bySize = new Map<string, number[]>();
+          items.forEach((item, index) => {
+            const key = `${item.size.width}x${item.size.height}`;
+            bySize.set(key, [...(bySize.get(key) ?? []), index]);
+          });
+          for (const indexes of bySize.values()) {
+            const results = await runStacked(
+              session,
+              indexes.map((index) => ({ [shape.name]: items[index]!.tensor })),
+              [outputName],
+            );
+            indexes.forEach((index, i) => {
+              outputs[index] = results[i]![outputName]!;
+            });
+          }
+          return outputs;
         },
         async finish(item, mask) {
           const dims = mask.dims;
@@ -86,16 +121,18 @@ export const backgroundRemovalPipeline: PipelineDefinition = {
             throw new Error(`unexpected mask ${mask.type} [${dims.join(", ")}]`);
           }
           const alpha = maskToAlpha(mask.data as Float32Array, options.activation, options.min_max);
-          const { image } = item;
+          const { image, params } = item;
           const full = await resizeMask(alpha, { width: maskWidth, height: maskHeight }, image);
-          const png =
-            item.format === "mask"
-              ? await maskPng(full, image.width, image.height)
-              : await cutoutPng(image, full);
-          const name = item.format === "mask" ? "mask_png" : "image_png";
           return new OutputWithArtifacts(
-            { width: image.width, height: image.height, format: item.format },
-            { [name]: { contentType: "image/png", bytes: new Uint8Array(png) } },
+            {
+              width: image.width,
+              height: image.height,
+              format: params.format,
+              ...foreground(full, image.width, image.height),
+              input_size: item.size,
+              source: { format: image.format, pages: image.pages },
+            },
+            await artifacts(image, full, params),
           );
         },
       },
@@ -105,10 +142,29 @@ export const backgroundRemovalPipeline: PipelineDefinition = {
     return {
       ...staged,
       async warm() {
-        const blank = { data: new Uint8Array(width * height * 3), width, height };
-        await session.run({ [shape.name]: toTensor(blank) }, [outputName]);
+        const blank = new Uint8Array(width * height * 3);
+        await session.run({ [shape.name]: model.toTensor(blank, normalization) }, [outputName]);
       },
       release: () => session.release(),
     };
   },
 };
+
+async function artifacts(
+  image: DecodedImage,
+  alpha: Uint8Array,
+  params: BackgroundRemovalParams,
+): Promise<Record<string, { contentType: string; bytes: Uint8Array }>> {
+  const format: BackgroundRemovalFormat = params.format;
+  const contentType = CONTENT_TYPES[format];
+  const mask = await maskImage(alpha, image.width, image.height, format);
+  const made: Record<string, { contentType: string; bytes: Uint8Array }> = {
+    mask: { contentType, bytes: new Uint8Array(mask) },
+  };
+  if (!params.mask_only) {
+    const background = params.background ? parseColour(params.background) : null;
+    const picture = await cutout(image, alpha, format, background);
+    made.image = { contentType, bytes: new Uint8Array(picture) };
+  }
+  return made;
+}

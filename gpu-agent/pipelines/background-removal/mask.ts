@@ -1,5 +1,4 @@
 import sharp from "sharp";
-import type { RgbImage } from "../ocr/image.ts";
 
 export type MaskActivation = "sigmoid" | "none";
 
@@ -47,26 +46,4 @@ export async function resizeMask(
       .raw()
       .toBuffer()
   );
-}
-
-/** The original pixels with the mask as their alpha channel, as a PNG. */
-export function cutoutPng(image: RgbImage, alpha: Uint8Array): Promise<Buffer> {
-  const rgba = new Uint8Array(image.width * image.height * 4);
-  for (let i = 0, j = 0; i < alpha.length; i++, j += 3) {
-    rgba[i * 4] = image.data[j]!;
-    rgba[i * 4 + 1] = image.data[j + 1]!;
-    rgba[i * 4 + 2] = image.data[j + 2]!;
-    rgba[i * 4 + 3] = alpha[i]!;
-  }
-  return sharp(rgba, { raw: { width: image.width, height: image.height, channels: 4 } })
-    .png()
-    .toBuffer();
-}
-
-/** The mask alone, as a greyscale PNG. */
-export function maskPng(alpha: Uint8Array, width: number, height: number): Promise<Buffer> {
-  return sharp(alpha, { raw: { width, height, channels: 1 } })
-    .toColourspace("b-w")
-    .png()
-    .toBuffer();
 }

@@ -1,75 +1,14 @@
-import sharp, { type Metadata } from "sharp";
-import { permanentFailure } from "../pipeline.ts";
+import sharp from "sharp";
+import type { RgbImage } from "../vision/decode.ts";
 
-/** Decoded pixels, 3 channels (R, G, B) per pixel, row-major, no padding. */
-export interface RgbImage {
-  data: Uint8Array;
-  width: number;
-  height: number;
-}
-
-/** Images larger than this are refused before their pixels are decoded. */
-export const MAX_IMAGE_PIXELS = 50_000_000;
-export const MAX_IMAGE_SIDE = 8192;
-
-/**
- * Decodes an uploaded image the way PaddleOCR expects to see it: EXIF orientation applied,
- * transparency flattened onto white (text on a transparent PNG is usually dark), sRGB.
- * Anything sharp cannot decode is the client's problem, so it fails permanently.
- */
-export async function decodeImage(bytes: Uint8Array): Promise<RgbImage> {
-  const metadata = await readMetadata(bytes);
-  const { width, height } = metadata;
-  if (!width || !height) {
-    throw permanentFailure("invalid_image", "the image has no readable dimensions");
-  }
-  // EXIF orientations 5-8 swap the sides, which does not change either bound.
-  if (width > MAX_IMAGE_SIDE || height > MAX_IMAGE_SIDE || width * height > MAX_IMAGE_PIXELS) {
-    throw permanentFailure(
-      "image_too_large",
-      `the image is ${width}x${height}; the limit is ${MAX_IMAGE_SIDE} px a side and ` +
-        `${MAX_IMAGE_PIXELS / 1_000_000} megapixels`,
-    );
-  }
-  try {
-    const { data, info } = await sharp(bytes, {
-      limitInputPixels: MAX_IMAGE_PIXELS,
-      // Truncated or damaged files would otherwise decode to partly grey pixels.
-      failOn: "warning",
-    })
-      .rotate()
-      .flatten({ background: "#ffffff" })
-      .toColourspace("srgb")
-      .removeAlpha()
-      .raw()
-      .toBuffer({ resolveWithObject: true });
-    if (info.channels !== 3) {
-      throw new Error(`decoded to ${info.channels} channels, expected 3`);
-    }
-    return { data, width: info.width, height: info.height };
-  } catch (error) {
-    throw permanentFailure("invalid_image", `the image could not be decoded: ${describe(error)}`);
-  }
-}
-
-async function readMetadata(bytes: Uint8Array): Promise<Metadata> {
-  if (bytes.length === 0) {
-    throw permanentFailure("invalid_image", "the image file is empty");
-  }
-  try {
-    // Reads the header only, so a forged 100000x100000 header costs nothing.
-    return await sharp(bytes, { limitInputPixels: false }).metadata();
-  } catch (error) {
-    throw permanentFailure(
-      "invalid_image",
-      `the file is not an image in a supported format (JPEG, PNG, WebP, GIF, TIFF, AVIF): ${describe(error)}`,
-    );
-  }
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
+// The decoder is every vision pipeline's (formats, orientation, colour, frames); OCR reads
+// what it makes, and these names stay importable from here.
+export {
+  decodeImage,
+  MAX_IMAGE_PIXELS,
+  MAX_IMAGE_SIDE,
+  type RgbImage,
+} from "../vision/decode.ts";
 
 /**
  * Resizes RGB pixels. Detection input uses bilinear, as PaddleOCR's cv2.resize does by

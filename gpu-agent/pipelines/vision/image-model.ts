@@ -14,8 +14,15 @@ export interface ImageModel<Options> {
   /** The input size: the model's own, or `input_size` where its axes are dynamic. */
   width: number;
   height: number;
-  /** Interleaved RGB pixels at the input size as a `[1, 3, height, width]` float32 tensor. */
-  toTensor(pixels: Uint8Array, normalization: Normalization): ort.Tensor;
+  /**
+   * Interleaved RGB pixels at the input size (or `size`, for a model whose axes are
+   * dynamic) as a `[1, 3, height, width]` float32 tensor.
+   */
+  toTensor(
+    pixels: Uint8Array,
+    normalization: Normalization,
+    size?: { width: number; height: number },
+  ): ort.Tensor;
 }
 
 /**
@@ -37,10 +44,10 @@ export async function loadImageModel<Schema extends z.ZodType<{ input_size: numb
     shape,
     width,
     height,
-    toTensor(pixels, normalization) {
-      const data = new Float32Array(3 * width * height);
-      writeRgbPlanes(data, 0, pixels, width, height, normalization);
-      return new ort.Tensor("float32", data, [1, 3, height, width]);
+    toTensor(pixels, normalization, size = { width, height }) {
+      const data = new Float32Array(3 * size.width * size.height);
+      writeRgbPlanes(data, 0, pixels, size.width, size.height, normalization);
+      return new ort.Tensor("float32", data, [1, 3, size.height, size.width]);
     },
   };
 }

@@ -6,8 +6,8 @@ import {
   webAgentCrypto,
 } from "../../shared/agent-signing.ts";
 import { HttpProblem } from "../../shared/errors.ts";
-import type { TtlCache } from "../ttl-cache.ts";
 import type { AgentStore } from "../store/ports.ts";
+import type { TtlCache } from "../ttl-cache.ts";
 import type { AgentRow } from "./store.ts";
 
 /** The parts of an HTTP request a signature check reads. */

@@ -44,7 +44,11 @@ export const webhookRoutes = new Hono<AppEnv>()
   .post("/endpoints/enable", async (c) => {
     const gateway = c.var.gateway;
     const { url } = await parseJsonBody(c, WebhookEndpointEnableRequest);
-    const endpoint = await gateway.stores.webhooks.enableEndpoint(c.var.tenant.id, url, gateway.now());
+    const endpoint = await gateway.stores.webhooks.enableEndpoint(
+      c.var.tenant.id,
+      url,
+      gateway.now(),
+    );
     if (!endpoint) throw notFound("Webhook endpoint", url);
     return c.json(toWebhookEndpoint(endpoint));
   });

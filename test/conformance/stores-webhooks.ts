@@ -1,0 +1,203 @@
+import { expect, it } from "vitest";
+import { toJob } from "../../gateway/store/job-rows.ts";
+import type { Stores } from "../../gateway/store/ports.ts";
+import type { DeliverDeps } from "../../gateway/webhooks/attempt.ts";
+import { newWebhookSecret } from "../../gateway/webhooks/secret.ts";
+import { randomToken } from "../../shared/ids.ts";
+import { freshTenant, newJob, T0 } from "./stores-jobs.ts";
+
+/** The WebhookStore's part of the store conformance suite. */
+
+interface Received {
+  url: string;
+  headers: Headers;
+  body: string;
+}
+
+/**
+ * The receiving end, as the `fetch` the deliveries are sent with: it answers each request
+ * with the next of `statuses` (the last one repeats) and keeps what it was sent.
+ */
+function receiver(statuses: number[]) {
+  const received: Received[] = [];
+  const fetch: typeof globalThis.fetch = async (input, init) => {
+    received.push({
+      url: String(input),
+      headers: new Headers(init?.headers),
+      body: String(init?.body),
+    });
+    const status = statuses[Math.min(received.length - 1, statuses.length - 1)] ?? 200;
+    return new Response(status === 200 ? null : "nope", { status });
+  };
+  return { received, fetch };
+}
+
+export function webhookStoreCases(stores: () => Stores): void {
+  const webhooks = () => stores().webhooks;
+  let clock = T0;
+
+  /** A tenant with a job and a URL of its own, and what sending to it needs. */
+  async function subject(statuses: number[], extra: Partial<DeliverDeps> = {}) {
+    const tenantId = freshTenant();
+    await stores().tenants.insert({
+      id: tenantId,
+      name: tenantId,
+      plan: "pro",
+      webhookSecret: newWebhookSecret(),
+      now: T0,
+    });
+    const job = await stores().jobs.insert(newJob({ tenantId }));
+    if (!job) throw new Error("insert refused");
+    const url = `https://hooks-${randomToken(6).toLowerCase().replace(/\W/g, "x")}.example/in`;
+    const { received, fetch } = receiver(statuses);
+    const deps: DeliverDeps = {
+      fetch,
+      now: () => clock,
+      random: () => 0.5,
+      secretFor: (tenant) => webhooks().signingSecrets(tenant, clock),
+      ...extra,
+    };
+    const payload = {
+      v: 1 as const,
+      type: "job.succeeded" as const,
+      timestamp: new Date(clock).toISOString(),
+      data: toJob(job),
+    };
+    const enqueue = () =>
+      webhooks().enqueue(
+        { tenantId, jobId: job.id, eventType: "job.succeeded", url, payload },
+        clock,
+      );
+    const mine = () => received.filter((request) => request.url === url);
+    return { tenantId, jobId: job.id, url, deps, payload, enqueue, mine };
+  }
+
+  it("webhooks: a due delivery is sent once, signed, and logged for its tenant only", async () => {
+    clock = T0;
+    const s = await subject([200]);
+    const before = await webhooks().countsByState();
+    const id = await s.enqueue();
+    expect(id).toMatch(/^whd_/);
+    expect(await webhooks().deliverOne(id, s.deps)).toEqual({
+      attempted: 1,
+      delivered: 1,
+      failed: 0,
+      retrying: 0,
+    });
+    const [sent] = s.mine();
+    expect(sent?.body).toBe(JSON.stringify(s.payload));
+    expect(sent?.headers.get("webhook-id")).toBe(id);
+    expect(sent?.headers.get("webhook-signature")).toMatch(/^v1,/);
+    expect((await webhooks().deliverOne(id, s.deps)).attempted).toBe(0);
+    expect(s.mine()).toHaveLength(1);
+    const [delivery] = await webhooks().deliveries(s.tenantId, s.jobId);
+    expect(delivery).toMatchObject({
+      id,
+      job_id: s.jobId,
+      event_type: "job.succeeded",
+      url: s.url,
+      state: "delivered",
+      attempts: 1,
+      next_attempt_at: null,
+      attempt_log: [{ n: 1, at: T0, status_code: 200, error: null }],
+    });
+    expect(await webhooks().deliveries(freshTenant(), s.jobId)).toEqual([]);
+    const after = await webhooks().countsByState();
+    expect((after.get("delivered") ?? 0) - (before.get("delivered") ?? 0)).toBe(1);
+  });
+
+  it("webhooks: a failed attempt is retried on schedule; the endpoint is failing, then healthy", async () => {
+    clock = T0 + 1e9;
+    const start = clock;
+    const s = await subject([500, 200]);
+    const id = await s.enqueue();
+    expect((await webhooks().deliverOne(id, s.deps)).retrying).toBe(1);
+    const [pending] = await webhooks().deliveries(s.tenantId, s.jobId);
+    // The first retry waits 5 s (jitter at its middle: exactly).
+    expect(pending).toMatchObject({
+      state: "pending",
+      attempts: 1,
+      next_attempt_at: start + 5_000,
+    });
+    expect(pending?.attempt_log[0]).toMatchObject({ status_code: 500, error: "HTTP 500: nope" });
+    expect(await webhooks().endpoints(s.tenantId)).toMatchObject([
+      { url: s.url, status: "failing", consecutive_failures: 1, failing_since: start },
+    ]);
+    clock = start + 4_999;
+    await webhooks().deliverDue(s.deps);
+    expect(s.mine()).toHaveLength(1);
+    clock = start + 5_000;
+    await webhooks().deliverDue(s.deps);
+    expect(s.mine()).toHaveLength(2);
+    const [done] = await webhooks().deliveries(s.tenantId, s.jobId);
+    expect(done).toMatchObject({ state: "delivered", attempts: 2 });
+    expect(done?.attempt_log.map((attempt) => attempt.status_code)).toEqual([500, 200]);
+    expect(await webhooks().endpoints(s.tenantId)).toMatchObject([
+      { status: "healthy", consecutive_failures: 0, last_success_at: start + 5_000 },
+    ]);
+  });
+
+  it("webhooks: a redelivery makes one more attempt; another tenant's is not found", async () => {
+    clock = T0 + 2e9;
+    const s = await subject([200]);
+    const id = await s.enqueue();
+    await webhooks().deliverOne(id, s.deps);
+    const target = { tenantId: s.tenantId, jobId: s.jobId, deliveryId: id };
+    expect(await webhooks().redeliver(target, s.deps)).toEqual({
+      kind: "sent",
+      state: "delivered",
+      attempt: 2,
+    });
+    expect(s.mine().map((request) => request.headers.get("webhook-id"))).toEqual([id, id]);
+    expect(await webhooks().redeliver({ ...target, tenantId: freshTenant() }, s.deps)).toEqual({
+      kind: "not_found",
+    });
+  });
+
+  it("webhooks: an endpoint failing for long enough is disabled, skipped, and enabled again", async () => {
+    clock = T0 + 3e9;
+    const start = clock;
+    const s = await subject([500], { disableAfterMs: 1_000 });
+    await webhooks().deliverOne(await s.enqueue(), s.deps);
+    clock = start + 2_000;
+    await webhooks().deliverOne(await s.enqueue(), s.deps);
+    const [endpoint] = await webhooks().endpoints(s.tenantId);
+    expect(endpoint).toMatchObject({ status: "disabled", disabled_at: start + 2_000 });
+    expect(endpoint?.disabled_reason).toMatch(/every attempt has failed/);
+    clock = start + 3_000;
+    const skipped = await s.enqueue();
+    expect(await webhooks().deliverOne(skipped, s.deps)).toMatchObject({ attempted: 0, failed: 1 });
+    expect(s.mine()).toHaveLength(2);
+    const views = await webhooks().deliveries(s.tenantId, s.jobId);
+    expect(views.find((view) => view.id === skipped)).toMatchObject({ state: "skipped" });
+    expect(await webhooks().enableEndpoint(s.tenantId, s.url, clock)).toMatchObject({
+      status: "healthy",
+    });
+    expect(await webhooks().enableEndpoint(s.tenantId, `${s.url}/other`, clock)).toBeNull();
+  });
+
+  it("webhooks: a rotated secret signs beside the new one until its overlap ends", async () => {
+    const tenantId = freshTenant();
+    const secret = newWebhookSecret();
+    await stores().tenants.insert({
+      id: tenantId,
+      name: tenantId,
+      plan: "free",
+      webhookSecret: secret,
+      now: T0,
+    });
+    expect(await webhooks().secretState(tenantId, T0)).toEqual({ secret, previousExpiresAt: null });
+    expect(await webhooks().signingSecrets(tenantId, T0)).toEqual([secret]);
+    const rotated = await webhooks().rotateSecret(tenantId, { now: T0, overlapMs: 1_000 });
+    expect(rotated.secret).not.toBe(secret);
+    expect(rotated.previousExpiresAt).toBe(T0 + 1_000);
+    expect(await webhooks().signingSecrets(tenantId, T0 + 999)).toEqual([rotated.secret, secret]);
+    expect(await webhooks().signingSecrets(tenantId, T0 + 1_000)).toEqual([rotated.secret]);
+    expect(await webhooks().secretState(tenantId, T0 + 1_000)).toEqual({
+      secret: rotated.secret,
+      previousExpiresAt: null,
+    });
+    expect(await webhooks().secretState(freshTenant(), T0)).toBeNull();
+    await expect(webhooks().signingSecrets(freshTenant(), T0)).rejects.toThrow(/unknown tenant/);
+  });
+}

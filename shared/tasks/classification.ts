@@ -1,11 +1,16 @@
 import { z } from "zod";
 import { defineTask, IMAGE_TYPES, Unit } from "./task.ts";
 
+/** One class the model saw: its label (`class_<i>` without labels), index and score. */
+export const ClassScore = z.object({
+  label: z.string(),
+  class_id: z.number().int().min(0),
+  score: Unit,
+});
+
 export const ClassificationOutput = z.object({
   /** The `top_k` most likely classes, most likely first. */
-  predictions: z.array(
-    z.object({ label: z.string(), class_id: z.number().int().min(0), score: Unit }),
-  ),
+  predictions: z.array(ClassScore),
 });
 export type ClassificationOutput = z.infer<typeof ClassificationOutput>;
 

@@ -1,10 +1,8 @@
 import { z } from "zod";
+import { ClassScore } from "./classification.ts";
 import { defineTask, IMAGE_TYPES, Unit } from "./task.ts";
 
-export const Detection = z.object({
-  label: z.string(),
-  class_id: z.number().int().min(0),
-  score: Unit,
+export const Detection = ClassScore.extend({
   /** `[x1, y1, x2, y2]` in original image pixels. */
   box: z.tuple([z.number(), z.number(), z.number(), z.number()]),
 });

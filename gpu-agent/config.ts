@@ -1,6 +1,7 @@
 import { hostname } from "node:os";
 import { z } from "zod";
 import { UserError } from "../shared/errors.ts";
+import { parseAllowList } from "../shared/net/allow-list.ts";
 import { AgentId } from "../shared/protocol/agent.ts";
 import { ModelId } from "../shared/protocol/job.ts";
 import type { ExecutionProvider } from "./inference/types.ts";
@@ -32,6 +33,11 @@ export interface AgentConfig {
   executionProviders: ExecutionProvider[];
   /** Inputs larger than this fail the job permanently instead of filling memory. */
   maxInputBytes: number;
+  /**
+   * GANTRY_INPUT_URL_ALLOW: hosts and CIDR ranges a tenant's input URL may reach although
+   * they are private (shared/net/allow-list.ts). Empty (the default): public https only.
+   */
+  inputUrlAllow?: string[];
   /** A models.yaml registry: which ONNX files (checked by sha256) back which model ids. */
   modelsFile?: string;
   /** Where registry files are downloaded to, by sha256. */
@@ -87,6 +93,16 @@ const splitList = (text: unknown) =>
 const list = <T extends z.ZodType>(item: T) =>
   z.preprocess(splitList, z.array(item).min(1, "must name at least one, comma-separated"));
 
+/** Hosts and CIDR ranges, comma-separated; an empty text is the empty list. */
+const allowListSchema = z.string().transform((text, context) => {
+  try {
+    return [...parseAllowList(text).entries];
+  } catch (error) {
+    context.addIssue({ code: "custom", message: (error as Error).message });
+    return z.NEVER;
+  }
+});
+
 /** Every setting: where it comes from, its default, and how its text is parsed. */
 const SETTINGS = {
   gatewayUrl: {
@@ -133,6 +149,7 @@ const SETTINGS = {
     default: String(64 * 1024 * 1024),
     schema: wholeNumber(1, 2 ** 32),
   },
+  inputUrlAllow: { env: "GANTRY_INPUT_URL_ALLOW", default: "", schema: allowListSchema },
   modelsFile: { env: "GANTRY_MODELS_FILE", optional: true, schema: z.string().trim().min(1) },
   modelCacheDir: {
     env: "GANTRY_MODEL_CACHE_DIR",

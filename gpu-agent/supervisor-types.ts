@@ -7,6 +7,7 @@ import type { GatewayClient } from "./gateway/client.ts";
 import type { RunnerSnapshot } from "./runner/pool.ts";
 import type { Runner } from "./runner/types.ts";
 
+import type { InputUrlOptions } from "./transfer/input-url.ts";
 /** The supervisor's public shapes, apart so `supervisor.ts` stays about behaviour. */
 export interface Supervisor {
   start(): Promise<void>;
@@ -19,7 +20,13 @@ export interface Supervisor {
 
 export type SupervisorConfig = Pick<
   AgentConfig,
-  "models" | "maxAttempts" | "heartbeatIntervalMs" | "leaseMs" | "drainTimeoutMs" | "maxInputBytes"
+  | "models"
+  | "maxAttempts"
+  | "heartbeatIntervalMs"
+  | "leaseMs"
+  | "drainTimeoutMs"
+  | "maxInputBytes"
+  | "inputUrlAllow"
 >;
 
 export interface SupervisorStatus {
@@ -65,7 +72,7 @@ export interface SupervisorOptions {
   runners: Runner[];
   config: SupervisorConfig;
   logger: Logger;
-  /** For input downloads and artifact uploads. */
+  /** For the gateway's presigned input downloads and artifact uploads. */
   fetch?: typeof fetch;
   /** Delay before redelivering a failed attempt; exponential with full jitter by default. */
   retryDelayMs?: (attempt: number) => number;
@@ -82,6 +89,8 @@ export interface SupervisorOptions {
 export interface InFlight {
   delivery: Delivery;
   jobId: string;
+  /** Test seams for tenants' input URLs (a resolver, a CA); the allow-list is in `config`. */
+  inputUrls?: Omit<InputUrlOptions, "allow">;
   attempt: number;
   model: string;
   phase: JobPhase;

@@ -40,7 +40,12 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
   let drained: Promise<void> | null = null;
   let prefetch = 0;
   const retryDelay = options.retryDelayMs ?? ((attempt: number) => backoffMs(attempt));
-  const transfer = { maxInputBytes: config.maxInputBytes, fetch: options.fetch };
+  const transfer = {
+    maxInputBytes: config.maxInputBytes,
+    fetch: options.fetch,
+    // Tenants' input URLs: public https only, plus what the operator allow-listed.
+    inputUrls: { allow: config.inputUrlAllow ?? [], ...options.inputUrls },
+  };
   const poison = new PoisonTracker({ crashes: options.poisonCrashes });
 
   const emit = (event: SupervisorEvent) => {

@@ -154,7 +154,10 @@ describe("agent HTTP client (undici)", () => {
 });
 
 describe("input downloads", () => {
-  const image = (path: string) => ({ image: { url: `${base}${path}`, content_type: null } });
+  // Presigned by the gateway: fetched as they are, on loopback too.
+  const image = (path: string) => ({
+    image: { url: `${base}${path}`, content_type: null, source: "upload" as const },
+  });
 
   it("takes the content type from the answer and follows a redirect", async () => {
     const files = await downloadInputs(image("/redirect"), { maxInputBytes: 4096 });

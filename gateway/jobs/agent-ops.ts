@@ -112,12 +112,13 @@ export async function buildClaim(gateway: Gateway, row: JobRow): Promise<Claim> 
   if (image.success) {
     inputs.image = image.data.startsWith("upl_")
       ? {
+          source: "upload",
           url: await gateway.blobs.presignGet(uploadBlobKey(image.data), {
             expiresInSeconds: INPUT_URL_SECONDS,
           }),
           content_type: null,
         }
-      : { url: image.data, content_type: null };
+      : { url: image.data, content_type: null, source: "url" };
   }
   // The output comes back in the `succeeded` report (stored with the job), so it has no URL
   // of its own; it is bounded by the body limit that report goes through.

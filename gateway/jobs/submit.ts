@@ -1,5 +1,6 @@
 import { HttpProblem } from "../../shared/errors.ts";
 import { newId } from "../../shared/ids.ts";
+import { allowListOf } from "../../shared/net/allow-list.ts";
 import type { JobRequest } from "../../shared/protocol/index.ts";
 import { assertQueueHasRoom, noteJobQueued, RetryLaterProblem } from "../backpressure.ts";
 import type { Gateway } from "../context.ts";
@@ -9,6 +10,7 @@ import type { JobRow } from "../store/job-rows.ts";
 import { hashKey, type Tenant } from "../store/tenants.ts";
 import { uploadBlobKey } from "../store/uploads.ts";
 import { assertWebhookUrlAllowed } from "../webhooks/url-policy.ts";
+import { assertInputUrlsAllowed } from "./input-urls.ts";
 import { afterTransition, publishJob } from "./lifecycle.ts";
 
 export interface SubmitOptions {
@@ -43,9 +45,11 @@ export async function submitJob(
     if (earlier) return { job: earlier, created: false };
   }
   const spec = await checkModelAndInputs(gateway, tenant, request);
+  assertInputUrlsAllowed(request.input, gateway.config);
   if (request.webhook) {
     assertWebhookUrlAllowed(request.webhook.url, {
       allowInsecure: gateway.config.allowInsecureWebhooks,
+      allow: allowListOf(gateway.config.webhookAllow),
     });
   }
   await assertTenantHasRoom(gateway, tenant);

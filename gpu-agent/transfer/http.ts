@@ -83,11 +83,24 @@ function dispatchers() {
 /** The default client: undici's dispatcher, with the answer collected by a small handler. */
 export const undiciHttp: Http = (url, call) => {
   const { plain, redirecting } = dispatchers();
+  return dispatchCall(call.followRedirects ? redirecting : plain, url, call);
+};
+
+/**
+ * A client on a dispatcher of its own (the input URL client's checked one). Redirects are
+ * the caller's business: `followRedirects` is ignored.
+ */
+export const dispatcherHttp =
+  (dispatcher: Dispatcher): Http =>
+  (url, call) =>
+    dispatchCall(dispatcher, url, call);
+
+function dispatchCall(dispatcher: Dispatcher, url: string, call: HttpCall): Promise<HttpAnswer> {
   const { origin, pathname, search } = new URL(url);
   return new Promise((resolve, reject) => {
     const collector = new Collector(call, resolve, reject);
     try {
-      (call.followRedirects ? redirecting : plain).dispatch(
+      dispatcher.dispatch(
         {
           origin,
           path: `${pathname}${search}`,
@@ -101,7 +114,7 @@ export const undiciHttp: Http = (url, call) => {
       collector.fail(error instanceof Error ? error : new Error(String(error)));
     }
   });
-};
+}
 
 /**
  * Gathers one answer into memory and settles the call once: with the answer, or with the

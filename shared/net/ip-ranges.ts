@@ -17,7 +17,7 @@ export interface AddressVerdict {
   always: boolean;
 }
 
-type Parsed = { version: 4; bytes: number[] } | { version: 6; hextets: number[] };
+export type ParsedAddress = { version: 4; bytes: number[] } | { version: 6; hextets: number[] };
 
 interface Ipv4Range {
   base: [number, number, number, number];
@@ -159,7 +159,12 @@ function classifyIpv6(h: number[]): AddressVerdict | null {
   return null;
 }
 
-function matchesPrefix(parts: number[], base: number[], prefix: number, bitsPerPart: number) {
+export function matchesPrefix(
+  parts: number[],
+  base: number[],
+  prefix: number,
+  bitsPerPart: number,
+): boolean {
   let remaining = prefix;
   for (let i = 0; remaining > 0; i++, remaining -= bitsPerPart) {
     const bits = Math.min(bitsPerPart, remaining);
@@ -172,7 +177,7 @@ function matchesPrefix(parts: number[], base: number[], prefix: number, bitsPerP
 const DOTTED_QUAD = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/;
 
 /** An IP address in any spelling the URL host parser accepts; null for names and garbage. */
-function parseAddress(input: string): Parsed | null {
+export function parseAddress(input: string): ParsedAddress | null {
   // Zone ids (`fe80::1%eth0`) come from resolvers; the zone does not change the range.
   let text = input.trim().replace(/%.*$/, "");
   if (text.includes(":") && !text.startsWith("[")) text = `[${text}]`;

@@ -2,7 +2,8 @@ import type { LookupAddress } from "node:dns";
 import { lookup as dnsLookup } from "node:dns/promises";
 import type { LookupFunction } from "node:net";
 import { Agent, buildConnector, fetch as undiciFetch } from "undici";
-import { forbiddenAddress, isIpAddress } from "./ip-ranges.ts";
+import { type AllowList, allowsAddress, allowsHost, EMPTY_ALLOW_LIST } from "./allow-list.ts";
+import { type AddressVerdict, forbiddenAddress, isIpAddress } from "./ip-ranges.ts";
 
 /**
  * The Node gateway's `fetch` for webhooks: it refuses to connect to the operator's own
@@ -24,10 +25,15 @@ export interface ResolvedAddress {
 /** All addresses of a name. Injected in tests; `dns.lookup` (the system resolver) otherwise. */
 export type Resolver = (hostname: string) => Promise<ResolvedAddress[]>;
 
-export interface SafeWebhookFetchOptions {
+export interface CheckedConnectOptions {
   /** Embedded mode: loopback and private receivers allowed (cloud metadata never). */
   allowPrivate: boolean;
+  /** The operator's allow-list: listed names and ranges pass (cloud metadata never). */
+  allow?: AllowList;
   resolve?: Resolver;
+}
+
+export interface SafeWebhookFetchOptions extends CheckedConnectOptions {
   /** TCP and TLS handshake limit. Default 10 000. */
   connectTimeoutMs?: number;
   /** Limit on waiting for response headers, and between body chunks. Default 15 000. */
@@ -49,17 +55,14 @@ const systemResolver: Resolver = async (hostname) => {
  * A `lookup` for `net.connect`/`tls.connect`: resolves, refuses if any address is
  * forbidden, and returns the checked addresses for the socket to use.
  */
-export function createCheckedLookup(options: {
-  allowPrivate: boolean;
-  resolve?: Resolver;
-}): LookupFunction {
+export function createCheckedLookup(options: CheckedConnectOptions): LookupFunction {
   const resolve = options.resolve ?? systemResolver;
   return (hostname, lookupOptions, callback) => {
     resolve(hostname).then(
       (addresses) => {
         // Any one bad address refuses the name: the socket may try them all (happy eyeballs).
         for (const { address } of addresses) {
-          const verdict = forbiddenAddress(address, options);
+          const verdict = refusal(hostname, address, options);
           if (verdict) {
             const message = `refused to connect: ${hostname} resolves to ${address}, ${verdict.reason}`;
             callback(new ForbiddenAddressError(message), "");
@@ -92,16 +95,28 @@ export function createCheckedLookup(options: {
   };
 }
 
-export function createSafeWebhookFetch(options: SafeWebhookFetchOptions): typeof fetch {
+/**
+ * An undici dispatcher whose every connection passes the address check: literal IPs in the
+ * connector, names through `createCheckedLookup`. Keep-alive pools reuse only connections
+ * that passed it. `tls` adds options to TLS connections (a private CA, in tests).
+ */
+export function createCheckedDispatcher(
+  options: CheckedConnectOptions & {
+    connectTimeoutMs?: number;
+    responseTimeoutMs?: number;
+    tls?: { ca?: string };
+  },
+): Agent {
   const responseTimeoutMs = options.responseTimeoutMs ?? 15_000;
   const connectThroughLookup = buildConnector({
     lookup: createCheckedLookup(options),
     timeout: options.connectTimeoutMs ?? 10_000,
+    ...(options.tls?.ca ? { ca: options.tls.ca } : {}),
   });
-  const dispatcher = new Agent({
+  return new Agent({
     connect: (connectOptions, callback) => {
       if (isIpAddress(connectOptions.hostname)) {
-        const verdict = forbiddenAddress(connectOptions.hostname, options);
+        const verdict = refusal(connectOptions.hostname, connectOptions.hostname, options);
         if (verdict) {
           const message = `refused to connect: ${connectOptions.hostname} is ${verdict.reason}`;
           callback(new ForbiddenAddressError(message), null);
@@ -113,6 +128,25 @@ export function createSafeWebhookFetch(options: SafeWebhookFetchOptions): typeof
     headersTimeout: responseTimeoutMs,
     bodyTimeout: responseTimeoutMs,
   });
+}
+
+/**
+ * Why a connection to `address` (for URL host `hostname`) is refused, or null. A host or
+ * range on the operator's allow-list passes, except cloud metadata, which nothing lifts.
+ */
+function refusal(
+  hostname: string,
+  address: string,
+  options: CheckedConnectOptions,
+): AddressVerdict | null {
+  const verdict = forbiddenAddress(address, options);
+  if (!verdict || verdict.always) return verdict;
+  const allow = options.allow ?? EMPTY_ALLOW_LIST;
+  return allowsHost(allow, hostname) || allowsAddress(allow, address) ? null : verdict;
+}
+
+export function createSafeWebhookFetch(options: SafeWebhookFetchOptions): typeof fetch {
+  const dispatcher = createCheckedDispatcher(options);
 
   return async (input, init) => {
     if (input instanceof Request) {

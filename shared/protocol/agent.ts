@@ -41,7 +41,20 @@ export const ArtifactTargets = z.record(z.string(), ArtifactTarget);
 export const Claim = z.object({
   v: z.literal(1),
   job: Job,
-  inputs: z.record(z.string(), z.object({ url: z.url(), content_type: z.string().nullable() })),
+  inputs: z.record(
+    z.string(),
+    z.object({
+      url: z.url(),
+      content_type: z.string().nullable(),
+      /**
+       * `upload`: the gateway presigned this URL for one of its own blobs, so the agent
+       * fetches it as it is (it may sit on loopback, beside an embedded gateway). `url`, or
+       * absent: the tenant's own URL, fetched under the input URL policy (public https
+       * addresses only, checked at connect time on every redirect hop).
+       */
+      source: z.enum(["upload", "url"]).optional(),
+    }),
+  ),
   /**
    * Sent by older gateways only: where to PUT the JSON output. The output travels in the
    * `succeeded` report, which is what the gateway stores, so agents ignore this.

@@ -205,7 +205,11 @@ export async function startStubGateway(): Promise<StubGateway> {
       inputs: Object.fromEntries(
         Object.entries(stub.files).map(([name, file]) => [
           name,
-          { url: `${base}/blobs/in/${jobId}/${name}?sig=secret`, content_type: file.contentType },
+          {
+            url: `${base}/blobs/in/${jobId}/${name}?sig=secret`,
+            content_type: file.contentType,
+            source: "upload" as const,
+          },
         ]),
       ),
       ...(stub.maxOutputBytes === undefined ? {} : { max_output_bytes: stub.maxOutputBytes }),

@@ -1,4 +1,10 @@
 import { adminPaths } from "./openapi-admin.ts";
+import {
+  jobApiPaths,
+  metadataFilterParam,
+  preferWaitParam,
+  waitedResponse,
+} from "./openapi-jobs.ts";
 import { componentSchemas, jobIdParam, json, problems, ref } from "./openapi-parts.ts";
 import { taskComponentSchemas } from "./openapi-tasks.ts";
 
@@ -20,6 +26,7 @@ export function openApiDocument(serverUrl: string) {
     },
     paths: {
       ...adminPaths(),
+      ...jobApiPaths(),
       "/v1/uploads": {
         post: {
           summary: "Presign an upload",
@@ -59,9 +66,11 @@ export function openApiDocument(serverUrl: string) {
               schema: { type: "string", maxLength: 255 },
             },
             { name: "traceparent", in: "header", required: false, schema: { type: "string" } },
+            preferWaitParam,
           ],
           requestBody: { required: true, content: json("JobRequest") },
           responses: {
+            ...waitedResponse,
             "202": { description: "Accepted and queued", content: json("Job") },
             ...problems(400, 401, 403, 409, 413, 415, 422, 429, 503),
           },
@@ -72,6 +81,7 @@ export function openApiDocument(serverUrl: string) {
             { name: "limit", in: "query", schema: { type: "integer", minimum: 1, maximum: 100 } },
             { name: "cursor", in: "query", schema: { type: "string" } },
             { name: "status", in: "query", schema: { type: "string" } },
+            metadataFilterParam,
           ],
           responses: {
             "200": { description: "A page of jobs", content: json("JobList") },

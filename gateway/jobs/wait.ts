@@ -7,11 +7,13 @@ export const MAX_WAIT_SECONDS = 60;
 
 /**
  * A change made in this process (an agent's report to this gateway) wakes a waiter at once
- * through the notifier. A change made by another gateway instance is not announced here
- * (until a cross-gateway change feed feeds the notifier), so a waiter also re-reads its job
- * this often: a bounded, coarse fallback, not the path a result normally takes.
+ * through the notifier, and so does one made by another gateway when the notifier is `live`
+ * (the cross-gateway change feed: Postgres LISTEN/NOTIFY on Node). Without a live feed (SQLite
+ * with several processes, D1 on Workers) a waiter re-reads its job every RECHECK_MS: a
+ * bounded, coarse fallback. With one, the re-read is only a safety net.
  */
 const RECHECK_MS = 2_000;
+const SAFETY_NET_MS = 30_000;
 
 /**
  * The seconds a `Prefer` header asks to wait (RFC 7240): `wait=N`, or a bare `wait` for
@@ -50,7 +52,8 @@ export async function waitForJob(
     const left = deadline - gateway.now();
     if (left <= 0) break;
     // Listening starts before the read, so a change between the two is not missed.
-    const wake = gateway.notifier.next(current.id, Math.min(left, RECHECK_MS), signal);
+    const recheck = gateway.notifier.live ? SAFETY_NET_MS : RECHECK_MS;
+    const wake = gateway.notifier.next(current.id, Math.min(left, recheck), signal);
     current = (await gateway.stores.jobs.byId(current.id)) ?? current;
     if (isTerminal(current.status as JobStatus)) break;
     await wake;

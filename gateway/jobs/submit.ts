@@ -91,6 +91,8 @@ async function replay(gateway: Gateway, tenant: Tenant, key: string, requestHash
       "idempotency_key_reused",
       "Idempotency-Key reused",
       `This Idempotency-Key was used for job ${earlier.id} with a different request body.`,
+      // A resumed client (`gantry submit`) adopts the job its earlier run made.
+      { job_id: earlier.id },
     );
   }
   return earlier ?? null;

@@ -1,21 +1,12 @@
-import type { Kysely, Selectable } from "kysely";
-import type { AgentTable, Database } from "../../shared/db/schema.ts";
+import type { Kysely } from "kysely";
+import type { Database } from "../../shared/db/schema.ts";
 import { newId, randomToken } from "../../shared/ids.ts";
-import type {
-  AgentHeartbeatRequest,
-  AgentRegisterRequest,
-  HeartbeatRequest,
-} from "../../shared/protocol/index.ts";
+import type { AgentRegisterRequest, HeartbeatRequest } from "../../shared/protocol/index.ts";
 import type { AgentStore } from "../store/ports.ts";
 import { pruneNonces, recordNonce } from "./nonces.ts";
+import type { AgentRow, AgentSource, AgentStatusReport } from "./rows.ts";
 
-export type AgentRow = Selectable<AgentTable>;
-export type AgentSource = "admin" | "enrollment";
-
-/** What an agent's heartbeats say about it; every field optional. */
-export type AgentStatusReport = Partial<
-  Pick<AgentHeartbeatRequest, "slots_busy" | "run_time_ms_avg" | "vram_used_mb" | "provider">
-> & { state?: AgentHeartbeatRequest["state"] };
+export type { AgentRow, AgentSource, AgentStatusReport } from "./rows.ts";
 
 /** `gas_` and 32 random bytes: what an agent signs its requests with. */
 export function newAgentSecret(): string {

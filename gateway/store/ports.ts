@@ -1,5 +1,5 @@
 import type { AgentRegisterRequest, JobError, JobStatus } from "../../shared/protocol/index.ts";
-import type { AgentRow, AgentSource, AgentStatusReport } from "../agents/store.ts";
+import type { AgentRow, AgentSource, AgentStatusReport } from "../agents/rows.ts";
 import type { DeliverDeps } from "../webhooks/attempt.ts";
 import type { DeliverySummary, EnqueueWebhookInput } from "../webhooks/deliveries.ts";
 import type { EndpointView } from "../webhooks/endpoints.ts";

@@ -24,3 +24,40 @@ export function backoffMs(attempt: number, options: BackoffOptions = {}): number
   const ceiling = Math.min(cap, base * 2 ** exponent);
   return Math.floor(random() * ceiling);
 }
+
+/**
+ * Waiting for a peer that is down (the gateway, the queue): exponential up to `cap`, with
+ * "equal jitter" (half the ceiling fixed, half random), so retries never come back to back
+ * yet agents that lost the peer together still spread out.
+ */
+export interface WaitBackoffOptions {
+  baseMs?: number;
+  capMs?: number;
+  random?: () => number;
+}
+
+export const PEER_RETRY_BASE_MS = 500;
+export const PEER_RETRY_CAP_MS = 15_000;
+
+/** The wait before try `round + 1` after `round` (1-based) failed tries in a row. */
+export function peerRetryDelayMs(round: number, options: WaitBackoffOptions = {}): number {
+  const base = options.baseMs ?? PEER_RETRY_BASE_MS;
+  const cap = options.capMs ?? PEER_RETRY_CAP_MS;
+  const random = options.random ?? Math.random;
+  const ceiling = Math.min(cap, base * 2 ** Math.min(Math.max(round, 1) - 1, 30));
+  return Math.round(ceiling / 2 + random() * (ceiling / 2));
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts (the caller then checks why). */
+export function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}

@@ -2,12 +2,13 @@ import type { Logger } from "pino";
 import type { JobError } from "../shared/protocol/error.ts";
 import type { Delivery, JobQueue } from "../shared/queue/port.ts";
 import type { AttemptPhase } from "./attempt.ts";
+import type { WaitBackoffOptions } from "./backoff.ts";
 import type { AgentConfig } from "./config.ts";
 import type { GatewayClient } from "./gateway/client.ts";
 import type { RunnerSnapshot } from "./runner/pool.ts";
 import type { Runner } from "./runner/types.ts";
-
 import type { InputUrlOptions } from "./transfer/input-url.ts";
+
 /** The supervisor's public shapes, apart so `supervisor.ts` stays about behaviour. */
 export interface Supervisor {
   start(): Promise<void>;
@@ -40,8 +41,20 @@ export interface SupervisorStatus {
   inFlight: { jobId: string; attempt: number; model: string; phase: JobPhase; since: string }[];
 }
 
-/** `succeeded` and `refused` ack the message; the others name what the queue was told. */
-export type SettleOutcome = "succeeded" | "refused" | "retried" | "dead-lettered" | "released";
+/**
+ * `succeeded` and `refused` ack the message; `lease-lost` tells the queue nothing (another
+ * delivery owns the job now); the others name what the queue was told.
+ */
+export type SettleOutcome =
+  | "succeeded"
+  | "refused"
+  | "retried"
+  | "dead-lettered"
+  | "released"
+  | "lease-lost";
+
+/** A gateway call a job is held for while the gateway is unreachable. */
+export type HeldCall = "claim" | "report";
 
 export type SupervisorEvent =
   /** The gateway handed over the job: queue wait ends here. */
@@ -62,7 +75,9 @@ export type SupervisorEvent =
       /** Jobs in the batch this one runs in (1: alone). */
       batch: number;
     }
-  | { type: "heartbeat"; jobId: string; attempt: number };
+  | { type: "heartbeat"; jobId: string; attempt: number }
+  /** The gateway is unreachable: the job is kept (its lease extended) and `call` retried. */
+  | { type: "holding"; jobId: string; attempt: number; call: HeldCall; round: number };
 
 export type JobPhase = "claiming" | AttemptPhase | "reporting";
 
@@ -74,6 +89,8 @@ export interface SupervisorOptions {
   logger: Logger;
   /** For the gateway's presigned input downloads and artifact uploads. */
   fetch?: typeof fetch;
+  /** Test seams for tenants' input URLs (a resolver, a CA); the allow-list is in `config`. */
+  inputUrls?: Omit<InputUrlOptions, "allow">;
   /** Delay before redelivering a failed attempt; exponential with full jitter by default. */
   retryDelayMs?: (attempt: number) => number;
   /**
@@ -83,14 +100,14 @@ export interface SupervisorOptions {
   lookahead?: number;
   /** Runner crashes on one job before it is dead-lettered as `poison_job`. Default 3. */
   poisonCrashes?: number;
+  /** Waits between tries of a held claim or report (see hold.ts). Default 0.5 s up to 15 s. */
+  gatewayBackoff?: WaitBackoffOptions;
 }
 
 /** The supervisor's record of one delivery, from receipt to settle. */
 export interface InFlight {
   delivery: Delivery;
   jobId: string;
-  /** Test seams for tenants' input URLs (a resolver, a CA); the allow-list is in `config`. */
-  inputUrls?: Omit<InputUrlOptions, "allow">;
   attempt: number;
   model: string;
   phase: JobPhase;
@@ -103,4 +120,8 @@ export interface InFlight {
   abort: AbortController;
   settled: boolean;
   onSettled: () => void;
+  /** The gateway call the job is held for while the gateway is unreachable; null if none. */
+  holding: HeldCall | null;
+  /** The queue said the lease is gone (expired and redelivered): the job is not ours. */
+  leaseLost: boolean;
 }

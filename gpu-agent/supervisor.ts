@@ -1,13 +1,15 @@
 import type { JobError } from "../shared/protocol/error.ts";
 import type { Consumer, Delivery } from "../shared/queue/port.ts";
-import { traceIdOf } from "../shared/trace.ts";
 import { runAttempt } from "./attempt.ts";
 import { backoffMs } from "./backoff.ts";
 import { GatewayError } from "./gateway/client.ts";
 import { startHeartbeats } from "./heartbeat/job-lease.ts";
+import { HoldEnded, untilGatewayAnswers } from "./hold.ts";
+import { newInFlight } from "./in-flight.ts";
 import { PoisonTracker } from "./runner/poison.ts";
 import { createRunnerPool } from "./runner/pool.ts";
 import type {
+  HeldCall,
   InFlight,
   SettleOutcome,
   Supervisor,
@@ -51,6 +53,8 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
   const emit = (event: SupervisorEvent) => {
     for (const listener of listeners) listener(event);
   };
+  const hold = <T>(job: InFlight, call: HeldCall, work: () => Promise<T>) =>
+    untilGatewayAnswers(job, call, work, { emit, backoff: options.gatewayBackoff });
 
   /** Settles once: whichever of the normal path and the drain deadline comes first wins. */
   async function settle(
@@ -76,7 +80,10 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
     if (inFlight.size === 0) for (const wake of idleWaiters.splice(0)) wake();
   }
 
-  /** The gateway could not be told; another delivery will redo the work and tell it. */
+  /**
+   * The gateway refused or garbled a call (an unreachable one is waited out: hold.ts);
+   * another delivery will redo the work and tell it.
+   */
   const retryLater = (job: InFlight, cause: GatewayError) => {
     const error: JobError = { type: "transient", code: cause.code, message: cause.message };
     job.log.warn({ err: cause }, "gateway call failed; leaving the job to another delivery");
@@ -84,7 +91,7 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
   };
 
   async function handleJob(job: InFlight): Promise<void> {
-    const claimed = await gateway.claim(job.jobId, job.attempt);
+    const claimed = await hold(job, "claim", () => gateway.claim(job.jobId, job.attempt));
     if (!claimed.ok) {
       job.log.info({ code: claimed.code, detail: claimed.detail }, "claim refused; not running");
       return settle(job, "refused", null, () => job.delivery.ack());
@@ -100,6 +107,7 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
     if (job.settled) return reportReleased(job);
     const result = await runAttempt({
       jobId: job.jobId,
+      attempt: job.attempt,
       claim: claimed.claim,
       pool,
       transfer,
@@ -113,14 +121,12 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
       signal: job.abort.signal,
     });
     if (job.released) return;
+    if (job.leaseLost) return leaseLost(job);
     if (!result.ok) return fail(job, poison.judge(job.jobId, result.error));
     poison.forget(job.jobId);
     job.phase = "reporting";
-    await gateway.report(job.jobId, {
-      type: "succeeded",
-      attempt: job.attempt,
-      output: result.output,
-    });
+    const report = { type: "succeeded" as const, attempt: job.attempt, output: result.output };
+    await hold(job, "report", () => gateway.report(job.jobId, report));
     await settle(job, "succeeded", null, () => job.delivery.ack());
   }
 
@@ -131,12 +137,8 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
       error.message,
     );
     job.phase = "reporting";
-    await gateway.report(job.jobId, {
-      type: "failed",
-      attempt: job.attempt,
-      error,
-      will_retry: willRetry,
-    });
+    const report = { type: "failed" as const, attempt: job.attempt, error, will_retry: willRetry };
+    await hold(job, "report", () => gateway.report(job.jobId, report));
     if (willRetry) {
       return settle(job, "retried", error, () =>
         job.delivery.retry(retryDelay(job.attempt), error),
@@ -146,30 +148,7 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
   }
 
   function handle(delivery: Delivery): Promise<void> {
-    const { message } = delivery;
-    let onSettled = () => {};
-    const settledPromise = new Promise<void>((resolve) => {
-      onSettled = resolve;
-    });
-    const job: InFlight = {
-      delivery,
-      jobId: message.id,
-      attempt: delivery.attempt,
-      model: message.model,
-      phase: "claiming",
-      since: Date.now(),
-      log: logger.child({
-        job_id: message.id,
-        attempt: delivery.attempt,
-        model: message.model,
-        trace_id: traceIdOf(message.traceparent),
-      }),
-      claimed: false,
-      released: false,
-      abort: new AbortController(),
-      settled: false,
-      onSettled,
-    };
+    const { job, settledPromise } = newInFlight(delivery, logger);
     inFlight.set(delivery, job);
     job.log.info("delivery received");
     // Fetched by the consumer as the drain began: back to the queue without a claim.
@@ -179,6 +158,7 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
     }
     handleJob(job).catch((cause) => {
       if (job.settled) return;
+      if (cause instanceof HoldEnded) return job.leaseLost ? leaseLost(job) : undefined;
       if (cause instanceof GatewayError) return retryLater(job, cause);
       job.log.error({ err: cause }, "unexpected failure handling the job");
       const error: JobError = { type: "transient", code: "agent_error", message: String(cause) };
@@ -190,6 +170,9 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
     // drain deadline must not hold up the consumer's stop while its runner is killed.
     return settledPromise;
   }
+
+  /** Another delivery owns the job now: nothing to tell the queue, nothing to run. */
+  const leaseLost = (job: InFlight) => settle(job, "lease-lost", null, async () => {});
 
   const reportReleased = (job: InFlight) =>
     gateway
@@ -263,6 +246,13 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
         leaseMs: config.leaseMs,
         targets: () => inFlight.values(),
         onBeat: (job) => emit({ type: "heartbeat", jobId: job.jobId, attempt: job.attempt }),
+        onLeaseLost: (target) => {
+          const job = inFlight.get(target.delivery);
+          if (!job || job.leaseLost) return;
+          job.leaseLost = true;
+          // A job still waiting for a runner leaves the line; a held one stops retrying.
+          job.abort.abort();
+        },
       });
       try {
         // Runners busy with full batches plus the look-ahead, claimed and downloaded early.

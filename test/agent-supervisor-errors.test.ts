@@ -153,19 +153,41 @@ describe("gpu-agent supervisor failures", () => {
     ]);
   });
 
-  it("leaves a job to another delivery when the gateway stays down, without acking", async () => {
-    const h = await start({ runners: [createFakeRunner()], gatewayTries: 2 });
+  it("holds a finished result while the gateway is down and reports it once it answers: one run", async () => {
+    const runner = createFakeRunner();
+    const h = await start({ runners: [runner], gatewayTries: 2 });
     const id = h.gateway.addJob().job.id;
-    h.gateway.failNext("event", 2); // the result cannot be recorded on the first attempt
+    h.gateway.failNext("event", 6); // three rounds of two tries each cannot record the result
 
     await h.queue.publish(h.gateway.message(id));
 
-    expect(await h.settled(id, 1)).toMatchObject({
-      outcome: "retried",
-      error: { code: "gateway_unavailable" },
+    const holds = await h.waitForEvent(
+      (e) => e.type === "holding" && e.jobId === id && e.call === "report" && e.round === 3,
+    );
+    expect(holds).toMatchObject({ attempt: 1 });
+    expect(await h.settled(id)).toMatchObject({ attempt: 1, outcome: "succeeded" });
+    expect(h.gateway.events(id).map((e) => [e.type, e.attempt])).toEqual([["succeeded", 1]]);
+    expect(runner.requests.map((r) => r.jobId)).toEqual([id]);
+    expect(h.events.filter((e) => e.type === "settled")).toHaveLength(1);
+    expect(await h.sql.depth()).toEqual(EMPTY_DEPTH);
+  });
+
+  it("holds the claim while the gateway is down, even on the last attempt: never dead-lettered for it", async () => {
+    const h = await start({
+      runners: [createFakeRunner()],
+      gatewayTries: 1,
+      config: { maxAttempts: 1 },
     });
-    expect(await h.settled(id, 2)).toMatchObject({ outcome: "succeeded" });
-    expect(h.gateway.events(id).map((e) => [e.type, e.attempt])).toEqual([["succeeded", 2]]);
+    const id = h.gateway.addJob().job.id;
+    h.gateway.failNext("claim", 3);
+
+    await h.queue.publish(h.gateway.message(id));
+
+    expect(await h.settled(id)).toMatchObject({ attempt: 1, outcome: "succeeded" });
+    expect(
+      h.events.filter((e) => e.type === "holding").map((e) => e.type === "holding" && e.call),
+    ).toEqual(["claim", "claim", "claim"]);
+    expect(await h.sql.deadLetters()).toEqual([]);
   });
 
   it("turns a runner that throws into a transient failure", async () => {

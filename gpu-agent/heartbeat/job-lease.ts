@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import type { Delivery } from "../../shared/queue/port.ts";
+import { type Delivery, LeaseLostError } from "../../shared/queue/port.ts";
 import type { GatewayClient } from "../gateway/client.ts";
 
 /** What the heartbeat loop needs to know about one in-flight job. */
@@ -19,6 +19,8 @@ export interface HeartbeatOptions {
   leaseMs: number;
   targets(): Iterable<HeartbeatTarget>;
   onBeat?(target: HeartbeatTarget): void;
+  /** The queue says the lease is gone: the message went to another delivery. */
+  onLeaseLost?(target: HeartbeatTarget): void;
 }
 
 /**
@@ -34,6 +36,8 @@ export function startHeartbeats(options: HeartbeatOptions): { stop(): void } {
       await target.delivery.extendLease(options.leaseMs);
     } catch (cause) {
       target.log.warn({ err: cause }, "could not extend the lease");
+      // Not ours any more: beating for it would only confuse the gateway.
+      if (cause instanceof LeaseLostError) return options.onLeaseLost?.(target);
     }
     if (target.claimed && !target.settled) {
       try {

@@ -91,6 +91,7 @@ export async function startHarness(options: HarnessOptions): Promise<AgentHarnes
       config,
       logger: silentLogger,
       retryDelayMs: options.retryDelayMs ?? (() => 0),
+      gatewayBackoff: { baseMs: 10, capMs: 50 },
     });
     supervisor.on((event) => {
       sink.push(event);

@@ -1,13 +1,10 @@
 import { createClient } from "redis";
-import { HIGH_LANE_MIN_PRIORITY, type Lane } from "../amqp/names.ts";
+import type { Lane } from "../lanes.ts";
 import type { Script } from "./scripts.ts";
 
 export type RedisClient = ReturnType<typeof createClient>;
+export { laneOf } from "../lanes.ts";
 export { createClient };
-
-/** Priorities from 6 up travel in the high lane, as on the amqp and sqs queues. */
-export const laneOf = (priority: number): Lane =>
-  priority >= HIGH_LANE_MIN_PRIORITY ? "high" : "normal";
 
 /**
  * Key names under one prefix. A model's keys share the hash tag `{<prefix>:<model>}`, so

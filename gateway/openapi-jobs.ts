@@ -1,4 +1,12 @@
+import { z } from "zod";
+import { DeadLetterList, RedriveRequest, RedriveResult } from "../shared/protocol/index.ts";
 import { jobIdParam, json, problems } from "./openapi-parts.ts";
+
+/** A schema written out in place (the shared components list stays the core's). */
+function inline(schema: z.ZodType, io: "input" | "output" = "output") {
+  const { $schema: _ignored, ...body } = z.toJSONSchema(schema, { io, unrepresentable: "any" });
+  return { "application/json": { schema: body } };
+}
 
 /** The `Prefer` header of `POST /v1/jobs` (RFC 7240). */
 export const preferWaitParam = {
@@ -45,6 +53,44 @@ export function jobApiPaths() {
         responses: {
           "202": { description: "Queued again", content: json("Job") },
           ...problems(401, 403, 404, 409),
+        },
+      },
+    },
+    "/v1/admin/dead-letters": {
+      get: {
+        summary: "Jobs that failed for good, every tenant (admin)",
+        description:
+          "Oldest first. Filters: `model`, `code` (the error's code), `since` (failed at or after).",
+        parameters: [
+          { name: "model", in: "query", schema: { type: "string" } },
+          { name: "code", in: "query", schema: { type: "string" }, example: "timeout" },
+          { name: "since", in: "query", schema: { type: "string", format: "date-time" } },
+          { name: "limit", in: "query", schema: { type: "integer", minimum: 1, maximum: 100 } },
+          { name: "cursor", in: "query", schema: { type: "string" } },
+        ],
+        responses: {
+          "200": { description: "A page of dead letters", content: inline(DeadLetterList) },
+          ...problems(401, 403, 422),
+        },
+      },
+    },
+    "/v1/admin/dead-letters/redrive": {
+      post: {
+        summary: "Queue matching dead letters again, in bounded passes (admin)",
+        description:
+          "Retries up to `limit` (≤ 500) matching jobs, as `POST /v1/jobs/{id}/retry` would. Call again with `next_cursor` until it is null.",
+        requestBody: {
+          required: true,
+          content: {
+            "application/json": {
+              ...inline(RedriveRequest, "input")["application/json"],
+              example: { model: "ocr", code: "timeout", limit: 100 },
+            },
+          },
+        },
+        responses: {
+          "200": { description: "What this pass did", content: inline(RedriveResult) },
+          ...problems(401, 403, 422),
         },
       },
     },

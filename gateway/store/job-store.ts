@@ -8,6 +8,7 @@ import {
   type SuccessItem,
   succeedMany,
 } from "./job-batch-updates.ts";
+import { type DeadLetterFilter, deadLetters } from "./dead-letters.ts";
 import { jobCountsByStatus, queuedJobCount } from "./job-counts.ts";
 import { jobInserter, type NewJob } from "./job-inserts.ts";
 import { isPostgresDb, metadataMatches } from "./job-metadata.ts";
@@ -162,6 +163,10 @@ export class KyselyJobStore implements JobStore {
    * How many times the job was claimed. Counted from its events rather than read from
    * `attempt`, which is the queue's delivery count and starts again on a republished message.
    */
+  deadLetters(filter: DeadLetterFilter): Promise<JobRow[]> {
+    return deadLetters(this.db, filter);
+  }
+
   queuedAhead(job: Pick<JobRow, "id" | "model" | "priority">): Promise<number> {
     return queuedAhead(this.db, job);
   }

@@ -7,6 +7,7 @@ import type { WebhookDeliveryView } from "../webhooks/history.ts";
 import type { RedeliverResult } from "../webhooks/redeliver.ts";
 import type { WebhookSecretState } from "../webhooks/secret-rotation.ts";
 import type { ApiKeyRow, NewApiKey } from "./api-keys.ts";
+import type { DeadLetterFilter } from "./dead-letters.ts";
 import type { ClaimItem, SuccessItem } from "./job-batch-updates.ts";
 import type { NewJob } from "./job-inserts.ts";
 import type { JobEventRow, JobRow } from "./job-rows.ts";
@@ -68,6 +69,8 @@ export interface JobStore {
   staleRunning(staleBefore: number, limit: number): Promise<JobRow[]>;
   /** How many times the job was claimed, counted from its events. */
   claims(id: string): Promise<number>;
+  /** Failed jobs of every tenant, in id order, matching the filter (dead-letters.ts). */
+  deadLetters(filter: DeadLetterFilter): Promise<JobRow[]>;
   /** Queued jobs of its model an agent would take before this one (by index: job-standing.ts). */
   queuedAhead(job: Pick<JobRow, "id" | "model" | "priority">): Promise<number>;
   /** A model's jobs started since `since`, newest first, at most `limit`, with their waits. */

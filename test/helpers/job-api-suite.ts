@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AgentHandle } from "../../gpu-agent/agent.ts";
 import { faultQueue } from "./fault-queue.ts";
+import { followJob } from "./sse.ts";
 import { startTestAgent } from "./test-agent.ts";
 import { startTestGateway, type TestGateway } from "./test-gateway.ts";
 
@@ -105,6 +106,55 @@ export function describeJobApi(setting: JobApiSetting): void {
       );
       expect(failed.status).toBe(200);
       expect((await body(failed)).error?.code).toBe("noop_failed");
+    });
+
+    it("lists dead letters by filter and redrives them in bounded, resumable passes", async () => {
+      const fail = async (input: Record<string, unknown>) => {
+        const response = await submit({ model: "noop", input }, { prefer: "wait=30" });
+        const job = (await response.json()) as JobBody & { finished_at: string };
+        expect(job.status).toBe("failed");
+        return job;
+      };
+      // Failed before the pass's `since`: left alone.
+      const other = await fail({ fail: "permanent", n: 0 });
+      const since = new Date(Date.parse(other.finished_at) + 1).toISOString();
+      const poisoned = [
+        await fail({ fail: "permanent", n: 1 }),
+        await fail({ fail: "permanent", n: 2 }),
+        await fail({ fail: "permanent", n: 3 }),
+      ];
+      const none = await ctx.gw.api(`/v1/admin/dead-letters?code=no_such_code&since=${since}`);
+      expect(((await none.json()) as { data: unknown[] }).data).toEqual([]);
+      const listed = (await (
+        await ctx.gw.api(`/v1/admin/dead-letters?model=noop&code=noop_failed&since=${since}`)
+      ).json()) as { data: (JobBody & { tenant_id: string })[] };
+      expect(listed.data.map((job) => job.id)).toEqual(poisoned.map((job) => job.id));
+      expect(listed.data[0]?.tenant_id).toBe("ten_test");
+
+      const redrive = async (json: Record<string, unknown>) => {
+        const response = await ctx.gw.api("/v1/admin/dead-letters/redrive", {
+          method: "POST",
+          json: { model: "noop", code: "noop_failed", since, ...json },
+        });
+        expect(response.status).toBe(200);
+        return (await response.json()) as { redriven: string[]; next_cursor: string | null };
+      };
+      const first = await redrive({ limit: 2 });
+      expect(first.redriven).toEqual(poisoned.slice(0, 2).map((job) => job.id));
+      expect(first.next_cursor).toBe(poisoned[1]?.id);
+      const rest = await redrive({ limit: 2, cursor: first.next_cursor });
+      expect(rest).toMatchObject({ redriven: [poisoned[2]?.id], next_cursor: null });
+      for (const job of poisoned) {
+        const { statuses } = await followJob((path) => ctx.gw.api(path), job.id);
+        expect(statuses).toEqual(["queued", "running", "failed", "queued", "running", "failed"]);
+      }
+      const untouched = await body(await ctx.gw.api(`/v1/jobs/${other.id}`));
+      expect(untouched.status).toBe("failed");
+      const bad = await ctx.gw.api("/v1/admin/dead-letters/redrive", {
+        method: "POST",
+        json: { limit: 10_000 },
+      });
+      expect(bad.status).toBe(422);
     });
 
     it("answers 202 with the current state when the wait runs out", async () => {

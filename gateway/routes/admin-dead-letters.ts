@@ -1,0 +1,91 @@
+import { Hono } from "hono";
+import { z } from "zod";
+import { HttpProblem } from "../../shared/errors.ts";
+import {
+  type DeadLetter,
+  type DeadLetterList,
+  JobId,
+  ModelId,
+  RedriveRequest,
+  type RedriveResult,
+} from "../../shared/protocol/index.ts";
+import type { AppEnv } from "../env.ts";
+import { retryJob } from "../jobs/retry.ts";
+import type { DeadLetterFilter } from "../store/dead-letters.ts";
+import { type JobRow, toJob } from "../store/job-rows.ts";
+import { parseJsonBody, parseWith } from "../validation.ts";
+
+const ListQuery = z.object({
+  model: ModelId.optional(),
+  code: z.string().min(1).max(100).optional(),
+  since: z.iso.datetime().optional(),
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  cursor: JobId.optional(),
+});
+
+const deadLetter = (row: JobRow): DeadLetter => ({ ...toJob(row), tenant_id: row.tenant_id });
+
+function filterOf(query: {
+  model?: string | undefined;
+  code?: string | undefined;
+  since?: string | undefined;
+  cursor?: string | undefined;
+}): Omit<DeadLetterFilter, "limit"> {
+  return {
+    ...(query.model ? { model: query.model } : {}),
+    ...(query.code ? { code: query.code } : {}),
+    ...(query.since ? { since: Date.parse(query.since) } : {}),
+    ...(query.cursor ? { after: query.cursor } : {}),
+  };
+}
+
+/**
+ * Dead letters: jobs that failed for good (a permanent error, or their last attempt), of
+ * every tenant; the operator's view, under `/v1/admin`. Oldest first, so that a redrive
+ * pass walks them once and resumes from its cursor.
+ */
+export const adminDeadLetterRoutes = new Hono<AppEnv>()
+  .get("/", async (c) => {
+    const query = parseWith(ListQuery, c.req.query(), "query");
+    const rows = await c.var.gateway.stores.jobs.deadLetters({
+      ...filterOf(query),
+      limit: query.limit + 1,
+    });
+    const page = rows.slice(0, query.limit);
+    const list: DeadLetterList = {
+      object: "list",
+      data: page.map(deadLetter),
+      next_cursor: rows.length > query.limit ? (page.at(-1)?.id ?? null) : null,
+    };
+    return c.json(list);
+  })
+  /**
+   * Puts up to `limit` matching dead letters back in the queue, one retry each (the same as
+   * `POST /v1/jobs/{id}/retry`). Bounded per call; `next_cursor` resumes. A redriven job is
+   * no longer failed, so a pass that is repeated without its cursor does not redrive twice.
+   */
+  .post("/redrive", async (c) => {
+    const request = await parseJsonBody(c, RedriveRequest);
+    const gateway = c.var.gateway;
+    const rows = await gateway.stores.jobs.deadLetters({
+      ...filterOf(request),
+      limit: request.limit + 1,
+    });
+    const batch = rows.slice(0, request.limit);
+    const result: RedriveResult = {
+      object: "redrive",
+      redriven: [],
+      skipped: [],
+      next_cursor: rows.length > request.limit ? (batch.at(-1)?.id ?? null) : null,
+    };
+    for (const row of batch) {
+      try {
+        await retryJob(gateway, row.tenant_id, row.id);
+        result.redriven.push(row.id);
+      } catch (error) {
+        if (!(error instanceof HttpProblem)) throw error;
+        result.skipped.push({ id: row.id, code: error.code });
+      }
+    }
+    return c.json(result);
+  });

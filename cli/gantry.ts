@@ -1,19 +1,22 @@
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import pino from "pino";
 import { startNodeGateway } from "../gateway/node.ts";
 import { ensureTenantWithKey } from "../gateway/store/tenants.ts";
 import { type AgentHandle, startAgent } from "../gpu-agent/agent.ts";
 import { parseAgentConfig } from "../gpu-agent/config.ts";
+import { reportCliError } from "../shared/cli-errors.ts";
 import { UserError } from "../shared/errors.ts";
+import { createCliLogger, logFormatFor } from "../shared/log.ts";
 import { runAgentsCommand } from "./agents.ts";
 import { startBanner } from "./banner.ts";
+import { CLIENT_COMMANDS, runClientCommand } from "./client/program.ts";
 import { embeddedAgentCredentials } from "./embedded-agent.ts";
 import { runKeysCommand } from "./keys.ts";
 import { renderTextPng } from "./render-text.ts";
 import { loadOrCreateSecrets } from "./secrets.ts";
 import { type GantrySettings, readSettings } from "./settings.ts";
+import { webhookPolicyNote } from "./webhook-note.ts";
 
 const HELP = `gantry: durable asynchronous AI inference jobs.
 
@@ -22,6 +25,12 @@ Usage:
   gantry gateway    the gateway alone; run agents with "gantry-agent run"
   gantry keys       create, list and revoke API keys ("gantry keys --help")
   gantry agents     create, list and revoke GPU agents ("gantry agents --help")
+  gantry run MODEL FILE [--param k=v] [--json] [--out DIR]
+                    run one job and print its result
+  gantry submit MODEL DIR|FILE|GLOB... --out DIR [--concurrency N] [--param k=v]
+                    a job for every file, with progress; resumable
+  gantry jobs list|get|cancel|watch   jobs of your tenant
+  gantry models     the models served and their parameters
   gantry --help
 
 Settings come from GANTRY_* environment variables; the README lists them all.
@@ -32,6 +41,8 @@ export async function main(argv = process.argv.slice(2), env = process.env): Pro
     // These parse their own flags; parseArgs below would refuse them.
     if (argv[0] === "keys") return await runKeysCommand(argv.slice(1), env);
     if (argv[0] === "agents") return await runAgentsCommand(argv.slice(1), env);
+    // The API client's commands (GANTRY_URL, GANTRY_KEY), built on the SDK.
+    if (CLIENT_COMMANDS.has(argv[0] ?? "")) return await runClientCommand(argv, env);
     const { positionals, values } = parseArgs({
       args: argv,
       allowPositionals: true,
@@ -46,17 +57,18 @@ export async function main(argv = process.argv.slice(2), env = process.env): Pro
       throw new UserError(`unknown command "${command}"\n${HELP}`);
     await run(command, readSettings(env), env);
   } catch (error) {
-    if (error instanceof UserError || (error instanceof TypeError && "code" in error)) {
-      process.stderr.write(`gantry: ${error.message}\n`);
-      process.exitCode = 2;
-      return;
-    }
-    throw error;
+    process.exitCode = reportCliError("gantry", error);
   }
 }
 
 async function run(command: "start" | "gateway", settings: GantrySettings, env: NodeJS.ProcessEnv) {
-  const logger = pino({ name: "gantry", level: settings.logLevel });
+  const tty = process.stdout.isTTY === true;
+  const logger = createCliLogger({
+    name: "gantry",
+    level: settings.logLevel,
+    format: logFormatFor(settings.logFormat, tty),
+    colorize: tty,
+  });
   const say = (line: string) => process.stderr.write(`gantry: ${line}\n`);
   const secrets = loadOrCreateSecrets(settings.dataDir);
   const agentToken = settings.agentToken ?? secrets.agentToken;
@@ -66,6 +78,7 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
     host: settings.host,
     publicUrl: settings.publicUrl,
     databaseUrl: settings.databaseUrl,
+    changeFeed: settings.changeFeed,
     queueUrl: settings.queueUrl,
     maxAttempts: settings.maxAttempts,
     leaseSeconds: settings.leaseSeconds,
@@ -73,7 +86,13 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
     blobSecret: secrets.blobSecret,
     agentToken,
     models: settings.models,
-    config: { modelTasks: settings.modelTasks },
+    config: {
+      modelTasks: settings.modelTasks,
+      maxQueueDepth: settings.maxQueueDepth,
+      queueBounds: settings.queueBounds,
+      webhookAllow: settings.webhookAllow,
+      inputUrlAllow: settings.inputUrlAllow,
+    },
     maxUploadBytes: settings.maxUploadBytes,
     sweepIntervalMs: settings.sweepIntervalMs,
     allowInsecureWebhooks: command === "start",
@@ -127,6 +146,7 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
       dataDir: settings.dataDir,
       examplePath,
       models: settings.models,
+      webhooks: webhookPolicyNote(command, settings.webhookAllow),
       stack: `${node.dialect === "postgres" ? "Postgres" : "SQLite"} job store, queue: ${node.queueDescription}, blobs on disk${
         agent ? `, one agent (${settings.slots} slot${settings.slots > 1 ? "s" : ""})` : ""
       }`,

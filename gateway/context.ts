@@ -47,6 +47,12 @@ export interface GatewayRuntime {
   localBlobs?: import("./routes/blobs.ts").BlobRouteDeps;
   /** Hashing for agent signatures: node:crypto on Node; Web Crypto when absent (Workers). */
   agentCrypto?: AgentCrypto;
+  /**
+   * Workers: I/O that one request starts cannot be used by another, so an event stream
+   * cannot share a reader with other streams or be woken by another request's change;
+   * each `GET /v1/events` stream polls the store itself every `feedPollMs`.
+   */
+  isolatedRequests?: boolean;
 }
 
 /** The runtime plus what the core derives from it once. */

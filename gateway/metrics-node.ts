@@ -1,4 +1,4 @@
-import { Gauge, Registry } from "prom-client";
+import { Counter, Gauge, Registry } from "prom-client";
 import { JobStatus } from "../shared/protocol/job.ts";
 import type { Gateway } from "./context.ts";
 
@@ -21,7 +21,7 @@ export interface GatewayMetrics {
   handler(): Promise<Response>;
 }
 
-type MetricsSource = Pick<Gateway, "stores" | "queue" | "models" | "log">;
+type MetricsSource = Pick<Gateway, "stores" | "queue" | "models" | "log" | "feed">;
 
 /**
  * Gauges read from the job store and the queue when Prometheus scrapes, never between
@@ -92,6 +92,32 @@ export function createGatewayMetrics(gateway: MetricsSource): GatewayMetrics {
       }
     },
   });
+
+  // The event streams are this process's own: each replica reports its streams.
+  new Gauge({
+    name: "gantry_gateway_event_streams",
+    help: "GET /v1/events streams open on this gateway.",
+    registers,
+    collect() {
+      this.set(gateway.feed.stats.openStreams);
+    },
+  });
+  for (const [name, help, read] of [
+    ["events_sent", "Events written to closed GET /v1/events streams.", "eventsSent"],
+    ["event_resumes", "GET /v1/events streams opened with Last-Event-ID.", "resumes"],
+    ["event_streams_dropped", "Streams closed for falling too far behind.", "dropped"],
+    ["event_feed_reads", "Store reads by the per-tenant event readers.", "reads"],
+  ] as const) {
+    new Counter({
+      name: `gantry_gateway_${name}_total`,
+      help,
+      registers,
+      collect() {
+        this.reset();
+        this.inc(gateway.feed.stats[read]);
+      },
+    });
+  }
 
   return {
     registry,

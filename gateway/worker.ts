@@ -15,23 +15,19 @@ import { createR2BlobStore } from "../shared/blob/r2.ts";
 import { createS3BlobStore } from "../shared/blob/s3.ts";
 import { migrate } from "../shared/db/migrations.ts";
 import type { Database } from "../shared/db/schema.ts";
+import { ConfigurationError, HttpProblem } from "../shared/errors.ts";
 import type { JobQueue } from "../shared/queue/port.ts";
 import { createSqlQueue } from "../shared/queue/sql.ts";
 import { createSqsQueue } from "../shared/queue/sqs.ts";
 import { createApp, createGateway } from "./app.ts";
 import type { Gateway } from "./context.ts";
-import { PROBLEM_BASE } from "./problem.ts";
+import { answerResponse, problemFor } from "./problem.ts";
 import { createKyselyStores } from "./store/kysely-stores.ts";
 import { ensureTenantWithKey } from "./store/tenants.ts";
 import { sweep } from "./sweep.ts";
 import { newWebhookSecret } from "./webhooks/secret.ts";
 import { workerLog as log, logFailure } from "./worker-log.ts";
-import {
-  ConfigurationError,
-  readWorkerSettings,
-  type WorkerEnv,
-  type WorkerSettings,
-} from "./worker-settings.ts";
+import { readWorkerSettings, type WorkerEnv, type WorkerSettings } from "./worker-settings.ts";
 
 export type { WorkerEnv } from "./worker-settings.ts";
 
@@ -120,6 +116,7 @@ function buildGateway(db: Kysely<Database>, settings: WorkerSettings): Gateway {
     background: (work) => void work.catch(logFailure("background work failed")),
     // Only R2 blobs are served by the gateway; with S3 there is no `/v1/blobs` route.
     ...(localBlobs ? { localBlobs } : {}),
+    isolatedRequests: true,
   });
 }
 
@@ -162,21 +159,6 @@ async function prepare(db: Kysely<Database>, env: WorkerEnv): Promise<void> {
   }
 }
 
-function problem(
-  status: number,
-  code: string,
-  title: string,
-  detail: string,
-  instance: string,
-  extra: Record<string, string> = {},
-) {
-  const body = { type: PROBLEM_BASE + code, title, status, code, detail, instance, ...extra };
-  return new Response(JSON.stringify(body), {
-    status,
-    headers: { "content-type": "application/problem+json" },
-  });
-}
-
 async function handleFetch(
   request: Request,
   env: WorkerEnv,
@@ -190,13 +172,12 @@ async function handleFetch(
     if (error instanceof ConfigurationError) {
       log.error({ setting: error.setting, err: error.message }, "gateway misconfigured");
       // `setting` lets a deploy check name the variable without parsing the sentence.
-      return problem(500, "misconfigured", "Gateway misconfigured", error.message, url.pathname, {
-        setting: error.setting,
-      });
+      return answerResponse(problemFor(error, url.pathname));
     }
     logFailure("gateway start failed")(error);
     const detail = "The gateway could not reach its database. Try again shortly.";
-    return problem(503, "unavailable", "Service unavailable", detail, url.pathname);
+    const unavailable = new HttpProblem(503, "unavailable", "Service unavailable", detail);
+    return answerResponse(problemFor(unavailable, url.pathname));
   }
   // The app is built per request because the gateway it closes over is per request (its
   // waitUntil); that is cheap next to a D1 round trip.

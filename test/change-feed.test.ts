@@ -141,3 +141,23 @@ describe("two gateways on Postgres", () => {
     expect(rest.map((e) => e.id)).toEqual(onA.slice(5).map((e) => e.id));
   });
 });
+
+describe("bounded cost", () => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await startTestGateway({ models: ["noop"], config: { maxEventStreamsPerTenant: 1 } });
+  });
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  it("caps the streams one tenant holds open", async () => {
+    const abort = new AbortController();
+    const first = await gw.api("/v1/events", { signal: abort.signal });
+    expect(first.status).toBe(200);
+    const second = await gw.api("/v1/events");
+    expect(second.status).toBe(429);
+    expect(((await second.json()) as { code: string }).code).toBe("too_many_streams");
+    abort.abort();
+  });
+});

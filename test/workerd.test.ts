@@ -293,6 +293,45 @@ describe("gateway in workerd", () => {
     expect(result.outcome).toBe("ok");
     expect(await (await api(`/v1/jobs/${job.id}`)).json()).toMatchObject({ status: "expired" });
   });
+
+  it("streams a tenant's changes on GET /v1/events (D1: polled, see README)", async () => {
+    const stream = await api("/v1/events?model=noop");
+    expect(stream.status).toBe(200);
+    const job = await submit({ model: "noop", input: {} });
+    await agent("/agents/register", { v: 1, models: ["noop"], provider: "cpu", slots: 1 });
+    const agentId = agentCredentials?.agent_id;
+    expect(
+      (await agent(`/jobs/${job.id}/claim`, { v: 1, agent_id: agentId, attempt: 1 })).status,
+    ).toBe(200);
+    const reported = await agent(`/jobs/${job.id}/events`, {
+      v: 1,
+      type: "succeeded",
+      agent_id: agentId,
+      attempt: 1,
+      output: {},
+    });
+    expect(reported.status).toBe(200);
+    const seen: string[] = [];
+    const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    let text = "";
+    // Bounded, so a stream that never brings the result fails the test instead of hanging.
+    while (!text.includes('"status":"succeeded"')) {
+      const { value, done } = await Promise.race([
+        reader.read(),
+        new Promise<{ value: undefined; done: true }>((r) =>
+          setTimeout(() => r({ value: undefined, done: true }), 8000),
+        ),
+      ]);
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+    await reader.cancel();
+    for (const match of text.matchAll(/"job_id":"([^"]+)","seq":\d+,"status":"(\w+)"/g)) {
+      if (match[1] === job.id) seen.push(match[2] ?? "");
+    }
+    expect(seen).toEqual(["queued", "running", "succeeded"]);
+  });
 });
 
 function submit409(uploadId: string) {

@@ -8,6 +8,11 @@ export interface TenantFeedOptions {
   livePollMs: number;
   /** Rows per read. */
   pageSize: number;
+  /**
+   * Each stream reads for itself, on its own timer, and is never woken by another request
+   * (Workers: see `GatewayRuntime.isolatedRequests`).
+   */
+  isolated: boolean;
 }
 
 export type FeedListener = (rows: readonly TenantEventRow[]) => void;
@@ -31,6 +36,8 @@ const LAST_RETRY_MS = 500;
  */
 export class TenantFeed {
   private readonly pumps = new Map<string, TenantPump>();
+  /** Isolated streams' listeners, by tenant. */
+  private readonly alone = new Map<FeedListener, string>();
   readonly stats: FeedStats = { openStreams: 0, eventsSent: 0, resumes: 0, dropped: 0, reads: 0 };
 
   constructor(
@@ -49,6 +56,7 @@ export class TenantFeed {
     tenantId: string,
     listener: FeedListener,
   ): Promise<{ from: FeedCursor; leave(): void }> {
+    if (this.options.isolated) return this.joinAlone(tenantId, listener);
     let pump = this.pumps.get(tenantId);
     if (!pump) {
       pump = new TenantPump(tenantId, this, this.notifier, this.options);
@@ -68,9 +76,45 @@ export class TenantFeed {
     };
   }
 
+  /** A reader of its own, started by the caller's request (see `isolated`). */
+  private async joinAlone(
+    tenantId: string,
+    listener: FeedListener,
+  ): Promise<{ from: FeedCursor; leave(): void }> {
+    let cursor = await this.events.head(this.now());
+    let reading = false;
+    const timer = setInterval(async () => {
+      if (reading) return;
+      reading = true;
+      try {
+        for (;;) {
+          this.stats.reads++;
+          const rows = await this.events.after(tenantId, cursor, this.options.pageSize);
+          cursor = rows.at(-1)?.cursor ?? cursor;
+          if (rows.length) listener(rows);
+          if (rows.length < this.options.pageSize) break;
+        }
+      } catch {
+        // The next tick tries again.
+      } finally {
+        reading = false;
+      }
+    }, this.options.pollMs);
+    this.alone.set(listener, tenantId);
+    return {
+      from: cursor,
+      leave: () => {
+        clearInterval(timer);
+        this.alone.delete(listener);
+      },
+    };
+  }
+
   /** Streams of this tenant open on this gateway now. */
   openStreams(tenantId: string): number {
-    return this.pumps.get(tenantId)?.listeners.size ?? 0;
+    let isolated = 0;
+    for (const owner of this.alone.values()) if (owner === tenantId) isolated++;
+    return (this.pumps.get(tenantId)?.listeners.size ?? 0) + isolated;
   }
 }
 
@@ -90,7 +134,7 @@ class TenantPump {
   constructor(
     private readonly tenantId: string,
     private readonly feed: TenantFeed,
-    private readonly notifier: JobNotifier,
+    notifier: JobNotifier,
     private readonly options: TenantFeedOptions,
   ) {
     this.unsubscribe = notifier.onTenant(tenantId, (change) => this.onChange(change));

@@ -21,11 +21,11 @@ export class APIError extends GantryError {
   readonly errors: FieldError[];
   constructor(
     readonly status: number,
-    readonly problem: Problem & { code?: string },
+    readonly problem: Problem,
     readonly headers: Headers,
   ) {
-    super(`${status} ${problem.code ?? "error"}: ${problem.detail ?? problem.title}`);
-    this.code = typeof problem.code === "string" ? problem.code : `http_${status}`;
+    super(`${status} ${problem.code}: ${problem.detail ?? problem.title}`);
+    this.code = problem.code;
     this.errors = problem.errors ?? [];
   }
 }
@@ -63,19 +63,20 @@ export class JobFailedError extends GantryError {
 /** Turns an error response into an `APIError`, whatever its body holds. */
 export async function apiErrorFrom(response: Response): Promise<APIError> {
   const text = await response.text().catch(() => "");
-  let problem: Problem & { code?: string };
+  // A proxy or load balancer in front of the gateway may answer with HTML or plain text.
+  const fallback: Problem = {
+    type: "about:blank",
+    title: text.slice(0, 200) || response.statusText || "error",
+    status: response.status,
+    code: `http_${response.status}`,
+  };
+  let problem = fallback;
   try {
     const parsed: unknown = JSON.parse(text);
-    problem =
-      typeof parsed === "object" && parsed !== null && "title" in parsed
-        ? (parsed as Problem & { code?: string })
-        : { type: "about:blank", title: text.slice(0, 200), status: response.status };
+    if (typeof parsed === "object" && parsed !== null && "title" in parsed)
+      problem = { ...fallback, ...(parsed as Partial<Problem>) };
   } catch {
-    problem = {
-      type: "about:blank",
-      title: text.slice(0, 200) || response.statusText || "error",
-      status: response.status,
-    };
+    // Not JSON: the fallback stands.
   }
   return new APIError(response.status, problem, response.headers);
 }

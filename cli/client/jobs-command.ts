@@ -1,0 +1,75 @@
+import { JobFailedError, type TypedJob } from "../../client/index.ts";
+import { clientFromEnv, JOB_FAILED_EXIT } from "./common.ts";
+
+const row = (job: TypedJob) =>
+  `${job.id}  ${job.model.padEnd(10)} ${job.status.padEnd(9)} ${job.created_at}${job.error ? `  ${job.error.code}` : ""}\n`;
+
+export async function jobsList(
+  flags: { status?: string; limit?: string; json?: boolean },
+  env: NodeJS.ProcessEnv,
+) {
+  const gantry = clientFromEnv(env);
+  const limit = Number(flags.limit ?? 20);
+  let shown = 0;
+  const status = flags.status as TypedJob["status"] | undefined;
+  for await (const job of gantry.jobs.list({
+    limit: Math.min(100, limit),
+    ...(status ? { status } : {}),
+  })) {
+    process.stdout.write(flags.json ? `${JSON.stringify(job)}\n` : row(job));
+    if (++shown >= limit) break;
+  }
+}
+
+export async function jobsGet(id: string, flags: { json?: boolean }, env: NodeJS.ProcessEnv) {
+  const job = await clientFromEnv(env).jobs.get(id);
+  process.stdout.write(
+    flags.json ? `${JSON.stringify(job)}\n` : `${JSON.stringify(job, null, 2)}\n`,
+  );
+}
+
+export async function jobsCancel(id: string, flags: { json?: boolean }, env: NodeJS.ProcessEnv) {
+  const job = await clientFromEnv(env).jobs.cancel(id);
+  process.stdout.write(flags.json ? `${JSON.stringify(job)}\n` : `${job.id} ${job.status}\n`);
+}
+
+/** `gantry jobs watch ID`: follows the event stream to the end; exits like `gantry run`. */
+export async function jobsWatch(id: string, flags: { json?: boolean }, env: NodeJS.ProcessEnv) {
+  const gantry = clientFromEnv(env);
+  for await (const event of gantry.jobs.events(id)) {
+    if (flags.json)
+      process.stdout.write(`${JSON.stringify({ event: event.type, ...event.data })}\n`);
+    else if (event.type === "status")
+      process.stdout.write(
+        `${event.data.at}  ${event.data.status}${event.data.attempt > 1 ? ` (attempt ${event.data.attempt})` : ""}\n`,
+      );
+    else process.stdout.write(`progress ${JSON.stringify(event.data)}\n`);
+  }
+  const job = await gantry.jobs.get(id);
+  if (job.status !== "succeeded") {
+    const failed = new JobFailedError(job);
+    process.stderr.write(`gantry: ${failed.message}\n${failed.code}\n`);
+    process.exitCode = JOB_FAILED_EXIT;
+  }
+}
+
+/** `gantry models`: each served model, the files it takes and its parameters. */
+export async function modelsCommand(flags: { json?: boolean }, env: NodeJS.ProcessEnv) {
+  const models = await clientFromEnv(env).models.list();
+  if (flags.json) {
+    process.stdout.write(`${JSON.stringify(models)}\n`);
+    return;
+  }
+  for (const model of models) {
+    process.stdout.write(
+      `${model.id}  (${model.content_types.join(", ")})${model.description ? `  ${model.description}` : ""}\n`,
+    );
+    const required = new Set(model.input_schema.required ?? []);
+    for (const [name, schema] of Object.entries(model.input_schema.properties ?? {})) {
+      const kind = schema.enum ? schema.enum.map(String).join(" | ") : (schema.type ?? "any");
+      process.stdout.write(
+        `    ${name}${required.has(name) ? "" : "?"}: ${kind}${schema.description ? `  ${schema.description}` : ""}\n`,
+      );
+    }
+  }
+}

@@ -1,0 +1,95 @@
+import { Command, CommanderError } from "commander";
+import { APIError, ConnectionError } from "../../client/index.ts";
+import { UserError } from "../../shared/errors.ts";
+import { collectParam } from "./common.ts";
+import { jobsCancel, jobsGet, jobsList, jobsWatch, modelsCommand } from "./jobs-command.ts";
+import { runCommand } from "./run-command.ts";
+import { submitCommand } from "./submit-command.ts";
+
+/** The commands that talk to a gateway through the SDK (`GANTRY_URL`, `GANTRY_KEY`). */
+export const CLIENT_COMMANDS = new Set(["run", "submit", "jobs", "models"]);
+
+function program(env: NodeJS.ProcessEnv): Command {
+  const root = new Command("gantry")
+    .description(
+      "Talk to a Gantry gateway: GANTRY_URL (default http://127.0.0.1:8787) and GANTRY_KEY",
+    )
+    .exitOverride()
+    .configureOutput({ writeErr: (text) => process.stderr.write(text) });
+  root
+    .command("run")
+    .description("upload a file, run one job, print its result (OCR text, or saved artifact paths)")
+    .argument("<model>")
+    .argument("[file]", "input image: a path, or an upl_… id or https URL")
+    .option("--param <key=value>", "a model parameter (repeatable)", collectParam)
+    .option("--json", "print the job as JSON, and nothing else")
+    .option("--out <dir>", "where artifacts are saved", ".")
+    .action((model: string, file: string | undefined, flags) =>
+      runCommand(model, file, flags, env),
+    );
+  root
+    .command("submit")
+    .description(
+      "run a job for every file of folders, files or globs; results into --out, resumable",
+    )
+    .argument("<model>")
+    .argument("<inputs...>", "folders, files or globs")
+    .requiredOption("--out <dir>", "results, summary.json and the resume manifest")
+    .option("--concurrency <n>", "files in flight at once", "16")
+    .option("--param <key=value>", "a model parameter for every job (repeatable)", collectParam)
+    .option("--json", "print the summary as JSON on stdout, and no progress")
+    .action((model: string, inputs: string[], flags) => submitCommand(model, inputs, flags, env));
+  const jobs = root.command("jobs").description("list, show, cancel and follow jobs");
+  jobs
+    .command("list")
+    .option("--status <status>", "queued, running, succeeded, failed, canceled or expired")
+    .option("--limit <n>", "how many, newest first", "20")
+    .option("--json", "one JSON job per line")
+    .action((flags) => jobsList(flags, env));
+  jobs
+    .command("get")
+    .argument("<id>")
+    .option("--json")
+    .action((id: string, flags) => jobsGet(id, flags, env));
+  jobs
+    .command("cancel")
+    .argument("<id>")
+    .option("--json")
+    .action((id: string, flags) => jobsCancel(id, flags, env));
+  jobs
+    .command("watch")
+    .description("follow the job's event stream until it ends")
+    .argument("<id>")
+    .option("--json", "one JSON event per line")
+    .action((id: string, flags) => jobsWatch(id, flags, env));
+  root
+    .command("models")
+    .description("the models served and their parameters")
+    .option("--json")
+    .action((flags) => modelsCommand(flags, env));
+  return root;
+}
+
+/** Runs one client command; errors become a message on stderr and an exit status. */
+export async function runClientCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
+  try {
+    await program(env).parseAsync(argv, { from: "user" });
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      process.exitCode = error.exitCode;
+      return;
+    }
+    if (error instanceof APIError) {
+      process.stderr.write(`gantry: ${error.message}\n`);
+      for (const field of error.errors) process.stderr.write(`  ${field.path}: ${field.message}\n`);
+      process.exitCode = 1;
+      return;
+    }
+    if (error instanceof ConnectionError || error instanceof UserError) {
+      process.stderr.write(`gantry: ${error.message}\n`);
+      process.exitCode = error instanceof UserError ? 2 : 1;
+      return;
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,86 @@
+import { basename, join } from "node:path";
+import ora from "ora";
+import { JobFailedError, type JobUpdate } from "../../client/index.ts";
+import {
+  artifactsOf,
+  clientFromEnv,
+  JOB_FAILED_EXIT,
+  outputWithoutBytes,
+  saveArtifacts,
+} from "./common.ts";
+
+export interface RunFlags {
+  param?: Record<string, unknown>;
+  json?: boolean;
+  out?: string;
+}
+
+/** One line a person reads: where the job stands. */
+export function describeUpdate(update: JobUpdate): string {
+  const parts: string[] = [update.status];
+  if (update.queue_position !== undefined) parts.push(`position ${update.queue_position}`);
+  if (update.progress !== undefined) parts.push(`${Math.round(update.progress * 100)}%`);
+  if (update.attempt && update.attempt > 1) parts.push(`attempt ${update.attempt}`);
+  return `${update.job_id}: ${parts.join(", ")}`;
+}
+
+/**
+ * `gantry run MODEL FILE`: uploads, submits, shows where the job stands on stderr (a spinner
+ * in a terminal, plain lines otherwise), and prints the result on stdout.
+ */
+export async function runCommand(
+  model: string,
+  file: string | undefined,
+  flags: RunFlags,
+  env: NodeJS.ProcessEnv,
+) {
+  const gantry = clientFromEnv(env);
+  const interactive = Boolean(process.stderr.isTTY) && !flags.json;
+  const spinner = ora({
+    stream: process.stderr,
+    isEnabled: interactive,
+    text: `uploading ${file ?? ""}`,
+  });
+  spinner.start();
+  let last = "";
+  let jobId = "";
+  const onProgress = (update: JobUpdate) => {
+    jobId = update.job_id;
+    const line = describeUpdate(update);
+    if (line === last) return;
+    last = line;
+    if (interactive) spinner.text = line;
+    else if (!flags.json) process.stderr.write(`${line}\n`);
+  };
+  const controller = new AbortController();
+  const onSigint = () => controller.abort(new Error("interrupted"));
+  process.once("SIGINT", onSigint);
+  try {
+    const input = { ...(flags.param ?? {}), ...(file ? { image: file } : {}) };
+    const output = await gantry.run(model, input, { onProgress, signal: controller.signal });
+    spinner.stop();
+    const job = await gantry.jobs.get(jobId);
+    const saved = artifactsOf(output).length
+      ? await saveArtifacts(gantry, job, join(flags.out ?? ".", basename(file ?? model)))
+      : [];
+    if (flags.json) {
+      process.stdout.write(
+        `${JSON.stringify({ ...job, output: outputWithoutBytes(job.output), files: saved })}\n`,
+      );
+    } else if (saved.length) {
+      for (const path of saved) process.stdout.write(`${path}\n`);
+    } else if (typeof (output as { text?: unknown }).text === "string") {
+      process.stdout.write(`${(output as { text: string }).text}\n`);
+    } else {
+      process.stdout.write(`${JSON.stringify(output, null, 2)}\n`);
+    }
+  } catch (error) {
+    spinner.stop();
+    if (!(error instanceof JobFailedError)) throw error;
+    if (flags.json) process.stdout.write(`${JSON.stringify(error.job)}\n`);
+    process.stderr.write(`gantry: ${error.message}\n${error.code}\n`);
+    process.exitCode = JOB_FAILED_EXIT;
+  } finally {
+    process.off("SIGINT", onSigint);
+  }
+}

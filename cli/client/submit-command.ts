@@ -1,0 +1,215 @@
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { APIError, type Gantry, type TypedJob } from "../../client/index.ts";
+import { UserError } from "../../shared/errors.ts";
+import { clientFromEnv, outputWithoutBytes, saveArtifacts, writeAtomic } from "./common.ts";
+import {
+  countInputFiles,
+  type InputFile,
+  inputFiles,
+  sha256File,
+  submitKey,
+} from "./submit-files.ts";
+import { emptyCounts, type SubmitCounts, SubmitProgress } from "./submit-progress.ts";
+import { SubmitState } from "./submit-state.ts";
+
+export interface SubmitFlags {
+  out: string;
+  concurrency?: string;
+  param?: Record<string, unknown>;
+  json?: boolean;
+}
+
+/** Failures listed by name in summary.json; the counts cover the rest. */
+const LISTED_FAILURES = 1000;
+
+interface Failure {
+  file: string;
+  job_id: string;
+  code: string;
+  message: string;
+}
+
+/**
+ * `gantry submit MODEL DIR|FILE|GLOB… --out DIR`: every file becomes a job, at most
+ * `--concurrency` in flight; each result lands in `--out` under the file's name
+ * (`name.json`, `name.error.json`, artifacts as `name.<artifact>.<ext>`), then summary.json.
+ * Started again, it skips what is written and submits nothing twice.
+ */
+export async function submitCommand(
+  model: string,
+  args: string[],
+  flags: SubmitFlags,
+  env: NodeJS.ProcessEnv,
+) {
+  const concurrency = Number(flags.concurrency ?? 16);
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 1024)
+    throw new UserError("--concurrency must be an integer from 1 to 1024");
+  if (args.length === 0) throw new UserError("name at least one folder, file or glob");
+  const gantry = clientFromEnv(env, { maxRetries: 8 });
+  const params = flags.param ?? {};
+  const counts = emptyCounts(await countInputFiles(args));
+  const state = await SubmitState.open(flags.out);
+  const progress = new SubmitProgress(counts, {
+    tty: Boolean(process.stderr.isTTY),
+    quiet: Boolean(flags.json),
+  });
+  const failures: Failure[] = [];
+  const startedAt = new Date();
+  const controller = new AbortController();
+  const interrupt = () =>
+    controller.abort(new UserError("interrupted: run the same command again to resume"));
+  process.once("SIGINT", interrupt);
+  process.once("SIGTERM", interrupt);
+
+  const files = inputFiles(args);
+  const one = async (file: InputFile) => {
+    const base = join(flags.out, file.name);
+    if (existsSync(`${base}.json`) || existsSync(`${base}.error.json`)) {
+      counts.resumed++;
+      if (existsSync(`${base}.json`)) counts.succeeded++;
+      else counts.failed++;
+      return;
+    }
+    const key = submitKey(model, params, await sha256File(file.path));
+    const jobId =
+      state.jobFor(key) ??
+      (await submitOne(gantry, model, params, file, key, state, controller.signal, counts));
+    counts.queued++;
+    let status = "queued";
+    const job = await gantry.jobs.wait(jobId, {
+      signal: controller.signal,
+      onProgress: (update) => {
+        if (update.status === status) return;
+        if (status === "queued") counts.queued--;
+        if (status === "running") counts.running--;
+        status = update.status;
+        if (status === "queued") counts.queued++;
+        if (status === "running") counts.running++;
+      },
+    });
+    if (status === "queued") counts.queued--;
+    if (status === "running") counts.running--;
+    await writeResult(gantry, job, base, file, failures, counts);
+  };
+  // A fixed pool pulling from one generator: files are read as they are needed.
+  const worker = async () => {
+    for (let next = await files.next(); !next.done; next = await files.next()) {
+      if (controller.signal.aborted) return;
+      try {
+        await one(next.value);
+      } catch (error) {
+        // The gateway refused this file (its type, its size): note it and go on. Anything
+        // else (the gateway unreachable after every retry, an interrupt) stops the run.
+        if (!(error instanceof APIError) || error.status >= 500 || controller.signal.aborted)
+          throw error;
+        await writeRefusal(next.value, error, flags.out, failures, counts);
+      }
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: concurrency }, worker));
+  } finally {
+    process.off("SIGINT", interrupt);
+    process.off("SIGTERM", interrupt);
+    progress.stop();
+    await state.close();
+  }
+  const finishedAt = new Date();
+  const summary = {
+    model,
+    params,
+    inputs: args,
+    out: flags.out,
+    total: counts.total,
+    succeeded: counts.succeeded,
+    failed: counts.failed,
+    submitted: counts.submitted,
+    resumed: counts.resumed,
+    started_at: startedAt.toISOString(),
+    finished_at: finishedAt.toISOString(),
+    wall_seconds: (finishedAt.getTime() - startedAt.getTime()) / 1000,
+    failures,
+  };
+  await writeAtomic(join(flags.out, "summary.json"), `${JSON.stringify(summary, null, 2)}\n`);
+  if (flags.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
+  else
+    process.stderr.write(
+      `gantry submit: ${counts.succeeded} succeeded, ${counts.failed} failed; results in ${flags.out}\n`,
+    );
+  if (counts.failed > 0) process.exitCode = 1;
+}
+
+/** Uploads the file and makes its job under `key`, adopting the job an earlier run made. */
+async function submitOne(
+  gantry: Gantry,
+  model: string,
+  params: Record<string, unknown>,
+  file: InputFile,
+  key: string,
+  state: SubmitState,
+  signal: AbortSignal,
+  counts: SubmitCounts,
+): Promise<string> {
+  const upload = await gantry.uploads.create(file.path, { signal });
+  let jobId: string;
+  try {
+    const job = await gantry.jobs.create(
+      { model, input: { ...params, image: upload.id } },
+      { idempotencyKey: key, signal },
+    );
+    jobId = job.id;
+    counts.submitted++;
+  } catch (error) {
+    // The earlier run made this job, but was stopped before it wrote it down.
+    const earlier =
+      error instanceof APIError && error.code === "idempotency_key_reused"
+        ? error.problem.job_id
+        : undefined;
+    if (typeof earlier !== "string") throw error;
+    jobId = earlier;
+  }
+  state.record(key, jobId, file.name);
+  return jobId;
+}
+
+async function writeResult(
+  gantry: Gantry,
+  job: TypedJob,
+  base: string,
+  file: InputFile,
+  failures: Failure[],
+  counts: SubmitCounts,
+): Promise<void> {
+  if (job.status === "succeeded") {
+    await saveArtifacts(gantry, job, base);
+    await writeAtomic(`${base}.json`, `${JSON.stringify(outputWithoutBytes(job.output))}\n`);
+    counts.succeeded++;
+    return;
+  }
+  const error = job.error ?? { type: "permanent", code: job.status, message: `job ${job.status}` };
+  await writeAtomic(
+    `${base}.error.json`,
+    `${JSON.stringify({ job_id: job.id, status: job.status, error })}\n`,
+  );
+  counts.failed++;
+  if (failures.length < LISTED_FAILURES)
+    failures.push({ file: file.name, job_id: job.id, code: error.code, message: error.message });
+}
+
+async function writeRefusal(
+  file: InputFile,
+  error: APIError,
+  out: string,
+  failures: Failure[],
+  counts: SubmitCounts,
+) {
+  const problem = { code: error.code, message: error.message, status: error.status };
+  await writeAtomic(
+    `${join(out, file.name)}.error.json`,
+    `${JSON.stringify({ job_id: null, error: problem })}\n`,
+  );
+  counts.failed++;
+  if (failures.length < LISTED_FAILURES)
+    failures.push({ file: file.name, job_id: "", code: error.code, message: error.message });
+}

@@ -1,0 +1,71 @@
+import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { opendir, stat } from "node:fs/promises";
+import { basename, isAbsolute, join, relative } from "node:path";
+import { glob } from "tinyglobby";
+import { typeFromName } from "../../client/files.ts";
+import { UserError } from "../../shared/errors.ts";
+
+export interface InputFile {
+  path: string;
+  /** Where its results go under `--out`: its path below the folder it was found in. */
+  name: string;
+}
+
+/**
+ * Every file the arguments name, one at a time: folders are read as a stream (never listed
+ * whole, so 100 000 files cost no more memory than ten), keeping the files of a type some
+ * model takes; a file is taken as it is; anything else is a glob.
+ */
+export async function* inputFiles(args: readonly string[]): AsyncGenerator<InputFile> {
+  for (const arg of args) {
+    const info = await stat(arg).catch(() => null);
+    if (info?.isDirectory()) {
+      for await (const entry of await opendir(arg, { recursive: true, bufferSize: 256 })) {
+        if (!entry.isFile() || entry.name.startsWith(".") || !typeFromName(entry.name)) continue;
+        const path = join(entry.parentPath, entry.name);
+        yield { path, name: relative(arg, path) };
+      }
+    } else if (info?.isFile()) {
+      yield { path: arg, name: basename(arg) };
+    } else {
+      const matches = await glob(arg, { onlyFiles: true, absolute: false });
+      if (matches.length === 0)
+        throw new UserError(`${arg}: no such file, folder or matching glob`);
+      for (const path of matches)
+        yield { path, name: isAbsolute(path) || path.startsWith("..") ? basename(path) : path };
+    }
+  }
+}
+
+/** How many files the arguments name (a streaming pass, for the progress bar's total). */
+export async function countInputFiles(args: readonly string[]): Promise<number> {
+  let n = 0;
+  for await (const _ of inputFiles(args)) n++;
+  return n;
+}
+
+export async function sha256File(path: string): Promise<string> {
+  const hash = createHash("sha256");
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  return hash.digest("hex");
+}
+
+/** Sorted keys, so the same parameters always make the same key. */
+const canonical = (value: Record<string, unknown>): string =>
+  JSON.stringify(Object.fromEntries(Object.entries(value).sort(([a], [b]) => a.localeCompare(b))));
+
+/**
+ * The job's Idempotency-Key, from what decides its result (the file's bytes, the model and
+ * its parameters): a resumed or repeated run asks for the same job instead of a new one.
+ */
+export function submitKey(
+  model: string,
+  params: Record<string, unknown>,
+  contentHash: string,
+): string {
+  const digest = createHash("sha256")
+    .update(`${model}\n${canonical(params)}\n${contentHash}`)
+    .digest("hex");
+  return `gantry-submit-${digest.slice(0, 48)}`;
+}

@@ -1,12 +1,13 @@
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import pino from "pino";
 import { startNodeGateway } from "../gateway/node.ts";
 import { ensureTenantWithKey } from "../gateway/store/tenants.ts";
 import { type AgentHandle, startAgent } from "../gpu-agent/agent.ts";
 import { parseAgentConfig } from "../gpu-agent/config.ts";
+import { reportCliError } from "../shared/cli-errors.ts";
 import { UserError } from "../shared/errors.ts";
+import { createCliLogger, logFormatFor } from "../shared/log.ts";
 import { runAgentsCommand } from "./agents.ts";
 import { startBanner } from "./banner.ts";
 import { CLIENT_COMMANDS, runClientCommand } from "./client/program.ts";
@@ -15,6 +16,7 @@ import { runKeysCommand } from "./keys.ts";
 import { renderTextPng } from "./render-text.ts";
 import { loadOrCreateSecrets } from "./secrets.ts";
 import { type GantrySettings, readSettings } from "./settings.ts";
+import { webhookPolicyNote } from "./webhook-note.ts";
 
 const HELP = `gantry: durable asynchronous AI inference jobs.
 
@@ -55,17 +57,18 @@ export async function main(argv = process.argv.slice(2), env = process.env): Pro
       throw new UserError(`unknown command "${command}"\n${HELP}`);
     await run(command, readSettings(env), env);
   } catch (error) {
-    if (error instanceof UserError || (error instanceof TypeError && "code" in error)) {
-      process.stderr.write(`gantry: ${error.message}\n`);
-      process.exitCode = 2;
-      return;
-    }
-    throw error;
+    process.exitCode = reportCliError("gantry", error);
   }
 }
 
 async function run(command: "start" | "gateway", settings: GantrySettings, env: NodeJS.ProcessEnv) {
-  const logger = pino({ name: "gantry", level: settings.logLevel });
+  const tty = process.stdout.isTTY === true;
+  const logger = createCliLogger({
+    name: "gantry",
+    level: settings.logLevel,
+    format: logFormatFor(settings.logFormat, tty),
+    colorize: tty,
+  });
   const say = (line: string) => process.stderr.write(`gantry: ${line}\n`);
   const secrets = loadOrCreateSecrets(settings.dataDir);
   const agentToken = settings.agentToken ?? secrets.agentToken;
@@ -75,6 +78,7 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
     host: settings.host,
     publicUrl: settings.publicUrl,
     databaseUrl: settings.databaseUrl,
+    changeFeed: settings.changeFeed,
     queueUrl: settings.queueUrl,
     maxAttempts: settings.maxAttempts,
     leaseSeconds: settings.leaseSeconds,
@@ -82,7 +86,13 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
     blobSecret: secrets.blobSecret,
     agentToken,
     models: settings.models,
-    config: { modelTasks: settings.modelTasks },
+    config: {
+      modelTasks: settings.modelTasks,
+      maxQueueDepth: settings.maxQueueDepth,
+      queueBounds: settings.queueBounds,
+      webhookAllow: settings.webhookAllow,
+      inputUrlAllow: settings.inputUrlAllow,
+    },
     maxUploadBytes: settings.maxUploadBytes,
     sweepIntervalMs: settings.sweepIntervalMs,
     allowInsecureWebhooks: command === "start",
@@ -136,6 +146,7 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
       dataDir: settings.dataDir,
       examplePath,
       models: settings.models,
+      webhooks: webhookPolicyNote(command, settings.webhookAllow),
       stack: `${node.dialect === "postgres" ? "Postgres" : "SQLite"} job store, queue: ${node.queueDescription}, blobs on disk${
         agent ? `, one agent (${settings.slots} slot${settings.slots > 1 ? "s" : ""})` : ""
       }`,

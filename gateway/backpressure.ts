@@ -17,7 +17,7 @@ export class RetryLaterProblem extends HttpProblem {
     super(status, code, title, detail, { retry_after: retryAfterSeconds });
   }
 
-  responseHeaders(): Record<string, string> {
+  override responseHeaders(): Record<string, string> {
     return { ...this.headers, "retry-after": String(this.retryAfterSeconds) };
   }
 }

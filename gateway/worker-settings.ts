@@ -14,6 +14,7 @@
 import type { D1Database } from "@cloudflare/workers-types";
 import type { R2BucketLike } from "../shared/blob/r2.ts";
 import type { S3BlobStoreOptions } from "../shared/blob/s3.ts";
+import { ConfigurationError } from "../shared/errors.ts";
 import type { QueueLimits } from "../shared/queue/port.ts";
 import { parseSqsQueueUrl, type SqsQueueUrlParts } from "../shared/queue/sqs-url.ts";
 import { GatewayConfig } from "./config.ts";
@@ -57,16 +58,7 @@ export interface WorkerEnv {
   GANTRY_ALLOW_INSECURE_WEBHOOKS?: Var;
 }
 
-/** A setting or binding is missing or wrong: the operator's fix, not a bug. */
-export class ConfigurationError extends Error {
-  override readonly name = "ConfigurationError";
-  constructor(
-    readonly setting: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+export { ConfigurationError };
 
 export interface AwsCredentials {
   accessKeyId: string;

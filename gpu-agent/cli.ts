@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import pino from "pino";
+import { reportCliError } from "../shared/cli-errors.ts";
 import { UserError } from "../shared/errors.ts";
 import { type AgentHandle, startAgent } from "./agent.ts";
 import { type AgentConfigFlags, parseAgentConfig } from "./config.ts";
@@ -47,13 +48,7 @@ export async function main(
   try {
     await dispatch(argv, env);
   } catch (error) {
-    if (error instanceof UserError) {
-      process.stderr.write(`gantry-agent: ${error.message}\n`);
-      process.exitCode = 2;
-    } else {
-      process.stderr.write(`gantry-agent: failed to start: ${describe(error)}\n`);
-      process.exitCode = 1;
-    }
+    process.exitCode = reportCliError("gantry-agent", error);
   }
 }
 

@@ -3,7 +3,21 @@
  * Everything else is an internal error and is logged in full.
  */
 export class UserError extends Error {
-  override readonly name = "UserError";
+  override readonly name: string = "UserError";
+}
+
+/**
+ * A setting or binding is missing or wrong: the operator's fix, not a bug. `setting` names
+ * it, so a deploy check can point at the variable without parsing the sentence.
+ */
+export class ConfigurationError extends UserError {
+  override readonly name: string = "ConfigurationError";
+  constructor(
+    readonly setting: string,
+    message: string,
+  ) {
+    super(message);
+  }
 }
 
 /** An HTTP API error, rendered as RFC 9457 problem+json. */
@@ -18,6 +32,11 @@ export class HttpProblem extends Error {
     readonly extra: Record<string, unknown> = {},
   ) {
     super(detail ?? title);
+  }
+
+  /** Headers the answer carries beside the body (`Retry-After` on a 429 or 503). */
+  responseHeaders(): Record<string, string> {
+    return {};
   }
 }
 

@@ -1,4 +1,3 @@
-import { HttpProblem } from "../../shared/errors.ts";
 import type {
   BatchItemProblem,
   ClaimBatchRequest,
@@ -8,6 +7,7 @@ import type {
 } from "../../shared/protocol/index.ts";
 import { type AgentRow, registeredModels } from "../agents/store.ts";
 import type { Gateway } from "../context.ts";
+import { problemFor } from "../problem.ts";
 import type { JobRow } from "../store/job-rows.ts";
 import { buildClaim, checkBodyAgent, claimJob, reportJob } from "./agent-ops.ts";
 import { afterTransition } from "./lifecycle.ts";
@@ -22,18 +22,15 @@ async function settle<T>(gateway: Gateway, jobId: string, work: () => Promise<T>
   try {
     return { ok: true, value: await work() } satisfies Settled<T>;
   } catch (error) {
-    if (error instanceof HttpProblem) {
-      const detail = error.detail ?? error.title;
-      return {
-        ok: false,
-        problem: { status: error.status, code: error.code, detail },
-      } satisfies Settled<T>;
+    // A batch item has no URL of its own; its problem carries status, code and detail only.
+    const { body, internal } = problemFor(error, jobId);
+    if (internal) {
+      gateway.log.error(
+        { job_id: jobId, err: error instanceof Error ? error.stack : String(error) },
+        "batched agent call failed",
+      );
     }
-    gateway.log.error(
-      { job_id: jobId, err: error instanceof Error ? error.stack : String(error) },
-      "batched agent call failed",
-    );
-    const problem = { status: 500, code: "internal_error", detail: "Something went wrong." };
+    const problem = { status: body.status, code: body.code, detail: body.detail ?? body.title };
     return { ok: false, problem } satisfies Settled<T>;
   }
 }

@@ -1,30 +1,16 @@
-import type { Logger } from "pino";
-import { type OpenedDatabase, openDatabase } from "../db/open.ts";
+import type { OpenedDatabase } from "../db/open.ts";
 import { UserError } from "../errors.ts";
-import { type AmqpQueueType, createAmqpQueue } from "./amqp/index.ts";
-import type { JobQueue, QueueLimits } from "./port.ts";
+import { openAmqpUrl, openSqsUrl } from "./open-brokers.ts";
+import { openNatsUrl, openRedisUrl } from "./open-streams.ts";
+import { logQueueError, type OpenedQueue, type OpenQueueOptions } from "./open-types.ts";
+import type { JobQueue } from "./port.ts";
 import { createSqlQueue } from "./sql.ts";
-import { createSqsQueue } from "./sqs.ts";
-import { parseSqsQueueUrl, type SqsQueueUrlParts } from "./sqs-url.ts";
 
-export interface OpenedQueue {
-  queue: JobQueue;
-  /** Where the queue lives, without credentials, for progress lines and logs. */
-  description: string;
-  /** Closes the queue and whatever connection it owns. */
-  close(): Promise<void>;
-}
-
-export interface OpenQueueOptions {
-  /** Must match the agent's `maxAttempts` and `leaseMs`, so `will_retry` tells the truth. */
-  limits?: Partial<QueueLimits>;
-  logger?: Logger;
-  /** How long to wait for a broker at start before giving up with a UserError. Default 15 s. */
-  connectTimeoutMs?: number;
-}
+export type { OpenedQueue, OpenQueueOptions } from "./open-types.ts";
+export { QueueUnreachableError } from "./open-types.ts";
 
 /** The adapter a queue URL selects. */
-export type QueueKind = "sql" | "amqp" | "sqs";
+export type QueueKind = "sql" | "amqp" | "sqs" | "redis" | "nats";
 
 type Opener = (url: string, options: OpenQueueOptions) => Promise<OpenedQueue>;
 
@@ -36,6 +22,11 @@ type Opener = (url: string, options: OpenQueueOptions) => Promise<OpenedQueue>;
  *   `?prefix=` (gantry) and `?consumer_timeout_ms=` (the broker's, 30 min) are ours,
  *   the rest (`heartbeat`, `frameMax`, …) goes to amqplib.
  * - `sqs://`: Amazon SQS (or an SQS-compatible server).
+ * - `redis://` / `rediss://`: Redis Streams; `?prefix=` (gantry) and `?group=` (agents).
+ * - `nats://`: NATS JetStream; `?prefix=` (gantry) and `?max_ack_pending=` (10 000).
+ *
+ * Each adapter, and with it its client library (pg, better-sqlite3, amqplib, the AWS SDK,
+ * node-redis, nats.js), is imported only when a URL selects it.
  */
 const OPENERS: Record<string, { kind: QueueKind; open: Opener }> = {
   postgres: { kind: "sql", open: openSqlUrl },
@@ -45,6 +36,9 @@ const OPENERS: Record<string, { kind: QueueKind; open: Opener }> = {
   amqp: { kind: "amqp", open: openAmqpUrl },
   amqps: { kind: "amqp", open: openAmqpUrl },
   sqs: { kind: "sqs", open: openSqsUrl },
+  redis: { kind: "redis", open: openRedisUrl },
+  rediss: { kind: "redis", open: openRedisUrl },
+  nats: { kind: "nats", open: openNatsUrl },
 };
 
 function schemeOf(url: string): string | undefined {
@@ -60,7 +54,7 @@ export function queueKind(url: string): QueueKind {
   const opener = OPENERS[scheme];
   if (!opener) {
     throw new UserError(
-      `queue URL scheme "${scheme}:" is not supported; use amqp://, amqps://, sqs://, postgres:// or a SQLite path`,
+      `queue URL scheme "${scheme}:" is not supported; use amqp://, amqps://, sqs://, redis://, rediss://, nats://, postgres:// or a SQLite path`,
     );
   }
   return opener.kind;
@@ -80,12 +74,13 @@ export function sqlQueueOn(database: OpenedDatabase, options: OpenQueueOptions =
   return createSqlQueue(database.db, {
     dialect: database.dialect,
     ...(options.limits ? { limits: options.limits } : {}),
-    onError: (error) => options.logger?.error({ err: error }, "queue error"),
+    onError: logQueueError(options),
   });
 }
 
 async function openSqlUrl(url: string, options: OpenQueueOptions): Promise<OpenedQueue> {
   // A small pool: a consumer polls on one connection and settles on another.
+  const { openDatabase } = await import("../db/open.ts");
   const database = await openDatabase(url, { maxConnections: 4 });
   const queue = sqlQueueOn(database, options);
   return {
@@ -96,74 +91,4 @@ async function openSqlUrl(url: string, options: OpenQueueOptions): Promise<Opene
       await database.close();
     },
   };
-}
-
-/** Query parameters Gantry reads from an amqp URL; amqplib never sees them. */
-const AMQP_PARAMS = ["queue_type", "prefix", "consumer_timeout_ms"] as const;
-
-async function openAmqpUrl(url: string, options: OpenQueueOptions): Promise<OpenedQueue> {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new UserError("queue URL is not a valid amqp:// URL");
-  }
-  const param = (name: (typeof AMQP_PARAMS)[number]) => parsed.searchParams.get(name) ?? undefined;
-  const queueType = param("queue_type") ?? "quorum";
-  if (queueType !== "quorum" && queueType !== "classic") {
-    throw new UserError(`queue URL: queue_type must be quorum or classic, not "${queueType}"`);
-  }
-  const consumerTimeout = param("consumer_timeout_ms");
-  if (consumerTimeout !== undefined && !/^\d+$/.test(consumerTimeout)) {
-    throw new UserError("queue URL: consumer_timeout_ms must be whole milliseconds");
-  }
-  const prefix = param("prefix");
-  for (const name of AMQP_PARAMS) parsed.searchParams.delete(name);
-  const queue = createAmqpQueue({
-    url: parsed.toString(),
-    queueType: queueType satisfies AmqpQueueType,
-    ...(prefix ? { prefix } : {}),
-    ...(consumerTimeout ? { consumerTimeoutMs: Number(consumerTimeout) } : {}),
-    ...(options.limits ? { limits: options.limits } : {}),
-    ...(options.logger ? { logger: options.logger } : {}),
-    onError: (error) => options.logger?.error({ err: error }, "queue error"),
-  });
-  const timeoutMs = options.connectTimeoutMs ?? 15_000;
-  try {
-    await queue.ready(timeoutMs);
-  } catch (error) {
-    await queue.close().catch(() => {});
-    throw new UserError(
-      `cannot reach RabbitMQ at ${queue.description} within ${timeoutMs / 1000} s: ${
-        error instanceof Error ? error.message : String(error)
-      }`,
-    );
-  }
-  return { queue, description: queue.description, close: () => queue.close() };
-}
-
-/**
- * The hook for the `sqs` adapter: parse `sqs://…` into the adapter's options and return
- * `{ queue: createSqsQueue(…), description, close }`, as `openAmqpUrl` does for RabbitMQ.
- */
-async function openSqsUrl(url: string, options: OpenQueueOptions): Promise<OpenedQueue> {
-  let parts: SqsQueueUrlParts;
-  try {
-    parts = parseSqsQueueUrl(url);
-  } catch (error) {
-    throw new UserError(
-      `queue URL ${url}: ${error instanceof Error ? error.message : String(error)}`,
-    );
-  }
-  // Credentials come from the AWS SDK's default chain (environment, profile, pod identity).
-  const queue = createSqsQueue({
-    region: parts.region,
-    ...(parts.endpoint ? { endpoint: parts.endpoint } : {}),
-    ...(parts.queuePrefix ? { queuePrefix: parts.queuePrefix } : {}),
-    ...(parts.createQueues === undefined ? {} : { createQueues: parts.createQueues }),
-    ...(options.limits ? { limits: options.limits } : {}),
-    onError: (error) => options.logger?.error({ err: error }, "queue error"),
-  });
-  const where = `sqs://${parts.region}/${parts.queuePrefix ?? "gantry-"}`;
-  return { queue, description: where, close: () => queue.close() };
 }

@@ -131,6 +131,9 @@ export async function createNatsQueue(options: NatsQueueOptions): Promise<NatsQu
       if (!Number.isInteger(prefetch) || prefetch < 1) throw new Error("prefetch must be >= 1");
       if (models === undefined) throw new Error("the nats queue needs the models to consume");
       if (models.length === 0) throw new Error("models must name at least one model");
+      // Overflow consumers (ConsumeOptions.minAgeMs) are not supported here: refuse, not ignore.
+      const { minAgeMs } = consumeOptions as ConsumeOptions & { minAgeMs?: number };
+      if (minAgeMs) throw new Error("the nats queue cannot hold back young messages (minAgeMs)");
       const unique = [...new Set(models)];
       for (const model of unique) await topology.ensureModel(model);
       advisories ??= nc.subscribe(`$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${names.stream}.*`, {

@@ -142,6 +142,9 @@ export function createRedisQueue(options: RedisQueueOptions): RedisQueue {
       if (!Number.isInteger(prefetch) || prefetch < 1) throw new Error("prefetch must be >= 1");
       if (models === undefined) throw new Error("the redis queue needs the models to consume");
       if (models.length === 0) throw new Error("models must name at least one model");
+      // Overflow consumers (ConsumeOptions.minAgeMs) are not supported here: refuse, not ignore.
+      const { minAgeMs } = consumeOptions as ConsumeOptions & { minAgeMs?: number };
+      if (minAgeMs) throw new Error("the redis queue cannot hold back young messages (minAgeMs)");
       const blocking = client.duplicate();
       blocking.on("error", () => {}); // the main client reports the broker's state
       await blocking.connect();

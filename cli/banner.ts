@@ -28,6 +28,19 @@ export function startBanner(options: {
   Try it (an example image with text is at ${options.examplePath}):
 
     export GANTRY_URL=${url} GANTRY_KEY=${apiKey}
+    npx gantry run ocr ${options.examplePath}
+    npx gantry submit ocr ./photos --out ./results     # a whole folder, resumable
+
+  From TypeScript (the SDK, gantry/client; it reads GANTRY_URL and GANTRY_KEY):
+
+    import { Gantry } from "gantry/client";
+    const gantry = new Gantry();
+    const { text } = await gantry.run("ocr", { image: "${options.examplePath}" });
+    console.log(text);
+    for await (const job of gantry.jobs.list({ status: "failed" })) console.log(job.id, job.error?.code);
+
+  Or with curl:
+
     IMG=${options.examplePath}
     UPLOAD=$(curl -s -X POST $GANTRY_URL/v1/uploads -H "authorization: Bearer $GANTRY_KEY" \\
       -H "content-type: application/json" -d "{\\"content_type\\":\\"image/png\\",\\"size_bytes\\":$(wc -c < $IMG)}")

@@ -8,6 +8,8 @@ export function startBanner(options: {
   models: string[];
   /** What the gateway runs on, in words: "SQLite queue and store, blobs on disk, one agent". */
   stack: string;
+  /** Which webhook receivers this process allows, in words (cli/webhook-note.ts). */
+  webhooks: string;
 }): string {
   const { url, apiKey } = options;
   const keyNote = {
@@ -23,7 +25,7 @@ export function startBanner(options: {
     API key    ${apiKey}   (${keyNote})
     Models     ${options.models.join(", ")}
     Data       ${options.dataDir}
-    Webhooks   http:// and loopback receivers allowed (embedded mode, for local testing)
+    Webhooks   ${options.webhooks}
 
   Try it (an example image with text is at ${options.examplePath}):
 

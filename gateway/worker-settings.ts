@@ -19,11 +19,12 @@ import type { QueueLimits } from "../shared/queue/port.ts";
 import { parseSqsQueueUrl, type SqsQueueUrlParts } from "../shared/queue/sqs-url.ts";
 import { GatewayConfig } from "./config.ts";
 import { BUILTIN_MODELS, type ModelTask, parseModelTasks } from "./models.ts";
+import { type AdmissionEnv, readAdmission } from "./worker-admission.ts";
 
 /** A var as wrangler hands it over: TOML strings stay strings, numbers and booleans do not. */
 type Var = string | number | boolean;
 
-export interface WorkerEnv {
+export interface WorkerEnv extends AdmissionEnv {
   DB?: D1Database;
   BLOBS?: R2BucketLike;
   /** Optional: defaults to the origin of each request. */
@@ -96,6 +97,7 @@ export function readWorkerSettings(env: WorkerEnv, publicUrl: string): WorkerSet
   // SQS counts visibility in whole seconds, up to 12 hours.
   const leaseSeconds = wholeNumber(env, "GANTRY_LEASE_SECONDS", 60, 1, 12 * 3600);
   const parsed = GatewayConfig.safeParse({
+    ...readAdmission(env, models, (name, message) => new ConfigurationError(name, message)),
     publicUrl,
     models,
     modelTasks,

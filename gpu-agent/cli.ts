@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import pino from "pino";
 import { reportCliError } from "../shared/cli-errors.ts";
 import { UserError } from "../shared/errors.ts";
+import { createCliLogger, LOG_FORMATS, type LogFormat, logFormatFor } from "../shared/log.ts";
 import { type AgentHandle, startAgent } from "./agent.ts";
 import { type AgentConfigFlags, parseAgentConfig } from "./config.ts";
 import { doctorCommand } from "./doctor/command.ts";
@@ -32,12 +33,14 @@ Environment only:
   GANTRY_LEASE_SECONDS                how long a delivery is held per extension (60)
   GANTRY_DRAIN_TIMEOUT_SECONDS        time in-flight jobs get on shutdown (60)
   GANTRY_MAX_INPUT_BYTES              largest input file accepted (67108864)
+  GANTRY_INPUT_URL_ALLOW              private hosts/CIDRs tenants' input URLs may reach (none: public https only)
   GANTRY_MODELS_FILE                  models.yaml: ONNX files (sha256-checked) behind model ids
   GANTRY_MODEL_CACHE_DIR              where registry files are cached (./model-cache)
   GANTRY_LOOKAHEAD                    jobs claimed and downloaded ahead per slot (slots)
   GANTRY_BATCH_WINDOW_MS              wait for more jobs of a batchable model (10)
   GANTRY_METRICS_PORT                 serve Prometheus /metrics on this port (off)
-  GANTRY_LOG_LEVEL                    pino log level for the JSON logs on stdout (info)
+  GANTRY_LOG_LEVEL                    pino log level of the logs on stdout (info)
+  GANTRY_LOG_FORMAT                   pretty (readable lines) or json; default: pretty in a terminal
 `;
 
 /** Runs `gantry-agent` with these arguments; sets `process.exitCode` on failure. */
@@ -109,7 +112,19 @@ async function run(
   if (!Object.hasOwn(pino.levels.values, level) && level !== "silent") {
     throw new UserError(`GANTRY_LOG_LEVEL: unknown level ${JSON.stringify(level)}`);
   }
-  const logger = pino({ name: "gantry-agent", level });
+  const format = env.GANTRY_LOG_FORMAT || undefined;
+  if (format !== undefined && !LOG_FORMATS.includes(format as LogFormat)) {
+    throw new UserError(
+      `GANTRY_LOG_FORMAT: must be pretty or json (got ${JSON.stringify(format)})`,
+    );
+  }
+  const tty = process.stdout.isTTY === true;
+  const logger = createCliLogger({
+    name: "gantry-agent",
+    level,
+    format: logFormatFor(format as LogFormat | undefined, tty),
+    colorize: tty,
+  });
   const say = (line: string) => process.stderr.write(`gantry-agent: ${line}\n`);
   say(`agent ${config.agentId} → gateway ${config.gatewayUrl}`);
   const agent = await startAgent(config, { logger, progress: say });

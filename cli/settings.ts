@@ -56,7 +56,8 @@ const Settings = z.object({
     .trim()
     .min(1)
     .refine(validQueueUrl, {
-      error: "must be amqp(s)://…, sqs://…, postgres://… or a SQLite file path",
+      error:
+        "must be amqp(s)://…, sqs://…, redis(s)://…, nats://…, postgres://… or a SQLite file path",
     })
     .optional(),
   GANTRY_API_KEY: z.string().min(16, "must be at least 16 characters").max(256).optional(),

@@ -26,7 +26,8 @@ export interface NodeGatewayOptions {
   publicUrl: string | null;
   /** `postgres://…[?schema=]`, or a SQLite path (the embedded default). */
   databaseUrl: string;
-  /** `amqp://…`, `sqs://…`, `postgres://…`; null: the `sql` queue in the same database. */
+  /** `amqp://…`, `sqs://…`, `redis://…`, `nats://…`, `postgres://…`; null: the `sql` queue in the
+   * same database. */
   queueUrl?: string | null;
   blobDir: string;
   blobSecret: string;

@@ -18,7 +18,7 @@ Usage:
 
 Options (each overrides its environment variable):
   --gateway URL      gateway base URL                      GANTRY_GATEWAY_URL
-  --queue URL        amqp://, sqs://, postgres://, SQLite  GANTRY_QUEUE_URL
+  --queue URL        amqp://, sqs://, redis://, nats://, postgres://, SQLite  GANTRY_QUEUE_URL
   --models LIST      models to serve, comma-separated      GANTRY_MODELS (ocr)
   --slots N          runner processes = jobs at once       GANTRY_SLOTS (1)
   --threads N        onnxruntime threads per runner, 0=auto GANTRY_THREADS (0)

@@ -45,7 +45,7 @@ export const SETTING_HINTS = {
   gateway:
     "set GANTRY_GATEWAY_URL (or --gateway) to the gateway's base URL, such as https://gantry.example.com",
   queue:
-    "set GANTRY_QUEUE_URL (or --queue): amqp://…, sqs://<region>/<prefix>, postgres://… or sqlite:<path>",
+    "set GANTRY_QUEUE_URL (or --queue): amqp://…, sqs://<region>/<prefix>, redis://…, nats://…, postgres://… or sqlite:<path>",
   credentials:
     "set GANTRY_AGENT_TOKEN (the fleet's enrollment token), or GANTRY_AGENT_ID + GANTRY_AGENT_SECRET from `gantry agents create`",
 } as const;

@@ -8,13 +8,10 @@ import {
   type SuccessItem,
   succeedMany,
 } from "./job-batch-updates.ts";
-import { type DeadLetterFilter, deadLetters } from "./dead-letters.ts";
-import { jobCountsByStatus, queuedJobCount } from "./job-counts.ts";
 import { jobInserter, type NewJob } from "./job-inserts.ts";
-import { isPostgresDb, metadataMatches } from "./job-metadata.ts";
-import type { JobEventRow, JobRow } from "./job-rows.ts";
-import { queuedAhead, recentStarts } from "./job-standing.ts";
-import type { JobListOptions, JobStore, Transition } from "./ports.ts";
+import { KyselyJobReads } from "./job-reads.ts";
+import type { JobRow } from "./job-rows.ts";
+import type { JobStore, Transition } from "./ports.ts";
 
 export type { NewJob } from "./job-inserts.ts";
 
@@ -31,14 +28,15 @@ function currentAttempt(query: JobUpdate, attempt: number, agentId?: string): Jo
 }
 
 /**
- * The JobStore port (ports.ts) on Kysely (SQLite, Postgres, D1): jobs and their event log.
+ * The JobStore port (ports.ts) on Kysely (SQLite, Postgres, D1): jobs and their event log;
+ * this file makes the changes, job-reads.ts holds the reads.
  *
  * Every state change is one conditional UPDATE … RETURNING that also bumps `last_seq`; a
  * database trigger appends its event in the same statement (migration 0005). No interactive
  * transactions, because D1 has none; the condition in the UPDATE is what keeps concurrent
  * agents and clients from racing.
  */
-export class KyselyJobStore implements JobStore {
+export class KyselyJobStore extends KyselyJobReads implements JobStore {
   private readonly inserter: (job: NewJob) => Promise<JobRow | null>;
   private readonly marker: (id: string, now: number) => Promise<void>;
 
@@ -48,10 +46,8 @@ export class KyselyJobStore implements JobStore {
    */
   private readonly maxParameters: number;
 
-  constructor(
-    private readonly db: Kysely<Database>,
-    options: { maxParameters?: number } = {},
-  ) {
+  constructor(db: Kysely<Database>, options: { maxParameters?: number } = {}) {
+    super(db);
     this.maxParameters = options.maxParameters ?? 100;
     this.inserter = jobInserter(db, this.maxParameters);
     this.marker = publishedMarker(db, this.maxParameters);
@@ -62,137 +58,9 @@ export class KyselyJobStore implements JobStore {
     return this.inserter(job);
   }
 
-  byId(id: string): Promise<JobRow | undefined> {
-    return this.db.selectFrom("jobs").selectAll().where("id", "=", id).executeTakeFirst();
-  }
-
-  /** A tenant's job; another tenant's job is simply not found. */
-  forTenant(tenantId: string, id: string): Promise<JobRow | undefined> {
-    return this.db
-      .selectFrom("jobs")
-      .selectAll()
-      .where("id", "=", id)
-      .where("tenant_id", "=", tenantId)
-      .executeTakeFirst();
-  }
-
-  byIdempotencyKey(tenantId: string, key: string): Promise<JobRow | undefined> {
-    return this.db
-      .selectFrom("jobs")
-      .selectAll()
-      .where("tenant_id", "=", tenantId)
-      .where("idempotency_key", "=", key)
-      .executeTakeFirst();
-  }
-
-  /** Newest first; ids sort by creation time, so the last id is the cursor. */
-  list(tenantId: string, options: JobListOptions) {
-    let query = this.db
-      .selectFrom("jobs")
-      .selectAll()
-      .where("tenant_id", "=", tenantId)
-      .orderBy("id", "desc")
-      .limit(options.limit);
-    if (options.before) query = query.where("id", "<", options.before);
-    if (options.status) query = query.where("status", "=", options.status);
-    const filters = options.metadata ?? [];
-    if (filters.length) {
-      query = query.where((eb) => metadataMatches(eb, isPostgresDb(this.db), filters));
-    }
-    return query.execute();
-  }
-
-  queuedCount(tenantId: string): Promise<number> {
-    return queuedJobCount(this.db, tenantId);
-  }
-
-  countsByStatus(): Promise<Map<string, number>> {
-    return jobCountsByStatus(this.db);
-  }
-
-  eventsAfter(jobId: string, afterSeq: number): Promise<JobEventRow[]> {
-    return this.db
-      .selectFrom("job_events")
-      .selectAll()
-      .where("job_id", "=", jobId)
-      .where("seq", ">", afterSeq)
-      .orderBy("seq")
-      .execute();
-  }
-
   /** Batched with other marks (see `publishedMarker`); resolves once stored. */
   markPublished(id: string, now: number): Promise<void> {
     return this.marker(id, now);
-  }
-
-  /** Queued jobs whose message was never confirmed by the queue: the outbox. */
-  unpublished(olderThan: number, limit: number): Promise<JobRow[]> {
-    return this.db
-      .selectFrom("jobs")
-      .selectAll()
-      .where("status", "=", "queued")
-      .where("published_at", "is", null)
-      .where("created_at", "<", olderThan)
-      .limit(limit)
-      .execute();
-  }
-
-  overdueQueued(now: number, limit: number): Promise<JobRow[]> {
-    return this.db
-      .selectFrom("jobs")
-      .selectAll()
-      .where("status", "=", "queued")
-      .where("expires_at", "<", now)
-      .limit(limit)
-      .execute();
-  }
-
-  /** Running jobs not heard from (claim, heartbeat) since `staleBefore`: their agent is gone. */
-  staleRunning(staleBefore: number, limit: number): Promise<JobRow[]> {
-    return this.db
-      .selectFrom("jobs")
-      .selectAll()
-      .where("status", "=", "running")
-      .where("updated_at", "<", staleBefore)
-      .orderBy("updated_at")
-      .limit(limit)
-      .execute();
-  }
-
-  /**
-   * How many times the job was claimed. Counted from its events rather than read from
-   * `attempt`, which is the queue's delivery count and starts again on a republished message.
-   */
-  deadLetters(filter: DeadLetterFilter): Promise<JobRow[]> {
-    return deadLetters(this.db, filter);
-  }
-
-  queuedAhead(job: Pick<JobRow, "id" | "model" | "priority">): Promise<number> {
-    return queuedAhead(this.db, job);
-  }
-
-  recentStarts(model: string, since: number, limit: number) {
-    return recentStarts(this.db, model, since, limit);
-  }
-
-  async claims(id: string): Promise<number> {
-    const row = await this.db
-      .selectFrom("job_events")
-      .select((eb) => eb.fn.countAll<number | string>().as("claims"))
-      .where("job_id", "=", id)
-      .where("status", "=", "running")
-      // Since the job's last life began: a retry (POST …/retry) is the one queued event at
-      // attempt 0 after the insert, and starts the count again.
-      .where("seq", ">", (eb) =>
-        eb
-          .selectFrom("job_events as life")
-          .select((e) => e.fn.coalesce(e.fn.max("life.seq"), e.lit(0)).as("since"))
-          .where("life.job_id", "=", id)
-          .where("life.status", "=", "queued")
-          .where("life.attempt", "=", 0),
-      )
-      .executeTakeFirst();
-    return Number(row?.claims ?? 0);
   }
 
   /**

@@ -1,4 +1,5 @@
 import type { AgentCrypto } from "../shared/agent-signing.ts";
+import type { BlobRouteDeps } from "../shared/blob/local-backend.ts";
 import type { BlobStore } from "../shared/blob/port.ts";
 import type { JobQueue } from "../shared/queue/port.ts";
 import type { AgentRow } from "./agents/store.ts";
@@ -44,7 +45,7 @@ export interface GatewayRuntime {
   /** Reads small bodies from the runtime's own request (Node); see json-body.ts. */
   readRawBody?: ReadRawBody;
   /** Present when blobs live on this gateway's disk and its routes serve them. */
-  localBlobs?: import("./routes/blobs.ts").BlobRouteDeps;
+  localBlobs?: BlobRouteDeps;
   /** Hashing for agent signatures: node:crypto on Node; Web Crypto when absent (Workers). */
   agentCrypto?: AgentCrypto;
   /**

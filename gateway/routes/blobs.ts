@@ -8,10 +8,10 @@
  */
 import { type Context, Hono } from "hono";
 import {
+  type BlobRouteDeps,
   BlobWriteError,
   type BlobWriteErrorCode,
   blobKeyProblem,
-  type LocalBlobBackend,
 } from "../../shared/blob/local-backend.ts";
 import {
   assertUsableSecret,
@@ -22,13 +22,7 @@ import {
 import { HttpProblem } from "../../shared/errors.ts";
 import { problemResponse } from "../problem.ts";
 
-export interface BlobRouteDeps {
-  backend: LocalBlobBackend;
-  /** The same secret the store signs with. */
-  secret: string;
-  /** Clock in milliseconds, injectable for tests. */
-  now?: () => number;
-}
+export type { BlobRouteDeps };
 
 const BLOB_PATH = "/v1/blobs/:key{.+}";
 type BlobStatus = 400 | 403 | 404 | 405 | 413 | 415;

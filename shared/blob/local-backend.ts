@@ -18,6 +18,18 @@ export interface LocalBlobBackend {
   read(key: string): Promise<LocalBlob | null>;
 }
 
+/**
+ * What the gateway's `/v1/blobs` routes serve a local backend with. Here, beside the
+ * backend, so the gateway's context can name it without importing the routes.
+ */
+export interface BlobRouteDeps {
+  backend: LocalBlobBackend;
+  /** The same secret the store signs with. */
+  secret: string;
+  /** Clock in milliseconds, injectable for tests. */
+  now?: () => number;
+}
+
 export interface BlobWriteMeta {
   contentType: string;
   maxBytes: number;

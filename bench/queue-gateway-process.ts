@@ -20,6 +20,10 @@ interface GatewaySpec {
   apiKey: string;
   agentToken: string;
   dataDir: string;
+  /** Default `auto`; `poll` for the change-feed bench's comparison. */
+  changeFeed?: "auto" | "poll";
+  /** Default `["noop"]`. */
+  models?: string[];
 }
 
 const spec = JSON.parse(process.env.BENCH_GATEWAY ?? "{}") as GatewaySpec;
@@ -32,13 +36,14 @@ const node = await startNodeGateway({
   blobDir: join(spec.dataDir, "blobs"),
   blobSecret: randomToken(32),
   agentToken: spec.agentToken,
-  models: ["noop"],
+  models: spec.models ?? ["noop"],
+  ...(spec.changeFeed ? { changeFeed: spec.changeFeed } : {}),
   maxUploadBytes: 1024 * 1024,
   sweepIntervalMs: 5_000,
   allowInsecureWebhooks: true,
   logger: pino({ level: process.env.BENCH_LOG_LEVEL ?? "warn" }),
   // A saturation run queues tens of thousands of jobs: no 503 for a deep queue.
-  config: { maxQueueDepth: 100_000_000 },
+  config: { maxQueueDepth: 100_000_000, maxEventStreamsPerTenant: 100_000 },
 });
 await ensureTenantWithKey(node.db, {
   id: "ten_bench",

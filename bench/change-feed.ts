@@ -1,0 +1,261 @@
+/**
+ * Open event streams against the database's load, with the change feed and with polling:
+ * `--streams` (default 10 000) SSE streams on parked jobs, half on each of two gateway
+ * processes sharing one Postgres, while noop jobs run at `--rate` jobs/s (default 200)
+ * through an agent that reports to gateway B; each noop job is followed from gateway A.
+ *
+ * Prints, per mode: scans of the job tables per second (Postgres's own counters for this
+ * run's schema, so other work on the server does not count), the two gateways' CPU and
+ * RSS, and change-to-event latency (the event's commit stamp to its arrival on A's stream).
+ *
+ *   npx tsx bench/change-feed.ts [--streams 10000] [--rate 200] [--seconds 10]
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { parseArgs } from "node:util";
+import { sql } from "kysely";
+import { Agent, request } from "undici";
+import { openDatabase } from "../shared/db/open.ts";
+import { dropPostgresSchema } from "../shared/db/postgres.ts";
+import { randomToken } from "../shared/ids.ts";
+import { freshPostgresUrl } from "../test/helpers/test-gateway.ts";
+import { percentile } from "./queue-harness.ts";
+
+const ROOT = join(import.meta.dirname, "..");
+const { values: args } = parseArgs({
+  options: {
+    streams: { type: "string", default: "10000" },
+    rate: { type: "string", default: "200" },
+    seconds: { type: "string", default: "10" },
+  },
+});
+const STREAMS = Number(args.streams);
+const RATE = Number(args.rate);
+const SECONDS = Number(args.seconds);
+const say = (line: string) => process.stderr.write(`${line}\n`);
+const dispatcher = new Agent({ connections: null, keepAliveTimeout: 60_000, bodyTimeout: 0 });
+
+interface Gateway {
+  url: string;
+  child: ChildProcess;
+}
+
+async function startGateway(spec: object): Promise<Gateway> {
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", join(ROOT, "bench/queue-gateway-process.ts")],
+    {
+      env: { ...process.env, BENCH_GATEWAY: JSON.stringify(spec) },
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
+  const lines = createInterface({ input: child.stdout! });
+  const url = await new Promise<string>((resolve, reject) => {
+    lines.on("line", (line) => {
+      const hit = /^READY (\S+)/.exec(line);
+      if (hit?.[1]) resolve(hit[1]);
+    });
+    child.once("exit", () => reject(new Error("gateway exited")));
+  });
+  return { url, child };
+}
+
+async function stop(child: ChildProcess) {
+  if (child.exitCode !== null) return;
+  const exited = once(child, "exit");
+  child.kill("SIGTERM");
+  const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** CPU seconds and RSS bytes of one process, from /proc. */
+function usage(pid: number): { cpu: number; rss: number } {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  return { cpu: ticks / 100, rss: Number(fields[21]) * 4096 };
+}
+
+async function post(url: string, apiKey: string, body: unknown): Promise<string> {
+  const response = await request(`${url}/v1/jobs`, {
+    method: "POST",
+    dispatcher,
+    headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const text = await response.body.text();
+  if (response.statusCode !== 202) throw new Error(`POST /v1/jobs: ${response.statusCode} ${text}`);
+  return (JSON.parse(text) as { id: string }).id;
+}
+
+/** Opens a job's event stream; calls `onStatus` with each status and its commit stamp. */
+async function follow(
+  url: string,
+  apiKey: string,
+  id: string,
+  onStatus?: (status: string, at: number) => void,
+): Promise<{ close(): void; ended: Promise<void> }> {
+  const abort = new AbortController();
+  const response = await request(`${url}/v1/jobs/${id}/events`, {
+    dispatcher,
+    headers: { authorization: `Bearer ${apiKey}` },
+    signal: abort.signal,
+  });
+  // Changes committed before the stream opened count from its opening: the feed cannot
+  // deliver to a stream that does not exist yet.
+  const openedAt = Date.now();
+  const ended = (async () => {
+    let buffer = "";
+    try {
+      for await (const chunk of response.body) {
+        if (!onStatus) continue;
+        buffer += chunk.toString();
+        for (const match of buffer.matchAll(/"status":"(\w+)","at":"([^"]+)"/g)) {
+          onStatus(match[1] ?? "", Math.max(openedAt, Date.parse(match[2] ?? "")));
+        }
+        buffer = buffer.slice(buffer.lastIndexOf("\n\n") + 1);
+      }
+    } catch {
+      // Closed by us.
+    }
+  })();
+  return { close: () => abort.abort(), ended };
+}
+
+async function pool<T>(items: T[], concurrency: number, work: (item: T) => Promise<void>) {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < items.length) await work(items[next++] as T);
+    }),
+  );
+}
+
+async function runMode(mode: "auto" | "poll") {
+  const postgres = freshPostgresUrl("gantry_bench_feed");
+  const dataDir = mkdtempSync(join(tmpdir(), "gantry-bench-feed-"));
+  const apiKey = `gk_${randomToken(24)}`;
+  const agentToken = `gat_${randomToken(24)}`;
+  const spec = { databaseUrl: postgres.url, queueUrl: null, apiKey, agentToken, dataDir };
+  say(`[${mode}] starting two gateways on one Postgres schema…`);
+  const a = await startGateway({ ...spec, changeFeed: mode, models: ["noop", "ocr"] });
+  const b = await startGateway({ ...spec, changeFeed: mode, models: ["noop", "ocr"] });
+  const agent = spawn(process.execPath, [join(ROOT, "bin/gantry-agent.js"), "run"], {
+    env: {
+      ...process.env,
+      GANTRY_GATEWAY_URL: b.url,
+      GANTRY_AGENT_TOKEN: agentToken,
+      GANTRY_QUEUE_URL: postgres.url,
+      GANTRY_MODELS: "noop",
+      GANTRY_EXECUTION_PROVIDERS: "cpu",
+      GANTRY_LOG_LEVEL: "warn",
+    },
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  const database = await openDatabase(postgres.url, { maxConnections: 2 });
+  const streams: { close(): void }[] = [];
+  try {
+    // Jobs no agent serves stay queued: their streams stay open, idle, as a client's would.
+    say(`[${mode}] parking ${STREAMS} ocr jobs and opening a stream on each…`);
+    const parked: string[] = [];
+    await pool(
+      Array.from({ length: STREAMS }, (_, i) => i),
+      64,
+      async () => {
+        parked.push(
+          await post(a.url, apiKey, {
+            model: "ocr",
+            input: { image: "https://example.com/parked.png" },
+          }),
+        );
+      },
+    );
+    await pool(
+      parked.map((id, i) => ({ id, url: i % 2 ? b.url : a.url })),
+      200,
+      async ({ id, url }) => {
+        streams.push(await follow(url, apiKey, id));
+        if (streams.length % 2000 === 0) say(`  ${streams.length}/${STREAMS} streams open…`);
+      },
+    );
+
+    const scans = async () => {
+      const { rows } = await sql<{ scans: string }>`
+        SELECT coalesce(sum(seq_scan + coalesce(idx_scan, 0)), 0)::text AS scans
+        FROM pg_stat_user_tables WHERE schemaname = ${postgres.schema}`.execute(database.db);
+      return Number(rows[0]?.scans ?? 0);
+    };
+    const pids = [a.child.pid ?? 0, b.child.pid ?? 0];
+    // Postgres publishes table counters about once a second: let the opening settle first.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const scansBefore = await scans();
+    const cpuBefore = pids.map((pid) => usage(pid).cpu);
+    const started = Date.now();
+    const latencies: number[] = [];
+    const followed: Promise<void>[] = [];
+    say(`[${mode}] ${RATE} noop jobs/s for ${SECONDS} s, each followed from gateway A…`);
+    for (let i = 0; i < RATE * SECONDS; i++) {
+      const due = started + (i * 1000) / RATE;
+      const wait = due - Date.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      followed.push(
+        (async () => {
+          const id = await post(a.url, apiKey, { model: "noop", input: { i } });
+          const stream = await follow(a.url, apiKey, id, (status, at) => {
+            if (status === "succeeded") latencies.push(Date.now() - at);
+          });
+          await stream.ended;
+        })(),
+      );
+    }
+    await Promise.all(followed);
+    const elapsed = (Date.now() - started) / 1000;
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const scansPerSecond = (await scans()) - scansBefore;
+    const cpu = pids.map((pid, i) => usage(pid).cpu - (cpuBefore[i] ?? 0));
+    const rss = pids.map((pid) => usage(pid).rss / 2 ** 20);
+    return {
+      mode,
+      scansPerSecond: scansPerSecond / (elapsed + 1.5),
+      cpuPercent: (100 * (cpu[0]! + cpu[1]!)) / elapsed,
+      rssMb: rss.map((r) => r.toFixed(0)).join(" + "),
+      p50: percentile(latencies, 50),
+      p95: percentile(latencies, 95),
+      p99: percentile(latencies, 99),
+      jobs: latencies.length,
+    };
+  } finally {
+    for (const stream of streams) stream.close();
+    await stop(agent);
+    await stop(b.child);
+    await stop(a.child);
+    await database.close();
+    await dropPostgresSchema(postgres.url, postgres.schema);
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+const results = [];
+for (const mode of ["poll", "auto"] as const) results.push(await runMode(mode));
+console.log(
+  `\n${STREAMS} idle streams across 2 gateways + ${RATE} noop jobs/s followed from gateway A (agent reports to B), ${SECONDS} s:`,
+);
+console.log(
+  "mode  | job-table scans/s | gateways CPU % | gateways RSS MB | change→event p50 / p95 / p99 (jobs)",
+);
+for (const r of results) {
+  console.log(
+    `${r.mode.padEnd(5)} | ${r.scansPerSecond.toFixed(0).padStart(17)} | ${r.cpuPercent.toFixed(0).padStart(14)} | ${r.rssMb.padStart(15)} | ${r.p50} / ${r.p95} / ${r.p99} ms (${r.jobs})`,
+  );
+}
+const [poll, auto] = results;
+if (poll && auto) {
+  console.log(
+    `ratio auto/poll: scans ×${(auto.scansPerSecond / poll.scansPerSecond).toFixed(3)}, CPU ×${(auto.cpuPercent / poll.cpuPercent).toFixed(2)}, p95 ×${(auto.p95 / poll.p95).toFixed(2)}`,
+  );
+}
+await dispatcher.close();

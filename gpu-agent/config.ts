@@ -59,6 +59,11 @@ export interface AgentConfig {
   callLingerMs: number;
   /** Serve Prometheus `/metrics` on this port; off when unset. */
   metricsPort?: number;
+  /**
+   * Overflow capacity (a CPU box beside the GPUs): take a model's jobs only once they have
+   * waited this long for another agent, so it absorbs a burst and stays idle otherwise.
+   */
+  overflowAfterMs?: number;
 }
 
 /** Settings a CLI flag can override; the value is the flag's raw text. */
@@ -160,6 +165,11 @@ const SETTINGS = {
   batchWindowMs: { env: "GANTRY_BATCH_WINDOW_MS", default: "10", schema: wholeNumber(0, 1000) },
   callLingerMs: { env: "GANTRY_CALL_LINGER_MS", default: "0", schema: wholeNumber(0, 1000) },
   metricsPort: { env: "GANTRY_METRICS_PORT", optional: true, schema: wholeNumber(1, 65535) },
+  overflowAfterMs: {
+    env: "GANTRY_OVERFLOW_AFTER_SECONDS",
+    optional: true,
+    schema: seconds(0.1, 3600),
+  },
 } as const;
 
 type SettingKey = keyof typeof SETTINGS;
@@ -221,6 +231,15 @@ export function parseAgentConfig(env: Env, flags: AgentConfigFlags = {}): AgentC
   ) {
     problems.push(
       `GANTRY_HEARTBEAT_INTERVAL_SECONDS (${config.heartbeatIntervalMs / 1000}) must be at most half of GANTRY_LEASE_SECONDS (${config.leaseMs / 1000})`,
+    );
+  }
+  if (
+    problems.length === 0 &&
+    config.overflowAfterMs !== undefined &&
+    config.overflowAfterMs >= config.leaseMs // a held job must start before its lease ends
+  ) {
+    problems.push(
+      `GANTRY_OVERFLOW_AFTER_SECONDS (${config.overflowAfterMs / 1000}) must be less than GANTRY_LEASE_SECONDS (${config.leaseMs / 1000})`,
     );
   }
   if (problems.length > 0) {

@@ -28,6 +28,7 @@ export type SupervisorConfig = Pick<
   | "drainTimeoutMs"
   | "maxInputBytes"
   | "inputUrlAllow"
+  | "overflowAfterMs"
 >;
 
 export interface SupervisorStatus {

@@ -26,6 +26,16 @@ export interface ConsumeOptions {
   prefetch: number;
   /** Only these models; every model when omitted. */
   models?: readonly string[];
+  /**
+   * Overflow capacity (`GANTRY_OVERFLOW_AFTER_SECONDS`): deliver only messages that have
+   * been ready at least this long, so this consumer takes what the others leave waiting
+   * and nothing when there is no backlog. Optional for adapters: one that cannot honour it
+   * refuses the consume rather than ignoring it. `sql`: a claim predicate on the time the
+   * message became ready. `amqp`: a low consumer priority (the broker hands this consumer
+   * messages only while every normal consumer is at its prefetch) and a hold until the
+   * message is this old.
+   */
+  minAgeMs?: number;
 }
 
 export type DeliveryHandler = (delivery: Delivery) => Promise<void> | void;

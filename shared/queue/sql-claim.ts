@@ -18,12 +18,17 @@ export interface Context {
   onError: (error: unknown) => void;
 }
 
-/** Rows a consumer may take now: ready, due, and not leased (or the lease ran out). */
-function due(now: number, models: readonly string[] | undefined) {
+/**
+ * Rows a consumer may take now: ready, due, and not leased (or the lease ran out). An
+ * overflow consumer (`minAgeMs`) takes only rows that have been due that long: the claim
+ * predicate is on `available_at`, when the message became ready (its publish, or the end
+ * of its retry delay), so the time counted is time spent waiting for a consumer.
+ */
+function due(now: number, models: readonly string[] | undefined, minAgeMs = 0) {
   return (eb: Where) => {
     const conditions = [
       eb("state", "=", "ready"),
-      eb("available_at", "<=", now),
+      eb("available_at", "<=", now - minAgeMs),
       eb.or([eb("lease_expires_at", "is", null), eb("lease_expires_at", "<=", now)]),
     ];
     if (models) conditions.push(eb("queue", "in", models));
@@ -36,13 +41,18 @@ function due(now: number, models: readonly string[] | undefined) {
  * one write lock; then messages whose every attempt was spent without a settle (the
  * consumer kept dying) are dead-lettered, and the rest are leased in one statement.
  */
-export async function claim(ctx: Context, models: readonly string[] | undefined, limit: number) {
+export async function claim(
+  ctx: Context,
+  models: readonly string[] | undefined,
+  limit: number,
+  minAgeMs = 0,
+) {
   const { db, limits } = ctx;
   const now = ctx.clock();
   const peek = await db
     .selectFrom("queue_messages")
     .select("attempts")
-    .where(due(now, models))
+    .where(due(now, models, minAgeMs))
     .orderBy("priority", "desc")
     .orderBy("seq")
     .limit(limit)
@@ -57,14 +67,14 @@ export async function claim(ctx: Context, models: readonly string[] | undefined,
     await db
       .updateTable("queue_messages")
       .set(dead(error))
-      .where(due(now, models))
+      .where(due(now, models, minAgeMs))
       .where("attempts", ">=", limits.maxAttempts)
       .execute();
   }
   let pick = db
     .selectFrom("queue_messages")
     .select("seq")
-    .where(due(now, models))
+    .where(due(now, models, minAgeMs))
     .where("attempts", "<", limits.maxAttempts)
     .orderBy("priority", "desc")
     .orderBy("seq")

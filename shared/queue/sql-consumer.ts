@@ -17,6 +17,8 @@ export interface ConsumerSettings {
   prefetch: number;
   models: readonly string[] | undefined;
   pollMs: number;
+  /** Overflow: only messages ready this long (ConsumeOptions.minAgeMs). */
+  minAgeMs?: number;
 }
 
 /**
@@ -25,7 +27,7 @@ export interface ConsumerSettings {
  * else's), so a handler that throws or forgets to settle cannot wedge the consumer.
  */
 export function startConsumer(ctx: Context, handler: DeliveryHandler, settings: ConsumerSettings) {
-  const { prefetch, models, pollMs } = settings;
+  const { prefetch, models, pollMs, minAgeMs = 0 } = settings;
   let stopped = false;
   let unsettled = 0;
   let drained: (() => void) | undefined;
@@ -40,7 +42,8 @@ export function startConsumer(ctx: Context, handler: DeliveryHandler, settings: 
   const onPublish = (model: string) => {
     if (!models || models.includes(model)) wake();
   };
-  ctx.wakers.add(onPublish);
+  // A publish is never old enough for an overflow consumer: it finds ripe messages by polling.
+  if (minAgeMs === 0) ctx.wakers.add(onPublish);
 
   /** Waits `ms` or until woken; says whether it was woken. */
   const pause = (ms: number) =>
@@ -103,7 +106,7 @@ export function startConsumer(ctx: Context, handler: DeliveryHandler, settings: 
       }
       let rows: Row[] = [];
       try {
-        rows = await claim(ctx, models, free);
+        rows = await claim(ctx, models, free, minAgeMs);
       } catch (error) {
         ctx.onError(error);
       }

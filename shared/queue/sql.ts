@@ -90,11 +90,17 @@ export function createSqlQueue(db: Kysely<Database>, options: SqlQueueOptions): 
 
     async consume(handler: DeliveryHandler, consumeOptions: ConsumeOptions) {
       assertOpen();
-      const { prefetch, models } = consumeOptions;
+      const { prefetch, models, minAgeMs } = consumeOptions;
       if (!Number.isInteger(prefetch) || prefetch < 1) throw new Error("prefetch must be >= 1");
+      if (minAgeMs !== undefined && !(minAgeMs >= 0)) throw new Error("minAgeMs must be >= 0");
       if (models?.length === 0)
         throw new Error("models must name at least one model, or be omitted");
-      const consumer = startConsumer(ctx, handler, { prefetch, models, pollMs });
+      const consumer = startConsumer(ctx, handler, {
+        prefetch,
+        models,
+        pollMs,
+        ...(minAgeMs ? { minAgeMs } : {}),
+      });
       consumers.add(consumer);
       return {
         async stop() {

@@ -4,6 +4,7 @@ import {
   SendMessageCommand,
   SQSClient,
 } from "@aws-sdk/client-sqs";
+import { UserError } from "../errors.ts";
 import type { QueueMessage } from "../protocol/index.ts";
 import {
   type ConsumeOptions,
@@ -148,6 +149,11 @@ export function createSqsQueue(options: SqsQueueOptions): SqsQueue {
       assertOpen();
       const { prefetch, models } = consumeOptions;
       if (!Number.isInteger(prefetch) || prefetch < 1) throw new Error("prefetch must be >= 1");
+      // SQS can neither claim by age nor rank consumers; refusing beats taking every job.
+      if (consumeOptions.minAgeMs)
+        throw new UserError(
+          "overflow agents (GANTRY_OVERFLOW_AFTER_SECONDS) need the sql or amqp queue; sqs cannot hold jobs back for them",
+        );
       if (models?.length === 0)
         throw new Error("models must name at least one model, or be omitted");
       // Resolving (and creating) the queues now reports a bad model name or unreachable SQS

@@ -6,10 +6,12 @@ import { type AmqpContext, deadLetterUnreadable } from "./context.ts";
 import { AmqpDelivery, type ConsumerChannel, type DeliveryHost } from "./delivery.ts";
 import { decodeBody, MAX_ATTEMPTS_EXCEEDED } from "./message.ts";
 import { type Lane, lanesOf } from "./names.ts";
+import { mostUrgentRipe, OVERFLOW_CONSUMER_PRIORITY } from "./overflow.ts";
 
 export interface AmqpConsumeSettings {
   prefetch: number;
   models: readonly string[];
+  minAgeMs?: number;
 }
 
 /**
@@ -31,6 +33,10 @@ export interface AmqpConsumeSettings {
  * push before answering the get); one more round trip on the channel (queue.declare
  * passive) keeps that order should a broker answer the get first.
  *
+ * Overflow (`minAgeMs`): a low consumer priority (and no basic.get), so the broker pushes a
+ * message here only while every normal consumer is at its prefetch; one younger than
+ * `minAgeMs` (`x-gantry-ready-at`) stays parked until it is that old (a nack would count).
+ *
  * Reconnects. When the channel or connection dies, parked deliveries are forgotten and
  * deliveries with handlers become stale (their settles reject with LeaseLostError; the
  * broker redelivers them); the consumer re-declares its queues and consumes again.
@@ -43,6 +49,7 @@ export class AmqpConsumer implements DeliveryHost {
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
   private retryCount = 0;
   private readonly parked: AmqpDelivery[] = [];
+  private ripenTimer: ReturnType<typeof setTimeout> | undefined;
   private readonly running = new Set<AmqpDelivery>();
   private readonly dirtyHighLanes = new Set<string>();
   private readonly background = new Set<Promise<unknown>>();
@@ -60,7 +67,6 @@ export class AmqpConsumer implements DeliveryHost {
     this.unsubscribe = ctx.conn.onConnect(() => this.reattach());
   }
 
-  /** Resolves once the broker consumers are registered. */
   async start(): Promise<void> {
     try {
       await this.attach();
@@ -92,7 +98,8 @@ export class AmqpConsumer implements DeliveryHost {
   }
 
   creditFreed(delivery: AmqpDelivery): void {
-    if (delivery.lane !== "high") return;
+    // basic.get would bypass the consumer priority that keeps overflow out of the way.
+    if (delivery.lane !== "high" || this.options.minAgeMs) return;
     this.dirtyHighLanes.add(delivery.model);
     this.pump();
   }
@@ -106,6 +113,7 @@ export class AmqpConsumer implements DeliveryHost {
     this.stopped = true;
     this.unsubscribe();
     clearTimeout(this.retryTimer);
+    clearTimeout(this.ripenTimer);
     await this.attaching?.catch(() => {});
     const source = this.source;
     if (source?.alive) {
@@ -161,14 +169,14 @@ export class AmqpConsumer implements DeliveryHost {
       await channel.prefetch(prefetch, settings.queueType === "classic");
       this.source = source;
       this.tags = [];
+      const overflow = this.options.minAgeMs ? { priority: OVERFLOW_CONSUMER_PRIORITY } : {};
+      const consumeOptions = { noAck: false, ...overflow };
       for (const model of models) {
         for (const lane of lanesOf(settings.queueType)) {
           const queue = topology.names.laneQueue(model, lane);
-          const reply = await channel.consume(
-            queue,
-            (raw) => (raw ? this.receive(source, model, lane, raw) : this.cancelled(source, model)),
-            { noAck: false },
-          );
+          const onMessage = (raw: Message | null) =>
+            raw ? this.receive(source, model, lane, raw) : this.cancelled(source, model);
+          const reply = await channel.consume(queue, onMessage, consumeOptions);
           this.tags.push(reply.consumerTag);
         }
       }
@@ -181,7 +189,8 @@ export class AmqpConsumer implements DeliveryHost {
       return;
     }
     this.retryCount = 0;
-    if (settings.queueType === "quorum") for (const model of models) this.dirtyHighLanes.add(model);
+    if (settings.queueType === "quorum" && !this.options.minAgeMs)
+      for (const model of models) this.dirtyHighLanes.add(model);
     this.pump();
   }
 
@@ -257,11 +266,14 @@ export class AmqpConsumer implements DeliveryHost {
     }
   }
 
-  /** Highest priority first, then arrival order. */
+  /** Highest priority first, then arrival order; for overflow, only ripe ones. */
   private mostUrgent(): AmqpDelivery | undefined {
-    let best: AmqpDelivery | undefined;
-    for (const delivery of this.parked)
-      if (delivery.parked && (!best || delivery.priority > best.priority)) best = delivery;
+    const now = Date.now();
+    const { best, ripensInMs } = mostUrgentRipe(this.parked, this.options.minAgeMs ?? 0, now);
+    if (!best && ripensInMs !== null) {
+      clearTimeout(this.ripenTimer);
+      this.ripenTimer = setTimeout(() => this.pump(), Math.max(1, ripensInMs));
+    }
     return best;
   }
 

@@ -9,6 +9,7 @@ import {
   HEADER,
   jobProperties,
   MAX_ATTEMPTS_EXCEEDED,
+  readyAtOf,
 } from "./message.ts";
 import type { Lane } from "./names.ts";
 import { consumerTimeoutMargin } from "./options.ts";
@@ -53,6 +54,8 @@ type State = "parked" | "held" | "settling" | "done";
 export class AmqpDelivery {
   readonly attempt: number;
   readonly receivedAt = Date.now();
+  /** When the message became ready (ms): how long it has waited decides overflow pickup. */
+  readonly readyAt: number;
   readonly port: Delivery;
   private state: State = "parked";
   private timer: ReturnType<typeof setTimeout> | undefined;
@@ -69,6 +72,7 @@ export class AmqpDelivery {
     private readonly host: DeliveryHost,
   ) {
     this.attempt = attemptsMade(raw, ctx.settings.queueType) + 1;
+    this.readyAt = readyAtOf(raw, this.receivedAt);
     this.port = this.createPort();
   }
 
@@ -239,7 +243,8 @@ export class AmqpDelivery {
 
   /** Publishes a copy to the lane carrying `made` attempts, then acks the original. */
   private republish(made: number): void {
-    const properties = jobProperties(this.message, made);
+    // The copy keeps the original's ready time: it has been waiting all along.
+    const properties = jobProperties(this.message, made, { [HEADER.readyAt]: this.readyAt });
     const outgoing = { model: this.model, lane: this.lane, content: this.raw.content, properties };
     const work = sendToLane(this.ctx, outgoing)
       .then(() => this.send((channel) => channel.ack(this.raw)))

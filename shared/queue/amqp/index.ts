@@ -92,13 +92,17 @@ export function createAmqpQueue(options: AmqpQueueOptions): AmqpQueue {
 
     async consume(handler: DeliveryHandler, consumeOptions: ConsumeOptions): Promise<Consumer> {
       assertOpen();
-      const { prefetch, models } = consumeOptions;
+      const { prefetch, models, minAgeMs } = consumeOptions;
       if (!Number.isInteger(prefetch) || prefetch < 1 || prefetch > MAX_PREFETCH)
         throw new Error(`prefetch must be >= 1 and <= ${MAX_PREFETCH}`);
       if (models === undefined)
         throw new Error("the amqp queue cannot list its queues: pass the models to consume");
       if (models.length === 0) throw new Error("models must name at least one model");
-      const consumer = new AmqpConsumer(ctx, handler, { prefetch, models: [...new Set(models)] });
+      const consumer = new AmqpConsumer(ctx, handler, {
+        prefetch,
+        models: [...new Set(models)],
+        ...(minAgeMs ? { minAgeMs } : {}),
+      });
       consumers.add(consumer);
       try {
         await consumer.start();

@@ -14,6 +14,8 @@ export const HEADER = {
   attempt: "x-gantry-attempt",
   error: "x-gantry-error",
   attempts: "x-gantry-attempts",
+  /** When the message was first made ready, in ms: overflow consumers wait on its age. */
+  readyAt: "x-gantry-ready-at",
 } as const;
 
 const BROKER_DELIVERY_COUNT = "x-delivery-count";
@@ -66,8 +68,19 @@ export function jobProperties(
     messageId: message.id,
     priority: message.priority,
     timestamp: Math.floor(Date.now() / 1000),
-    headers: { ...extra, [HEADER.attempt]: made },
+    headers: { [HEADER.readyAt]: Date.now(), ...extra, [HEADER.attempt]: made },
   };
+}
+
+/**
+ * When the message became ready, in ms since the epoch: Gantry's header, else the AMQP
+ * timestamp (whole seconds) of another publisher, else `fallback` (its arrival here).
+ */
+export function readyAtOf(message: Message, fallback: number): number {
+  const header = count(headersOf(message)[HEADER.readyAt]);
+  if (header > 0) return header;
+  const seconds = Number(message.properties.timestamp);
+  return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : fallback;
 }
 
 /** Errors are stored as JobError JSON, clipped to the schema's limits rather than refused. */

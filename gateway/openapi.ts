@@ -1,4 +1,5 @@
 import { adminPaths } from "./openapi-admin.ts";
+import { eventPaths } from "./openapi-events.ts";
 import {
   jobApiPaths,
   metadataFilterParam,
@@ -27,6 +28,7 @@ export function openApiDocument(serverUrl: string) {
     paths: {
       ...adminPaths(),
       ...jobApiPaths(),
+      ...eventPaths(),
       "/v1/uploads": {
         post: {
           summary: "Presign an upload",

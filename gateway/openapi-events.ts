@@ -1,0 +1,49 @@
+import { problems, ref } from "./openapi-parts.ts";
+
+/** `GET /v1/events`: the stream of every change of the caller's jobs. */
+export function eventPaths() {
+  const list = (name: string, description: string) => ({
+    name,
+    in: "query",
+    required: false,
+    description,
+    schema: { type: "string" },
+  });
+  return {
+    "/v1/events": {
+      get: {
+        summary: "Follow every change of your jobs (server-sent events)",
+        description: [
+          "One `status` event per state change of any of your jobs, in commit order, from every gateway.",
+          "Each event's `id` is a cursor: reconnect with `Last-Event-ID` (or `?last_event_id=`) to resume with nothing missed and nothing repeated, on any gateway, up to `eventsResumeWindowSeconds` (1 h) back; older answers `410 resume_window_exceeded`.",
+          "A `: keep-alive` comment every 15 s keeps proxies from closing an idle stream; streams end after 15 min (resume). A client more than 1 000 events behind gets an `error` event (`stream_overflow`) and the stream closes: resume.",
+          "At most 100 streams per tenant per gateway (`429 too_many_streams`).",
+        ].join(" "),
+        parameters: [
+          list("model", "Only these models (comma-separated or repeated)."),
+          list("status", "Only these statuses (comma-separated or repeated)."),
+          {
+            name: "Last-Event-ID",
+            in: "header",
+            required: false,
+            description: "The `id` of the last event received: resume after it.",
+            schema: { type: "string" },
+          },
+        ],
+        responses: {
+          "200": {
+            description: "An event stream of FeedEvent",
+            content: {
+              "text/event-stream": {
+                schema: ref("FeedEvent"),
+                example:
+                  'id: 1796162518532.r42\nevent: status\ndata: {"job_id":"job_01j9zq7c7v4d0m3y7p7c2n2x3e","seq":3,"status":"succeeded","at":"2026-12-01T22:01:58.532Z","attempt":1,"error":null,"model":"ocr"}\n\n',
+              },
+            },
+          },
+          ...problems(400, 401, 403, 410, 422, 429),
+        },
+      },
+    },
+  };
+}

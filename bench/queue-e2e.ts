@@ -26,25 +26,18 @@
  *                              [--slots 1] [--lookahead 200] [--connections 64]
  *                              [--bullmq-concurrency 16] [--queue-type quorum|classic]
  */
-import { spawn } from "node:child_process";
-import { once } from "node:events";
-import { createRequire } from "node:module";
-import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
-import { Queue } from "bullmq";
-import { randomToken } from "../shared/ids.ts";
-import { type CpuGroups, cpuPerJob, cpuSnapshot } from "./queue-cpu.ts";
+import { bullmq, redisClientInstalled } from "./queue-bullmq-peer.ts";
+import { cpuSnapshot } from "./queue-cpu.ts";
 import {
   httpClient,
-  type JobStamps,
   ms,
-  percentile,
   type Stack,
   startStack,
   submitJob,
   waitSucceeded,
 } from "./queue-harness.ts";
+import { type Figures, loadShapes, type System } from "./queue-load.ts";
 
 const { values } = parseArgs({
   options: {
@@ -65,107 +58,7 @@ const pacedJobs = rate * Number(values.seconds);
 const saturationJobs = Number(values.jobs);
 const connections = Number(values.connections);
 const say = (line: string) => console.log(`[queue-e2e] ${line}`);
-
-/** One system under test: how to submit a no-op job, and when each one finished. */
-interface System {
-  name: string;
-  /** CPU seconds per process group now, when the system knows its processes. */
-  cpu?: () => CpuGroups;
-  submit(n: number): Promise<{ id: string; sentAt: number }>;
-  /** When each job finished; where the system stamps them, when it was stored and started too. */
-  finishedAt(ids: string[]): Promise<Map<string, Partial<JobStamps> & { finishedAt: number }>>;
-}
-
-interface Figures {
-  jobsPerSecond: number;
-  p50: number;
-  p99: number;
-}
-
-async function measure(
-  system: System,
-  sent: { id: string; sentAt: number }[],
-  cpuBefore: CpuGroups | undefined,
-  quiet: boolean,
-): Promise<Figures> {
-  const finished = await system.finishedAt(sent.map((job) => job.id));
-  if (cpuBefore && system.cpu) say(`  ${cpuPerJob(cpuBefore, system.cpu(), sent.length)}`);
-  const latencies = sent.map(
-    (job) => (finished.get(job.id)?.finishedAt ?? Number.NaN) - job.sentAt,
-  );
-  if (!quiet) sayLegs(sent, finished);
-  const first = Math.min(...sent.map((job) => job.sentAt));
-  const last = Math.max(...[...finished.values()].map((stamps) => stamps.finishedAt));
-  return {
-    jobsPerSecond: sent.length / ((last - first) / 1000),
-    p50: percentile(latencies, 50),
-    p99: percentile(latencies, 99),
-  };
-}
-
-/**
- * Where the latency went, from the system's own stamps: submit → stored (the gateway's
- * insert), stored → started (publish, broker, the agent's claim), started → finished (the
- * runner and the report).
- */
-function sayLegs(
-  sent: { id: string; sentAt: number }[],
-  finished: Map<string, Partial<JobStamps> & { finishedAt: number }>,
-) {
-  const legs = { stored: [] as number[], started: [] as number[], finished: [] as number[] };
-  for (const job of sent) {
-    const stamps = finished.get(job.id);
-    if (stamps?.createdAt === undefined || stamps.startedAt === undefined) return;
-    legs.stored.push(stamps.createdAt - job.sentAt);
-    legs.started.push(stamps.startedAt - stamps.createdAt);
-    legs.finished.push(stamps.finishedAt - stamps.startedAt);
-  }
-  const leg = (name: string, values: number[]) =>
-    `${name} p50 ${ms(percentile(values, 50))} p99 ${ms(percentile(values, 99))}`;
-  say(
-    `  legs: ${leg("submit→stored", legs.stored)}; ${leg("stored→started", legs.started)}; ` +
-      leg("started→finished", legs.finished),
-  );
-}
-
-/** Submits at `rate` jobs/s, on schedule, whatever the answers' latency. */
-async function paced(system: System, count: number, { quiet = false } = {}): Promise<Figures> {
-  if (!quiet) say(`${system.name}: ${count} jobs paced at ${rate}/s…`);
-  const cpuBefore = quiet ? undefined : system.cpu?.();
-  const started = performance.now();
-  const pending: Promise<{ id: string; sentAt: number }>[] = [];
-  for (let i = 0; i < count; i++) {
-    const due = started + (i * 1000) / rate;
-    const wait = due - performance.now();
-    if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
-    pending.push(system.submit(i));
-  }
-  return measure(system, await Promise.all(pending), cpuBefore, quiet);
-}
-
-/** Submits `count` jobs as fast as `connections` concurrent clients can. */
-async function saturated(system: System, count: number, { quiet = false } = {}): Promise<Figures> {
-  if (!quiet) say(`${system.name}: ${count} jobs as fast as ${connections} clients submit…`);
-  const cpuBefore = quiet ? undefined : system.cpu?.();
-  const sent: { id: string; sentAt: number }[] = [];
-  let next = 0;
-  const client = async () => {
-    while (next < count) sent.push(await system.submit(next++));
-  };
-  await Promise.all(Array.from({ length: connections }, client));
-  return measure(system, sent, cpuBefore, quiet);
-}
-
-/**
- * Both load shapes, unmeasured, before measuring: a burst, then two seconds at the paced
- * rate. The first seconds of a new shape run code V8 has not optimised yet (single-job
- * batches, timers), and the figures should say what a running system does.
- */
-async function warmUp(system: System): Promise<void> {
-  say(`${system.name}: warming up (200 jobs at once, then 2 s at ${rate}/s)…`);
-  await saturated(system, 200, { quiet: true });
-  await paced(system, rate * 2, { quiet: true });
-}
+const { paced, saturated, warmUp } = loadShapes({ rate, connections, say });
 
 async function gantry(stack: Stack): Promise<System> {
   const pool = httpClient(stack.url, connections);
@@ -174,64 +67,6 @@ async function gantry(stack: Stack): Promise<System> {
     cpu: () => cpuSnapshot(stack.pids()),
     submit: (n) => submitJob(pool, stack.apiKey, { n }),
     finishedAt: (ids) => waitSucceeded(stack.db, ids, say),
-  };
-}
-
-/** BullMQ on the local Redis, its worker in another process. */
-async function bullmq(phase: string) {
-  const connection = { host: process.env.REDIS_HOST ?? "127.0.0.1", port: 6379 };
-  const name = `gantry-bench-${phase}-${randomToken(6).replace(/[^A-Za-z0-9]/g, "x")}`;
-  const queue = new Queue(name, { connection });
-  const worker = spawn(
-    process.execPath,
-    ["--import", "tsx", join(import.meta.dirname, "queue-bullmq-worker.ts")],
-    {
-      env: {
-        ...process.env,
-        BENCH_BULLMQ: JSON.stringify({
-          queue: name,
-          concurrency: Number(values["bullmq-concurrency"]),
-          ...connection,
-        }),
-      },
-      stdio: ["ignore", "pipe", "inherit"],
-    },
-  );
-  await new Promise<void>((resolve, reject) => {
-    createInterface({ input: worker.stdout! }).on("line", (line) => {
-      if (line === "READY") resolve();
-    });
-    worker.once("exit", () => reject(new Error("the BullMQ worker exited")));
-  });
-  const system: System = {
-    name: "BullMQ",
-    async submit(n) {
-      const sentAt = Date.now();
-      const job = await queue.add("noop", { n });
-      return { id: job.id ?? "", sentAt };
-    },
-    async finishedAt(ids) {
-      const wanted = new Set(ids);
-      const finished = new Map<string, { finishedAt: number }>();
-      while (finished.size < wanted.size) {
-        for (const job of await queue.getJobs(["completed"], 0, -1)) {
-          if (job.id && wanted.has(job.id) && job.finishedOn) {
-            finished.set(job.id, { finishedAt: job.finishedOn });
-          }
-        }
-        if (finished.size < wanted.size) await new Promise((resolve) => setTimeout(resolve, 200));
-      }
-      return finished;
-    },
-  };
-  return {
-    system,
-    async close() {
-      worker.kill("SIGTERM");
-      await once(worker, "exit");
-      await queue.obliterate({ force: true });
-      await queue.close();
-    },
   };
 }
 
@@ -263,16 +98,6 @@ if (values.only !== "bullmq") {
   }
 }
 
-/** BullMQ 6 needs a Redis client installed beside it; without one there is no peer. */
-function redisClientInstalled(): boolean {
-  try {
-    createRequire(import.meta.url).resolve("ioredis");
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 if (values.only !== "gantry" && !redisClientInstalled()) {
   say(
     "BullMQ peer skipped: BullMQ 6 needs the `ioredis` package, which is not installed " +
@@ -281,7 +106,7 @@ if (values.only !== "gantry" && !redisClientInstalled()) {
 } else if (values.only !== "gantry") {
   results.BullMQ = {};
   for (const phase of ["paced", "saturated"] as const) {
-    const peer = await bullmq(phase);
+    const peer = await bullmq(phase, Number(values["bullmq-concurrency"]));
     try {
       await warmUp(peer.system);
       const figures =

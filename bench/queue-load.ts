@@ -1,0 +1,130 @@
+/**
+ * The load shapes the queue benchmarks put on a system, and what they measure: throughput
+ * and p50/p99 latency from submit to finished, with the CPU each job cost and where its
+ * latency went when the system says.
+ */
+import { type CpuGroups, cpuPerJob } from "./queue-cpu.ts";
+import { type JobStamps, ms, percentile } from "./queue-harness.ts";
+
+/** One system under test: how to submit a no-op job, and when each one finished. */
+export interface System {
+  name: string;
+  /** CPU seconds per process group now, when the system knows its processes. */
+  cpu?: () => CpuGroups;
+  submit(n: number): Promise<{ id: string; sentAt: number }>;
+  /** When each job finished; where the system stamps them, when it was stored and started too. */
+  finishedAt(ids: string[]): Promise<Map<string, Partial<JobStamps> & { finishedAt: number }>>;
+}
+
+export interface Figures {
+  jobsPerSecond: number;
+  p50: number;
+  p99: number;
+}
+
+export interface LoadOptions {
+  /** Jobs per second of the paced shape. */
+  rate: number;
+  /** Concurrent clients of the saturated shape. */
+  connections: number;
+  say: (line: string) => void;
+}
+
+export interface LoadShapes {
+  paced(system: System, count: number, options?: { quiet?: boolean }): Promise<Figures>;
+  saturated(system: System, count: number, options?: { quiet?: boolean }): Promise<Figures>;
+  warmUp(system: System): Promise<void>;
+}
+
+export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes {
+  async function measure(
+    system: System,
+    sent: { id: string; sentAt: number }[],
+    cpuBefore: CpuGroups | undefined,
+    quiet: boolean,
+  ): Promise<Figures> {
+    const finished = await system.finishedAt(sent.map((job) => job.id));
+    if (cpuBefore && system.cpu) say(`  ${cpuPerJob(cpuBefore, system.cpu(), sent.length)}`);
+    const latencies = sent.map(
+      (job) => (finished.get(job.id)?.finishedAt ?? Number.NaN) - job.sentAt,
+    );
+    if (!quiet) sayLegs(sent, finished);
+    const first = Math.min(...sent.map((job) => job.sentAt));
+    const last = Math.max(...[...finished.values()].map((stamps) => stamps.finishedAt));
+    return {
+      jobsPerSecond: sent.length / ((last - first) / 1000),
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+    };
+  }
+
+  /**
+   * Where the latency went, from the system's own stamps: submit → stored (the gateway's
+   * insert), stored → started (publish, broker, the agent's claim), started → finished (the
+   * runner and the report).
+   */
+  function sayLegs(
+    sent: { id: string; sentAt: number }[],
+    finished: Map<string, Partial<JobStamps> & { finishedAt: number }>,
+  ) {
+    const legs = { stored: [] as number[], started: [] as number[], finished: [] as number[] };
+    for (const job of sent) {
+      const stamps = finished.get(job.id);
+      if (stamps?.createdAt === undefined || stamps.startedAt === undefined) return;
+      legs.stored.push(stamps.createdAt - job.sentAt);
+      legs.started.push(stamps.startedAt - stamps.createdAt);
+      legs.finished.push(stamps.finishedAt - stamps.startedAt);
+    }
+    const leg = (name: string, values: number[]) =>
+      `${name} p50 ${ms(percentile(values, 50))} p99 ${ms(percentile(values, 99))}`;
+    say(
+      `  legs: ${leg("submit→stored", legs.stored)}; ${leg("stored→started", legs.started)}; ` +
+        leg("started→finished", legs.finished),
+    );
+  }
+
+  /** Submits at `rate` jobs/s, on schedule, whatever the answers' latency. */
+  async function paced(system: System, count: number, { quiet = false } = {}): Promise<Figures> {
+    if (!quiet) say(`${system.name}: ${count} jobs paced at ${rate}/s…`);
+    const cpuBefore = quiet ? undefined : system.cpu?.();
+    const started = performance.now();
+    const pending: Promise<{ id: string; sentAt: number }>[] = [];
+    for (let i = 0; i < count; i++) {
+      const due = started + (i * 1000) / rate;
+      const wait = due - performance.now();
+      if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
+      pending.push(system.submit(i));
+    }
+    return measure(system, await Promise.all(pending), cpuBefore, quiet);
+  }
+
+  /** Submits `count` jobs as fast as `connections` concurrent clients can. */
+  async function saturated(
+    system: System,
+    count: number,
+    { quiet = false } = {},
+  ): Promise<Figures> {
+    if (!quiet) say(`${system.name}: ${count} jobs as fast as ${connections} clients submit…`);
+    const cpuBefore = quiet ? undefined : system.cpu?.();
+    const sent: { id: string; sentAt: number }[] = [];
+    let next = 0;
+    const client = async () => {
+      while (next < count) sent.push(await system.submit(next++));
+    };
+    await Promise.all(Array.from({ length: connections }, client));
+    return measure(system, sent, cpuBefore, quiet);
+  }
+
+  /**
+   * Both load shapes, unmeasured, before measuring: a burst, then two seconds at the paced
+   * rate. The first seconds of a new shape run code V8 has not optimised yet (single-job
+   * batches, timers), and the figures should say what a running system does.
+   */
+  async function warmUp(system: System): Promise<void> {
+    say(`${system.name}: warming up (200 jobs at once, then 2 s at ${rate}/s)…`);
+    await saturated(system, 200, { quiet: true });
+    await paced(system, rate * 2, { quiet: true });
+  }
+
+  return { paced, saturated, warmUp };
+}

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe } from "vitest";
 import type { Stores } from "../../gateway/store/ports.ts";
 import { accountStoreCases } from "./stores-accounts.ts";
+import { jobExtraCases } from "./stores-job-extras.ts";
 import { jobStoreCases } from "./stores-jobs.ts";
 import { webhookStoreCases } from "./stores-webhooks.ts";
 
@@ -29,6 +30,7 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
       return fixture.stores;
     };
     jobStoreCases(stores);
+    jobExtraCases(stores);
     accountStoreCases(stores);
     webhookStoreCases(stores);
   });

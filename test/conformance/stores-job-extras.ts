@@ -1,0 +1,89 @@
+import { expect, it } from "vitest";
+import type { Stores } from "../../gateway/store/ports.ts";
+import type { JobError } from "../../shared/protocol/index.ts";
+import { freshModel, freshTenant, newJob, T0 } from "./stores-jobs.ts";
+
+/** The JobStore's retries, dead letters and queue standing: the rest of the jobs half. */
+
+const error = (code: string): JobError => ({ type: "permanent", code, message: code });
+
+export function jobExtraCases(stores: () => Stores): void {
+  const jobs = () => stores().jobs;
+  const insert = async (overrides: Parameters<typeof newJob>[0] = {}) => {
+    const row = await jobs().insert(newJob(overrides));
+    if (!row) throw new Error("insert refused");
+    return row;
+  };
+  /** A job of `model` that failed with `code` at `at`. */
+  const failed = async (tenantId: string, model: string, code: string, at: number) => {
+    const row = await insert({ tenantId, model, now: at - 10 });
+    await jobs().claim(row.id, "agt_a", 1, at - 5);
+    const result = await jobs().fail(row.id, 1, error(code), false, at);
+    if (!result.ok) throw new Error("fail refused");
+    return row.id;
+  };
+
+  it("jobs: a finished job is retried under its id, afresh, by its tenant only; its events stay", async () => {
+    const tenant = freshTenant();
+    const id = await failed(tenant, "noop", "boom", T0);
+    expect((await jobs().retry(freshTenant(), id, T0 + 1, T0 + 99)).ok).toBe(false);
+    const retried = await jobs().retry(tenant, id, T0 + 1, T0 + 99);
+    expect(retried).toMatchObject({
+      ok: true,
+      job: { status: "queued", attempt: 0, agent_id: null, output: null, error: null },
+    });
+    expect(retried.ok && retried.job).toMatchObject({ finished_at: null, expires_at: T0 + 99 });
+    expect((await jobs().retry(tenant, id, T0 + 2, T0 + 99)).ok).toBe(false);
+    expect((await jobs().eventsAfter(id, 0)).map((event) => event.status)).toEqual([
+      "queued",
+      "running",
+      "failed",
+      "queued",
+    ]);
+    // The claims of its earlier life no longer count against its attempts.
+    expect(await jobs().claims(id)).toBe(0);
+    await jobs().claim(id, "agt_b", 1, T0 + 3);
+    expect(await jobs().claims(id)).toBe(1);
+  });
+
+  it("jobs: dead letters are failed jobs in id order, by model, error code, time and cursor", async () => {
+    const model = freshModel();
+    const tenant = freshTenant();
+    const a = await failed(tenant, model, "timeout", T0 + 100);
+    const b = await failed(freshTenant(), model, "invalid_params", T0 + 200);
+    const c = await failed(tenant, model, "timeout", T0 + 300);
+    await insert({ tenantId: tenant, model });
+    const ids = async (
+      filter: Omit<Parameters<ReturnType<typeof jobs>["deadLetters"]>[0], "model">,
+    ) => (await jobs().deadLetters({ model, ...filter })).map((row) => row.id);
+    expect(await ids({ limit: 10 })).toEqual([a, b, c]);
+    expect(await ids({ limit: 10, code: "timeout" })).toEqual([a, c]);
+    expect(await ids({ limit: 10, since: T0 + 200 })).toEqual([b, c]);
+    expect(await ids({ limit: 1, after: a })).toEqual([b]);
+    expect(await ids({ limit: 10, code: "nothing" })).toEqual([]);
+  });
+
+  it("jobs: the queue ahead of a job counts higher priorities, then older jobs of its model", async () => {
+    const model = freshModel();
+    const tenant = freshTenant();
+    const low = await insert({ tenantId: tenant, model, priority: 2, now: T0 });
+    const old = await insert({ tenantId: tenant, model, priority: 5, now: T0 + 1 });
+    const high = await insert({ tenantId: freshTenant(), model, priority: 9, now: T0 + 2 });
+    const mine = await insert({ tenantId: tenant, model, priority: 5, now: T0 + 3 });
+    await insert({ tenantId: tenant, model: freshModel(), priority: 9, now: T0 });
+    expect(await jobs().queuedAhead(high)).toBe(0);
+    expect(await jobs().queuedAhead(old)).toBe(1);
+    expect(await jobs().queuedAhead(mine)).toBe(2);
+    expect(await jobs().queuedAhead(low)).toBe(3);
+    await jobs().claim(high.id, "agt_a", 1, T0 + 10);
+    await jobs().claim(old.id, "agt_a", 1, T0 + 20);
+    expect(await jobs().queuedAhead(mine)).toBe(0);
+    expect(await jobs().recentStarts(model, T0 + 15, 10)).toEqual([
+      { started_at: T0 + 20, queue_ms: 19 },
+    ]);
+    expect(await jobs().recentStarts(model, T0, 10)).toEqual([
+      { started_at: T0 + 20, queue_ms: 19 },
+      { started_at: T0 + 10, queue_ms: 8 },
+    ]);
+  });
+}

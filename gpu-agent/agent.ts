@@ -7,7 +7,8 @@ import { serveAgentMetrics } from "./metrics-server.ts";
 import { formatProgress, resolveModels, toModelConfigs } from "./registry/index.ts";
 import { type ChildRunnerOptions, createChildRunner } from "./runner/child-runner.ts";
 import type { Runner } from "./runner/types.ts";
-import { createSupervisor, type Supervisor } from "./supervisor.ts";
+import { createSupervisor, type Supervisor, type SupervisorOptions } from "./supervisor.ts";
+import { queueDown, untilReachable } from "./until-reachable.ts";
 
 /** Seams for tests and for the all-in-one `gantry start`; each defaults to the real thing. */
 export interface AgentDeps {
@@ -17,9 +18,11 @@ export interface AgentDeps {
   openQueue?: (url: string, options: OpenQueueOptions) => Promise<OpenedQueue>;
   createRunner?: (options: ChildRunnerOptions) => Runner;
   gateway?: GatewayClient;
-  /** For input downloads and artifact uploads. */
+  /** For the gateway's presigned input downloads and artifact uploads. */
   fetch?: typeof fetch;
   /** For the gateway's internal API (an in-process gateway in tests). */
+  /** Test seams for tenants' input URLs (a resolver, a CA); the allow-list is in the config. */
+  inputUrls?: SupervisorOptions["inputUrls"];
   gatewayFetch?: typeof fetch;
 }
 
@@ -153,6 +156,7 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
   const stopped = new Promise<AgentStopReason>((resolve) => {
     markStopped = resolve;
   });
+    ...(deps.inputUrls ? { inputUrls: deps.inputUrls } : {}),
   handle = {
     supervisor,
     runners,

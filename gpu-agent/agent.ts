@@ -8,7 +8,6 @@ import { formatProgress, resolveModels, toModelConfigs } from "./registry/index.
 import { type ChildRunnerOptions, createChildRunner } from "./runner/child-runner.ts";
 import type { Runner } from "./runner/types.ts";
 import { createSupervisor, type Supervisor, type SupervisorOptions } from "./supervisor.ts";
-import { queueDown, untilReachable } from "./until-reachable.ts";
 
 /** Seams for tests and for the all-in-one `gantry start`; each defaults to the real thing. */
 export interface AgentDeps {
@@ -20,9 +19,9 @@ export interface AgentDeps {
   gateway?: GatewayClient;
   /** For the gateway's presigned input downloads and artifact uploads. */
   fetch?: typeof fetch;
-  /** For the gateway's internal API (an in-process gateway in tests). */
   /** Test seams for tenants' input URLs (a resolver, a CA); the allow-list is in the config. */
   inputUrls?: SupervisorOptions["inputUrls"];
+  /** For the gateway's internal API (an in-process gateway in tests). */
   gatewayFetch?: typeof fetch;
 }
 
@@ -133,6 +132,7 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
     config,
     logger: log,
     fetch: deps.fetch,
+    ...(deps.inputUrls ? { inputUrls: deps.inputUrls } : {}),
     ...(config.lookahead === undefined ? {} : { lookahead: config.lookahead }),
   });
   try {
@@ -156,7 +156,6 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
   const stopped = new Promise<AgentStopReason>((resolve) => {
     markStopped = resolve;
   });
-    ...(deps.inputUrls ? { inputUrls: deps.inputUrls } : {}),
   handle = {
     supervisor,
     runners,

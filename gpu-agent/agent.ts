@@ -1,5 +1,6 @@
 import pino, { type Logger } from "pino";
 import { type OpenedQueue, type OpenQueueOptions, openQueue } from "../shared/queue/open.ts";
+import type { WaitBackoffOptions } from "./backoff.ts";
 import type { AgentConfig } from "./config.ts";
 import type { GatewayClient, GatewayError } from "./gateway/client.ts";
 import { linkGateway } from "./gateway/link.ts";
@@ -8,6 +9,7 @@ import { formatProgress, resolveModels, toModelConfigs } from "./registry/index.
 import { type ChildRunnerOptions, createChildRunner } from "./runner/child-runner.ts";
 import type { Runner } from "./runner/types.ts";
 import { createSupervisor, type Supervisor, type SupervisorOptions } from "./supervisor.ts";
+import { queueDown, untilReachable } from "./until-reachable.ts";
 
 /** Seams for tests and for the all-in-one `gantry start`; each defaults to the real thing. */
 export interface AgentDeps {
@@ -23,6 +25,13 @@ export interface AgentDeps {
   inputUrls?: SupervisorOptions["inputUrls"];
   /** For the gateway's internal API (an in-process gateway in tests). */
   gatewayFetch?: typeof fetch;
+  /**
+   * Waits for an unreachable queue or gateway at start (and for a held job's gateway calls);
+   * defaults 0.5 s doubling up to 15 s, with jitter.
+   */
+  peerBackoff?: WaitBackoffOptions;
+  /** Gives up waiting for the queue or the gateway at start (`gantry start` on Ctrl-C). */
+  signal?: AbortSignal;
 }
 
 export interface AgentHandle {
@@ -51,10 +60,23 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
   const progress = deps.progress ?? (() => {});
   const log = logger.child({ agent_id: config.agentId });
 
-  const opened = await (deps.openQueue ?? openQueue)(config.queueUrl, {
-    limits: { maxAttempts: config.maxAttempts, leaseMs: config.leaseMs },
-    logger: log,
-  });
+  // A queue (or gateway) that is down at start is waited for: it is restarting, or was
+  // started after this agent. Only a bad setting ends the start.
+  const waiting = {
+    log,
+    progress,
+    ...(deps.peerBackoff ? { backoff: deps.peerBackoff } : {}),
+    ...(deps.signal ? { signal: deps.signal } : {}),
+  };
+  const opened = await untilReachable(
+    "queue",
+    () =>
+      (deps.openQueue ?? openQueue)(config.queueUrl, {
+        limits: { maxAttempts: config.maxAttempts, leaseMs: config.leaseMs },
+        logger: log,
+      }),
+    { ...waiting, transient: queueDown },
+  );
   progress(`connected to queue ${opened.description}`);
   log.info({ queue: opened.description }, "connected to queue");
 
@@ -118,6 +140,7 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
       ...(deps.gateway ? { gateway: deps.gateway } : {}),
       ...(deps.gatewayFetch ? { fetch: deps.gatewayFetch } : {}),
       onRevoked,
+      waiting,
     });
   } catch (error) {
     await Promise.allSettled(runners.map((runner) => runner.stop()));
@@ -134,6 +157,7 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
     fetch: deps.fetch,
     ...(deps.inputUrls ? { inputUrls: deps.inputUrls } : {}),
     ...(config.lookahead === undefined ? {} : { lookahead: config.lookahead }),
+    ...(deps.peerBackoff ? { gatewayBackoff: deps.peerBackoff } : {}),
   });
   try {
     await supervisor.start();

@@ -249,4 +249,31 @@ describe("child runner start-up", () => {
     expect(runner.pid).toBeNull();
     await runner.stop();
   });
+
+  it("forks another child when one dies during start-up, after the restart backoff", async () => {
+    const { logger, lines } = capturingLogger();
+    const runner = createChildRunner({
+      models: ["noop"],
+      threads: 1,
+      providers: ["cpu"],
+      logger,
+      restartDelayMs: 20,
+    });
+    const starting = runner.start();
+    // The first child is forked at once; kill it before it can have loaded anything.
+    const firstPid = runner.pid;
+    expect(firstPid).not.toBeNull();
+    process.kill(firstPid!, "SIGKILL");
+    await starting;
+    expect(runner.pid).not.toBe(firstPid);
+    expect(lines).toContainEqual(
+      expect.objectContaining({
+        msg: "runner child failed to start; forking another after the restart backoff",
+        failed_starts: 1,
+        retry_in_ms: 20,
+      }),
+    );
+    expect(await runner.run(noop({ text: "after" }))).toMatchObject({ ok: true });
+    await runner.stop();
+  });
 });

@@ -9,6 +9,7 @@ import {
 import type { ExecutionProvider } from "../inference/types.ts";
 import type { Runner } from "../runner/types.ts";
 import type { Supervisor } from "../supervisor-types.ts";
+import { gatewayDown, type UntilReachableOptions, untilReachable } from "../until-reachable.ts";
 import {
   type AgentRegistration,
   createGatewayClient,
@@ -25,6 +26,8 @@ export interface GatewayLinkOptions {
   readVram?: () => Promise<VramReading | null>;
   /** The gateway said this agent is revoked. */
   onRevoked: (error: GatewayError) => void;
+  /** How to wait for a gateway that is down at start. */
+  waiting?: Omit<UntilReachableOptions, "transient">;
 }
 
 export interface GatewayLink {
@@ -36,8 +39,9 @@ export interface GatewayLink {
 /**
  * The agent's standing with the gateway: its credentials (its own secret, or enrolled with
  * the fleet's token), its registration (models, execution provider, slots: sent once the
- * runners know their provider) and its heartbeat. Registration failing fails the start:
- * an agent the gateway will not let claim anything should say so at once.
+ * runners know their provider) and its heartbeat. A gateway that is down (restarting, or
+ * not started yet) is waited for; a refusal (a bad token, a revoked agent, a wrong URL)
+ * fails the start: an agent the gateway will not let claim anything should say so at once.
  */
 export async function linkGateway(
   config: AgentConfig,
@@ -72,7 +76,12 @@ export async function linkGateway(
   });
   const registered = registrationFor(provider);
   if (!config.agentSecret) options.progress("enrolling with the gateway…");
-  await gateway.register(registered);
+  await untilReachable("gateway", () => gateway.register(registered), {
+    log: options.logger,
+    progress: options.progress,
+    ...options.waiting,
+    transient: gatewayDown,
+  });
   options.logger.info(
     {
       // Every line already names the agent as configured; an enrolled one got its id now.

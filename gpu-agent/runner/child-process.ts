@@ -131,3 +131,18 @@ export function forkChild(
   });
   return { child, started };
 }
+
+/** SIGTERM, then SIGKILL for a child stuck in native code; resolves once it has exited. */
+export async function terminateChild(
+  child: Child,
+  timeoutMs: number,
+  logger: { warn(data: object, message: string): void },
+): Promise<void> {
+  child.process.kill("SIGTERM");
+  const timer = setTimeout(() => {
+    logger.warn({ child_pid: child.process.pid }, "runner child ignored SIGTERM; killing it");
+    child.process.kill("SIGKILL");
+  }, timeoutMs);
+  await child.exited;
+  clearTimeout(timer);
+}

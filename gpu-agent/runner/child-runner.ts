@@ -1,27 +1,15 @@
-import { type Logger, pino } from "pino";
+import { pino } from "pino";
 import type { JobError } from "../../shared/protocol/index.ts";
-import { OUT_OF_MEMORY_CODE, RUNNER_LOST_CODE, RUNNER_RECYCLED_CODE } from "../inference/oom.ts";
+import { OUT_OF_MEMORY_CODE } from "../inference/oom.ts";
 import type { ExecutionProvider, RunRequest, RunResult } from "../inference/types.ts";
-import { type Child, forkChild } from "./child-process.ts";
+import { type Child, forkChild, terminateChild } from "./child-process.ts";
 import type { LoadMessage, ParentMessage, ReadyMessage } from "./child-protocol.ts";
-import { RestartBackoff, retryStart } from "./restart-backoff.ts";
-import type { BatchPolicy, Runner, RunnerOptions } from "./types.ts";
+import { exitResult, failure, isPermanentStartError } from "./exit-results.ts";
+import { RestartBackoff, retryFirstStart, retryStart } from "./restart-backoff.ts";
+import type { BatchPolicy, ChildRunnerOptions, Runner, RunnerLogger } from "./types.ts";
 
 export { RunnerStartError } from "./child-process.ts";
-
-export type RunnerLogger = Pick<Logger, "info" | "warn" | "error">;
-
-export interface ChildRunnerOptions extends RunnerOptions {
-  logger?: RunnerLogger;
-  /** First delay before forking a new child after a crash; doubles per recent crash. */
-  restartDelayMs?: number;
-  /** Longest delay between restarts, however often the child crashes. */
-  maxRestartDelayMs?: number;
-  /** After this many children in a row fail to start, the runner gives up. */
-  maxFailedStarts?: number;
-  /** How long `stop` waits after SIGTERM before SIGKILL. */
-  stopTimeoutMs?: number;
-}
+export type { ChildRunnerOptions, RunnerLogger } from "./types.ts";
 
 const DEFAULT_BATCH_WINDOW_MS = 10;
 
@@ -73,7 +61,7 @@ class ChildRunner implements Runner {
   }
 
   start(): Promise<void> {
-    this.ready ??= this.spawn();
+    this.ready ??= this.firstStart();
     return this.ready;
   }
 
@@ -174,18 +162,28 @@ class ChildRunner implements Runner {
     void this.terminate(child);
   }
 
-  /** SIGTERM, then SIGKILL for a child stuck in native code; resolves once it has exited. */
-  private async terminate(child: Child): Promise<void> {
-    child.process.kill("SIGTERM");
-    const timer = setTimeout(() => {
-      this.logger.warn(
-        { child_pid: child.process.pid },
-        "runner child ignored SIGTERM; killing it",
-      );
-      child.process.kill("SIGKILL");
-    }, this.options.stopTimeoutMs ?? 5_000);
-    await child.exited;
-    clearTimeout(timer);
+  private terminate(child: Child): Promise<void> {
+    return terminateChild(child, this.options.stopTimeoutMs ?? 5_000, this.logger);
+  }
+
+  /**
+   * The first child; one that dies while starting is forked again with the restart backoff
+   * for as long as it takes. Only a permanent load error (an unknown model) or `stop` rejects.
+   */
+  private firstStart(): Promise<void> {
+    const start = retryFirstStart({
+      start: () => this.spawn(),
+      backoff: this.backoff,
+      isStopping: () => this.stopping,
+      permanent: isPermanentStartError,
+      onFailedStart: (error, failed, delay) =>
+        this.logger.error(
+          { err: error, failed_starts: failed, retry_in_ms: delay },
+          "runner child failed to start; forking another after the restart backoff",
+        ),
+    });
+    this.cancelRestart = start.cancel;
+    return start.ready;
   }
 
   /** Forks a child and resolves once it has loaded and warmed its models. */
@@ -243,19 +241,18 @@ class ChildRunner implements Runner {
     // on purpose, did nothing wrong.
     let first = true;
     for (const run of this.pending.values()) {
-      const failed: RunResult = this.stopping
-        ? failure("runner_stopped", "the runner was stopped during the run")
+      const why = this.stopping
+        ? "stopped"
         : child.retiring
-          ? failure(RUNNER_RECYCLED_CODE, "the runner child was replaced before the run finished")
+          ? "replaced"
           : first
-            ? failure("runner_crashed", `the runner child died during the run (${how})`)
-            : failure(RUNNER_LOST_CODE, `the runner child died (${how}) before this run's turn`);
-      run.settle(Array(run.count).fill(failed));
+            ? "crashed"
+            : "lost";
+      run.settle(Array(run.count).fill(exitResult(why, how)));
       first = false;
     }
     this.pending.clear();
-    // A child that never became ready fails its `spawn()`, whose caller decides what next;
-    // a retiring child's successor is already on its way.
+    // A child never ready fails its `spawn()` (the caller decides); a retiring one has a successor.
     if (this.stopping || !child.ready || child.retiring) return;
     this.restarts++;
     this.logger.error({ child_pid: child.process.pid, exit: how }, "runner child died; restarting");
@@ -272,7 +269,8 @@ class ChildRunner implements Runner {
       firstDelay,
       start: () => this.spawn(),
       backoff: this.backoff,
-      maxFailedStarts: this.options.maxFailedStarts ?? 5,
+      maxFailedStarts: this.options.maxFailedStarts ?? Number.POSITIVE_INFINITY,
+      permanent: isPermanentStartError,
       isStopping: () => this.stopping,
       onFailedStart: (error, attempt) =>
         this.logger.error({ err: error, attempt }, "runner child failed to restart"),
@@ -288,17 +286,10 @@ class ChildRunner implements Runner {
   }
 
   private giveUp(reason: string): void {
-    this.broken = {
-      type: "transient",
-      code: "runner_unavailable",
-      message: `the runner stopped restarting its child: ${reason}`,
-    };
+    const message = `the runner stopped restarting its child: ${reason}`;
+    this.broken = { type: "transient", code: "runner_unavailable", message };
     this.logger.error({ reason }, "runner gave up restarting its child");
   }
-}
-
-function failure(code: string, text: string): RunResult {
-  return { ok: false, error: { type: "transient", code, message: text } };
 }
 
 function message(error: unknown): string {

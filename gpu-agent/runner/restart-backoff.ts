@@ -48,6 +48,8 @@ export interface RetryStartOptions {
   backoff: RestartBackoff;
   /** After this many failed starts in a row, give up. */
   maxFailedStarts: number;
+  /** A start error no retry fixes: give up at once. */
+  permanent?(error: unknown): boolean;
   isStopping(): boolean;
   onFailedStart(error: unknown, attempt: number): void;
   onGiveUp(reason: string): void;
@@ -78,7 +80,7 @@ export function retryStart(options: RetryStartOptions): {
         if (options.isStopping()) return reject(stopped());
         failedStarts++;
         options.onFailedStart(error, failedStarts);
-        if (failedStarts >= options.maxFailedStarts) {
+        if (failedStarts >= options.maxFailedStarts || options.permanent?.(error)) {
           const reason = error instanceof Error ? error.message : String(error);
           options.onGiveUp(`${failedStarts} restarts in a row failed: ${reason}`);
           reject(error);
@@ -92,4 +94,51 @@ export function retryStart(options: RetryStartOptions): {
     });
   });
   return { ready, cancel: () => cancel() };
+}
+
+export interface RetryFirstStartOptions {
+  start(): Promise<void>;
+  backoff: RestartBackoff;
+  isStopping(): boolean;
+  /** An error no restart fixes (a bad setting): rejected at once. */
+  permanent(error: unknown): boolean;
+  onFailedStart(error: unknown, failedStarts: number, delayMs: number): void;
+}
+
+/**
+ * Starts the first child, starting another after the backoff (doubling per failed start,
+ * capped) each time one fails for a reason that is not permanent. `ready` rejects only on a
+ * permanent error, or once `cancel` was called (the runner is stopping).
+ */
+export function retryFirstStart(options: RetryFirstStartOptions): {
+  ready: Promise<void>;
+  cancel(): void;
+} {
+  let wake: (() => void) | null = null;
+  let timer: NodeJS.Timeout | undefined;
+  let cancelled = false;
+  const ready = (async () => {
+    for (let failed = 0; ; failed++) {
+      try {
+        return await options.start();
+      } catch (error) {
+        if (cancelled || options.isStopping() || options.permanent(error)) throw error;
+        const delay = options.backoff.delay(failed);
+        options.onFailedStart(error, failed + 1, delay);
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          timer = setTimeout(resolve, delay);
+        });
+        if (cancelled || options.isStopping()) throw new Error("the runner is stopping");
+      }
+    }
+  })();
+  return {
+    ready,
+    cancel() {
+      cancelled = true;
+      clearTimeout(timer);
+      wake?.();
+    },
+  };
 }

@@ -1,3 +1,4 @@
+import type { Logger } from "pino";
 import type { ExecutionProvider, RunRequest, RunResult } from "../inference/types.ts";
 import type { ModelConfig } from "../pipelines/model-config.ts";
 
@@ -52,4 +53,21 @@ export interface RunnerOptions {
   modelConfigs?: Readonly<Record<string, ModelConfig>>;
   /** The batch window of models whose config names none. Default 10 ms. */
   batchWindowMs?: number;
+}
+
+export type RunnerLogger = Pick<Logger, "info" | "warn" | "error">;
+
+export interface ChildRunnerOptions extends RunnerOptions {
+  logger?: RunnerLogger;
+  /** First delay before forking a new child after a crash; doubles per recent crash. */
+  restartDelayMs?: number;
+  /** Longest delay between restarts, however often the child crashes. */
+  maxRestartDelayMs?: number;
+  /**
+   * After this many children in a row fail to restart, the runner gives up (every run then
+   * fails). Default: never for a transient failure; a permanent one gives up at once.
+   */
+  maxFailedStarts?: number;
+  /** How long `stop` waits after SIGTERM before SIGKILL. */
+  stopTimeoutMs?: number;
 }

@@ -1,5 +1,5 @@
 import pino from "pino";
-import { type AgentHandle, startAgent } from "../../gpu-agent/agent.ts";
+import { type AgentDeps, type AgentHandle, startAgent } from "../../gpu-agent/agent.ts";
 import { parseAgentConfig } from "../../gpu-agent/config.ts";
 import { openQueue } from "../../shared/queue/open.ts";
 import type { JobQueue } from "../../shared/queue/port.ts";
@@ -21,6 +21,12 @@ export interface TestAgentOptions {
   executionProviders?: string;
   /** Wraps the queue the agent consumes from: tests observe retries with it. */
   wrapQueue?: (queue: JobQueue) => JobQueue;
+  /** Where the agent finds the gateway, when not at `gw.url` (a switch in front of it). */
+  gatewayUrl?: string;
+  /** The agent's progress lines (start-up, waits for an unreachable gateway). */
+  progress?: (line: string) => void;
+  /** Waits between tries of an unreachable gateway or queue. */
+  peerBackoff?: AgentDeps["peerBackoff"];
 }
 
 /** A real agent (supervisor + child-process runners) on the test gateway's queue. */
@@ -29,7 +35,7 @@ export function startTestAgent(
   options: TestAgentOptions = {},
 ): Promise<AgentHandle> {
   const config = parseAgentConfig({
-    GANTRY_GATEWAY_URL: gw.url,
+    GANTRY_GATEWAY_URL: options.gatewayUrl ?? gw.url,
     GANTRY_AGENT_TOKEN: gw.agentToken,
     GANTRY_QUEUE_URL: options.queueUrl ?? "embedded",
     GANTRY_MODELS: (options.models ?? ["ocr", "noop"]).join(","),
@@ -46,6 +52,8 @@ export function startTestAgent(
   const wrap = options.wrapQueue ?? ((queue: JobQueue) => queue);
   return startAgent(config, {
     logger: pino({ level: process.env.GANTRY_TEST_LOG ?? "silent" }),
+    ...(options.progress ? { progress: options.progress } : {}),
+    ...(options.peerBackoff ? { peerBackoff: options.peerBackoff } : {}),
     openQueue: async (url, queueOptions) => {
       if (options.queueUrl) {
         const opened = await openQueue(url, queueOptions);

@@ -1,0 +1,59 @@
+import type { Logger } from "pino";
+import { UserError } from "../shared/errors.ts";
+import { QueueUnreachableError } from "../shared/queue/open.ts";
+import { pause, peerRetryDelayMs, type WaitBackoffOptions } from "./backoff.ts";
+import { GatewayError } from "./gateway/client.ts";
+
+export interface UntilReachableOptions {
+  log: Pick<Logger, "warn" | "info">;
+  progress: (line: string) => void;
+  /** True for a condition that waiting fixes (the peer is down); anything else is thrown. */
+  transient(error: unknown): boolean;
+  backoff?: WaitBackoffOptions;
+  /** Stops waiting: the last error is thrown. */
+  signal?: AbortSignal;
+}
+
+/**
+ * Tries `work` until it succeeds, waiting with capped backoff and jitter after each try that
+ * failed on a transient condition, and saying so in the log and on the progress lines. An
+ * agent started while its gateway or broker restarts waits for it instead of exiting:
+ * only a configuration error (a bad URL, a refused token) or a signal ends it.
+ */
+export async function untilReachable<T>(
+  what: string,
+  work: () => Promise<T>,
+  options: UntilReachableOptions,
+): Promise<T> {
+  for (let round = 1; ; round++) {
+    try {
+      const result = await work();
+      if (round > 1) {
+        options.log.info({ peer: what, tries: round }, `${what} reachable again`);
+        options.progress(`${what} reachable again after ${round} tries`);
+      }
+      return result;
+    } catch (error) {
+      if (!options.transient(error) || options.signal?.aborted) throw error;
+      const delay = peerRetryDelayMs(round, options.backoff);
+      const reason = error instanceof Error ? error.message : String(error);
+      options.log.warn(
+        { err: error, peer: what, round, retry_in_ms: delay },
+        `${what} unreachable; retrying`,
+      );
+      options.progress(
+        `${what} unreachable (${reason}); retrying in ${(delay / 1000).toFixed(1)} s`,
+      );
+      await pause(delay, options.signal);
+      if (options.signal?.aborted) throw error;
+    }
+  }
+}
+
+/** The gateway is down or overloaded (every try failed on the network, a 5xx or a 429). */
+export const gatewayDown = (error: unknown) =>
+  error instanceof GatewayError && error.code === "gateway_unavailable";
+
+/** Anything but a UserError (a bad URL) is taken as the queue being unreachable. */
+export const queueDown = (error: unknown) =>
+  error instanceof QueueUnreachableError || !(error instanceof UserError);

@@ -11,6 +11,8 @@ import { parseAllDocuments } from "yaml";
 import { z } from "zod";
 import { parseAgentConfig } from "../gpu-agent/config.ts";
 import { lanesOf, TopologyNames } from "../shared/queue/amqp/names.ts";
+import { NatsNames } from "../shared/queue/nats/names.ts";
+import { RedisKeys } from "../shared/queue/redis/client.ts";
 import { queueNameOf, sqsQueueNames } from "../shared/queue/sqs-queues.ts";
 
 const ROOT = join(import.meta.dirname, "..");
@@ -125,7 +127,42 @@ const SqsTrigger = z.object({
     .strict(),
   authenticationRef: z.object({ name: Name }),
 });
-const Trigger = z.discriminatedUnion("type", [RabbitMQTrigger, SqsTrigger]);
+const RedisStreamsTrigger = z.object({
+  type: z.literal("redis-streams"),
+  metadata: z
+    .object({
+      address: z.string().regex(/^[a-z0-9.-]+:\d+$/),
+      stream: z.string().min(1),
+      // XLEN mode: no consumerGroup, or the scaler would count only running jobs (XPENDING).
+      streamLength: z.string().regex(/^\d+$/),
+      enableTLS: z.enum(["true", "false"]).optional(),
+    })
+    .strict(),
+  // The password comes from a TriggerAuthentication, never inline.
+  authenticationRef: z.object({ name: Name }),
+});
+const NatsJetStreamTrigger = z.object({
+  type: z.literal("nats-jetstream"),
+  metadata: z
+    .object({
+      natsServerMonitoringEndpoint: z.string().regex(/^[a-z0-9.-]+:\d+$/),
+      account: z.string().min(1),
+      stream: z.string().min(1),
+      consumer: z.string().min(1),
+      lagThreshold: z.string().regex(/^\d+$/),
+      activationLagThreshold: z.string().regex(/^\d+$/).optional(),
+      useHttps: z.enum(["true", "false"]).optional(),
+    })
+    .strict(),
+  // The monitoring endpoint has no credentials to carry.
+  authenticationRef: z.object({ name: Name }).optional(),
+});
+const Trigger = z.discriminatedUnion("type", [
+  RabbitMQTrigger,
+  SqsTrigger,
+  RedisStreamsTrigger,
+  NatsJetStreamTrigger,
+]);
 const ScaledObject = z.object({
   spec: z.object({
     scaleTargetRef: z.object({
@@ -285,7 +322,9 @@ describe("infra/k8s manifests", () => {
   it("scales the agent Deployment from zero with KEDA", () => {
     const scaled = ofKind("ScaledObject");
     expect(scaled.map((m) => m.file).sort()).toEqual([
+      "infra/k8s/keda/nats.yaml",
       "infra/k8s/keda/rabbitmq.yaml",
+      "infra/k8s/keda/redis.yaml",
       "infra/k8s/keda/sqs.yaml",
     ]);
     for (const m of scaled) {
@@ -308,9 +347,16 @@ describe("infra/k8s manifests", () => {
     );
     for (const m of ofKind("ScaledObject")) {
       for (const trigger of ScaledObject.parse(m.raw).spec.triggers) {
-        const auth = auths.get(trigger.authenticationRef.name);
-        expect(auth, `${m.file}: ${trigger.authenticationRef.name}`).toBeDefined();
-        if (trigger.type === "rabbitmq") {
+        if (trigger.type === "nats-jetstream" && !trigger.authenticationRef) continue;
+        const ref = trigger.authenticationRef!;
+        const auth = auths.get(ref.name);
+        expect(auth, `${m.file}: ${ref.name}`).toBeDefined();
+        if (trigger.type === "redis-streams") {
+          const password = auth && "secretTargetRef" in auth ? auth.secretTargetRef : [];
+          const ref = password.find((r) => r.parameter === "password");
+          expect(ref, "the redis password comes from a Secret").toBeDefined();
+          expect(secretData(ref!.name)).toHaveProperty([ref!.key]);
+        } else if (trigger.type === "rabbitmq") {
           expect(auth && "secretTargetRef" in auth).toBe(true);
           if (!auth || !("secretTargetRef" in auth)) continue;
           const host = auth.secretTargetRef.find((ref) => ref.parameter === "host");
@@ -341,6 +387,23 @@ describe("infra/k8s manifests", () => {
       for (const lane of lanesOf("quorum")) {
         expect(rabbitQueues).toContain(topology.laneQueue(model, lane));
       }
+    }
+    const redis = one("ScaledObject", ScaledObject, "gantry-agent-redis").spec.spec.triggers;
+    const streams = redis.map((t) => (t.type === "redis-streams" ? t.metadata.stream : ""));
+    const nats = one("ScaledObject", ScaledObject, "gantry-agent-nats").spec.spec.triggers;
+    const consumers = nats.map((t) =>
+      t.type === "nats-jetstream" ? `${t.metadata.stream}/${t.metadata.consumer}` : "",
+    );
+    const keys = new RedisKeys("gantry"); // the redis adapter's default prefix
+    const subjects = new NatsNames("gantry"); // the nats adapter's default prefix
+    for (const model of models) {
+      // Both lanes, not the delayed set or the dead-letter stream.
+      expect(streams.sort()).toEqual([keys.lane(model, "high"), keys.lane(model, "normal")].sort());
+      expect(consumers.sort()).toEqual(
+        (["high", "normal"] as const)
+          .map((lane) => `${subjects.stream}/${subjects.consumer(model, lane)}`)
+          .sort(),
+      );
     }
     for (const trigger of sqs) {
       if (trigger.type !== "aws-sqs-queue") continue;

@@ -6,8 +6,7 @@ import type { AmqpConnection } from "./connection.ts";
 import { readDeadLetter } from "./message.ts";
 import { lanesOf, TopologyNames } from "./names.ts";
 import type { AmqpSettings } from "./options.ts";
-
-type QueueArguments = Record<string, string | number>;
+import { type QueueArguments, queueArguments } from "./queue-arguments.ts";
 
 /** Broker-side counts of one model; `inFlight` is the adapter's own business. */
 export interface BrokerCounts {
@@ -31,6 +30,7 @@ const DECLARE_WIDTH = 4;
  */
 export class Topology {
   readonly names: TopologyNames;
+  private readonly arguments: ReturnType<typeof queueArguments>;
   private readonly known = new Set<string>();
   private declared = new Map<string, Promise<void>>();
   /** Every declaration still running, of this connection or an earlier one. */
@@ -46,6 +46,7 @@ export class Topology {
     private readonly settings: AmqpSettings,
   ) {
     this.names = new TopologyNames(settings.prefix);
+    this.arguments = queueArguments(settings, this.names);
     conn.onConnect(() => {
       if (this.retired) return;
       for (const model of this.known) {
@@ -215,16 +216,16 @@ export class Topology {
       };
     const everyLaneKey = lanes.map((lane) => names.laneKey(model, lane));
     await inParallel(connection, DECLARE_WIDTH, [
-      queue(names.deadQueue(model), this.deadArguments(), names.deadExchange, everyLaneKey),
+      queue(names.deadQueue(model), this.arguments.dead(), names.deadExchange, everyLaneKey),
       ...lanes.map((lane) =>
-        queue(names.laneQueue(model, lane), this.laneArguments(), names.jobsExchange, [
+        queue(names.laneQueue(model, lane), this.arguments.lane(), names.jobsExchange, [
           names.laneKey(model, lane),
         ]),
       ),
       ...settings.delaySteps.map((step) =>
         queue(
           names.delayQueue(model, step),
-          this.delayArguments(step),
+          this.arguments.delay(step),
           names.delayExchange(step),
           everyLaneKey,
         ),
@@ -279,38 +280,5 @@ export class Topology {
       );
       await channel.use((ch) => ch.checkQueue(queue));
     }
-  }
-
-  private typed(args: QueueArguments): QueueArguments {
-    if (this.settings.queueType === "classic") return { "x-queue-type": "classic", ...args };
-    // At-least-once dead-lettering needs reject-publish: a full queue refuses (nacks) new
-    // publishes instead of dropping its head.
-    return {
-      "x-queue-type": "quorum",
-      ...args,
-      ...(args["x-dead-letter-exchange"]
-        ? { "x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish" }
-        : {}),
-    };
-  }
-
-  private laneArguments(): QueueArguments {
-    const { queueType, limits } = this.settings;
-    const dead = { "x-dead-letter-exchange": this.names.deadExchange };
-    if (queueType === "classic") return this.typed({ ...dead, "x-max-priority": 9 });
-    // The broker dead-letters a message returned more than this many times, even when every
-    // consumer holding it died before it could count: the poison-message backstop.
-    return this.typed({ ...dead, "x-delivery-limit": limits.maxAttempts });
-  }
-
-  private delayArguments(step: number): QueueArguments {
-    return this.typed({
-      "x-message-ttl": step,
-      "x-dead-letter-exchange": this.names.jobsExchange,
-    });
-  }
-
-  private deadArguments(): QueueArguments {
-    return this.typed({});
   }
 }

@@ -36,12 +36,10 @@ export async function runCommand(
 ) {
   const gantry = clientFromEnv(env);
   const interactive = Boolean(process.stderr.isTTY) && !flags.json;
-  const spinner = ora({
-    stream: process.stderr,
-    isEnabled: interactive,
-    text: `uploading ${file ?? ""}`,
-  });
-  spinner.start();
+  const first = file ? `uploading ${file}` : `submitting ${model}`;
+  // ora draws in a terminal only; elsewhere each change is a plain line (none with --json).
+  const spinner = interactive ? ora({ stream: process.stderr, text: first }).start() : null;
+  if (!interactive && !flags.json) process.stderr.write(`${first}\n`);
   let last = "";
   let jobId = "";
   const onProgress = (update: JobUpdate) => {
@@ -49,7 +47,7 @@ export async function runCommand(
     const line = describeUpdate(update);
     if (line === last) return;
     last = line;
-    if (interactive) spinner.text = line;
+    if (spinner) spinner.text = line;
     else if (!flags.json) process.stderr.write(`${line}\n`);
   };
   const controller = new AbortController();
@@ -58,7 +56,7 @@ export async function runCommand(
   try {
     const input = { ...(flags.param ?? {}), ...(file ? { image: file } : {}) };
     const output = await gantry.run(model, input, { onProgress, signal: controller.signal });
-    spinner.stop();
+    spinner?.stop();
     const job = await gantry.jobs.get(jobId);
     const saved = artifactsOf(output).length
       ? await saveArtifacts(gantry, job, join(flags.out ?? ".", basename(file ?? model)))
@@ -75,7 +73,7 @@ export async function runCommand(
       process.stdout.write(`${JSON.stringify(output, null, 2)}\n`);
     }
   } catch (error) {
-    spinner.stop();
+    spinner?.stop();
     if (!(error instanceof JobFailedError)) throw error;
     if (flags.json) process.stdout.write(`${JSON.stringify(error.job)}\n`);
     process.stderr.write(`gantry: ${error.message}\n${error.code}\n`);

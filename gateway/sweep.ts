@@ -2,9 +2,12 @@ import type { JobError } from "../shared/protocol/index.ts";
 import { DEFAULT_QUEUE_LIMITS } from "../shared/queue/port.ts";
 import type { Gateway } from "./context.ts";
 import { afterTransition, publishJob, webhookDeps } from "./jobs/lifecycle.ts";
+import { republishLost } from "./sweep-lost.ts";
 
 /** A job unpublished this long after its commit is taken to have lost its publish. */
 const OUTBOX_GRACE_MS = 10_000;
+/** A queued job published this long ago may be asked about (see sweep-lost.ts). */
+const LOST_GRACE_MS = 30_000;
 /**
  * Added to the lease before a silent running job counts as abandoned. The queue gives the
  * message back when the lease ends; this margin lets that redelivery's claim come first, so
@@ -16,6 +19,11 @@ const BATCH = 100;
 export interface SweepOptions {
   /** How long after its commit an unpublished job is republished. Default 10 s. */
   outboxGraceMs?: number;
+  /**
+   * How long after its publish a queued job may be asked about (JobQueue.absent) and, if
+   * its message is gone, republished. Default 30 s.
+   */
+  lostAfterMs?: number;
   /** How long a running job may go without a heartbeat. Default: the lease + 30 s. */
   staleAfterMs?: number;
   /** Claims a job gets before a stale one is failed instead of requeued. Default 5. */
@@ -56,6 +64,7 @@ export async function sweep(gateway: Gateway, options: SweepOptions = {}): Promi
     }
   }
   const stale = await sweepStale(gateway, now, options, batch);
+  republished += await republishLost(gateway, now, options.lostAfterMs ?? LOST_GRACE_MS, batch);
   const webhooks = await gateway.stores.webhooks.deliverDue(webhookDeps(gateway));
   return { republished, expired, ...stale, webhooks: webhooks.attempted };
 }

@@ -85,6 +85,17 @@ export class KyselyJobReads {
     return query.limit(limit).execute();
   }
 
+  /** Queued jobs whose message the queue confirmed before `publishedBefore`, in id order. */
+  publishedQueued(publishedBefore: number, afterId: string | null, limit: number) {
+    let query = this.db
+      .selectFrom("jobs")
+      .selectAll()
+      .where("status", "=", "queued")
+      .where("published_at", "<", publishedBefore);
+    if (afterId !== null) query = query.where("id", ">", afterId);
+    return query.orderBy("id").limit(limit).execute();
+  }
+
   overdueQueued(now: number, limit: number): Promise<JobRow[]> {
     return this.db
       .selectFrom("jobs")

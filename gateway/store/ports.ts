@@ -65,6 +65,12 @@ export interface JobStore {
   /** Queued jobs created before `olderThan` whose message was never confirmed: the outbox. */
   unpublished(olderThan: number, limit: number): Promise<JobRow[]>;
   overdueQueued(now: number, limit: number): Promise<JobRow[]>;
+  /** Queued jobs published before `publishedBefore`, in id order after `afterId` (sweep-lost.ts). */
+  publishedQueued(
+    publishedBefore: number,
+    afterId: string | null,
+    limit: number,
+  ): Promise<JobRow[]>;
   /** Running jobs not heard from (claim, heartbeat) since `staleBefore`. */
   staleRunning(staleBefore: number, limit: number): Promise<JobRow[]>;
   /** How many times the job was claimed, counted from its events. */

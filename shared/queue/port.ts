@@ -14,6 +14,12 @@ export interface JobQueue {
   consume(handler: DeliveryHandler, options: ConsumeOptions): Promise<Consumer>;
   depth(model?: string): Promise<QueueDepth>;
   close(): Promise<void>;
+  /**
+   * Optional, for brokers that can lose a publish they confirmed (redis, nats): of these
+   * messages, the job ids whose message the queue holds nowhere (ready, in flight or
+   * delayed). The gateway's sweeper publishes those again (gateway/sweep-lost.ts).
+   */
+  absent?(messages: readonly QueueMessage[]): Promise<string[]>;
 }
 
 export interface PublishOptions {

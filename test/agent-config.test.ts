@@ -40,6 +40,7 @@ describe("agent config", () => {
       drainTimeoutMs: 60_000,
       executionProviders: ["cuda", "cpu"],
       maxInputBytes: 64 * 1024 * 1024,
+      inputUrlAllow: [],
       modelCacheDir: "./model-cache",
       batchWindowMs: 10,
       callLingerMs: 0,

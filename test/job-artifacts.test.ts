@@ -62,15 +62,21 @@ describe("job artifacts end to end (rmbg, background-removal)", () => {
     const { statuses } = await followJob((path) => fx.api(path), jobId);
     expect(statuses.at(-1)).toBe("succeeded");
     const job = (await (await fx.api(`/v1/jobs/${jobId}`)).json()) as {
-      output: { width: number; height: number; format: string; image_png: ArtifactRef };
+      output: {
+        width: number;
+        height: number;
+        format: string;
+        image: ArtifactRef;
+        mask: ArtifactRef;
+      };
     };
-    expect(job.output).toMatchObject({ width: 600, height: 600, format: "cutout" });
-    reference = job.output.image_png;
+    expect(job.output).toMatchObject({ width: 600, height: 600, format: "png" });
+    reference = job.output.image;
     expect(reference).not.toHaveProperty("base64");
   });
 
   it("redirects to the PNG the agent uploaded: alpha, original size, as the output says", async () => {
-    const response = await fx.api(`/v1/jobs/${jobId}/artifacts/image_png`, {
+    const response = await fx.api(`/v1/jobs/${jobId}/artifacts/image`, {
       redirect: "manual",
     });
     expect(response.status).toBe(302);
@@ -94,14 +100,14 @@ describe("job artifacts end to end (rmbg, background-removal)", () => {
   });
 
   it("follows the redirect like any HTTP client", async () => {
-    const response = await fx.api(`/v1/jobs/${jobId}/artifacts/image_png`);
+    const response = await fx.api(`/v1/jobs/${jobId}/artifacts/image`);
     expect(response.status).toBe(200);
     expect((await response.arrayBuffer()).byteLength).toBe(reference.size_bytes);
   });
 
   it("answers 404 to another tenant, as for a job that does not exist", async () => {
     const otherKey = await fx.addTenant("ten_other");
-    const response = await fx.api(`/v1/jobs/${jobId}/artifacts/image_png`, {
+    const response = await fx.api(`/v1/jobs/${jobId}/artifacts/image`, {
       apiKey: otherKey,
       redirect: "manual",
     });
@@ -110,7 +116,7 @@ describe("job artifacts end to end (rmbg, background-removal)", () => {
   });
 
   it("answers 404 to a name the output does not list, declared or not", async () => {
-    for (const name of ["mask_png", "nothing", "width", "result.json"]) {
+    for (const name of ["image_png", "nothing", "width", "result.json"]) {
       const response = await fx.api(`/v1/jobs/${jobId}/artifacts/${name}`, {
         redirect: "manual",
       });

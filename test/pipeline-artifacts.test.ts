@@ -175,8 +175,8 @@ describe("background removal through the agent", () => {
 
     const [event] = h.gateway.events(id);
     const output = event?.type === "succeeded" ? (event.output as Record<string, unknown>) : {};
-    expect(output).toMatchObject({ width: 40, height: 30, format: "cutout" });
-    const cutout = output.image_png as { base64: string; content_type: string };
+    expect(output).toMatchObject({ width: 40, height: 30, format: "png" });
+    const cutout = output.image as { base64: string; content_type: string };
     expect(cutout.content_type).toBe("image/png");
     const meta = await sharp(Buffer.from(cutout.base64, "base64")).metadata();
     expect(meta).toMatchObject({ width: 40, height: 30, channels: 4, hasAlpha: true });

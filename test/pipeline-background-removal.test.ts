@@ -54,8 +54,14 @@ describe.each([
 
   it("cuts the foreground out as a PNG with alpha, at the original size", async () => {
     const result = artifactsOf(await pipeline.run(imageRequest("remove-bg", await boxImage())));
-    expect(result.output).toEqual({ width: 80, height: 50, format: "cutout" });
-    const png = result.artifacts.image_png!;
+    expect(result.output).toMatchObject({
+      width: 80,
+      height: 50,
+      format: "png",
+      input_size: { width: size, height: size },
+      source: { format: "png", pages: 1 },
+    });
+    const png = result.artifacts.image!;
     expect(png.contentType).toBe("image/png");
     const { info, at } = await decodePng(png.bytes);
     expect(info).toMatchObject({ width: 80, height: 50, channels: 4, format: "raw" });
@@ -65,9 +71,10 @@ describe.each([
   });
 
   it("returns the mask alone when asked", async () => {
-    const request = imageRequest("remove-bg", await boxImage(), { format: "mask" });
+    const request = imageRequest("remove-bg", await boxImage(), { mask_only: true });
     const result = artifactsOf(await pipeline.run(request));
-    const bytes = result.artifacts.mask_png!.bytes;
+    expect(result.artifacts.image).toBeUndefined();
+    const bytes = result.artifacts.mask!.bytes;
     expect(await sharp(bytes).metadata()).toMatchObject({
       width: 80,
       height: 50,
@@ -77,6 +84,35 @@ describe.each([
     const { at } = await decodePng(bytes);
     expect(at(40, 25)[0]).toBe(255);
     expect(at(2, 2)[0]).toBe(0);
+  });
+
+  it("composites onto a background colour, as WebP when asked", async () => {
+    const request = imageRequest("remove-bg", await boxImage(), {
+      format: "webp",
+      background: "#00ff00",
+    });
+    const result = artifactsOf(await pipeline.run(request));
+    expect(result.artifacts.image?.contentType).toBe("image/webp");
+    expect(result.artifacts.mask?.contentType).toBe("image/webp");
+    const { info, at } = await decodePng(result.artifacts.image!.bytes);
+    expect(info).toMatchObject({ width: 80, height: 50, channels: 3 });
+    const [r, g, b] = at(4, 4);
+    expect(g).toBeGreaterThan(200);
+    expect(r! + b!).toBeLessThan(60);
+    expect([...at(40, 25)].every((channel) => channel > 200)).toBe(true);
+  });
+
+  it("refuses unknown or malformed parameters permanently", async () => {
+    for (const params of [{ format: "cutout" }, { background: "green" }, { extra: 1 }]) {
+      const failure = await pipeline.run(imageRequest("remove-bg", await boxImage(), params)).then(
+        () => null,
+        (error: unknown) => error,
+      );
+      expect((failure as PipelineFailure).jobError, JSON.stringify(params)).toMatchObject({
+        type: "permanent",
+        code: "invalid_params",
+      });
+    }
   });
 
   it("fails a file that is not an image permanently", async () => {
@@ -130,8 +166,8 @@ describe("background-removal model config", () => {
       const alone = artifactsOf(await pipeline.run(good));
       for (const index of [0, 2]) {
         const batched = artifactsOf((settled[index] as PromiseFulfilledResult<unknown>).value);
-        const a = await decodePng(batched.artifacts.image_png!.bytes);
-        const b = await decodePng(alone.artifacts.image_png!.bytes);
+        const a = await decodePng(batched.artifacts.image!.bytes);
+        const b = await decodePng(alone.artifacts.image!.bytes);
         for (const [x, y] of [
           [40, 25],
           [5, 5],
@@ -144,5 +180,43 @@ describe("background-removal model config", () => {
     } finally {
       await pipeline.release();
     }
+  });
+});
+
+describe("background-removal at a degraded size on later attempts", () => {
+  it("runs attempt 3 on at the smaller size when the graph's height and width are dynamic", async () => {
+    const file = models.write("dynamic.onnx", maskModel({ size: "side", style: "rmbg" }));
+    const pipeline = await loadOnCpu(backgroundRemovalPipeline, "rmbg", {
+      pipeline: "background-removal",
+      file,
+      input_size: 64,
+      degraded_input_size: 48,
+    });
+    try {
+      const sizes = [];
+      for (const attempt of [1, 2, 3, 4]) {
+        const request = { ...imageRequest("rmbg", await boxImage()), attempt };
+        const result = artifactsOf(await pipeline.run(request));
+        sizes.push((result.output.input_size as { width: number }).width);
+        // Still the whole picture at the original size, just a coarser mask.
+        const { at } = await decodePng(result.artifacts.image!.bytes);
+        expect(at(40, 25)[3]).toBe(255);
+        expect(at(5, 5)[3]).toBe(0);
+      }
+      expect(sizes).toEqual([64, 64, 48, 48]);
+    } finally {
+      await pipeline.release();
+    }
+  });
+
+  it("is refused at load time for a graph fixed at one size (as ISNet's 1024² is)", async () => {
+    const file = models.write("fixed.onnx", maskModel({ size: 32, style: "rmbg" }));
+    await expect(
+      loadOnCpu(backgroundRemovalPipeline, "rmbg", {
+        pipeline: "background-removal",
+        file,
+        degraded_input_size: 768,
+      }),
+    ).rejects.toThrow(/degraded_input_size needs dynamic height and width axes.*32x32/);
   });
 });

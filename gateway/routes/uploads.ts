@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { HttpProblem, notFound } from "../../shared/errors.ts";
 import { newId } from "../../shared/ids.ts";
 import { type Upload, UploadRequest, type UploadStatus } from "../../shared/protocol/index.ts";
+import { UNDECODED_IMAGE_TYPES } from "../../shared/tasks/task.ts";
 import type { AppEnv } from "../env.ts";
 import { acceptedContentTypes } from "../models.ts";
 import { uploadBlobKey } from "../store/uploads.ts";
@@ -26,7 +27,7 @@ export const uploadRoutes = new Hono<AppEnv>()
         415,
         "unsupported_content_type",
         "Unsupported content type",
-        `content_type must be one of ${accepted.join(", ")}.`,
+        `${UNDECODED_IMAGE_TYPES[request.content_type] ?? ""} content_type must be one of ${accepted.join(", ")}.`.trim(),
       );
     }
     const limit = maxUploadBytes(gateway.config.maxUploadBytes, tenant.limits.max_upload_bytes);

@@ -93,7 +93,8 @@ export function buildModel(spec: GraphSpec): Uint8Array {
  * white is foreground and black background. RMBG-2.0 style outputs that as logits; U²-Net
  * style passes it through a sigmoid and has seven outputs, d0 (the fused mask) first.
  */
-export function maskModel(options: { size: number; batch?: Dim; style: "rmbg" | "u2net" }) {
+/** `size` may be symbolic (a string): then height and width are dynamic, as BiRefNet's are. */
+export function maskModel(options: { size: Dim; batch?: Dim; style: "rmbg" | "u2net" }) {
   const { size, batch = "batch", style } = options;
   const dims = [batch, 1, size, size];
   const nodes = [

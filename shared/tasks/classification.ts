@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { defineTask, IMAGE_TYPES, Unit } from "./task.ts";
+import { imageTask, Unit } from "./task.ts";
 
 /** One class the model saw: its label (`class_<i>` without labels), index and score. */
 export const ClassScore = z.object({
@@ -14,18 +14,14 @@ export const ClassificationOutput = z.object({
 });
 export type ClassificationOutput = z.infer<typeof ClassificationOutput>;
 
-export const classificationTask = defineTask({
+export const classificationTask = imageTask({
   id: "classification",
   description:
     "Image classification (ImageNet-style). Output: {predictions: [{label, class_id, score}]}, top-k.",
-  image: "required",
-  contentTypes: IMAGE_TYPES,
   params: z.strictObject({
     top_k: z.number().int().min(1).max(1000).optional(),
   }),
   artifacts: [],
   output: ClassificationOutput,
-  decodesImage: true,
-  builtin: false,
   defaultTimeoutSeconds: 60,
 });

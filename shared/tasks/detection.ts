@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ClassScore } from "./classification.ts";
-import { defineTask, IMAGE_TYPES, Unit } from "./task.ts";
+import { imageTask, Unit } from "./task.ts";
 
 export const Detection = ClassScore.extend({
   /** `[x1, y1, x2, y2]` in original image pixels. */
@@ -15,12 +15,10 @@ export const DetectionOutput = z.object({
 });
 export type DetectionOutput = z.infer<typeof DetectionOutput>;
 
-export const detectionTask = defineTask({
+export const detectionTask = imageTask({
   id: "detection",
   description:
     "Object detection (YOLOv8/YOLO11). Output: {width, height, detections: [{label, class_id, score, box}]}.",
-  image: "required",
-  contentTypes: IMAGE_TYPES,
   // A job may tighten or loosen the model's thresholds for itself.
   params: z.strictObject({
     confidence: Unit.optional().describe("Lowest score kept; the model's default (0.25)."),
@@ -29,7 +27,5 @@ export const detectionTask = defineTask({
   }),
   artifacts: [],
   output: DetectionOutput,
-  decodesImage: true,
-  builtin: false,
   defaultTimeoutSeconds: 120,
 });

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { defineTask, IMAGE_TYPES, Unit } from "./task.ts";
+import { imageTask, Unit } from "./task.ts";
 
 const Point = z.tuple([z.number(), z.number()]);
 /** Four corners, clockwise from the top-left, in original image pixels. */
@@ -26,11 +26,9 @@ export type OcrOutput = z.infer<typeof OcrOutput>;
 export const OcrDetectionOutput = z.object({ boxes: z.array(Quad) });
 export type OcrDetectionOutput = z.infer<typeof OcrDetectionOutput>;
 
-export const ocrTask = defineTask({
+export const ocrTask = imageTask({
   id: "ocr",
   description: "PaddleOCR PP-OCRv4 text detection and recognition. Output: {text, lines}.",
-  image: "required",
-  contentTypes: IMAGE_TYPES,
   params: z.strictObject({
     lang: z
       .enum(["en"])
@@ -39,7 +37,6 @@ export const ocrTask = defineTask({
   }),
   artifacts: [],
   output: z.union([OcrOutput, OcrDetectionOutput]),
-  decodesImage: true,
   builtin: true,
   defaultTimeoutSeconds: 120,
 });

@@ -27,9 +27,15 @@ describe("configured model tasks", () => {
     expect([...specs.keys()]).toEqual(["ocr", "rmbg", "yolo", "pets", "raw"]);
     const rmbg = specs.get("rmbg")!;
     expect(rmbg).toMatchObject({ id: "rmbg", task: "background-removal", requiresImage: true });
-    expect(rmbg.artifacts?.map((artifact) => artifact.name)).toEqual(["image_png", "mask_png"]);
-    expect(rmbg.input.safeParse({ image, format: "mask" }).success).toBe(true);
+    expect(rmbg.artifacts?.map((artifact) => artifact.name)).toEqual(["image", "mask"]);
+    const types = (input: Record<string, unknown>) =>
+      rmbg.artifacts?.map((artifact) => artifact.contentTypeFor?.(input) ?? artifact.content_type);
+    expect(types({ image })).toEqual(["image/png", "image/png"]);
+    expect(types({ image, format: "webp" })).toEqual(["image/webp", "image/webp"]);
+    expect(rmbg.input.safeParse({ image, format: "webp", mask_only: true }).success).toBe(true);
+    expect(rmbg.input.safeParse({ image, background: "#0a0B0c" }).success).toBe(true);
     expect(rmbg.input.safeParse({ image, format: "jpeg" }).success).toBe(false);
+    expect(rmbg.input.safeParse({ image, background: "white" }).success).toBe(false);
     const yolo = specs.get("yolo")!.input;
     expect(yolo.safeParse({ image, confidence: 0.5, iou: 0.6, max_detections: 10 }).success).toBe(
       true,

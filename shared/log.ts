@@ -35,6 +35,8 @@ export function createCliLogger(options: {
     sync: true,
     translateTime: "HH:MM:ss.l",
     ignore: "pid,hostname",
+    // One line per entry: a multi-line object per log would bury the banner again.
+    singleLine: true,
     ...(options.destination ? { destination: options.destination } : { destination: 1 }),
   });
   return pino(base, stream);

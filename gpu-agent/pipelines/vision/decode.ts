@@ -1,4 +1,5 @@
 import sharp, { type Metadata } from "sharp";
+import { MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE } from "../../../shared/tasks/task.ts";
 import { permanentFailure } from "../pipeline.ts";
 
 /** Decoded pixels, 3 channels (R, G, B) per pixel, row-major, no padding. */
@@ -16,9 +17,11 @@ export interface DecodedImage extends RgbImage {
   pages: number;
 }
 
-/** Images larger than this are refused before their pixels are decoded. */
-export const MAX_IMAGE_PIXELS = 50_000_000;
-export const MAX_IMAGE_SIDE = 8192;
+/**
+ * Images larger than this are refused before their pixels are decoded: the task catalog's
+ * bounds, the ones `GET /v1/models` shows.
+ */
+export { MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE };
 
 /** The formats this build decodes; HEIC (HEVC in HEIF) is refused by name below. */
 const DECODED = new Set(["jpeg", "png", "webp", "heif", "tiff", "gif"]);

@@ -19,7 +19,9 @@ export const Problem = z
     status: z.number().int(),
     code: z
       .string()
-      .describe("A stable, machine-readable code (`validation_failed`): the last segment of `type`."),
+      .describe(
+        "A stable, machine-readable code (`validation_failed`): the last segment of `type`.",
+      ),
     detail: z.string().optional(),
     instance: z.string().optional(),
     errors: z.array(z.object({ path: z.string(), message: z.string() })).optional(),

@@ -11,6 +11,7 @@ const BENCHMARKS = [
   "batching.ts",
   "queue-submit.ts",
   "queue-e2e.ts",
+  "client-submit.ts",
 ];
 
 let failed = 0;

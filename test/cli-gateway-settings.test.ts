@@ -113,7 +113,7 @@ describe("gantry gateway with an allow-list, a queue bound and JSON logs", () =>
     });
   }, 60_000);
   afterAll(async () => {
-    await gw.stop();
+    await gw?.stop();
     await receiver.close();
   });
 
@@ -162,7 +162,7 @@ describe("gantry gateway in a terminal, without an allow-list", () => {
   beforeAll(async () => {
     gw = await startGateway({}, true);
   }, 60_000);
-  afterAll(() => gw.stop());
+  afterAll(() => gw?.stop());
 
   it("says http and loopback receivers are refused, and refuses them", async () => {
     const banner = bannerOf(gw.output());

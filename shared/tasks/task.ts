@@ -15,6 +15,16 @@ export const IMAGE_TYPES = [
 ] as const;
 
 /**
+ * Image types no served model decodes, with what to do instead: the `415` says so. HEIC is
+ * HEVC inside HEIF; the agents' sharp decodes AV1 (AVIF) from HEIF, not HEVC.
+ */
+export const UNDECODED_IMAGE_TYPES: Readonly<Record<string, string>> = {
+  "image/heic": "HEIC (HEVC) images are not decoded here: convert to JPEG, PNG, WebP or AVIF.",
+  "image/heif":
+    "HEIF images are accepted as AVIF (image/avif) only; HEVC-coded HEIF is not decoded.",
+};
+
+/**
  * Decoded-image bounds the agent enforces before inference (a small file can decode to a
  * giant image); `GET /v1/models` shows them as the model's limits.
  */
@@ -26,6 +36,11 @@ export interface ArtifactSpec {
   name: string;
   content_type: string;
   max_bytes: number;
+  /**
+   * When the job's parameters choose the file's type (background removal's `format`): the
+   * type for a job's input, bound into its upload URL; `content_type` otherwise.
+   */
+  contentTypeFor?: (input: Readonly<Record<string, unknown>>) => string;
 }
 
 /**

@@ -7,6 +7,7 @@ import type { WebhookDeliveryView } from "../webhooks/history.ts";
 import type { RedeliverResult } from "../webhooks/redeliver.ts";
 import type { WebhookSecretState } from "../webhooks/secret-rotation.ts";
 import type { ApiKeyRow, NewApiKey } from "./api-keys.ts";
+import type { JobStore } from "./job-port.ts";
 import type { TenantEvents } from "./tenant-events.ts";
 import type {
   AuthenticatedKey,
@@ -17,7 +18,6 @@ import type {
   TenantRow,
 } from "./tenants.ts";
 import type { UploadRow } from "./uploads.ts";
-import type { JobStore } from "./job-port.ts";
 
 /**
  * The gateway's storage ports: what the runtime-free core asks of its database. One

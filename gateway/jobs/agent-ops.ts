@@ -12,7 +12,6 @@ import { type JobRow, toJob } from "../store/job-rows.ts";
 import type { Transition } from "../store/ports.ts";
 import { artifactBlobKey, uploadBlobKey } from "../store/uploads.ts";
 import { afterTransition } from "./lifecycle.ts";
-import { pausedClaimRefusal, pausedModels } from "./model-switches.ts";
 
 /** Presigned input URLs live a little longer than a lease: the download may be slow. */
 const INPUT_URL_SECONDS = 15 * 60;
@@ -70,13 +69,10 @@ export async function claimJob(
   checkBodyAgent(agent, request.agent_id);
   const models = registeredModels(agent);
   const now = gateway.now();
-  // A paused model's jobs are not claimable (model-switches.ts).
-  const paused = await pausedModels(gateway);
-  const claimable = paused.size ? models.filter((model) => !paused.has(model)) : models;
   // The model check rides in the UPDATE's condition: a refusal reads the job to say why.
   let result: Transition =
-    claimable.length > 0
-      ? await gateway.stores.jobs.claim(jobId, agent.id, request.attempt, now, claimable)
+    models.length > 0
+      ? await gateway.stores.jobs.claim(jobId, agent.id, request.attempt, now, models)
       : { ok: false, current: (await gateway.stores.jobs.byId(jobId)) ?? null };
   if (result.ok) {
     afterTransition(gateway, result.job);
@@ -84,9 +80,6 @@ export async function claimJob(
   }
   const current = result.current;
   if (!current) throw notFound("Job", jobId);
-  if (current.status === "queued" && paused.has(current.model)) {
-    throw await pausedClaimRefusal(gateway, current);
-  }
   if (!models.includes(current.model)) {
     // The agent's row may come from this gateway's short cache: a registration made a
     // moment ago through another gateway is read afresh before the claim is refused.
@@ -115,11 +108,11 @@ export async function buildClaim(gateway: Gateway, row: JobRow): Promise<Claim> 
   if (image.success) {
     inputs.image = image.data.startsWith("upl_")
       ? {
+          source: "upload",
           url: await gateway.blobs.presignGet(uploadBlobKey(image.data), {
             expiresInSeconds: INPUT_URL_SECONDS,
           }),
           content_type: null,
-          source: "upload",
         }
       : { url: image.data, content_type: null, source: "url" };
   }
@@ -138,7 +131,7 @@ export async function buildClaim(gateway: Gateway, row: JobRow): Promise<Claim> 
 
 /**
  * One PUT per artifact the model declares, whether or not this run makes it (a
- * background-removal job makes `mask`, and `image` unless `mask_only`): unused URLs
+ * background-removal job makes `image_png` or `mask_png`, by its `format`): unused URLs
  * simply expire. A retry's claim presigns again and overwrites what an earlier attempt left.
  */
 async function presignArtifacts(
@@ -147,13 +140,10 @@ async function presignArtifacts(
 ): Promise<Claim["artifacts"] | undefined> {
   const declared = gateway.models.get(row.model)?.artifacts ?? [];
   if (declared.length === 0) return undefined;
-  const input = declared.some((artifact) => artifact.contentTypeFor)
-    ? (toJob(row).input as Record<string, unknown>)
-    : {};
   const entries = await Promise.all(
     declared.map(async (artifact) => {
       const put = await gateway.blobs.presignPut(artifactBlobKey(row.id, artifact.name), {
-        contentType: artifact.contentTypeFor?.(input) ?? artifact.content_type,
+        contentType: artifact.content_type,
         maxBytes: artifact.max_bytes,
         expiresInSeconds: INPUT_URL_SECONDS,
       });

@@ -3,9 +3,12 @@ import { DEFAULT_QUEUE_LIMITS } from "../shared/queue/port.ts";
 import type { Gateway } from "./context.ts";
 import { afterTransition, publishJob, webhookDeps } from "./jobs/lifecycle.ts";
 import { republishLost } from "./sweep-lost.ts";
+import { recordLostWebhooks } from "./sweep-webhooks.ts";
 
 /** A job unpublished this long after its commit is taken to have lost its publish. */
 const OUTBOX_GRACE_MS = 10_000;
+/** A webhook event this old without its delivery lost it with its gateway (sweep-webhooks.ts). */
+const WEBHOOK_OUTBOX_GRACE_MS = 30_000;
 /** A queued job published this long ago may be asked about (see sweep-lost.ts). */
 const LOST_GRACE_MS = 30_000;
 /**
@@ -24,6 +27,8 @@ export interface SweepOptions {
    * its message is gone, republished. Default 30 s.
    */
   lostAfterMs?: number;
+  /** How long a change may lack its webhook delivery before the sweeper records it. 30 s. */
+  webhookOutboxGraceMs?: number;
   /** How long a running job may go without a heartbeat. Default: the lease + 30 s. */
   staleAfterMs?: number;
   /** Claims a job gets before a stale one is failed instead of requeued. Default 5. */
@@ -40,6 +45,8 @@ export interface SweepReport {
   /** Stale running jobs that had used every attempt. */
   abandoned: number;
   webhooks: number;
+  /** Webhook deliveries recorded from the outbox: their gateway stopped before it did. */
+  webhooksRecorded: number;
 }
 
 /**
@@ -65,8 +72,10 @@ export async function sweep(gateway: Gateway, options: SweepOptions = {}): Promi
   }
   const stale = await sweepStale(gateway, now, options, batch);
   republished += await republishLost(gateway, now, options.lostAfterMs ?? LOST_GRACE_MS, batch);
+  const outboxGrace = options.webhookOutboxGraceMs ?? WEBHOOK_OUTBOX_GRACE_MS;
+  const webhooksRecorded = await recordLostWebhooks(gateway, now, outboxGrace, batch);
   const webhooks = await gateway.stores.webhooks.deliverDue(webhookDeps(gateway));
-  return { republished, expired, ...stale, webhooks: webhooks.attempted };
+  return { republished, expired, ...stale, webhooks: webhooks.attempted, webhooksRecorded };
 }
 
 /**

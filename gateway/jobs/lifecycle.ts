@@ -62,11 +62,21 @@ export function afterTransition(gateway: Gateway, row: JobRow): void {
     status: row.status,
   });
   gateway.log.info({ job_id: row.id, status: row.status, attempt: row.attempt }, "job changed");
-  const eventType = webhookEventOf(row.status as JobStatus);
-  if (!row.webhook || !eventType) return;
-  const subscription = WebhookSubscription.parse(JSON.parse(row.webhook));
-  if (!(subscription.events ?? DEFAULT_WEBHOOK_EVENTS).includes(eventType)) return;
-  gateway.background(sendWebhook(gateway, row, subscription.url, eventType));
+  const subscribed = subscribedWebhook(row.webhook, row.status);
+  if (!subscribed) return;
+  gateway.background(sendWebhook(gateway, row, subscribed.url, subscribed.type));
+}
+
+/** The webhook a change to `status` goes to, if the job's subscription asks for it. */
+export function subscribedWebhook(
+  webhook: string | null,
+  status: string,
+): { url: string; type: WebhookEventType } | null {
+  const type = webhookEventOf(status as JobStatus);
+  if (!webhook || !type) return null;
+  const subscription = WebhookSubscription.parse(JSON.parse(webhook));
+  if (!(subscription.events ?? DEFAULT_WEBHOOK_EVENTS).includes(type)) return null;
+  return { url: subscription.url, type };
 }
 
 function webhookEventOf(status: JobStatus): WebhookEventType | null {
@@ -74,13 +84,26 @@ function webhookEventOf(status: JobStatus): WebhookEventType | null {
   return null;
 }
 
+/**
+ * Records the delivery, then sends it. A gateway that dies between the state change and
+ * this insert loses nothing: the change is in the webhook outbox (a trigger wrote it with
+ * the change), and another gateway's sweeper records the delivery (sweep-webhooks.ts);
+ * `eventSeq` keeps it to one delivery whichever comes first.
+ */
 async function sendWebhook(gateway: Gateway, row: JobRow, url: string, type: WebhookEventType) {
   const now = gateway.now();
   const payload = { v: 1 as const, type, timestamp: new Date(now).toISOString(), data: toJob(row) };
   try {
     const webhooks = gateway.stores.webhooks;
     const id = await webhooks.enqueue(
-      { tenantId: row.tenant_id, jobId: row.id, eventType: type, url, payload },
+      {
+        tenantId: row.tenant_id,
+        jobId: row.id,
+        eventType: type,
+        url,
+        payload,
+        eventSeq: row.last_seq,
+      },
       now,
     );
     await webhooks.deliverOne(id, webhookDeps(gateway));

@@ -5,6 +5,7 @@ import { KyselyAgentStore } from "../agents/store.ts";
 import { deliverDue, deliverOne, enqueueWebhook } from "../webhooks/deliveries.ts";
 import { enableEndpoint, listEndpoints } from "../webhooks/endpoints.ts";
 import { deliveryCountsByState, listDeliveries } from "../webhooks/history.ts";
+import { clearOutbox, outboxDue } from "../webhooks/outbox.ts";
 import { redeliver } from "../webhooks/redeliver.ts";
 import {
   rotateWebhookSecret,
@@ -74,6 +75,8 @@ function kyselyUploadStore(db: Kysely<Database>): UploadStore {
 function kyselyWebhookStore(db: Kysely<Database>): WebhookStore {
   return {
     enqueue: (input, now) => enqueueWebhook(db, input, now),
+    outboxDue: (before, limit) => outboxDue(db, before, limit),
+    clearOutbox: (entries) => clearOutbox(db, entries),
     deliverDue: (deps) => deliverDue(db, deps),
     deliverOne: (id, deps) => deliverOne(db, id, deps),
     redeliver: (target, deps) => redeliver(db, target, deps),

@@ -4,6 +4,7 @@ import type { DeliverDeps } from "../webhooks/attempt.ts";
 import type { DeliverySummary, EnqueueWebhookInput } from "../webhooks/deliveries.ts";
 import type { EndpointView } from "../webhooks/endpoints.ts";
 import type { WebhookDeliveryView } from "../webhooks/history.ts";
+import type { OutboxEntry } from "../webhooks/outbox.ts";
 import type { RedeliverResult } from "../webhooks/redeliver.ts";
 import type { WebhookSecretState } from "../webhooks/secret-rotation.ts";
 import type { ApiKeyRow, NewApiKey } from "./api-keys.ts";
@@ -99,8 +100,11 @@ export interface AgentStore {
  * Sending is runtime-free: `deps` carries the fetch, clock and secrets.
  */
 export interface WebhookStore {
-  /** Records an event to deliver, due at once; returns the delivery id. */
+  /** Records an event to deliver, due at once; returns the delivery id (one per `eventSeq`). */
   enqueue(input: EnqueueWebhookInput, now: number): Promise<string>;
+  /** Webhook events recorded before `before` not yet seen by the sweeper (outbox.ts). */
+  outboxDue(before: number, limit: number): Promise<OutboxEntry[]>;
+  clearOutbox(entries: readonly { jobId: string; seq: number }[]): Promise<void>;
   /** Sends every pending delivery that is due (up to `deps.limit`). */
   deliverDue(deps: DeliverDeps): Promise<DeliverySummary>;
   /** Sends this delivery now if it is pending and due. */

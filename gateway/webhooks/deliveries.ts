@@ -21,6 +21,11 @@ export interface EnqueueWebhookInput {
   eventType: WebhookEventType;
   url: string;
   payload: WebhookPayload;
+  /**
+   * The job event it is for: one delivery per event, whichever of the gateway's fast path
+   * and the sweeper's outbox pass records it first (migration 0011).
+   */
+  eventSeq?: number;
 }
 
 /**
@@ -37,14 +42,17 @@ export interface DeliverySummary {
 
 const DEFAULT_LIMIT = 50;
 
-/** Records an event to deliver; the first attempt is due at once. Returns the delivery id. */
+/**
+ * Records an event to deliver; the first attempt is due at once. Returns the delivery id:
+ * for an event that already has its delivery (`eventSeq`), that one's, and nothing new.
+ */
 export async function enqueueWebhook(
   db: Kysely<Database>,
   input: EnqueueWebhookInput,
   now: number,
 ): Promise<string> {
   const id = newId("whd", now);
-  await db
+  const inserted = await db
     .insertInto("webhook_deliveries")
     .values({
       id,
@@ -59,9 +67,20 @@ export async function enqueueWebhook(
       next_attempt_at: now,
       created_at: now,
       updated_at: now,
+      ...(input.eventSeq === undefined ? {} : { event_seq: input.eventSeq }),
     })
-    .execute();
-  return id;
+    .onConflict((oc) => oc.columns(["job_id", "event_seq"]).doNothing())
+    .executeTakeFirst();
+  if (input.eventSeq === undefined || Number(inserted.numInsertedOrUpdatedRows ?? 1n) > 0) {
+    return id;
+  }
+  const existing = await db
+    .selectFrom("webhook_deliveries")
+    .select("id")
+    .where("job_id", "=", input.jobId)
+    .where("event_seq", "=", input.eventSeq)
+    .executeTakeFirstOrThrow();
+  return existing.id;
 }
 
 /** Sends every pending delivery that is due (up to `limit`), concurrently. */

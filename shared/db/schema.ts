@@ -13,6 +13,7 @@ export interface Database {
   jobs: JobTable;
   job_events: JobEventTable;
   webhook_deliveries: WebhookDeliveryTable;
+  webhook_outbox: WebhookOutboxTable;
   webhook_attempts: WebhookAttemptTable;
   webhook_endpoints: WebhookEndpointTable;
   webhook_secret_rotations: WebhookSecretRotationTable;
@@ -112,6 +113,18 @@ export interface WebhookDeliveryTable {
   next_attempt_at: number | null;
   created_at: number;
   updated_at: number;
+  /** The job event (`job_events.seq`) it is for, unique per job; null before migration 0011. */
+  event_seq: Generated<number | null>;
+}
+
+/**
+ * A `running` or terminal change of a job with a webhook, written by a trigger in the same
+ * statement as the change (migration 0011), until the sweeper has seen its delivery.
+ */
+export interface WebhookOutboxTable {
+  job_id: string;
+  seq: number;
+  at: number;
 }
 
 export interface WebhookAttemptTable {

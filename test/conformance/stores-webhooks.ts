@@ -200,4 +200,41 @@ export function webhookStoreCases(stores: () => Stores): void {
     expect(await webhooks().secretState(freshTenant(), T0)).toBeNull();
     await expect(webhooks().signingSecrets(freshTenant(), T0)).rejects.toThrow(/unknown tenant/);
   });
+
+  it("webhooks: the outbox lists each change of a job with a webhook; one delivery per event", async () => {
+    const tenantId = freshTenant();
+    const hook = { url: "https://hooks.example/outbox", events: ["job.running", "job.succeeded"] };
+    const plain = await stores().jobs.insert(newJob({ tenantId }));
+    const job = await stores().jobs.insert(newJob({ tenantId, webhook: hook }));
+    if (!job || !plain) throw new Error("insert refused");
+    const claimed = await stores().jobs.claim(job.id, "agt_outbox", 1, T0 + 10);
+    await stores().jobs.claim(plain.id, "agt_outbox", 1, T0 + 10);
+    expect(claimed.ok).toBe(true);
+    const mine = async () =>
+      (await webhooks().outboxDue(T0 + 1_000, 1_000)).filter(
+        (entry) => entry.jobId === job.id || entry.jobId === plain.id,
+      );
+    const [entry, ...more] = await mine();
+    expect(more).toEqual([]);
+    expect(entry).toMatchObject({ jobId: job.id, status: "running", attempt: 1, recorded: false });
+    const input = {
+      tenantId,
+      jobId: job.id,
+      eventType: "job.running" as const,
+      url: hook.url,
+      payload: {
+        v: 1 as const,
+        type: "job.running" as const,
+        timestamp: new Date(T0).toISOString(),
+        data: toJob(job),
+      },
+      eventSeq: entry?.seq ?? -1,
+    };
+    const first = await webhooks().enqueue(input, T0 + 20);
+    expect(await webhooks().enqueue(input, T0 + 30)).toBe(first);
+    expect(await webhooks().deliveries(tenantId, job.id)).toHaveLength(1);
+    expect((await mine())[0]).toMatchObject({ seq: entry?.seq, recorded: true });
+    await webhooks().clearOutbox(await mine());
+    expect(await mine()).toEqual([]);
+  });
 }

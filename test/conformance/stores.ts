@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Stores } from "../../gateway/store/ports.ts";
 import { accountStoreCases } from "./stores-accounts.ts";
 import { jobExtraCases } from "./stores-job-extras.ts";
@@ -29,6 +29,9 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
       if (!fixture) throw new Error("the store fixture did not start");
       return fixture.stores;
     };
+    it("answers a ping", async () => {
+      await expect(stores().ping()).resolves.toBeUndefined();
+    });
     jobStoreCases(stores);
     jobExtraCases(stores);
     accountStoreCases(stores);

@@ -54,7 +54,20 @@ export interface GatewayRuntime {
    * each `GET /v1/events` stream polls the store itself every `feedPollMs`.
    */
   isolatedRequests?: boolean;
+  /**
+   * Aborted when the process begins a graceful shutdown (Node, on SIGTERM): event streams
+   * end with a reconnect hint and `Prefer: wait` answers with the job as it is.
+   */
+  stopping?: AbortSignal;
+  /**
+   * The console's built files (dist/web): a file by its URL path (`/console/assets/x.js`),
+   * or null when there is none. Node reads them from disk, Workers from static assets;
+   * absent, `/console` answers 404.
+   */
+  assets?: StaticAssets;
 }
+
+export type StaticAssets = (path: string) => Promise<Response | null>;
 
 /** The runtime plus what the core derives from it once. */
 export interface Gateway extends GatewayRuntime {

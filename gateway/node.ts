@@ -14,6 +14,7 @@ import { createApp, createGateway } from "./app.ts";
 import { GatewayConfig, type GatewayConfigInput } from "./config.ts";
 import type { Gateway } from "./context.ts";
 import { createGatewayMetrics } from "./metrics-node.ts";
+import { diskAssets } from "./node-assets.ts";
 import { readIncomingBody } from "./node-body.ts";
 import { createKyselyStores } from "./store/kysely-stores.ts";
 import { type SweepOptions, sweep } from "./sweep.ts";
@@ -35,6 +36,12 @@ export interface NodeGatewayOptions {
   models: string[];
   maxUploadBytes: number;
   sweepIntervalMs: number;
+  /**
+   * Graceful shutdown's bound: `close()` stops accepting, lets requests in flight finish and
+   * ends event streams with a reconnect hint, and cuts what is left after this long.
+   * Default 10 s.
+   */
+  shutdownMs?: number;
   allowInsecureWebhooks: boolean;
   logger?: pino.Logger;
   /** Queue limits shared with the agents (attempts before dead-lettering, lease). */
@@ -90,14 +97,22 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
   // The public URL may depend on the port the OS picks, so listen first, then build.
   let app: ReturnType<typeof createApp> | null = null;
   let metrics: ReturnType<typeof createGatewayMetrics> | null = null;
+  const stopping = new AbortController();
+  let inFlight = 0;
   const server = serve({
     port: options.port,
     hostname: options.host,
-    fetch: (request, env) => {
+    fetch: async (request, env) => {
       // Prometheus scrapes the Node gateway; the runtime-free app knows nothing of it.
       if (metrics && new URL(request.url).pathname === "/metrics") return metrics.handler();
-      // `env` carries the IncomingMessage, which readIncomingBody reads JSON bodies from.
-      return app ? app.fetch(request, env) : new Response("starting", { status: 503 });
+      if (!app) return new Response("starting", { status: 503 });
+      inFlight++;
+      try {
+        // `env` carries the IncomingMessage, which readIncomingBody reads JSON bodies from.
+        return await app.fetch(request, env);
+      } finally {
+        inFlight--;
+      }
     },
   });
   try {
@@ -131,6 +146,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     ...(options.leaseSeconds ? { leaseSeconds: Math.ceil(options.leaseSeconds) } : {}),
   });
   const gateway = createGateway({
+    stopping: stopping.signal,
     // SQLite's bound is 32766 and Postgres's 65535: batches of a few hundred jobs.
     stores: createKyselyStores(db, { maxParameters: 10_000 }),
     queue,
@@ -149,6 +165,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     localBlobs: { backend: blobs, secret: options.blobSecret },
     agentCrypto: nodeAgentCrypto,
     readRawBody: readIncomingBody,
+    assets: diskAssets(),
   });
   app = createApp(gateway);
   // SQLite has one gateway process, which sees every change itself.
@@ -196,11 +213,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     async close() {
       clearInterval(timer);
       await listener?.close();
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        // SSE streams keep connections open; end them rather than wait minutes.
-        if ("closeAllConnections" in server) server.closeAllConnections();
-      });
+      await drain(server, stopping, () => inFlight, options.shutdownMs ?? 10_000);
       await Promise.allSettled([...pending, sweeping]);
       await opened.close();
       await database.close();
@@ -225,4 +238,34 @@ async function openGatewayQueue(
     description: `sql queue in ${database.description}`,
     close: () => queue.close(),
   };
+}
+
+/**
+ * Graceful shutdown: stop accepting, end event streams and waits (they reconnect or retry
+ * elsewhere), let the requests in flight finish, close idle keep-alive connections as they
+ * free up, and cut whatever is still open after `boundMs`.
+ */
+async function drain(
+  server: ServerType,
+  stopping: AbortController,
+  inFlight: () => number,
+  boundMs: number,
+): Promise<void> {
+  let closed = false;
+  const allClosed = new Promise<void>((resolve) => server.close(() => resolve())).then(() => {
+    closed = true;
+  });
+  stopping.abort();
+  const http = server as Partial<
+    Pick<import("node:http").Server, "closeIdleConnections" | "closeAllConnections">
+  >;
+  const deadline = Date.now() + boundMs;
+  // A connection is idle once its response has ended: requests finishing and streams
+  // ending themselves free theirs one by one.
+  while (!closed && Date.now() < deadline) {
+    http.closeIdleConnections?.();
+    await new Promise((resolve) => setTimeout(resolve, inFlight() > 0 ? 20 : 5));
+  }
+  if (!closed) http.closeAllConnections?.();
+  await allClosed;
 }

@@ -48,6 +48,9 @@ export async function waitForJob(
 ): Promise<JobRow> {
   const deadline = gateway.now() + timeoutMs;
   let current = row;
+  // A shutting-down gateway answers now: the client gets a 202 and waits elsewhere.
+  const stopping = gateway.stopping;
+  if (stopping) signal = signal ? AbortSignal.any([signal, stopping]) : stopping;
   while (!isTerminal(current.status as JobStatus) && !signal?.aborted) {
     const left = deadline - gateway.now();
     if (left <= 0) break;

@@ -4,6 +4,7 @@ import { HttpProblem } from "../../shared/errors.ts";
 import { type FeedEvent, JobStatus } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
+import { endOnShutdown } from "../feed/shutdown.ts";
 import {
   compareCursors,
   type FeedCursor,
@@ -55,6 +56,7 @@ export const eventRoutes = new Hono<AppEnv>().get("/", async (c) => {
   return streamSSE(c, async (stream) => {
     const closed = new AbortController();
     stream.onAbort(() => closed.abort());
+    const stopping = endOnShutdown(gateway, stream, closed);
     outbox = new Outbox(stream, filter, closed);
     const heartbeat = setInterval(() => void stream.write(": keep-alive\n\n"), HEARTBEAT_MS);
     try {
@@ -75,6 +77,7 @@ export const eventRoutes = new Hono<AppEnv>().get("/", async (c) => {
       caughtUp = true;
       outbox.push(live.splice(0));
       await outbox.run(gateway.now() + MAX_STREAM_MS, gateway.now);
+      await stopping.hint();
     } finally {
       clearInterval(heartbeat);
       joined.leave();

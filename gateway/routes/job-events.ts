@@ -3,6 +3,7 @@ import { streamSSE } from "hono/streaming";
 import { notFound } from "../../shared/errors.ts";
 import { isTerminal, type JobStatus } from "../../shared/protocol/index.ts";
 import type { AppEnv } from "../env.ts";
+import { endOnShutdown } from "../feed/shutdown.ts";
 import { toJobEvent } from "../store/job-rows.ts";
 
 /** Streams end after this long; clients reconnect with `Last-Event-ID` and miss nothing. */
@@ -19,6 +20,7 @@ export const jobEventRoutes = new Hono<AppEnv>().get("/:id/events", async (c) =>
   return streamSSE(c, async (stream) => {
     const closed = new AbortController();
     stream.onAbort(() => closed.abort());
+    const stopping = endOnShutdown(gateway, stream, closed);
     const deadline = gateway.now() + MAX_STREAM_MS;
     while (!closed.signal.aborted && gateway.now() < deadline) {
       // Another gateway may change the job: unless the change feed brings every gateway's
@@ -42,5 +44,6 @@ export const jobEventRoutes = new Hono<AppEnv>().get("/:id/events", async (c) =>
       if (last && isTerminal(last.status as JobStatus)) return;
       await wake;
     }
+    await stopping.hint();
   });
 });

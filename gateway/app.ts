@@ -16,6 +16,7 @@ import { adminDeadLetterRoutes } from "./routes/admin-dead-letters.ts";
 import { agentRoutes } from "./routes/agent.ts";
 import { agentBatchRoutes } from "./routes/agent-batch.ts";
 import { blobRoutes } from "./routes/blobs.ts";
+import { consoleRoutes } from "./routes/console.ts";
 import { eventRoutes } from "./routes/events.ts";
 import { jobArtifactRoutes } from "./routes/job-artifacts.ts";
 import { jobEventRoutes } from "./routes/job-events.ts";
@@ -88,6 +89,7 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
   app.use("/internal/*", jsonLimit);
 
   app.route("/", metaRoutes);
+  app.route("/", consoleRoutes);
   app.route("/internal/v1", agentRoutes);
   app.route("/internal/v1", agentBatchRoutes);
   // Who (401), then how often (429, counted even for what the key may not do), then what (403).

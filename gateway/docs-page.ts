@@ -1,10 +1,11 @@
 /**
- * A self-contained API reference rendered from the OpenAPI document: no scripts and no
- * CDN, so it works offline and on the edge alike. Job endpoints come first (what a client
- * needs), the operator's admin endpoints last; each operation shows the schema of its
- * request body and of each response, linked to the schema's definition below. Descriptions
- * are Markdown, of which the inline forms the document uses are rendered (code, bold,
- * links). A full renderer replaces this page with the console.
+ * The API reference at /docs. In a browser it is Swagger UI (swagger-ui-dist, built into
+ * dist/web/console/swagger by `npm ci` and served by this gateway, never a CDN) rendering
+ * /openapi.json with every operation, its parameters, schemas and a try-it against this
+ * gateway (console/docs/docs.ts). The same page carries a static reference rendered here,
+ * shown until Swagger UI mounts and kept where scripts or the built files are missing:
+ * job endpoints first, admin last, each operation with the schemas of its request body and
+ * responses, descriptions' inline Markdown rendered (code, bold, links).
  */
 type OpenApi = ReturnType<typeof import("./openapi.ts").openApiDocument>;
 
@@ -90,8 +91,11 @@ export function docsPage(document: OpenApi): string {
   );
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Gantry API</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<style>body{font:16px/1.5 system-ui,sans-serif;max-width:56rem;margin:2rem auto;padding:0 1rem}code,pre{font-family:ui-monospace,monospace}pre{background:#f4f4f4;padding:1rem;overflow:auto}section{border-top:1px solid #ddd}</style>
-</head><body><h1>${escapeHtml(document.info.title)}</h1><p>${inlineMarkdown(document.info.description)}</p>
+<link rel="stylesheet" href="/console/swagger/swagger-ui.css">
+<style>#reference{font:16px/1.5 system-ui,sans-serif;max-width:56rem;margin:2rem auto;padding:0 1rem}code,pre{font-family:ui-monospace,monospace}#reference pre{background:#f4f4f4;padding:1rem;overflow:auto}#reference section{border-top:1px solid #ddd}</style>
+<script src="/console/swagger/swagger-ui-bundle.js" defer></script>
+<script type="module" src="/console/docs.js"></script>
+</head><body><div id="swagger-ui"></div><div id="reference"><h1>${escapeHtml(document.info.title)}</h1><p>${inlineMarkdown(document.info.description)}</p>
 <p>Authenticate with <code>Authorization: Bearer &lt;API key&gt;</code>. Errors are <code>application/problem+json</code> with a stable <code>code</code>. Machine-readable: <a href="/openapi.json">/openapi.json</a>.</p>
-${sections.join("")}<h2>Schemas</h2>${schemas.join("")}</body></html>`;
+${sections.join("")}<h2>Schemas</h2>${schemas.join("")}</div></body></html>`;
 }

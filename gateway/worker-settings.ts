@@ -27,6 +27,8 @@ type Var = string | number | boolean;
 export interface WorkerEnv extends AdmissionEnv {
   DB?: D1Database;
   BLOBS?: R2BucketLike;
+  /** wrangler.toml `[assets]`: the console's files (dist/web), Workers static assets. */
+  ASSETS?: { fetch(request: Request): Promise<Response> };
   /** Optional: defaults to the origin of each request. */
   GANTRY_PUBLIC_URL?: string;
   /** Secret: the fleet's enrollment token agents send to `/internal/v1`. */

@@ -181,7 +181,21 @@ async function handleFetch(
   }
   // The app is built per request because the gateway it closes over is per request (its
   // waitUntil); that is cheap next to a D1 round trip.
-  return createApp(gateway).fetch(request);
+  const assets = env.ASSETS;
+  return createApp(
+    assets ? { ...gateway, assets: workerAssets(assets, url.origin) } : gateway,
+  ).fetch(request);
+}
+
+/**
+ * Workers serve files that exist straight from static assets; what reaches the Worker is
+ * the console's own routes (its index.html) and the files the core asks for by path.
+ */
+function workerAssets(binding: NonNullable<WorkerEnv["ASSETS"]>, origin: string) {
+  return async (path: string): Promise<Response | null> => {
+    const response = await binding.fetch(new Request(new URL(path, origin)));
+    return response.ok ? response : null;
+  };
 }
 
 async function handleScheduled(event: ScheduledEventLike, env: WorkerEnv, ctx: WorkerContext) {

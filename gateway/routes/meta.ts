@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { docsPage } from "../docs-page.ts";
 import type { AppEnv } from "../env.ts";
 import { openApiDocument } from "../openapi.ts";
+import { CONSOLE_CSP } from "./console.ts";
 
 export const metaRoutes = new Hono<AppEnv>()
   .get("/healthz", (c) => c.json({ status: "ok" }))
@@ -31,4 +32,8 @@ export const metaRoutes = new Hono<AppEnv>()
     return c.json({ status: ready ? "ready" : "not_ready", checks }, ready ? 200 : 503);
   })
   .get("/openapi.json", (c) => c.json(openApiDocument(c.var.gateway.config.publicUrl)))
-  .get("/docs", (c) => c.html(docsPage(openApiDocument(c.var.gateway.config.publicUrl))));
+  .get("/docs", (c) => {
+    // Swagger UI and its style come from this gateway only (see routes/console.ts).
+    c.header("content-security-policy", CONSOLE_CSP);
+    return c.html(docsPage(openApiDocument(c.var.gateway.config.publicUrl)));
+  });

@@ -2,7 +2,8 @@ import type { JobError, QueueMessage } from "../protocol/index.ts";
 
 /**
  * The JobQueue port: only what the gateway and the agent use. Every adapter (`sql`,
- * `amqp`, `sqs`) passes the same conformance suite in `test/conformance/job-queue.ts`.
+ * `amqp`, `sqs`, `redis`, `nats`) passes the same conformance suite in
+ * `test/conformance/job-queue.ts`.
  *
  * Delivery is at least once: a message whose lease runs out before `ack` is delivered
  * again, so everything downstream is idempotent per job and attempt.

@@ -133,7 +133,11 @@ export async function createNatsQueue(options: NatsQueueOptions): Promise<NatsQu
       if (models.length === 0) throw new Error("models must name at least one model");
       // Overflow consumers (ConsumeOptions.minAgeMs) are not supported here: refuse, not ignore.
       const { minAgeMs } = consumeOptions as ConsumeOptions & { minAgeMs?: number };
-      if (minAgeMs) throw new Error("the nats queue cannot hold back young messages (minAgeMs)");
+      if (minAgeMs) {
+        throw new UserError(
+          "overflow agents (GANTRY_OVERFLOW_AFTER_SECONDS) need the sql or amqp queue; the nats queue cannot hold back young messages",
+        );
+      }
       const unique = [...new Set(models)];
       for (const model of unique) await topology.ensureModel(model);
       advisories ??= nc.subscribe(`$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${names.stream}.*`, {

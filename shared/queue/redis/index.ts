@@ -144,7 +144,11 @@ export function createRedisQueue(options: RedisQueueOptions): RedisQueue {
       if (models.length === 0) throw new Error("models must name at least one model");
       // Overflow consumers (ConsumeOptions.minAgeMs) are not supported here: refuse, not ignore.
       const { minAgeMs } = consumeOptions as ConsumeOptions & { minAgeMs?: number };
-      if (minAgeMs) throw new Error("the redis queue cannot hold back young messages (minAgeMs)");
+      if (minAgeMs) {
+        throw new UserError(
+          "overflow agents (GANTRY_OVERFLOW_AFTER_SECONDS) need the sql or amqp queue; the redis queue cannot hold back young messages",
+        );
+      }
       const blocking = client.duplicate();
       blocking.on("error", () => {}); // the main client reports the broker's state
       await blocking.connect();

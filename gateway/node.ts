@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { type ServerType, serve } from "@hono/node-server";
 import type { Kysely } from "kysely";
 import pino from "pino";
@@ -98,6 +99,8 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
   let app: ReturnType<typeof createApp> | null = null;
   let metrics: ReturnType<typeof createGatewayMetrics> | null = null;
   const stopping = new AbortController();
+  // Every open event stream and wait listens for the shutdown: thousands are expected.
+  setMaxListeners(0, stopping.signal);
   let inFlight = 0;
   const server = serve({
     port: options.port,

@@ -1,5 +1,6 @@
 import type { Gateway } from "./context.ts";
-import { publishJob, queueMessageOf } from "./jobs/lifecycle.ts";
+import { queueMessageOf } from "./jobs/lifecycle.ts";
+import { republishOrFail } from "./sweep-dead.ts";
 
 /** Where each gateway's pass stopped: a long backlog is checked a batch per sweep, in turn. */
 const cursors = new WeakMap<Gateway, string>();
@@ -19,6 +20,8 @@ export async function republishLost(
   now: number,
   graceMs: number,
   batch: number,
+  /** A gone message's job claimed this many times was dead-lettered: it fails instead. */
+  maxAttempts = 5,
 ): Promise<number> {
   const queue = gateway.queue;
   if (!queue.absent) return 0;
@@ -38,11 +41,8 @@ export async function republishLost(
   let republished = 0;
   for (const row of rows) {
     if (!gone.has(row.id)) continue;
-    gateway.log.warn(
-      { job_id: row.id },
-      "queued job's message is gone from the queue; publishing it again",
-    );
-    if (await publishJob(gateway, row)) republished++;
+    const outcome = await republishOrFail(gateway, row, maxAttempts, now, {});
+    if (outcome === "republished") republished++;
   }
   return republished;
 }

@@ -3,12 +3,15 @@ import { DEFAULT_QUEUE_LIMITS } from "../shared/queue/port.ts";
 import type { Gateway } from "./context.ts";
 import { afterTransition, publishJob, webhookDeps } from "./jobs/lifecycle.ts";
 import { republishLost } from "./sweep-lost.ts";
+import { settleSilentQueued } from "./sweep-dead.ts";
 import { recordLostWebhooks } from "./sweep-webhooks.ts";
 
 /** A job unpublished this long after its commit is taken to have lost its publish. */
 const OUTBOX_GRACE_MS = 10_000;
 /** A webhook event this old without its delivery lost it with its gateway (sweep-webhooks.ts). */
 const WEBHOOK_OUTBOX_GRACE_MS = 30_000;
+/** A retried job queued this long with no news has likely lost its message (sweep-dead.ts). */
+const SILENT_QUEUED_MS = 5 * 60_000;
 /** A queued job published this long ago may be asked about (see sweep-lost.ts). */
 const LOST_GRACE_MS = 30_000;
 /**
@@ -29,6 +32,11 @@ export interface SweepOptions {
   lostAfterMs?: number;
   /** How long a change may lack its webhook delivery before the sweeper records it. 30 s. */
   webhookOutboxGraceMs?: number;
+  /**
+   * How long a retried queued job may go unchanged and unpublished before its message is
+   * taken as dead-lettered or lost (then failed, or published again). Default 5 min.
+   */
+  silentQueuedMs?: number;
   /** How long a running job may go without a heartbeat. Default: the lease + 30 s. */
   staleAfterMs?: number;
   /** Claims a job gets before a stale one is failed instead of requeued. Default 5. */
@@ -45,6 +53,8 @@ export interface SweepReport {
   /** Stale running jobs that had used every attempt. */
   abandoned: number;
   webhooks: number;
+  /** Queued jobs failed because their message was dead-lettered behind the gateway's back. */
+  deadLettered: number;
   /** Webhook deliveries recorded from the outbox: their gateway stopped before it did. */
   webhooksRecorded: number;
 }
@@ -71,11 +81,23 @@ export async function sweep(gateway: Gateway, options: SweepOptions = {}): Promi
     }
   }
   const stale = await sweepStale(gateway, now, options, batch);
-  republished += await republishLost(gateway, now, options.lostAfterMs ?? LOST_GRACE_MS, batch);
+  const maxAttempts = options.maxAttempts ?? DEFAULT_QUEUE_LIMITS.maxAttempts;
+  const lostAfter = options.lostAfterMs ?? LOST_GRACE_MS;
+  republished += await republishLost(gateway, now, lostAfter, batch, maxAttempts);
+  const silentMs = options.silentQueuedMs ?? SILENT_QUEUED_MS;
+  const silent = await settleSilentQueued(gateway, now, { silentMs, maxAttempts, batch });
+  republished += silent.republished;
   const outboxGrace = options.webhookOutboxGraceMs ?? WEBHOOK_OUTBOX_GRACE_MS;
   const webhooksRecorded = await recordLostWebhooks(gateway, now, outboxGrace, batch);
   const webhooks = await gateway.stores.webhooks.deliverDue(webhookDeps(gateway));
-  return { republished, expired, ...stale, webhooks: webhooks.attempted, webhooksRecorded };
+  return {
+    republished,
+    expired,
+    ...stale,
+    deadLettered: silent.failed,
+    webhooks: webhooks.attempted,
+    webhooksRecorded,
+  };
 }
 
 /**

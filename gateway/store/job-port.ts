@@ -47,6 +47,11 @@ export interface JobStore {
   ): Promise<JobRow[]>;
   /** Running jobs not heard from (claim, heartbeat) since `staleBefore`. */
   staleRunning(staleBefore: number, limit: number): Promise<JobRow[]>;
+  /**
+   * Queued jobs claimed before (a retry) that neither changed nor were published since
+   * `before`, longest silent first: their message may be dead-lettered (sweep-dead.ts).
+   */
+  silentQueued(before: number, limit: number): Promise<JobRow[]>;
   /** How many times the job was claimed, counted from its events. */
   claims(id: string): Promise<number>;
   /** Failed jobs of every tenant, in id order, matching the filter (dead-letters.ts). */
@@ -71,6 +76,8 @@ export interface JobStore {
     retry: boolean,
     now: number,
   ): Promise<Transition>;
+  /** A queued job whose message is gone for good to `failed`, if unchanged since `row`. */
+  failQueued(row: JobRow, error: JobError, now: number): Promise<Transition>;
   /** A queued or running job of this tenant to `canceled`. */
   cancel(tenantId: string, id: string, now: number): Promise<Transition>;
   /**

@@ -118,6 +118,20 @@ export class KyselyJobReads {
       .execute();
   }
 
+  /** By the (status, updated_at) index, as `staleRunning`. */
+  silentQueued(before: number, limit: number): Promise<JobRow[]> {
+    return this.db
+      .selectFrom("jobs")
+      .selectAll()
+      .where("status", "=", "queued")
+      .where("updated_at", "<", before)
+      .where("attempt", ">", 0)
+      .where("published_at", "<", before)
+      .orderBy("updated_at")
+      .limit(limit)
+      .execute();
+  }
+
   deadLetters(filter: DeadLetterFilter): Promise<JobRow[]> {
     return deadLetters(this.db, filter);
   }

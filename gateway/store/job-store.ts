@@ -86,6 +86,13 @@ export class KyselyJobStore extends KyselyJobReads implements JobStore {
     );
   }
 
+  failQueued(row: JobRow, error: JobError, now: number): Promise<Transition> {
+    const change = { status: "failed", error: JSON.stringify(error), finished_at: now };
+    return this.transition(row.id, change, now, (q) =>
+      q.where("status", "=", "queued").where("last_seq", "=", row.last_seq),
+    );
+  }
+
   retry(tenantId: string, id: string, now: number, expiresAt: number): Promise<Transition> {
     const fresh = {
       status: "queued",

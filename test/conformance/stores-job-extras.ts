@@ -86,4 +86,27 @@ export function jobExtraCases(stores: () => Stores): void {
       { started_at: T0 + 10, queue_ms: 8 },
     ]);
   });
+
+  it("jobs: silentQueued lists retried queued jobs unheard of since a time; failQueued fails one if unchanged", async () => {
+    const tenantId = freshTenant();
+    const fresh = await insert({ tenantId, now: T0 });
+    const retried = await insert({ tenantId, now: T0 });
+    await jobs().markPublished(fresh.id, T0 + 1);
+    await jobs().markPublished(retried.id, T0 + 1);
+    await jobs().claim(retried.id, "agt_a", 1, T0 + 2);
+    const requeued = await jobs().fail(retried.id, 1, error("boom"), true, T0 + 3);
+    if (!requeued.ok) throw new Error("fail refused");
+    const mine = async (before: number) =>
+      (await jobs().silentQueued(before, 10_000))
+        .map((row) => row.id)
+        .filter((id) => id === fresh.id || id === retried.id);
+    expect(await mine(T0 + 3)).toEqual([]);
+    expect(await mine(T0 + 4)).toEqual([retried.id]);
+    // A change since the row was read wins: nothing happens.
+    const stale = { ...requeued.job, last_seq: requeued.job.last_seq - 1 };
+    expect((await jobs().failQueued(stale, error("gone"), T0 + 5)).ok).toBe(false);
+    const failedNow = await jobs().failQueued(requeued.job, error("gone"), T0 + 5);
+    expect(failedNow).toMatchObject({ ok: true, job: { status: "failed", finished_at: T0 + 5 } });
+    expect(await mine(T0 + 10)).toEqual([]);
+  });
 }

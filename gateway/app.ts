@@ -13,6 +13,7 @@ import { rateLimit } from "./rate-limit.ts";
 import { adminRoutes } from "./routes/admin.ts";
 import { adminAgentRoutes } from "./routes/admin-agents.ts";
 import { adminDeadLetterRoutes } from "./routes/admin-dead-letters.ts";
+import { adminModelRoutes } from "./routes/admin-models.ts";
 import { agentRoutes } from "./routes/agent.ts";
 import { agentBatchRoutes } from "./routes/agent-batch.ts";
 import { blobRoutes } from "./routes/blobs.ts";
@@ -105,6 +106,7 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
   api.route("/models", modelRoutes);
   api.route("/admin/agents", adminAgentRoutes);
   api.route("/admin/dead-letters", adminDeadLetterRoutes);
+  api.route("/admin/models", adminModelRoutes);
   api.route("/admin", adminRoutes);
   app.route("/v1", api);
   return app;

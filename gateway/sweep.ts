@@ -2,6 +2,7 @@ import type { JobError } from "../shared/protocol/index.ts";
 import { DEFAULT_QUEUE_LIMITS } from "../shared/queue/port.ts";
 import type { Gateway } from "./context.ts";
 import { afterTransition, publishJob, webhookDeps } from "./jobs/lifecycle.ts";
+import { pausedModels } from "./jobs/model-switches.ts";
 import { republishLost } from "./sweep-lost.ts";
 import { settleSilentQueued } from "./sweep-dead.ts";
 import { recordLostWebhooks } from "./sweep-webhooks.ts";
@@ -69,7 +70,8 @@ export async function sweep(gateway: Gateway, options: SweepOptions = {}): Promi
   const batch = options.batch ?? BATCH;
   let republished = 0;
   const outboxBefore = now - (options.outboxGraceMs ?? OUTBOX_GRACE_MS);
-  for (const row of await gateway.stores.jobs.unpublished(outboxBefore, batch)) {
+  const paused = [...(await pausedModels(gateway)).keys()];
+  for (const row of await gateway.stores.jobs.unpublished(outboxBefore, batch, paused)) {
     if (await publishJob(gateway, row)) republished++;
   }
   let expired = 0;

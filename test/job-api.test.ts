@@ -1,8 +1,10 @@
 import { describeJobApi, type JobApiSetting } from "./helpers/job-api-suite.ts";
 import { describeJobRetry } from "./helpers/job-retry-suite.ts";
 import { describeJobStanding } from "./helpers/job-standing-suite.ts";
+import { describeModelSwitches } from "./helpers/job-switch-suite.ts";
 
 const setting: JobApiSetting = { label: "SQLite, sql queue", database: "sqlite", queue: "sql" };
 describeJobApi(setting);
 describeJobRetry(setting);
 describeJobStanding(setting);
+describeModelSwitches(setting);

@@ -11,6 +11,7 @@ import { problemFor } from "../problem.ts";
 import type { JobRow } from "../store/job-rows.ts";
 import { buildClaim, checkBodyAgent, claimJob, reportJob } from "./agent-ops.ts";
 import { afterTransition } from "./lifecycle.ts";
+import { pausedModels } from "./model-switches.ts";
 
 type Settled<T> = { ok: true; value: T } | { ok: false; problem: BatchItemProblem };
 
@@ -53,9 +54,12 @@ export async function claimJobs(
   request: ClaimBatchRequest,
 ): Promise<ClaimBatchResult[]> {
   checkBodyAgent(agent, request.agent_id);
+  // A paused model's jobs are left to the single claims, which refuse them and say why.
+  const paused = await pausedModels(gateway);
+  const models = registeredModels(agent).filter((model) => !paused.has(model));
   const taken = await gateway.stores.jobs.claimMany(
     request.claims.map((item) => ({ id: item.job_id, attempt: item.attempt })),
-    { agentId: agent.id, now: gateway.now(), models: registeredModels(agent) },
+    { agentId: agent.id, now: gateway.now(), models },
   );
   const rows = new Map(taken.map((row) => [row.id, row]));
   return Promise.all(

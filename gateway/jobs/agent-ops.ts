@@ -12,6 +12,7 @@ import { type JobRow, toJob } from "../store/job-rows.ts";
 import type { Transition } from "../store/ports.ts";
 import { artifactBlobKey, uploadBlobKey } from "../store/uploads.ts";
 import { afterTransition } from "./lifecycle.ts";
+import { forgetSwitches, pausedClaimRefusal, pausedModels } from "./model-switches.ts";
 
 /** Presigned input URLs live a little longer than a lease: the download may be slow. */
 const INPUT_URL_SECONDS = 15 * 60;
@@ -69,10 +70,13 @@ export async function claimJob(
   checkBodyAgent(agent, request.agent_id);
   const models = registeredModels(agent);
   const now = gateway.now();
+  // A paused model's jobs are not claimable (model-switches.ts).
+  const paused = await pausedModels(gateway);
+  const claimable = paused.size ? models.filter((model) => !paused.has(model)) : models;
   // The model check rides in the UPDATE's condition: a refusal reads the job to say why.
   let result: Transition =
-    models.length > 0
-      ? await gateway.stores.jobs.claim(jobId, agent.id, request.attempt, now, models)
+    claimable.length > 0
+      ? await gateway.stores.jobs.claim(jobId, agent.id, request.attempt, now, claimable)
       : { ok: false, current: (await gateway.stores.jobs.byId(jobId)) ?? null };
   if (result.ok) {
     afterTransition(gateway, result.job);
@@ -80,6 +84,15 @@ export async function claimJob(
   }
   const current = result.current;
   if (!current) throw notFound("Job", jobId);
+  if (current.status === "queued" && paused.has(current.model)) {
+    // The reading may be up to a second old: a resume through another gateway is read
+    // afresh before the claim is refused.
+    forgetSwitches(gateway);
+    if ((await pausedModels(gateway)).has(current.model)) {
+      throw await pausedClaimRefusal(gateway, current);
+    }
+    return claimJob(gateway, agent, jobId, request);
+  }
   if (!models.includes(current.model)) {
     // The agent's row may come from this gateway's short cache: a registration made a
     // moment ago through another gateway is read afresh before the claim is refused.

@@ -12,6 +12,7 @@ import { uploadBlobKey } from "../store/uploads.ts";
 import { assertWebhookUrlAllowed } from "../webhooks/url-policy.ts";
 import { assertInputUrlsAllowed } from "./input-urls.ts";
 import { afterTransition, publishJob } from "./lifecycle.ts";
+import { assertModelAccepting } from "./model-switches.ts";
 
 export interface SubmitOptions {
   idempotencyKey: string | null;
@@ -45,6 +46,7 @@ export async function submitJob(
     if (earlier) return { job: earlier, created: false };
   }
   const spec = await checkModelAndInputs(gateway, tenant, request);
+  await assertModelAccepting(gateway, spec.id);
   assertInputUrlsAllowed(request.input, gateway.config);
   if (request.webhook) {
     assertWebhookUrlAllowed(request.webhook.url, {

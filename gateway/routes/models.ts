@@ -3,6 +3,7 @@ import { notFound } from "../../shared/errors.ts";
 import { queueBound } from "../backpressure.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
+import { modelState } from "../jobs/model-state.ts";
 import { inputJsonSchema, type ModelSpec, outputJsonSchema } from "../models.ts";
 import type { Tenant } from "../store/tenants.ts";
 import { maxUploadBytes } from "./uploads.ts";
@@ -38,9 +39,14 @@ export const modelRoutes = new Hono<AppEnv>()
     const data = [...gateway.models.values()].map((spec) => modelView(gateway, tenant, spec));
     return c.json({ object: "list", data });
   })
-  .get("/:id", (c) => {
+  .get("/:id", async (c) => {
     const { gateway, tenant } = c.var;
     const spec = gateway.models.get(c.req.param("id"));
     if (!spec) throw notFound("Model", c.req.param("id"));
-    return c.json(modelView(gateway, tenant, spec));
+    // Its live state (queued, running, agents, pace, waits, the operator's pause) costs a
+    // few reads, so only the one-model view carries it.
+    return c.json({
+      ...modelView(gateway, tenant, spec),
+      state: await modelState(gateway, spec.id),
+    });
   });

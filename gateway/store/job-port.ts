@@ -3,6 +3,7 @@ import type { DeadLetterFilter } from "./dead-letters.ts";
 import type { ClaimItem, SuccessItem } from "./job-batch-updates.ts";
 import type { NewJob } from "./job-inserts.ts";
 import type { JobEventRow, JobRow } from "./job-rows.ts";
+import type { ModelSwitchRow } from "./model-switches.ts";
 
 /** The JobStore port: see ports.ts for what the store ports are and how they are kept. */
 
@@ -37,7 +38,11 @@ export interface JobStore {
   /** Stamps the job's message as confirmed by the queue; may be batched with others. */
   markPublished(id: string, now: number): Promise<void>;
   /** Queued jobs created before `olderThan` whose message was never confirmed: the outbox. */
-  unpublished(olderThan: number, limit: number): Promise<JobRow[]>;
+  unpublished(
+    olderThan: number,
+    limit: number,
+    exceptModels?: readonly string[],
+  ): Promise<JobRow[]>;
   overdueQueued(now: number, limit: number): Promise<JobRow[]>;
   /** Queued jobs published before `publishedBefore`, in id order after `afterId` (sweep-lost.ts). */
   publishedQueued(
@@ -54,6 +59,28 @@ export interface JobStore {
   silentQueued(before: number, limit: number): Promise<JobRow[]>;
   /** How many times the job was claimed, counted from its events. */
   claims(id: string): Promise<number>;
+  /** Models paused by the operator, and their switches (model-switches.ts). */
+  pausedModels(): Promise<ModelSwitchRow[]>;
+  pauseModel(
+    model: string,
+    options: { rejectNew: boolean; reason: string | null },
+    now: number,
+  ): Promise<ModelSwitchRow>;
+  /** False when the model was not paused. */
+  resumeModel(model: string, now: number): Promise<boolean>;
+  /** A queued job's message is gone (a refused claim): the outbox is to publish it again. */
+  markUnpublished(id: string): Promise<void>;
+  /** Queued job ids of a model, in id order after `after`. */
+  queuedIds(
+    model: string,
+    after: string | null,
+    limit: number,
+  ): Promise<{ id: string; tenant_id: string }[]>;
+  modelJobCounts(model: string): Promise<{ queued: number; running: number }>;
+  /** Marks every queued job of the model unpublished (its resume: model-switches.ts). */
+  unpublishModel(model: string): Promise<void>;
+  /** A model's queued jobs with no message (refused while it was paused), at most `limit`. */
+  unpublishedOfModel(model: string, limit: number): Promise<JobRow[]>;
   /** Failed jobs of every tenant, in id order, matching the filter (dead-letters.ts). */
   deadLetters(filter: DeadLetterFilter): Promise<JobRow[]>;
   /** Queued jobs of its model an agent would take before this one (by index: job-standing.ts). */

@@ -11,6 +11,7 @@ import {
 import { jobInserter, type NewJob } from "./job-inserts.ts";
 import { KyselyJobReads } from "./job-reads.ts";
 import type { JobRow } from "./job-rows.ts";
+import * as switches from "./model-switches.ts";
 import type { JobStore, Transition } from "./ports.ts";
 
 export type { NewJob } from "./job-inserts.ts";
@@ -61,6 +62,38 @@ export class KyselyJobStore extends KyselyJobReads implements JobStore {
   /** Batched with other marks (see `publishedMarker`); resolves once stored. */
   markPublished(id: string, now: number): Promise<void> {
     return this.marker(id, now);
+  }
+
+  pausedModels() {
+    return switches.pausedModels(this.db);
+  }
+
+  pauseModel(model: string, options: { rejectNew: boolean; reason: string | null }, now: number) {
+    return switches.pauseModel(this.db, model, options, now);
+  }
+
+  resumeModel(model: string, now: number) {
+    return switches.resumeModel(this.db, model, now);
+  }
+
+  markUnpublished(id: string) {
+    return switches.markUnpublished(this.db, id);
+  }
+
+  queuedIds(model: string, after: string | null, limit: number) {
+    return switches.queuedIds(this.db, model, after, limit);
+  }
+
+  modelJobCounts(model: string) {
+    return switches.modelJobCounts(this.db, model);
+  }
+
+  unpublishModel(model: string) {
+    return switches.unpublishModel(this.db, model);
+  }
+
+  unpublishedOfModel(model: string, limit: number) {
+    return switches.unpublishedOfModel(this.db, model, limit);
   }
 
   /**

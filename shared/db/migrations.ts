@@ -8,6 +8,7 @@ import { unloggedNonces } from "./migrations/0006-unlogged-nonces.ts";
 import { jobMetadata } from "./migrations/0007-job-metadata.ts";
 import { changeFeed } from "./migrations/0008-change-feed.ts";
 import { jobStanding } from "./migrations/0009-job-standing.ts";
+import { modelSwitches } from "./migrations/0010-model-switches.ts";
 import { webhookOutbox } from "./migrations/0011-webhook-outbox.ts";
 import { instant, type Migration, type SqlDialect } from "./migrations/types.ts";
 import type { Database } from "./schema.ts";
@@ -25,6 +26,7 @@ const MIGRATIONS: Migration[] = [
   jobMetadata,
   changeFeed,
   jobStanding,
+  modelSwitches,
   webhookOutbox,
 ];
 

@@ -20,6 +20,18 @@ export interface Database {
   queue_messages: QueueMessageTable;
   agents: AgentTable;
   agent_nonces: AgentNonceTable;
+  model_switches: ModelSwitchTable;
+}
+
+/** An operator's switch on one model (migration 0010). */
+export interface ModelSwitchTable {
+  model: string;
+  /** Null once resumed. */
+  paused_at: number | null;
+  /** 1: submits are refused while paused. */
+  reject_new: number;
+  reason: string | null;
+  updated_at: number;
 }
 
 export interface TenantTable {

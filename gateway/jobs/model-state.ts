@@ -1,0 +1,56 @@
+import { registeredModels } from "../agents/store.ts";
+import type { Gateway } from "../context.ts";
+import { modelPace } from "./model-pace.ts";
+import { pausedModels } from "./model-switches.ts";
+
+/** Agents older than this many missed beats are not counted as serving a model. */
+const GONE_AFTER_BEATS = 3;
+const DEFAULT_BEAT_MS = 5_000;
+/** The most agents read to count a model's (the fleet listing pages past this). */
+const AGENTS_READ = 500;
+
+export interface ModelState {
+  paused: boolean;
+  reject_new: boolean;
+  paused_at: string | null;
+  reason: string | null;
+  queued: number;
+  running: number;
+  /** Live agents that registered the model. */
+  agents: number;
+  /** Jobs started per minute over the last minutes; null without a recent pace. */
+  starts_per_minute: number | null;
+  wait_p50_ms: number | null;
+  wait_p95_ms: number | null;
+}
+
+/** A model's live state, as `GET /v1/models/{id}` shows it. */
+export async function modelState(gateway: Gateway, model: string): Promise<ModelState> {
+  const now = gateway.now();
+  const [paused, counts, pace, agents] = await Promise.all([
+    pausedModels(gateway),
+    gateway.stores.jobs.modelJobCounts(model),
+    modelPace(gateway, model),
+    gateway.stores.agents.list({ limit: AGENTS_READ }),
+  ]);
+  const switched = paused.get(model);
+  const serving = agents.filter((agent) => {
+    if (agent.revoked_at !== null || agent.registered_at === null) return false;
+    const lastSeen = agent.last_heartbeat_at ?? agent.registered_at;
+    const goneAfter = GONE_AFTER_BEATS * (agent.heartbeat_interval_ms ?? DEFAULT_BEAT_MS);
+    return now - lastSeen <= goneAfter && registeredModels(agent).includes(model);
+  });
+  const perSecond = pace.startsPerSecond;
+  return {
+    paused: switched !== undefined,
+    reject_new: switched?.reject_new === 1,
+    paused_at: switched?.paused_at ? new Date(switched.paused_at).toISOString() : null,
+    reason: switched?.reason ?? null,
+    queued: counts.queued,
+    running: counts.running,
+    agents: serving.length,
+    starts_per_minute: perSecond === null ? null : Math.round(perSecond * 60 * 10) / 10,
+    wait_p50_ms: pace.waitP50Ms,
+    wait_p95_ms: pace.waitP95Ms,
+  };
+}

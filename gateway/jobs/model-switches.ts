@@ -1,0 +1,61 @@
+import { HttpProblem } from "../../shared/errors.ts";
+import { RetryLaterProblem } from "../backpressure.ts";
+import type { Gateway } from "../context.ts";
+import type { JobRow } from "../store/job-rows.ts";
+import type { ModelSwitchRow } from "../store/model-switches.ts";
+
+/**
+ * How long a gateway trusts its reading of the paused models. A pause made through another
+ * gateway takes effect here within this long; the one that made it forgets its reading at
+ * once. Short, because claims and submits read it; cheap, because it is one small read.
+ */
+const SWITCHES_CACHE_MS = 1_000;
+
+type Reading = { paused: Map<string, ModelSwitchRow>; until: number };
+// Keyed by the notifier, which every per-request copy of a gateway shares (rate-limit.ts).
+const readings = new WeakMap<object, Reading>();
+
+/** The models paused now, by id (from a reading at most SWITCHES_CACHE_MS old). */
+export async function pausedModels(gateway: Gateway): Promise<Map<string, ModelSwitchRow>> {
+  const now = gateway.now();
+  const cached = readings.get(gateway.notifier);
+  if (cached && cached.until > now) return cached.paused;
+  const rows = await gateway.stores.jobs.pausedModels();
+  const paused = new Map(rows.map((row) => [row.model, row]));
+  readings.set(gateway.notifier, { paused, until: now + SWITCHES_CACHE_MS });
+  return paused;
+}
+
+/** After a switch through this gateway: the next reading is fresh. */
+export function forgetSwitches(gateway: Gateway): void {
+  readings.delete(gateway.notifier);
+}
+
+/** A submit to a model paused with `reject_new`: 503 `model_paused`, with Retry-After. */
+export async function assertModelAccepting(gateway: Gateway, model: string): Promise<void> {
+  const paused = await pausedModels(gateway);
+  const row = paused.get(model);
+  if (row?.reject_new !== 1) return;
+  throw new RetryLaterProblem(
+    503,
+    "model_paused",
+    "Model paused",
+    `The operator paused model "${model}"${row?.reason ? `: ${row.reason}` : ""}. Try again later.`,
+    gateway.config.retryAfterSeconds,
+  );
+}
+
+/**
+ * Refuses a claim of a paused model's job (409, which the agent acks). The job stays
+ * queued; its message is gone, so it is marked unpublished and the outbox publishes it
+ * again once the model is resumed.
+ */
+export async function pausedClaimRefusal(gateway: Gateway, job: JobRow): Promise<HttpProblem> {
+  await gateway.stores.jobs.markUnpublished(job.id);
+  return new HttpProblem(
+    409,
+    "model_paused",
+    "Job not available",
+    `Model "${job.model}" is paused: the job waits until it is resumed.`,
+  );
+}

@@ -1,5 +1,6 @@
 import { basename, join } from "node:path";
 import ora from "ora";
+import { isInputRef } from "../../client/files.ts";
 import { JobFailedError, type JobUpdate } from "../../client/index.ts";
 import {
   artifactsOf,
@@ -35,7 +36,9 @@ export async function runCommand(
   env: NodeJS.ProcessEnv,
 ) {
   const gantry = clientFromEnv(env);
-  const interactive = Boolean(process.stderr.isTTY) && !flags.json;
+  // A terminal of no width (some CI pseudo-terminals) makes ora redraw without end.
+  const interactive =
+    Boolean(process.stderr.isTTY) && (process.stderr.columns ?? 0) > 0 && !flags.json;
   const first = file ? `uploading ${file}` : `submitting ${model}`;
   // ora draws in a terminal only; elsewhere each change is a plain line (none with --json).
   const spinner = interactive ? ora({ stream: process.stderr, text: first }).start() : null;
@@ -54,8 +57,14 @@ export async function runCommand(
   const onSigint = () => controller.abort(new Error("interrupted"));
   process.once("SIGINT", onSigint);
   try {
-    const input = { ...(flags.param ?? {}), ...(file ? { image: file } : {}) };
-    const output = await gantry.run(model, input, { onProgress, signal: controller.signal });
+    let image = file;
+    if (file && !isInputRef(file))
+      image = (await gantry.uploads.create(file, { signal: controller.signal })).id;
+    if (spinner) spinner.text = `submitting ${model}`;
+    const input = { ...(flags.param ?? {}), ...(image ? { image } : {}) };
+    // Shown progress needs the event stream; --json may let the gateway hold the answer.
+    const wait = flags.json ? 60 : 0;
+    const output = await gantry.run(model, input, { onProgress, signal: controller.signal, wait });
     spinner?.stop();
     const job = await gantry.jobs.get(jobId);
     const saved = artifactsOf(output).length

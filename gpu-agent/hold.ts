@@ -42,7 +42,10 @@ export async function untilGatewayAnswers<T>(
       if (job.released || job.leaseLost) throw new HoldEnded(why(job));
       const delay = peerRetryDelayMs(round, ctx.backoff);
       job.holding = call;
-      job.log.warn(
+      // Every held job says so on the first round, then every tenth: an agent holding its
+      // whole look-ahead through an outage should not flood its log.
+      const level = round === 1 || round % 10 === 0 ? "warn" : "debug";
+      job.log[level](
         { err: cause, call, round, retry_in_ms: delay },
         `gateway unreachable; holding the job and retrying the ${call} in ${Math.ceil(delay / 100) / 10} s`,
       );

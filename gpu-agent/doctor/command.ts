@@ -1,6 +1,7 @@
 import { type AgentConfigFlags, parseAgentConfig } from "../config.ts";
 import { modelIds } from "../pipelines/index.ts";
 import {
+  builtinRegistryIds,
   formatProgress,
   type ResolvedModelEntry,
   resolveModels,
@@ -35,15 +36,14 @@ export async function doctorCommand(
   const say = deps.progress ?? ((line: string) => process.stderr.write(`gantry-agent: ${line}\n`));
   const write = deps.stdout ?? ((text: string) => process.stdout.write(text));
 
-  let registry: ResolvedModelEntry[] = [];
-  if (config.modelsFile) {
-    say(`resolving models in ${config.modelsFile}…`);
-    registry = await resolveModels(config.modelsFile, {
-      cacheDir: config.modelCacheDir,
-      onProgress: (step) => say(formatProgress(step)),
-    });
-  }
   const modelsGiven = flags.models !== undefined || Boolean(env.GANTRY_MODELS);
+  if (config.modelsFile) say(`resolving models in ${config.modelsFile}…`);
+  // Gantry's own registry (rmbg) too: what the agent would serve, or all of it unasked.
+  const registry: ResolvedModelEntry[] = await resolveModels(config.modelsFile ?? null, {
+    cacheDir: config.modelCacheDir,
+    include: modelsGiven ? config.models : await builtinRegistryIds(),
+    onProgress: (step) => say(formatProgress(step)),
+  });
   const models = modelsGiven ? config.models : knownModels(registry);
 
   say(

@@ -42,6 +42,11 @@ export const BUILTIN_REGISTRY_PATH = fileURLToPath(
   new URL("./builtin-models.yaml", import.meta.url),
 );
 
+/** The ids Gantry's own registry serves without a models.yaml of yours (`rmbg`). */
+export async function builtinRegistryIds(): Promise<string[]> {
+  return (await readRegistry(BUILTIN_REGISTRY_PATH)).map((entry) => entry.id);
+}
+
 /** Reads and validates models.yaml; every problem is named with its path in the file. */
 export async function readRegistry(registryPath: string): Promise<ModelEntry[]> {
   let text: string;

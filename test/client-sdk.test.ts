@@ -115,6 +115,40 @@ describe.each(SETUPS)("the SDK against a real gateway: $name", (setup) => {
     }
   });
 
+  it("run() asks the gateway to hold the answer (Prefer: wait)", async () => {
+    const proxy = await startDropProxy(gw.url, () => "pass");
+    try {
+      const client = new Gantry({ baseUrl: proxy.url, apiKey: gw.apiKey });
+      expect(await client.run("noop", { marker: "held" }, { wait: 20 })).toMatchObject({
+        marker: "held",
+      });
+      const post = proxy.seen.find((r) => r.method === "POST" && r.path === "/v1/jobs");
+      expect(post?.headers.prefer).toBe("wait=20");
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("wait() polls where no event stream can be had", async () => {
+    const paths: string[] = [];
+    const client = new Gantry({
+      baseUrl: gw.url,
+      apiKey: gw.apiKey,
+      fetch: async (input, init) => {
+        const url = String(input);
+        paths.push(new URL(url).pathname);
+        // A proxy that refuses streams, as some corporate ones do.
+        if (url.endsWith("/events")) return new Response("no streams here", { status: 501 });
+        return fetch(input, init);
+      },
+    });
+    const job = await client.jobs.create({ model: "noop", input: { delay_ms: 300 } });
+    const done = await client.jobs.wait(job.id);
+    expect(done.status).toBe("succeeded");
+    expect(paths.filter((p) => p.endsWith("/events"))).toHaveLength(1);
+    expect(paths.filter((p) => p === `/v1/jobs/${job.id}`).length).toBeGreaterThanOrEqual(1);
+  });
+
   it("list() iterates past several pages", async () => {
     const made = new Set<string>();
     for (let i = 0; i < 23; i++)

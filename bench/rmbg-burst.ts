@@ -172,7 +172,9 @@ function quantile(values: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 }
 
-const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+function pause(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
 
 function started(process: ChildProcess): Promise<void> {
   return new Promise((resolve, reject) => {

@@ -79,10 +79,24 @@ export async function submitJob(
     if (earlier) return { job: earlier, created: false };
     throw new Error("idempotent insert conflicted but no job was found");
   }
+  await markUploadUsed(gateway, request, now);
   noteJobQueued(gateway, spec.id, tenant.id);
   afterTransition(gateway, row);
   await publishJob(gateway, row, { markInBackground: true });
   return { job: row, created: true };
+}
+
+/**
+ * Retention keeps an upload a job named until that job's inputs expire, not the shorter
+ * life of an upload never used. After the commit, and not fatal: until the mark lands the
+ * queued job itself keeps the upload (retention-uploads.ts spares uploads an active job names).
+ */
+async function markUploadUsed(gateway: Gateway, request: JobRequest, now: number) {
+  const image = request.input.image;
+  if (!image?.startsWith("upl_")) return;
+  await gateway.stores.retention.markUploadUsed(image, now).catch((error: unknown) => {
+    gateway.log.warn({ err: String(error), upload_id: image }, "could not mark upload used");
+  });
 }
 
 async function replay(gateway: Gateway, tenant: Tenant, key: string, requestHash: string) {

@@ -10,6 +10,7 @@ import { changeFeed } from "./migrations/0008-change-feed.ts";
 import { jobStanding } from "./migrations/0009-job-standing.ts";
 import { modelSwitches } from "./migrations/0010-model-switches.ts";
 import { webhookOutbox } from "./migrations/0011-webhook-outbox.ts";
+import { retention } from "./migrations/0013-retention.ts";
 import { instant, type Migration, type SqlDialect } from "./migrations/types.ts";
 import type { Database } from "./schema.ts";
 
@@ -28,6 +29,7 @@ const MIGRATIONS: Migration[] = [
   jobStanding,
   modelSwitches,
   webhookOutbox,
+  retention,
 ];
 
 /**

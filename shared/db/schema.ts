@@ -71,6 +71,10 @@ export interface UploadTable {
   blob_key: string;
   created_at: number;
   expires_at: number;
+  /** When a job first named it (migration 0013); an upload never used expires on its own. */
+  used_at: Generated<number | null>;
+  purge_token: Generated<string | null>;
+  purge_until: Generated<number | null>;
 }
 
 export interface JobTable {
@@ -99,6 +103,13 @@ export interface JobTable {
   last_seq: number;
   /** JSON object of strings: the client's labels (migration 0007). */
   metadata: string | null;
+  /** Retention (migration 0013): when the uploads its input named were deleted. */
+  inputs_purged_at: Generated<number | null>;
+  /** When its output and artifacts were deleted; the row itself goes later. */
+  data_expired_at: Generated<number | null>;
+  /** The sweeper holding this row for a retention pass, and until when. */
+  purge_token: Generated<string | null>;
+  purge_until: Generated<number | null>;
 }
 
 export interface JobEventTable {

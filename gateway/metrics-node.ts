@@ -1,6 +1,7 @@
 import { Counter, Gauge, Registry } from "prom-client";
 import { JobStatus } from "../shared/protocol/job.ts";
 import type { Gateway } from "./context.ts";
+import { RETENTION_KINDS, retentionStats } from "./retention/stats.ts";
 
 /**
  * The gateway's Prometheus metric names (Node only: prom-client needs Node). The Grafana
@@ -118,6 +119,33 @@ export function createGatewayMetrics(gateway: MetricsSource): GatewayMetrics {
       },
     });
   }
+
+  // Retention's work is counted by the gateway that did it (retention/stats.ts).
+  const retention = retentionStats(gateway);
+  for (const [name, help, read] of [
+    ["rows", "Rows retention deleted or cleared, by kind.", retention.rows],
+    ["bytes", "Blob bytes retention deleted, by kind.", retention.bytes],
+  ] as const) {
+    new Counter({
+      name: `gantry_gateway_retention_${name}_removed_total`,
+      help,
+      labelNames: ["kind"],
+      registers,
+      collect() {
+        this.reset();
+        for (const kind of RETENTION_KINDS) this.inc({ kind }, read[kind]);
+      },
+    });
+  }
+  new Counter({
+    name: "gantry_gateway_retention_failures_total",
+    help: "Blob deletes retention could not do; their rows were kept for a later sweep.",
+    registers,
+    collect() {
+      this.reset();
+      this.inc(retention.failures);
+    },
+  });
 
   return {
     registry,

@@ -58,6 +58,18 @@ export function adminPaths() {
         responses: { "200": object("The tenant"), ...problems(401, 403, 404, 422) },
       },
     },
+    "/v1/admin/tenants/{id}/purge": {
+      post: {
+        summary: "Delete a tenant's stored data, one bounded step (repeat until `done`)",
+        description:
+          "Deletes ended jobs (outputs, artifacts, inputs, rows, events, webhook records) and uploads no queued or running job names, up to a batch per kind. `active_jobs` counts what is kept: cancel those jobs, then purge again.",
+        parameters: [idParam("^ten_")],
+        responses: {
+          "200": object("What this step removed, and whether more remains"),
+          ...problems(401, 403, 404),
+        },
+      },
+    },
     "/v1/admin/tenants/{id}/keys": {
       post: {
         summary: "Create an API key (shown once)",

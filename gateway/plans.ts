@@ -10,6 +10,12 @@ export const PlanName = z.enum(PLAN_NAMES);
 export type PlanName = z.infer<typeof PlanName>;
 
 const Priority = z.number().int().min(0).max(9);
+/** At most ten years: the cutoffs stay far inside a JavaScript number of milliseconds. */
+const RetentionSeconds = z
+  .number()
+  .int()
+  .min(0)
+  .max(10 * 366 * 86_400);
 
 /** Snake case: the same object is stored, accepted by the admin API and returned by it. */
 const PlanLimitsShape = z.strictObject({
@@ -25,6 +31,15 @@ const PlanLimitsShape = z.strictObject({
   max_queued_jobs: z.number().int().positive(),
   /** Largest upload; the gateway's own GANTRY_MAX_UPLOAD_BYTES still caps it. */
   max_upload_bytes: z.number().int().positive(),
+  /**
+   * Retention (gateway/retention/): how long after a job ended its inputs (uploads' blobs),
+   * its output and artifacts, and its row with its events and webhook records are kept;
+   * and how long an upload no job used is kept after it was made. The sweeper deletes them.
+   */
+  input_retention_seconds: RetentionSeconds,
+  output_retention_seconds: RetentionSeconds,
+  job_retention_seconds: RetentionSeconds,
+  upload_retention_seconds: RetentionSeconds,
 });
 
 const bandIsOrdered = (limits: z.infer<typeof PlanLimitsShape>) =>
@@ -40,6 +55,8 @@ export const PlanOverrides = PlanLimitsShape.partial();
 export type PlanOverrides = z.infer<typeof PlanOverrides>;
 
 const MiB = 1024 * 1024;
+const HOUR = 3600;
+const DAY = 24 * HOUR;
 
 /**
  * The bands do not overlap between free and pro, so any pro job is taken before any free
@@ -54,6 +71,10 @@ export const PLANS: Record<PlanName, PlanLimits> = {
     burst: 20,
     max_queued_jobs: 100,
     max_upload_bytes: 5 * MiB,
+    input_retention_seconds: HOUR,
+    output_retention_seconds: DAY,
+    job_retention_seconds: 7 * DAY,
+    upload_retention_seconds: DAY,
   },
   pro: {
     priority_min: 3,
@@ -63,6 +84,10 @@ export const PLANS: Record<PlanName, PlanLimits> = {
     burst: 100,
     max_queued_jobs: 10_000,
     max_upload_bytes: 20 * MiB,
+    input_retention_seconds: HOUR,
+    output_retention_seconds: 7 * DAY,
+    job_retention_seconds: 30 * DAY,
+    upload_retention_seconds: DAY,
   },
   enterprise: {
     priority_min: 5,
@@ -72,6 +97,10 @@ export const PLANS: Record<PlanName, PlanLimits> = {
     burst: 500,
     max_queued_jobs: 100_000,
     max_upload_bytes: 100 * MiB,
+    input_retention_seconds: DAY,
+    output_retention_seconds: 30 * DAY,
+    job_retention_seconds: 90 * DAY,
+    upload_retention_seconds: 7 * DAY,
   },
 };
 

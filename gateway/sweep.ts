@@ -3,8 +3,10 @@ import { DEFAULT_QUEUE_LIMITS } from "../shared/queue/port.ts";
 import type { Gateway } from "./context.ts";
 import { afterTransition, publishJob, webhookDeps } from "./jobs/lifecycle.ts";
 import { pausedModels } from "./jobs/model-switches.ts";
-import { republishLost } from "./sweep-lost.ts";
 import { settleSilentQueued } from "./sweep-dead.ts";
+import type { RetentionStats } from "./retention/stats.ts";
+import { type RetentionOptions, sweepRetention } from "./retention/sweep-retention.ts";
+import { republishLost } from "./sweep-lost.ts";
 import { recordLostWebhooks } from "./sweep-webhooks.ts";
 
 /** A job unpublished this long after its commit is taken to have lost its publish. */
@@ -44,6 +46,8 @@ export interface SweepOptions {
   maxAttempts?: number;
   /** The most jobs each pass handles per sweep. Default 100. */
   batch?: number;
+  /** Retention (gateway/retention/); false turns it off (a benchmark that keeps its rows). */
+  retention?: RetentionOptions | false;
 }
 
 export interface SweepReport {
@@ -58,6 +62,8 @@ export interface SweepReport {
   deadLettered: number;
   /** Webhook deliveries recorded from the outbox: their gateway stopped before it did. */
   webhooksRecorded: number;
+  /** What retention deleted in this sweep; null when it is off. */
+  retention: RetentionStats | null;
 }
 
 /**
@@ -92,6 +98,8 @@ export async function sweep(gateway: Gateway, options: SweepOptions = {}): Promi
   const outboxGrace = options.webhookOutboxGraceMs ?? WEBHOOK_OUTBOX_GRACE_MS;
   const webhooksRecorded = await recordLostWebhooks(gateway, now, outboxGrace, batch);
   const webhooks = await gateway.stores.webhooks.deliverDue(webhookDeps(gateway));
+  const retention =
+    options.retention === false ? null : await sweepRetention(gateway, now, options.retention);
   return {
     republished,
     expired,
@@ -99,6 +107,7 @@ export async function sweep(gateway: Gateway, options: SweepOptions = {}): Promi
     deadLettered: silent.failed,
     webhooks: webhooks.attempted,
     webhooksRecorded,
+    retention,
   };
 }
 

@@ -4,6 +4,7 @@ import { HttpProblem, notFound } from "../../shared/errors.ts";
 import { newId } from "../../shared/ids.ts";
 import type { AppEnv } from "../env.ts";
 import { DEFAULT_PLAN, PlanName, PlanOverrides } from "../plans.ts";
+import { purgeTenant } from "../retention/sweep-retention.ts";
 import { Scope, toApiKeyView } from "../store/api-keys.ts";
 import { overridesOf, overridesProblem, planOf, toTenantView } from "../store/tenants.ts";
 import { parseJsonBody, parseWith } from "../validation.ts";
@@ -108,6 +109,21 @@ export const adminRoutes = new Hono<AppEnv>()
     if (!row) throw notFound("Tenant", current.id);
     gateway.log.info({ tenant_id: row.id, plan: row.plan }, "tenant plan changed");
     return c.json(toTenantView(row));
+  })
+  // A tenant leaving: one bounded step of deleting its data; call again until `done`.
+  .post("/tenants/:id/purge", async (c) => {
+    const gateway = c.var.gateway;
+    const tenant = await tenantOr404(c, c.req.param("id"));
+    const result = await purgeTenant(gateway, tenant.id, gateway.now());
+    gateway.log.info({ tenant_id: tenant.id, done: result.done }, "tenant data purged");
+    return c.json({
+      object: "tenant_purge",
+      tenant_id: tenant.id,
+      done: result.done,
+      removed: { rows: result.removed.rows, bytes: result.removed.bytes },
+      failures: result.removed.failures,
+      active_jobs: result.activeJobs,
+    });
   })
   .post("/tenants/:id/keys", async (c) => {
     const gateway = c.var.gateway;

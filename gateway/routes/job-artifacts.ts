@@ -48,6 +48,14 @@ export const jobArtifactRoutes = new Hono<AppEnv>().get("/:id/artifacts/:name", 
       `Job ${id} is ${row.status}: artifacts exist once it has succeeded.`,
     );
   }
+  if ((row.data_expired_at ?? null) !== null) {
+    throw new HttpProblem(
+      410,
+      "output_expired",
+      "Output expired",
+      `Job ${id}'s output and artifacts were deleted by its retention.`,
+    );
+  }
   if (!ARTIFACT_NAME.test(name) || !storedArtifact(toJob(row).output, name)) {
     throw notFound("Artifact", name);
   }

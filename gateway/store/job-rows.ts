@@ -36,6 +36,7 @@ export const JOB_COLUMNS = [
   "published_at",
   "last_seq",
   "metadata",
+  "batch_id",
 ] as const satisfies readonly (keyof JobTable)[];
 
 export type JobEventRow = Selectable<JobEventTable>;
@@ -64,6 +65,24 @@ export function toJob(row: JobRow): Job {
     expires_at: iso(row.expires_at),
     ...(row.metadata === null ? {} : { metadata: JSON.parse(row.metadata) as JobMetadata }),
     ...(row.started_at === null ? {} : { metrics: metricsOf(row, row.started_at) }),
+    ...expiredData(row),
+  };
+}
+
+/**
+ * What retention (gateway/retention/) deleted, said outright: a job whose output is gone
+ * must not read like one that produced none. Raw batch statements return JOB_COLUMNS only,
+ * without these columns; those rows are fresh jobs, never expired ones.
+ */
+function expiredData(
+  row: JobRow,
+): Pick<Job, "output_expired" | "input_expired" | "data_expired_at"> {
+  const dataExpiredAt = row.data_expired_at ?? null;
+  return {
+    ...(dataExpiredAt === null
+      ? {}
+      : { output_expired: true as const, data_expired_at: iso(dataExpiredAt) }),
+    ...((row.inputs_purged_at ?? null) === null ? {} : { input_expired: true as const }),
   };
 }
 

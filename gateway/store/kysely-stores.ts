@@ -15,6 +15,7 @@ import {
 import { apiKeyById, insertApiKey, listApiKeys, revokeApiKey } from "./api-keys.ts";
 import { KyselyJobStore } from "./job-store.ts";
 import type { Stores, TenantStore, UploadStore, WebhookStore } from "./ports.ts";
+import { kyselyRetentionStore } from "./retention-uploads.ts";
 import { tenantEvents } from "./tenant-events.ts";
 import {
   ensureTenantWithKey,
@@ -46,6 +47,7 @@ export function createKyselyStores(db: Kysely<Database>, options: KyselyStoreOpt
     agents: new KyselyAgentStore(db),
     webhooks: kyselyWebhookStore(db),
     events: tenantEvents(db),
+    retention: kyselyRetentionStore(db),
     ping: () => ping(db),
   };
 }

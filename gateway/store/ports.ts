@@ -18,7 +18,8 @@ import type {
   TenantPlanChange,
   TenantRow,
 } from "./tenants.ts";
-import type { UploadRow } from "./uploads.ts";
+import type { RetentionStore } from "./retention-port.ts";
+import type { NewUpload, UploadRow } from "./uploads.ts";
 
 /**
  * The gateway's storage ports: what the runtime-free core asks of its database. One
@@ -31,6 +32,7 @@ import type { UploadRow } from "./uploads.ts";
  */
 
 export type { JobListOptions, JobStore, Transition } from "./job-port.ts";
+export type { RetentionStore } from "./retention-port.ts";
 
 /** Tenants and their API keys (stored as hashes only). */
 export interface TenantStore {
@@ -56,7 +58,7 @@ export interface TenantStore {
 
 /** Uploads: what a tenant said it would put at an upload's blob key. */
 export interface UploadStore {
-  insert(upload: UploadRow): Promise<void>;
+  insert(upload: NewUpload): Promise<void>;
   /** Another tenant's upload is simply not found. */
   forTenant(tenantId: string, id: string): Promise<UploadRow | undefined>;
 }
@@ -140,6 +142,8 @@ export interface Stores {
   webhooks: WebhookStore;
   /** One tenant's job events in commit order, for `GET /v1/events` (tenant-events.ts). */
   events: TenantEvents;
+  /** Retention's claims and deletes (retention-port.ts, driven by gateway/retention/). */
+  retention: RetentionStore;
   /** Resolves when the database answers (readiness). */
   ping(): Promise<void>;
 }

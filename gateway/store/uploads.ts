@@ -2,12 +2,14 @@ import type { Kysely, Selectable } from "kysely";
 import type { Database, UploadTable } from "../../shared/db/schema.ts";
 
 export type UploadRow = Selectable<UploadTable>;
+/** What a new upload is made with; retention fills the rest (migration 0013). */
+export type NewUpload = Omit<UploadRow, "used_at" | "purge_token" | "purge_until">;
 
 export const uploadBlobKey = (uploadId: string) => `inputs/${uploadId}`;
 /** Artifact names are spec names (letters, digits, `_`), so the key needs no escaping. */
 export const artifactBlobKey = (jobId: string, name: string) => `outputs/${jobId}/${name}`;
 
-export async function insertUpload(db: Kysely<Database>, upload: UploadRow): Promise<void> {
+export async function insertUpload(db: Kysely<Database>, upload: NewUpload): Promise<void> {
   await db.insertInto("uploads").values(upload).execute();
 }
 
@@ -16,10 +18,14 @@ export function uploadForTenant(
   tenantId: string,
   id: string,
 ): Promise<UploadRow | undefined> {
-  return db
-    .selectFrom("uploads")
-    .selectAll()
-    .where("id", "=", id)
-    .where("tenant_id", "=", tenantId)
-    .executeTakeFirst();
+  return (
+    db
+      .selectFrom("uploads")
+      .selectAll()
+      .where("id", "=", id)
+      .where("tenant_id", "=", tenantId)
+      // Claimed by retention (retention-uploads.ts): on its way out, not to be named again.
+      .where("purge_token", "is", null)
+      .executeTakeFirst()
+  );
 }

@@ -162,6 +162,20 @@ export const Job = z.object({
     ),
   metrics: JobMetrics.optional().describe("Once started: where the job's time went."),
   agent: JobAgent.optional().describe("Once started: the agent that ran (or runs) it."),
+  output_expired: z
+    .literal(true)
+    .optional()
+    .describe(
+      "Present once retention deleted the job's output and artifacts: `output` is null because it is gone, not because the job produced none.",
+    ),
+  input_expired: z
+    .literal(true)
+    .optional()
+    .describe("Present once retention deleted the upload the job's `input.image` named."),
+  data_expired_at: z.iso
+    .datetime()
+    .optional()
+    .describe("When retention deleted the output and artifacts (with `output_expired`)."),
 });
 export type Job = z.infer<typeof Job>;
 

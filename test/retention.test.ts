@@ -1,0 +1,40 @@
+import { Kysely } from "kysely";
+import { D1Dialect } from "kysely-d1";
+import { Miniflare } from "miniflare";
+import { createKyselyStores } from "../gateway/store/kysely-stores.ts";
+import { migrate } from "../shared/db/migrations.ts";
+import type { Database } from "../shared/db/schema.ts";
+import { openTestDatabase } from "./helpers/test-gateway.ts";
+import { describeRetention } from "./retention/suite.ts";
+
+for (const kind of ["sqlite", "postgres"] as const) {
+  describeRetention(kind, async () => {
+    const database = await openTestDatabase(kind);
+    return {
+      db: database.db,
+      stores: createKyselyStores(database.db, { maxParameters: 10_000 }),
+      cleanup: () => database.close(),
+    };
+  });
+}
+
+// D1 as the Workers gateway sees it (Miniflare), with D1's 100-parameter statements.
+describeRetention("D1 (Miniflare)", async () => {
+  const mf = new Miniflare({
+    modules: true,
+    script: "export default { fetch: () => new Response(null, { status: 404 }) };",
+    d1Databases: ["DB"],
+  });
+  const db = new Kysely<Database>({
+    dialect: new D1Dialect({ database: await mf.getD1Database("DB") }),
+  });
+  await migrate(db, "sqlite");
+  return {
+    db,
+    stores: createKyselyStores(db),
+    async cleanup() {
+      await db.destroy();
+      await mf.dispose();
+    },
+  };
+});

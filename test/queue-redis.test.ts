@@ -104,6 +104,8 @@ describe("redis queue: beyond the port", () => {
     await first.ack();
     expect(await raw.xLen(keys.lane(model, "normal"))).toBe(0);
     await consumer.stop();
+    // A stopped consumer with nothing pending leaves the group.
+    expect(await raw.xInfoConsumers(keys.lane(model, "normal"), "agents")).toEqual([]);
   });
 
   it("sends an unreadable entry to the dead-letter stream, not to a handler", async () => {

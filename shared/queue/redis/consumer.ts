@@ -156,6 +156,13 @@ export function startRedisConsumer(
         blocking.destroy(); // ends a blocked XREAD now instead of after its timeout
         await running;
         if (unsettled > 0) await new Promise<void>((resolve) => (drained = resolve));
+        // A consumer name per consume(): without this the group would collect one per start.
+        for (const model of models) {
+          await runScript(ctx.client, SCRIPTS.forgetConsumer, ctx.keys.of(model), [
+            ctx.group,
+            name,
+          ]).catch(() => {}); // the broker is down: the name stays, harmless with nothing pending
+        }
       })();
       return stopping;
     },

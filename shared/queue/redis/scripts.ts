@@ -186,6 +186,21 @@ end
 return gone
 `;
 
+/**
+ * Removes a stopping consumer's name from the group, on each lane, only where it holds no
+ * pending entry (DELCONSUMER would drop those from the pending list: lost, never redelivered).
+ * ARGV: group, consumer.
+ */
+const FORGET_CONSUMER = `
+for i = 1, 2 do
+  local p = redis.pcall('XPENDING', KEYS[i], ARGV[1], '-', '+', 1, ARGV[2])
+  if type(p) == 'table' and not p.err and #p == 0 then
+    redis.pcall('XGROUP', 'DELCONSUMER', KEYS[i], ARGV[1], ARGV[2])
+  end
+end
+return 1
+`;
+
 export interface Script {
   readonly source: string;
   readonly sha: string;
@@ -202,4 +217,5 @@ export const SCRIPTS = {
   settle: script(SETTLE),
   depth: script(DEPTH),
   absent: script(ABSENT),
+  forgetConsumer: script(FORGET_CONSUMER),
 } as const;

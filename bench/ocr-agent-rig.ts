@@ -16,7 +16,12 @@ import type { Runner } from "../gpu-agent/runner/types.ts";
 import { createSupervisor, type SupervisorEvent } from "../gpu-agent/supervisor.ts";
 import { openSqlite } from "../shared/db/sqlite.ts";
 import { createSqlQueue } from "../shared/queue/sql.ts";
-import { type StubJob, startStubGateway } from "../test/helpers/stub-gateway.ts";
+import {
+  type StubGatewayOptions,
+  type StubJob,
+  startStubGateway,
+} from "../test/helpers/stub-gateway.ts";
+import type { AgentProfile } from "./agent-profile.ts";
 
 export interface BenchJob {
   model: string;
@@ -33,6 +38,10 @@ export interface BenchAgentOptions {
   providers?: ExecutionProvider[];
   /** Extra deliveries read ahead; the supervisor's default (one per slot) when absent. */
   lookahead?: number;
+  /** Times where each job's time goes (bench/agent-profile.ts). */
+  profile?: AgentProfile;
+  /** The stub gateway's batched routes and inline inputs (both off by default). */
+  stub?: StubGatewayOptions;
 }
 
 export interface BenchAgent {
@@ -49,7 +58,7 @@ export interface BenchAgent {
 export async function startBenchAgent(options: BenchAgentOptions): Promise<BenchAgent> {
   const dir = mkdtempSync(join(tmpdir(), "gantry-bench-"));
   const logger = pino({ level: process.env.GANTRY_BENCH_LOG ?? "silent" });
-  const gateway = await startStubGateway();
+  const gateway = await startStubGateway(options.stub);
   const db = await openSqlite(join(dir, "queue.db"));
   // The agent's own poll interval: publishes in this process wake the consumer at once, and
   // it claims as slots free (one claim per job), so polling costs nothing during a run.
@@ -57,6 +66,7 @@ export async function startBenchAgent(options: BenchAgentOptions): Promise<Bench
     dialect: "sqlite",
     limits: { maxAttempts: 3, leaseMs: 60_000 },
   });
+  const profile = options.profile;
   const runners = Array.from({ length: options.slots ?? 1 }, () =>
     createChildRunner({
       models: options.models,
@@ -64,18 +74,20 @@ export async function startBenchAgent(options: BenchAgentOptions): Promise<Bench
       providers: options.providers ?? ["cpu"],
       logger,
       ...(options.modelConfigs ? { modelConfigs: options.modelConfigs } : {}),
+      ...(profile ? { onBatch: profile.onBatch } : {}),
     }),
   );
   await Promise.all(runners.map((runner) => runner.start()));
   let busyMs = 0;
   const timed = runners.map((runner) => timeRuns(runner, (ms) => (busyMs += ms)));
+  const client = createGatewayClient({
+    gatewayUrl: gateway.url,
+    token: gateway.token,
+    agentId: "bench-agent",
+  });
   const supervisor = createSupervisor({
-    queue,
-    gateway: createGatewayClient({
-      gatewayUrl: gateway.url,
-      token: gateway.token,
-      agentId: "bench-agent",
-    }),
+    queue: profile ? profile.queue(queue) : queue,
+    gateway: profile ? profile.gateway(client) : client,
     runners: timed,
     config: {
       models: options.models,
@@ -91,6 +103,7 @@ export async function startBenchAgent(options: BenchAgentOptions): Promise<Bench
   });
   const waiting = new Map<string, (event: SupervisorEvent) => void>();
   const batches: number[] = [];
+  if (profile) supervisor.on(profile.onEvent);
   supervisor.on((event) => {
     if (event.type === "running") batches.push(event.batch);
     if (event.type === "settled") waiting.get(event.jobId)?.(event);

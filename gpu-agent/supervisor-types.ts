@@ -75,6 +75,8 @@ export type SupervisorEvent =
       pid: number | null;
       /** Jobs in the batch this one runs in (1: alone). */
       batch: number;
+      /** How long it waited, downloaded, for a runner (ms). */
+      waitedMs?: number;
     }
   | { type: "heartbeat"; jobId: string; attempt: number }
   /** The gateway is unreachable: the job is kept (its lease extended) and `call` retried. */

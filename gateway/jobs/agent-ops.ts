@@ -11,6 +11,7 @@ import type { Gateway } from "../context.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
 import type { Transition } from "../store/ports.ts";
 import { artifactBlobKey, uploadBlobKey } from "../store/uploads.ts";
+import { inlineUpload } from "./inline-inputs.ts";
 import { afterTransition } from "./lifecycle.ts";
 import { forgetSwitches, pausedClaimRefusal, pausedModels } from "./model-switches.ts";
 
@@ -121,11 +122,13 @@ export async function buildClaim(gateway: Gateway, row: JobRow): Promise<Claim> 
   if (image.success) {
     inputs.image = image.data.startsWith("upl_")
       ? {
-          source: "upload",
           url: await gateway.blobs.presignGet(uploadBlobKey(image.data), {
             expiresInSeconds: INPUT_URL_SECONDS,
           }),
           content_type: null,
+          source: "upload",
+          // Small uploads travel inline too: no download round trip for the agent.
+          ...(await inlineUpload(gateway, uploadBlobKey(image.data))),
         }
       : { url: image.data, content_type: null, source: "url" };
   }

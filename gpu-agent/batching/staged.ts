@@ -34,13 +34,16 @@ export function stagedPipeline<Prepared, Inferred>(
 
   async function prepareBatch(requests: readonly RunRequest[]): Promise<PreparedBatch> {
     const prepared = await Promise.allSettled(requests.map((request) => stages.prepare(request)));
-    return { run: () => inferAndFinish(requests, prepared) };
+    const batch: PreparedBatch = { run: () => inferAndFinish(requests, prepared, batch) };
+    return batch;
   }
 
   async function inferAndFinish(
     requests: readonly RunRequest[],
     prepared: PromiseSettledResult<Prepared>[],
+    batch: PreparedBatch,
   ): Promise<PromiseSettledResult<unknown>[]> {
+    const started = performance.now();
     const ready = prepared.flatMap((outcome, index) =>
       outcome.status === "fulfilled" ? [{ index, item: outcome.value }] : [],
     );
@@ -67,6 +70,7 @@ export function stagedPipeline<Prepared, Inferred>(
         }
       }
     }
+    batch.deviceMs = performance.now() - started;
     return Promise.allSettled(
       requests.map(async (request, index) => {
         const before = prepared[index]!;

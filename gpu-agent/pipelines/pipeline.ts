@@ -53,6 +53,8 @@ export interface LoadedPipeline {
 /** Requests whose inputs are ready for the device; `run` settles each request on its own. */
 export interface PreparedBatch {
   run(): Promise<PromiseSettledResult<unknown>[]>;
+  /** Set by `run`: how much of it was the model itself (ms); the rest is post-processing. */
+  deviceMs?: number;
 }
 
 export interface PipelineDefinition {

@@ -84,6 +84,19 @@ const RunResultSchema = z.discriminatedUnion("ok", [
   z.object({ ok: z.literal(false), error: JobError }),
 ]);
 
+/**
+ * Where a run's time went in the child (ms): preparing its inputs (decode, resize,
+ * normalise), waiting for the device (the batch ahead of it), on the device, and
+ * post-processing. Optional: older children do not say.
+ */
+export const BatchTimings = z.object({
+  prepareMs: z.number(),
+  queueMs: z.number(),
+  deviceMs: z.number(),
+  finishMs: z.number(),
+});
+export type BatchTimings = z.infer<typeof BatchTimings>;
+
 /** Child → parent: one result per request of a run, in the same order. */
 export const ResultMessage = z.object({
   v: z.literal(1),
@@ -91,6 +104,7 @@ export const ResultMessage = z.object({
   id: z.number().int(),
   results: z.array(RunResultSchema),
   durationMs: z.number(),
+  timings: BatchTimings.optional(),
 });
 export type ResultMessage = z.infer<typeof ResultMessage>;
 

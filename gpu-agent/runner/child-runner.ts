@@ -2,6 +2,7 @@ import { pino } from "pino";
 import type { JobError } from "../../shared/protocol/index.ts";
 import { OUT_OF_MEMORY_CODE } from "../inference/oom.ts";
 import type { ExecutionProvider, RunRequest, RunResult } from "../inference/types.ts";
+import { batchStats, logReady } from "./child-events.ts";
 import { type Child, forkChild, terminateChild } from "./child-process.ts";
 import type { LoadMessage, ParentMessage, ReadyMessage } from "./child-protocol.ts";
 import { exitResult, failure, isPermanentStartError } from "./exit-results.ts";
@@ -20,6 +21,8 @@ export function createChildRunner(options: ChildRunnerOptions): Runner {
 
 interface PendingRun {
   count: number;
+  model: string;
+  sentAt: number;
   settle(results: RunResult[]): void;
 }
 
@@ -127,7 +130,8 @@ class ChildRunner implements Runner {
     const id = this.nextRunId++;
     const message: ParentMessage = { v: 1, type: "run", id, requests: [...requests] };
     return new Promise((settle) => {
-      this.pending.set(id, { count: requests.length, settle });
+      const model = requests[0]!.model;
+      this.pending.set(id, { count: requests.length, model, sentAt: performance.now(), settle });
       // A failed send means the channel is closing; the exit handler resolves the run.
       child.process.send(message, (error) => {
         if (error) this.logger.warn({ err: error }, "could not send a job to the runner child");
@@ -202,6 +206,7 @@ class ChildRunner implements Runner {
       result: (msg) => {
         const run = this.pending.get(msg.id);
         this.pending.delete(msg.id);
+        if (run && this.options.onBatch) this.options.onBatch(batchStats(run, msg));
         run?.settle(msg.results);
       },
       log: (msg) => this.logger[msg.level]({ child_pid: child.process.pid, ...msg.data }, msg.msg),
@@ -219,18 +224,7 @@ class ChildRunner implements Runner {
   private onReady(msg: ReadyMessage, pid: number | undefined): void {
     this.provider = msg.provider;
     this.maxBatch = msg.maxBatch;
-    const fellBack = msg.attempts.filter((attempt) => !attempt.ok);
-    this.logger.info(
-      {
-        child_pid: pid,
-        provider: msg.provider,
-        models: msg.models,
-        max_batch: msg.maxBatch,
-        load_ms: Math.round(msg.loadMs),
-        ...(fellBack.length > 0 ? { unavailable: fellBack } : {}),
-      },
-      `runner ready on execution provider ${msg.provider}`,
-    );
+    logReady(this.logger, msg, pid);
   }
 
   private onExit(child: Child, code: number | null, signal: NodeJS.Signals | null): void {

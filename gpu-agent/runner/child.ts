@@ -8,6 +8,7 @@ import type { JobError } from "../../shared/protocol/index.ts";
 import type { RunResult } from "../inference/types.ts";
 import type { LoadedPipeline } from "../pipelines/index.ts";
 import {
+  type BatchTimings,
   type ChildMessage,
   type LoadMessage,
   ParentMessage,
@@ -90,7 +91,8 @@ function fail(error: JobError): void {
 
 async function run({ id, requests }: RunMessage): Promise<void> {
   const started = performance.now();
-  const results = await runRequests(requests);
+  const timings: BatchTimings = { prepareMs: 0, queueMs: 0, deviceMs: 0, finishMs: 0 };
+  const results = await runRequests(requests, timings);
   results.forEach((result, i) => {
     if (!result.ok && result.error.type === "transient") {
       // Not the client's doing: a bug, a device fault or memory. The operator wants to know.
@@ -101,10 +103,13 @@ async function run({ id, requests }: RunMessage): Promise<void> {
       });
     }
   });
-  send({ v: 1, type: "result", id, results, durationMs: performance.now() - started });
+  send({ v: 1, type: "result", id, results, durationMs: performance.now() - started, timings });
 }
 
-async function runRequests(requests: RunMessage["requests"]): Promise<RunResult[]> {
+async function runRequests(
+  requests: RunMessage["requests"],
+  timings: BatchTimings,
+): Promise<RunResult[]> {
   const model = requests[0]!.model;
   const pipeline = loaded.get(model);
   if (!pipeline || requests.some((request) => request.model !== model)) {
@@ -118,7 +123,7 @@ async function runRequests(requests: RunMessage["requests"]): Promise<RunResult[
       },
     }));
   }
-  return execute(pipeline, requests);
+  return execute(pipeline, requests, timings);
 }
 
 if (!process.send) {

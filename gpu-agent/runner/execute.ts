@@ -2,12 +2,17 @@ import type { JobError } from "../../shared/protocol/index.ts";
 import { isOutOfMemory, OUT_OF_MEMORY_CODE } from "../inference/oom.ts";
 import type { RunRequest, RunResult } from "../inference/types.ts";
 import { type LoadedPipeline, OutputWithArtifacts, PipelineFailure } from "../pipelines/index.ts";
+import type { BatchTimings } from "./child-protocol.ts";
 import { errorMessage } from "./providers.ts";
 
-/** Runs requests of one model on a loaded pipeline; every request gets its own result. */
+/**
+ * Runs requests of one model on a loaded pipeline; every request gets its own result.
+ * `timings`, when given, is filled in with where the run's time went.
+ */
 export type Executor = (
   pipeline: LoadedPipeline,
   requests: readonly RunRequest[],
+  timings?: BatchTimings,
 ) => Promise<RunResult[]>;
 
 /**
@@ -24,13 +29,45 @@ export function createExecutor(): Executor {
     return turn;
   };
 
-  return async (pipeline, requests) => {
+  return async (pipeline, requests, timings) => {
+    const started = performance.now();
+    let turn = started;
+    let ran = started;
+    const time = async <T>(work: () => Promise<T>): Promise<T> => {
+      turn = performance.now();
+      try {
+        return await work();
+      } finally {
+        ran = performance.now();
+      }
+    };
     try {
       if (pipeline.prepareBatch) {
         const prepared = await pipeline.prepareBatch(requests);
-        return (await onDevice(() => prepared.run())).map(toRunResult);
+        const ready = performance.now();
+        const results = await onDevice(() => time(() => prepared.run()));
+        if (timings) {
+          const deviceMs = prepared.deviceMs ?? ran - turn;
+          Object.assign(timings, {
+            prepareMs: ready - started,
+            queueMs: turn - ready,
+            deviceMs,
+            finishMs: Math.max(0, ran - turn - deviceMs),
+          } satisfies BatchTimings);
+        }
+        return results.map(toRunResult);
       }
-      return await onDevice(() => runWhole(pipeline, requests));
+      const results = await onDevice(() => time(() => runWhole(pipeline, requests)));
+      if (timings) {
+        // Run whole: preparing and post-processing are inside the device's turn.
+        Object.assign(timings, {
+          prepareMs: 0,
+          queueMs: turn - started,
+          deviceMs: ran - turn,
+          finishMs: 0,
+        } satisfies BatchTimings);
+      }
+      return results;
     } catch (error) {
       const failed = toRunResult({ status: "rejected", reason: error });
       return requests.map(() => failed);
@@ -58,7 +95,8 @@ async function runWhole(
 }
 
 /** A fresh executor per call: for tests and tools that run one batch at a time anyway. */
-export const executeBatch: Executor = (pipeline, requests) => createExecutor()(pipeline, requests);
+export const executeBatch: Executor = (pipeline, requests, timings) =>
+  createExecutor()(pipeline, requests, timings);
 
 export function toRunResult(outcome: PromiseSettledResult<unknown>): RunResult {
   if (outcome.status === "rejected") return { ok: false, error: classifyError(outcome.reason) };

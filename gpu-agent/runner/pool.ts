@@ -26,8 +26,11 @@ export interface RunnerPool {
 }
 
 export interface PoolRunOptions {
-  /** Called when the job is handed to a runner, with the size of the batch it is in. */
-  onStart?(start: { runner: number; pid: number | null; batch: number }): void;
+  /**
+   * Called when the job is handed to a runner, with the size of the batch it is in and how
+   * long it waited here for one (ms).
+   */
+  onStart?(start: { runner: number; pid: number | null; batch: number; waitedMs: number }): void;
   /** Aborting while the job waits withdraws it: it resolves as `withdrawn` without running. */
   signal?: AbortSignal;
 }
@@ -113,9 +116,11 @@ export function createRunnerPool(
     const runner = runners[index]!;
     active[index]!.add(items);
     if (items[0]!.solo) exclusive[index] = true;
+    const at = now();
     for (const item of items) {
       item.detach();
-      item.options.onStart?.({ runner: index, pid: runner.pid, batch: items.length });
+      const start = { runner: index, pid: runner.pid, batch: items.length };
+      item.options.onStart?.({ ...start, waitedMs: at - item.enqueuedAt });
     }
     const requests = items.map((item) => item.request);
     const running =

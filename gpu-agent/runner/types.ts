@@ -1,6 +1,7 @@
 import type { Logger } from "pino";
 import type { ExecutionProvider, RunRequest, RunResult } from "../inference/types.ts";
 import type { ModelConfig } from "../pipelines/model-config.ts";
+import type { BatchTimings } from "./child-protocol.ts";
 
 /** How one model is batched on one runner, as the scheduler in front of the runners sees it. */
 export interface BatchPolicy {
@@ -70,4 +71,18 @@ export interface ChildRunnerOptions extends RunnerOptions {
   maxFailedStarts?: number;
   /** How long `stop` waits after SIGTERM before SIGKILL. */
   stopTimeoutMs?: number;
+  /** Told where each batch's time went (metrics, benchmarks); must be cheap. */
+  onBatch?(stats: RunnerBatchStats): void;
+}
+
+/** One batch through a runner child, in milliseconds. */
+export interface RunnerBatchStats {
+  model: string;
+  size: number;
+  /** From the send to the child until its results were read back. */
+  roundTripMs: number;
+  /** The child's own time on it: the rest of the round trip is the IPC both ways. */
+  childMs: number;
+  /** The child's stages, when it said. */
+  timings?: BatchTimings;
 }

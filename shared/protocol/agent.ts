@@ -25,6 +25,12 @@ export const REPORT_ENVELOPE_BYTES = 512;
 /** The largest output (JSON bytes) an agent sends when the claim does not say: 64 KiB less the envelope. */
 export const DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024 - REPORT_ENVELOPE_BYTES;
 
+/**
+ * The most bytes of one input a claim carries inline (`data_base64`). A claim batch of 100
+ * such jobs stays under 10 MiB of answer; larger inputs go by URL only.
+ */
+export const MAX_INLINE_INPUT_BYTES = 64 * 1024;
+
 /** Where to PUT one artifact's bytes: a presigned URL, its headers and its size bound. */
 export const ArtifactTarget = z.object({
   url: z.url(),
@@ -53,6 +59,12 @@ export const Claim = z.object({
        * addresses only, checked at connect time on every redirect hop).
        */
       source: z.enum(["upload", "url"]).optional(),
+      /**
+       * The input's bytes, base64, when the gateway holds it and it is small (at most
+       * `MAX_INLINE_INPUT_BYTES`): the agent then uses them instead of downloading `url`,
+       * one round trip less per job for a fast model. Absent: fetch `url`, as always.
+       */
+      data_base64: z.base64().optional(),
     }),
   ),
   /**

@@ -14,6 +14,7 @@ import {
   ClaimRequest,
   HeartbeatRequest,
 } from "../../shared/protocol/agent.ts";
+import { ClaimBatchRequest, EventBatchRequest } from "../../shared/protocol/agent-batch.ts";
 import type { Job } from "../../shared/protocol/job.ts";
 import type { QueueMessage } from "../../shared/protocol/queue-message.ts";
 
@@ -82,7 +83,18 @@ export interface StubGateway {
   close(): Promise<void>;
 }
 
-export async function startStubGateway(): Promise<StubGateway> {
+export interface StubGatewayOptions {
+  /** Serve the batched claim and event routes too (the real gateway does); off by default. */
+  batchRoutes?: boolean;
+  /**
+   * Inputs this small (bytes) travel inline in the claim (`data_base64`), as the gateway
+   * sends them; -1 (the default) sends every input by URL only.
+   */
+  inlineInputBytes?: number;
+}
+
+export async function startStubGateway(options: StubGatewayOptions = {}): Promise<StubGateway> {
+  const inlineBytes = options.inlineInputBytes ?? -1;
   const token = "agent-token-for-tests";
   const jobs = new Map<string, StubJob>();
   const calls: Call[] = [];
@@ -188,10 +200,9 @@ export async function startStubGateway(): Promise<StubGateway> {
     return { stub };
   }
 
-  app.post("/internal/v1/jobs/:id/claim", async (c) => {
-    const jobId = c.req.param("id");
-    const raw = await c.req.json();
-    const { stub, response } = await agentCall("claim", jobId, raw, signer(c.req.raw));
+  /** A claim's answer, for the single route and as one item of a batch. */
+  async function claimAnswer(jobId: string, raw: unknown, agent: string): Promise<Response> {
+    const { stub, response } = await agentCall("claim", jobId, raw, agent);
     if (!stub) return response;
     const request = ClaimRequest.parse(raw);
     if (stub.claimProblem) {
@@ -209,6 +220,11 @@ export async function startStubGateway(): Promise<StubGateway> {
             url: `${base}/blobs/in/${jobId}/${name}?sig=secret`,
             content_type: file.contentType,
             source: "upload" as const,
+            // As the gateway does (gateway/jobs/inline-inputs.ts): small uploads travel in
+            // the claim, larger ones only by URL.
+            ...(file.bytes.byteLength <= inlineBytes
+              ? { data_base64: Buffer.from(file.bytes).toString("base64") }
+              : {}),
           },
         ]),
       ),
@@ -216,8 +232,12 @@ export async function startStubGateway(): Promise<StubGateway> {
       lease_seconds: 60,
     };
     record({ kind: "claim", jobId, body: raw, status: 200 });
-    return c.json(claim);
-  });
+    return Response.json(claim);
+  }
+
+  app.post("/internal/v1/jobs/:id/claim", async (c) =>
+    claimAnswer(c.req.param("id"), await c.req.json(), signer(c.req.raw)),
+  );
 
   app.post("/internal/v1/jobs/:id/heartbeat", async (c) => {
     const jobId = c.req.param("id");
@@ -229,10 +249,9 @@ export async function startStubGateway(): Promise<StubGateway> {
     return c.json({ v: 1, job_id: jobId, status: stub.job.status });
   });
 
-  app.post("/internal/v1/jobs/:id/events", async (c) => {
-    const jobId = c.req.param("id");
-    const raw = await c.req.json();
-    const { stub, response } = await agentCall("event", jobId, raw, signer(c.req.raw));
+  /** An event's answer, for the single route and as one item of a batch. */
+  async function eventAnswer(jobId: string, raw: unknown, agent: string): Promise<Response> {
+    const { stub, response } = await agentCall("event", jobId, raw, agent);
     if (!stub) return response;
     const event = AgentEvent.parse(raw);
     await gateway.onEvent?.(jobId, event);
@@ -246,8 +265,46 @@ export async function startStubGateway(): Promise<StubGateway> {
           : "queued";
     stub.job = { ...stub.job, status };
     record({ kind: "event", jobId, body: event, status: 200 });
-    return c.json({ v: 1, job_id: jobId, status });
-  });
+    return Response.json({ v: 1, job_id: jobId, status });
+  }
+
+  app.post("/internal/v1/jobs/:id/events", async (c) =>
+    eventAnswer(c.req.param("id"), await c.req.json(), signer(c.req.raw)),
+  );
+
+  if (options.batchRoutes) {
+    // The gateway's batched routes (shared/protocol/agent-batch.ts), item by item.
+    const items = async (
+      pairs: { job_id: string; body: unknown }[],
+      answer: (jobId: string, raw: unknown, agent: string) => Promise<Response>,
+      agent: string,
+      field: "claim" | "ack",
+    ) =>
+      Promise.all(
+        pairs.map(async ({ job_id, body }) => {
+          const response = await answer(job_id, body, agent);
+          const json = await response.json();
+          if (response.ok) return { job_id, ok: true, [field]: json };
+          const { status, code } = json as { status: number; code: string };
+          return { job_id, ok: false, problem: { status, code, detail: code } };
+        }),
+      );
+    app.post("/internal/v1/jobs/claims", async (c) => {
+      const raw = ClaimBatchRequest.parse(await c.req.json());
+      const pairs = raw.claims.map(({ job_id, attempt }) => ({
+        job_id,
+        body: { v: 1, agent_id: raw.agent_id, attempt },
+      }));
+      const results = await items(pairs, claimAnswer, signer(c.req.raw), "claim");
+      return c.json({ v: 1, results });
+    });
+    app.post("/internal/v1/jobs/events", async (c) => {
+      const raw = EventBatchRequest.parse(await c.req.json());
+      const pairs = raw.events.map(({ job_id, event }) => ({ job_id, body: event }));
+      const results = await items(pairs, eventAnswer, signer(c.req.raw), "ack");
+      return c.json({ v: 1, results });
+    });
+  }
 
   function signer(request: Request): string {
     return signedBy.get(request) ?? "";

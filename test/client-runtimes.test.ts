@@ -147,12 +147,16 @@ window.Gantry = Gantry;
               onProgress: (u) => updates.push(u.status),
             },
           );
+          const job = await gantry.jobs.create({ model: "noop", input: { marker: "page" } });
+          const streamed: string[] = [];
+          for await (const event of gantry.jobs.events(job.id))
+            if (event.type === "status") streamed.push(event.data.status);
           const ids: string[] = [];
           for await (const job of gantry.jobs.list({ limit: 1 })) {
             ids.push(job.id);
             if (ids.length === 3) break;
           }
-          return { text: output.text, updates, ids, node: typeof process };
+          return { text: output.text, updates, streamed, ids, node: typeof process };
         },
         { key: gw.apiKey, bytes: [...png] },
       );
@@ -160,6 +164,7 @@ window.Gantry = Gantry;
       expect(result.text).toContain("6620");
       expect(result.updates.at(-1)).toBe("succeeded");
       expect(result.ids.length).toBeGreaterThanOrEqual(2);
+      expect(result.streamed.at(-1)).toBe("succeeded");
     } finally {
       await browser.close();
     }

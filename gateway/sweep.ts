@@ -3,9 +3,9 @@ import { DEFAULT_QUEUE_LIMITS } from "../shared/queue/port.ts";
 import type { Gateway } from "./context.ts";
 import { afterTransition, publishJob, webhookDeps } from "./jobs/lifecycle.ts";
 import { pausedModels } from "./jobs/model-switches.ts";
-import { settleSilentQueued } from "./sweep-dead.ts";
 import type { RetentionStats } from "./retention/stats.ts";
 import { type RetentionOptions, sweepRetention } from "./retention/sweep-retention.ts";
+import { settleSilentQueued } from "./sweep-dead.ts";
 import { republishLost } from "./sweep-lost.ts";
 import { recordLostWebhooks } from "./sweep-webhooks.ts";
 

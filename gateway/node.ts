@@ -14,6 +14,7 @@ import type { JobQueue, QueueLimits } from "../shared/queue/port.ts";
 import { createApp, createGateway } from "./app.ts";
 import { GatewayConfig, type GatewayConfigInput } from "./config.ts";
 import type { Gateway } from "./context.ts";
+import { type SharedLimitsOptions, startSharedLimits } from "./limits/start.ts";
 import { createGatewayMetrics } from "./metrics-node.ts";
 import { diskAssets } from "./node-assets.ts";
 import { readIncomingBody } from "./node-body.ts";
@@ -61,6 +62,8 @@ export interface NodeGatewayOptions {
   changeFeed?: "auto" | "poll";
   /** Further gateway settings (queue bounds, TTLs), checked like the rest. */
   config?: Partial<GatewayConfigInput>;
+  /** Rate limits shared with the other gateways (limits/start.ts, GANTRY_RATE_LIMIT_STORE). */
+  sharedLimits?: SharedLimitsOptions;
 }
 
 export interface NodeGateway {
@@ -185,6 +188,9 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
         })
       : null;
   metrics = createGatewayMetrics(gateway);
+  const sharedLimits = await startSharedLimits(gateway, db, database.dialect, {
+    ...options.sharedLimits,
+  });
 
   const sweepOptions: SweepOptions = {
     ...(options.maxAttempts ? { maxAttempts: options.maxAttempts } : {}),
@@ -216,6 +222,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     async close() {
       clearInterval(timer);
       await listener?.close();
+      await sharedLimits?.close();
       await drain(server, stopping, () => inFlight, options.shutdownMs ?? 10_000);
       await Promise.allSettled([...pending, sweeping]);
       await opened.close();

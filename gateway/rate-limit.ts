@@ -7,12 +7,13 @@ import type { AppEnv } from "./env.ts";
  * Request rate limits: a token bucket per tenant (not per key, so a tenant cannot multiply
  * its plan's rate by making more keys), held in this gateway's memory.
  *
- * In memory, not in the database, on purpose: a shared counter would add a write to every
- * request to stop floods, which is all the rate limit is for. The hard bounds (a tenant's
- * queued jobs, a model's queue depth) are read from the database and the queue, so they
- * hold across gateways. The cost: N gateways behind a load balancer let a tenant through at
- * up to N times its plan's rate (divide the plan's rate by N where that matters), and on
- * Workers each isolate keeps its own buckets.
+ * In memory, answered without a round trip: a shared counter written per request would add
+ * a write to every request to stop floods. Across Node gateways the buckets are kept in
+ * step by limits/shared-rate.ts (Postgres or Redis, a few writes a second per gateway, not
+ * one per request), so a tenant gets its plan's rate however many gateways there are. The
+ * hard bounds (a tenant's queued jobs, a model's queue depth) are read from the database
+ * and the queue, so they hold across gateways too. On Workers each isolate keeps its own
+ * buckets (README, shared limits).
  */
 export interface BucketPolicy {
   /** Tokens refilled per second. */
@@ -67,6 +68,22 @@ export class TokenBuckets {
     };
   }
 
+  /** Takes tokens spent on another gateway (limits/shared-rate.ts); may go below zero. */
+  spend(key: string, tokens: number): void {
+    const bucket = this.buckets.get(key);
+    if (!bucket) return;
+    // The refill still counts from `bucket.at`: only the level moves.
+    bucket.tokens -= tokens;
+  }
+
+  /** Whole tokens the bucket holds now, without spending any. */
+  left(key: string, policy: BucketPolicy, now: number): number {
+    const bucket = this.buckets.get(key);
+    if (!bucket) return policy.burst;
+    const elapsedSeconds = Math.max(0, now - bucket.at) / 1000;
+    return Math.min(policy.burst, bucket.tokens + elapsedSeconds * policy.ratePerSecond);
+  }
+
   get size(): number {
     return this.buckets.size;
   }
@@ -98,6 +115,18 @@ export function bucketsOf(gateway: Gateway): TokenBuckets {
   return buckets;
 }
 
+/** Told of every token spent here, to share it with other gateways (limits/shared-rate.ts). */
+export interface SpendListener {
+  spent(key: string): void;
+}
+
+const listenersByGateway = new WeakMap<object, SpendListener>();
+
+/** Shares this gateway's rate limits through `listener` (node.ts sets it up). */
+export function shareRateLimits(gateway: Gateway, listener: SpendListener): void {
+  listenersByGateway.set(gateway.notifier, listener);
+}
+
 /** Spends one token of the tenant's bucket per request; 429 with Retry-After when empty. */
 export const rateLimit = createMiddleware<AppEnv>(async (c, next) => {
   const { gateway, tenant } = c.var;
@@ -115,6 +144,7 @@ export const rateLimit = createMiddleware<AppEnv>(async (c, next) => {
       headers,
     );
   }
+  listenersByGateway.get(gateway.notifier)?.spent(tenant.id);
   for (const [name, value] of Object.entries(headers)) c.header(name, value);
   await next();
 });

@@ -259,7 +259,7 @@ export function describeRetention(name: string, open: () => Promise<RetentionBac
       deletes = [];
       const ten = await tenant("pro");
       const at = T0 + 20 * DAY;
-      const jobs = [];
+      const jobs: string[] = [];
       for (let i = 0; i < 30; i++) jobs.push(await endedJob(ten, at + i));
       const now = at + 8 * DAY;
       let removed = 0;
@@ -282,7 +282,7 @@ export function describeRetention(name: string, open: () => Promise<RetentionBac
     it("leaves nothing half-deleted reported as deleted when the blob store fails mid-purge", async () => {
       const ten = await tenant("pro");
       const at = T0 + 40 * DAY;
-      const jobs = [];
+      const jobs: string[] = [];
       for (let i = 0; i < 6; i++) jobs.push(await endedJob(ten, at + i));
       // The store fails from the fourth job's artifact on, in the order the pass takes them.
       failing = new Set(jobs.slice(3).map((job) => artifactBlobKey(job, "image")));
@@ -312,7 +312,7 @@ export function describeRetention(name: string, open: () => Promise<RetentionBac
       const leaving = await tenant("enterprise" as "pro");
       const staying = await tenant("pro");
       const now = T0 + 60 * DAY;
-      const theirs = [];
+      const theirs: string[] = [];
       for (let i = 0; i < 7; i++) theirs.push(await endedJob(leaving, now - HOUR + i));
       const upl = await upload(leaving, now - HOUR);
       const active = await endedJob(leaving, now, { status: "queued" });

@@ -1,7 +1,8 @@
-import sharp from "sharp";
+import sharp, { type Sharp } from "sharp";
 import { describe, expect, it } from "vitest";
 import { PipelineFailure } from "../gpu-agent/pipelines/pipeline.ts";
 import { decodeImage } from "../gpu-agent/pipelines/vision/decode.ts";
+import { IMAGE_TYPES, UNDECODED_IMAGE_TYPES } from "../shared/tasks/task.ts";
 
 /** 24×16: left half red, right half blue, so orientation and colour are both visible. */
 async function halves(): Promise<Buffer> {
@@ -27,6 +28,25 @@ async function failureOf(bytes: Uint8Array): Promise<PipelineFailure> {
 }
 
 describe("the vision decoder", () => {
+  it("decodes every content type the gateway accepts for image tasks, and none it refuses", async () => {
+    const encoders: Record<string, (image: Sharp) => Sharp> = {
+      "image/png": (i) => i.png(),
+      "image/jpeg": (i) => i.jpeg(),
+      "image/webp": (i) => i.webp(),
+      "image/avif": (i) => i.avif(),
+      "image/tiff": (i) => i.tiff(),
+      "image/gif": (i) => i.gif(),
+    };
+    expect(Object.keys(encoders).sort()).toEqual([...IMAGE_TYPES].sort());
+    for (const type of IMAGE_TYPES) {
+      const bytes = await encoders[type]!(await raw()).toBuffer();
+      const image = await decodeImage(bytes);
+      expect([image.width, image.height], type).toEqual([24, 16]);
+      expect(pixel(image, 2, 8)[0], type).toBeGreaterThan(150);
+    }
+    for (const type of Object.keys(UNDECODED_IMAGE_TYPES)) expect(IMAGE_TYPES).not.toContain(type);
+  });
+
   it("converts 16-bit PNG to 8-bit sRGB", async () => {
     const png16 = await (await raw()).toColourspace("rgb16").png().toBuffer();
     expect((await sharp(png16).metadata()).depth).toBe("ushort");

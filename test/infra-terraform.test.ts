@@ -5,11 +5,13 @@
  * IAM (agents get nothing on S3); described variables, sensitive secrets; and a Cloudflare
  * Worker with D1, R2, the sweeper's cron trigger and its secrets, matching wrangler.toml.
  */
+
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { getReferencesInExpression, parse } from "@cdktf/hcl2json";
 import { beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
+import { PLANS } from "../gateway/plans.ts";
 import { DEAD_SUFFIX, HIGH_SUFFIX } from "../shared/queue/sqs-queues.ts";
 
 const ROOT = join(import.meta.dirname, "..");
@@ -304,6 +306,22 @@ describe("infra/terraform/aws", () => {
     const uploads = readFileSync(join(ROOT, "gateway/store/uploads.ts"), "utf8");
     expect(uploads).toMatch(/`inputs\//);
     expect(uploads).toMatch(/`outputs\//);
+  });
+
+  it("never expires a blob before the gateway's retention would (the rules are a backstop)", () => {
+    const days = (name: string) => Number(Variable.parse(aws.variables.get(name)).default);
+    const DAY_S = 86_400;
+    for (const limits of Object.values(PLANS)) {
+      // An output is written when its job ends and kept output_retention_seconds after.
+      expect(days("output_retention_days") * DAY_S).toBeGreaterThanOrEqual(
+        limits.output_retention_seconds,
+      );
+      // An upload waits (unused at most upload_retention_seconds), its job waits (a day's
+      // TTL by default), then its inputs are kept input_retention_seconds after the job ended.
+      expect(days("input_retention_days") * DAY_S).toBeGreaterThanOrEqual(
+        limits.upload_retention_seconds + DAY_S + limits.input_retention_seconds,
+      );
+    }
   });
 
   it("gives every job queue a redrive policy to its model's dead-letter queue", async () => {

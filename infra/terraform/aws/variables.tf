@@ -64,9 +64,9 @@ variable "cors_allowed_origins" {
 }
 
 variable "input_retention_days" {
-  description = "Days after which uploaded inputs (keys under inputs/) are deleted. Keep it longer than the longest job TTL, or a queued job loses its input."
+  description = "Days after which uploaded inputs (keys under inputs/) are deleted: a backstop behind the gateway's own retention (README, Retention), so keep it longer than the longest plan's upload_retention_seconds plus job TTL plus input_retention_seconds, or S3 deletes an input a job still needs."
   type        = number
-  default     = 7
+  default     = 14
 
   validation {
     condition     = var.input_retention_days >= 1 && floor(var.input_retention_days) == var.input_retention_days
@@ -75,9 +75,9 @@ variable "input_retention_days" {
 }
 
 variable "output_retention_days" {
-  description = "Days after which job outputs (keys under outputs/) are deleted; clients must fetch results within this time."
+  description = "Days after which job outputs (keys under outputs/) are deleted: a backstop behind the gateway's own retention (README, Retention), so keep it at least the longest plan's output_retention_seconds, or a job says it has artifacts S3 already deleted."
   type        = number
-  default     = 30
+  default     = 31
 
   validation {
     condition     = var.output_retention_days >= 1 && floor(var.output_retention_days) == var.output_retention_days

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import sharp from "sharp";
+import sharp, { type Sharp } from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { backgroundRemovalPipeline } from "../gpu-agent/pipelines/background-removal/index.ts";
 import {
@@ -54,7 +54,7 @@ function cut(name: string, bytes: () => Promise<Uint8Array>): Promise<Cut> {
   return run;
 }
 
-const encoded = (encode: (image: sharp.Sharp) => sharp.Sharp) => async () =>
+const encoded = (encode: (image: Sharp) => Sharp) => async () =>
   encode(sharp(photo.png)).toBuffer();
 
 beforeAll(async () => {

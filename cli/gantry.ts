@@ -79,6 +79,7 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
     publicUrl: settings.publicUrl,
     databaseUrl: settings.databaseUrl,
     changeFeed: settings.changeFeed,
+    sharedLimits: { store: settings.rateLimitStore },
     queueUrl: settings.queueUrl,
     maxAttempts: settings.maxAttempts,
     leaseSeconds: settings.leaseSeconds,

@@ -89,6 +89,11 @@ const Settings = z.object({
   GANTRY_WEBHOOK_ALLOW: allowList,
   GANTRY_INPUT_URL_ALLOW: allowList,
   GANTRY_CHANGE_FEED: z.enum(["auto", "poll"]).default("auto"),
+  /** Where gateways share rate limits: database (Postgres), redis://…, or off. */
+  GANTRY_RATE_LIMIT_STORE: z
+    .string()
+    .regex(/^(database|off|rediss?:\/\/.+)$/, "database, off, or a redis:// URL")
+    .default("database"),
 });
 
 export interface GantrySettings {
@@ -124,6 +129,7 @@ export interface GantrySettings {
   inputUrlAllow: string[];
   /** `auto`: Postgres LISTEN/NOTIFY wakes streams on every gateway; `poll`: re-read each second. */
   changeFeed: "auto" | "poll";
+  rateLimitStore: string;
 }
 
 export function readSettings(env: Record<string, string | undefined>): GantrySettings {
@@ -161,6 +167,7 @@ export function readSettings(env: Record<string, string | undefined>): GantrySet
     webhookAllow: s.GANTRY_WEBHOOK_ALLOW,
     inputUrlAllow: s.GANTRY_INPUT_URL_ALLOW,
     changeFeed: s.GANTRY_CHANGE_FEED,
+    rateLimitStore: s.GANTRY_RATE_LIMIT_STORE,
   };
 }
 

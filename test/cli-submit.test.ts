@@ -57,25 +57,17 @@ const jobCount = async () =>
     ).n,
   );
 
-function submit(out: string): {
+function submit(
+  out: string,
+  folder = join(dir, "images"),
+): {
   child: ChildProcess;
   stderr: () => string;
   exit: Promise<number | null>;
 } {
   const child = spawn(
     process.execPath,
-    [
-      BIN,
-      "submit",
-      "noop",
-      join(dir, "images"),
-      "--out",
-      out,
-      "--concurrency",
-      "8",
-      "--param",
-      "delay_ms=15",
-    ],
+    [BIN, "submit", "noop", folder, "--out", out, "--concurrency", "8", "--param", "delay_ms=15"],
     {
       env: { ...process.env, GANTRY_URL: gw.url, GANTRY_KEY: gw.apiKey },
       stdio: ["ignore", "pipe", "pipe"],
@@ -151,4 +143,27 @@ it("submits 300 images, survives a kill half-way and submits no job twice", {
     number
   >;
   expect(again).toMatchObject({ total: FILES, resumed: FILES, submitted: 0 });
+});
+
+it("adopts the jobs of a run whose manifest was lost instead of submitting again", {
+  timeout: 120_000,
+}, async () => {
+  const folder = join(dir, "images", "odd");
+  const out = join(dir, "out-lost");
+  expect(await submit(out, folder).exit).toBe(0);
+  const before = await jobCount();
+  // Results and manifest gone: every file is uploaded again under the same key.
+  rmSync(out, { recursive: true, force: true });
+  expect(await submit(out, folder).exit).toBe(0);
+  expect(await jobCount()).toBe(before);
+  const summary = JSON.parse(readFileSync(join(out, "summary.json"), "utf8")) as Record<
+    string,
+    number
+  >;
+  expect(summary).toMatchObject({
+    total: FILES / 2,
+    succeeded: FILES / 2,
+    submitted: 0,
+    resumed: 0,
+  });
 });

@@ -123,7 +123,8 @@ describe.each<AmqpQueueType>(["quorum", "classic"])(
       const overflow = new Inbox(10_000, (delivery) => delivery.ack());
       // The overflow consumer first, so a broker without consumer priorities would feed it.
       await queue.consume(overflow.handler, { prefetch: 4, models: [model], minAgeMs: 200 });
-      await queue.consume(gpu.handler, { prefetch: 4, models: [model] });
+      // Room for every job at once: the GPU consumer is never at its prefetch, so never busy.
+      await queue.consume(gpu.handler, { prefetch: 32, models: [model] });
       for (let i = 0; i < 20; i++) await queue.publish(queueMessage(model));
       await gpu.nth(20);
       expect(overflow.received).toHaveLength(0);

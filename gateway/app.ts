@@ -16,6 +16,7 @@ import { adminDeadLetterRoutes } from "./routes/admin-dead-letters.ts";
 import { adminModelRoutes } from "./routes/admin-models.ts";
 import { agentRoutes } from "./routes/agent.ts";
 import { agentBatchRoutes } from "./routes/agent-batch.ts";
+import { batchRoutes } from "./routes/batches.ts";
 import { blobRoutes } from "./routes/blobs.ts";
 import { consoleRoutes } from "./routes/console.ts";
 import { eventRoutes } from "./routes/events.ts";
@@ -97,6 +98,7 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
   const api = new Hono<AppEnv>().use(requireApiKey, rateLimit, requireScope);
   api.route("/uploads", uploadRoutes);
   api.route("/jobs", jobRoutes);
+  api.route("/batches", batchRoutes);
   api.route("/jobs", jobEventRoutes);
   api.route("/jobs", jobRetryRoutes);
   api.route("/jobs", jobWebhookRoutes);

@@ -4,7 +4,7 @@
  */
 const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
 
-export type IdPrefix = "job" | "upl" | "ten" | "key" | "whd" | "agt";
+export type IdPrefix = "job" | "upl" | "ten" | "key" | "whd" | "agt" | "bat";
 
 export function newId(prefix: IdPrefix, now = Date.now()): string {
   let time = "";

@@ -4,6 +4,7 @@ import { isTerminal, WebhookSubscription } from "../../shared/protocol/index.ts"
 import type { Gateway } from "../context.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
 import type { DeliverDeps } from "../webhooks/deliveries.ts";
+import { afterBatchJobChange } from "./batch-completion.ts";
 
 const DEFAULT_WEBHOOK_EVENTS: WebhookEventType[] = [
   "job.succeeded",
@@ -62,6 +63,7 @@ export function afterTransition(gateway: Gateway, row: JobRow): void {
     status: row.status,
   });
   gateway.log.info({ job_id: row.id, status: row.status, attempt: row.attempt }, "job changed");
+  if (row.batch_id) afterBatchJobChange(gateway, row, webhookDeps(gateway));
   const subscribed = subscribedWebhook(row.webhook, row.status);
   if (!subscribed) return;
   gateway.background(sendWebhook(gateway, row, subscribed.url, subscribed.type));

@@ -17,6 +17,8 @@ import { assertModelAccepting } from "./model-switches.ts";
 export interface SubmitOptions {
   idempotencyKey: string | null;
   traceparent: string | null;
+  /** The batch the job is an item of (gateway/jobs/batches.ts). */
+  batchId?: string;
 }
 
 export interface Submitted {
@@ -72,6 +74,7 @@ export async function submitJob(
     now,
     expiresAt: now + ttlSeconds * 1000,
     metadata: request.metadata ?? null,
+    batchId: options.batchId ?? null,
   });
   if (!row) {
     // A concurrent request with the same key won the insert.
@@ -138,7 +141,7 @@ async function assertTenantHasRoom(gateway: Gateway, tenant: Tenant): Promise<vo
   );
 }
 
-async function checkModelAndInputs(
+export async function checkModelAndInputs(
   gateway: Gateway,
   tenant: Tenant,
   request: JobRequest,

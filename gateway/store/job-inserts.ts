@@ -16,6 +16,8 @@ export interface NewJob {
   now: number;
   expiresAt: number;
   metadata?: Record<string, string> | null;
+  /** The batch it is one item of (`POST /v1/batches`). */
+  batchId?: string | null;
 }
 
 /** The row's columns, each a bound parameter of the INSERT. */
@@ -43,6 +45,7 @@ function toRow(job: NewJob): Insertable<JobTable> {
     published_at: null,
     last_seq: 1,
     metadata: job.metadata ? JSON.stringify(job.metadata) : null,
+    batch_id: job.batchId ?? null,
   };
 }
 

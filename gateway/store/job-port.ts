@@ -1,4 +1,5 @@
 import type { JobError, JobStatus } from "../../shared/protocol/index.ts";
+import type { BatchRow, NewBatch } from "./batches.ts";
 import type { DeadLetterFilter } from "./dead-letters.ts";
 import type { ClaimItem, SuccessItem } from "./job-batch-updates.ts";
 import type { NewJob } from "./job-inserts.ts";
@@ -81,6 +82,17 @@ export interface JobStore {
   unpublishModel(model: string): Promise<void>;
   /** A model's queued jobs with no message (refused while it was paused), at most `limit`. */
   unpublishedOfModel(model: string, limit: number): Promise<JobRow[]>;
+  /** Batches (batches.ts): their rows, and their jobs read by `batch_id`. */
+  insertBatch(batch: NewBatch): Promise<BatchRow>;
+  sealBatch(id: string, total: number, now: number): Promise<void>;
+  batchForTenant(tenantId: string, id: string): Promise<BatchRow | undefined>;
+  batchJobCounts(id: string): Promise<Map<string, number>>;
+  completeBatch(id: string, now: number): Promise<BatchRow | undefined>;
+  markBatchCanceled(id: string, now: number): Promise<void>;
+  batchJobs(
+    id: string,
+    options: { limit: number; after?: string; active?: boolean },
+  ): Promise<JobRow[]>;
   /** Failed jobs of every tenant, in id order, matching the filter (dead-letters.ts). */
   deadLetters(filter: DeadLetterFilter): Promise<JobRow[]>;
   /** Queued jobs of its model an agent would take before this one (by index: job-standing.ts). */

@@ -1,6 +1,8 @@
 import type { Kysely, UpdateQueryBuilder, UpdateResult } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import type { JobError, JobStatus } from "../../shared/protocol/index.ts";
+import type { NewBatch } from "./batches.ts";
+import * as batches from "./batches.ts";
 import {
   type ClaimItem,
   claimMany,
@@ -62,6 +64,34 @@ export class KyselyJobStore extends KyselyJobReads implements JobStore {
   /** Batched with other marks (see `publishedMarker`); resolves once stored. */
   markPublished(id: string, now: number): Promise<void> {
     return this.marker(id, now);
+  }
+
+  insertBatch(batch: NewBatch) {
+    return batches.insertBatch(this.db, batch);
+  }
+
+  sealBatch(id: string, total: number, now: number) {
+    return batches.sealBatch(this.db, id, total, now);
+  }
+
+  batchForTenant(tenantId: string, id: string) {
+    return batches.batchForTenant(this.db, tenantId, id);
+  }
+
+  batchJobCounts(id: string) {
+    return batches.batchJobCounts(this.db, id);
+  }
+
+  completeBatch(id: string, now: number) {
+    return batches.completeBatch(this.db, id, now);
+  }
+
+  markBatchCanceled(id: string, now: number) {
+    return batches.markBatchCanceled(this.db, id, now);
+  }
+
+  batchJobs(id: string, options: { limit: number; after?: string; active?: boolean }) {
+    return batches.batchJobs(this.db, id, options);
   }
 
   pausedModels() {

@@ -2,6 +2,7 @@ import type { Kysely } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import { newId } from "../../shared/ids.ts";
 import type { WebhookEventType } from "../../shared/protocol/job.ts";
+import type { BatchWebhookPayload } from "../../shared/protocol/batch.ts";
 import type { WebhookPayload } from "../../shared/protocol/webhook.ts";
 import { claimAndSend, type DeliverDeps, type Outcome } from "./attempt.ts";
 import { signingSecrets } from "./secret-rotation.ts";
@@ -18,9 +19,9 @@ export { listDeliveries, type WebhookAttemptView, type WebhookDeliveryView } fro
 export interface EnqueueWebhookInput {
   tenantId: string;
   jobId: string;
-  eventType: WebhookEventType;
+  eventType: WebhookEventType | BatchWebhookPayload["type"];
   url: string;
-  payload: WebhookPayload;
+  payload: WebhookPayload | BatchWebhookPayload;
   /**
    * The job event it is for: one delivery per event, whichever of the gateway's fast path
    * and the sweeper's outbox pass records it first (migration 0011).

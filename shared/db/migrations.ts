@@ -9,6 +9,7 @@ import { jobMetadata } from "./migrations/0007-job-metadata.ts";
 import { changeFeed } from "./migrations/0008-change-feed.ts";
 import { jobStanding } from "./migrations/0009-job-standing.ts";
 import { modelSwitches } from "./migrations/0010-model-switches.ts";
+import { batches } from "./migrations/0012-batches.ts";
 import { webhookOutbox } from "./migrations/0011-webhook-outbox.ts";
 import { retention } from "./migrations/0013-retention.ts";
 import { instant, type Migration, type SqlDialect } from "./migrations/types.ts";
@@ -29,6 +30,7 @@ const MIGRATIONS: Migration[] = [
   jobStanding,
   modelSwitches,
   webhookOutbox,
+  batches,
   retention,
 ];
 

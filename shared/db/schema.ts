@@ -21,6 +21,26 @@ export interface Database {
   agents: AgentTable;
   agent_nonces: AgentNonceTable;
   model_switches: ModelSwitchTable;
+  batches: BatchTable;
+}
+
+/** A batch of jobs (`POST /v1/batches`, migration 0012); its counts come from its jobs. */
+export interface BatchTable {
+  /** `bat_…` */
+  id: string;
+  tenant_id: string;
+  model: string;
+  /** in_progress | completed | canceled */
+  status: string;
+  /** Jobs made; null until every item is inserted (the batch is sealed). */
+  total: number | null;
+  /** JSON `{url}`: where `batch.completed` goes. */
+  webhook: string | null;
+  metadata: string | null;
+  created_at: number;
+  updated_at: number;
+  completed_at: number | null;
+  canceled_at: number | null;
 }
 
 /** An operator's switch on one model (migration 0010). */
@@ -103,6 +123,8 @@ export interface JobTable {
   last_seq: number;
   /** JSON object of strings: the client's labels (migration 0007). */
   metadata: string | null;
+  /** The batch it was submitted in (migration 0012). */
+  batch_id: Generated<string | null>;
   /** Retention (migration 0013): when the uploads its input named were deleted. */
   inputs_purged_at: Generated<number | null>;
   /** When its output and artifacts were deleted; the row itself goes later. */

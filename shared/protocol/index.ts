@@ -1,5 +1,6 @@
 export * from "./agent.ts";
 export * from "./agent-batch.ts";
+export * from "./batch.ts";
 export * from "./error.ts";
 export * from "./feed.ts";
 export * from "./job.ts";

@@ -26,6 +26,8 @@ export async function startJobApi(setting: JobApiSetting, label: string) {
   });
   const agent = await startTestAgent(gw, {
     slots: 2,
+    // Batches of a thousand short jobs: claim well ahead of the runners.
+    lookahead: 64,
     executionProviders: "cpu",
     ...(queue ? { queueUrl: queue.agentQueueUrl(gw) } : {}),
   });

@@ -19,6 +19,8 @@ export interface TestAgentOptions {
   heartbeatSeconds?: number;
   /** `cpu` skips probing for CUDA (and its log noise) where no model needs a GPU. */
   executionProviders?: string;
+  /** Jobs claimed ahead of the runners (GANTRY_LOOKAHEAD): raise it for many short jobs. */
+  lookahead?: number;
   /** Wraps the queue the agent consumes from: tests observe retries with it. */
   wrapQueue?: (queue: JobQueue) => JobQueue;
   /** Where the agent finds the gateway, when not at `gw.url` (a switch in front of it). */
@@ -45,6 +47,7 @@ export function startTestAgent(
     GANTRY_LEASE_SECONDS: String(options.leaseSeconds ?? 5),
     GANTRY_DRAIN_TIMEOUT_SECONDS: "5",
     ...(options.maxAttempts ? { GANTRY_MAX_ATTEMPTS: String(options.maxAttempts) } : {}),
+    ...(options.lookahead ? { GANTRY_LOOKAHEAD: String(options.lookahead) } : {}),
     ...(options.executionProviders
       ? { GANTRY_EXECUTION_PROVIDERS: options.executionProviders }
       : {}),

@@ -1,0 +1,113 @@
+import type { Kysely, Selectable } from "kysely";
+import type { BatchTable, Database } from "../../shared/db/schema.ts";
+import type { JobRow } from "./job-rows.ts";
+
+export type BatchRow = Selectable<BatchTable>;
+
+export interface NewBatch {
+  id: string;
+  tenantId: string;
+  model: string;
+  webhook: { url: string } | null;
+  metadata: Record<string, string> | null;
+  now: number;
+}
+
+export async function insertBatch(db: Kysely<Database>, batch: NewBatch): Promise<BatchRow> {
+  return db
+    .insertInto("batches")
+    .values({
+      id: batch.id,
+      tenant_id: batch.tenantId,
+      model: batch.model,
+      status: "in_progress",
+      total: null,
+      webhook: batch.webhook ? JSON.stringify(batch.webhook) : null,
+      metadata: batch.metadata ? JSON.stringify(batch.metadata) : null,
+      created_at: batch.now,
+      updated_at: batch.now,
+      completed_at: null,
+      canceled_at: null,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** Every item is in: the batch may now complete. */
+export async function sealBatch(db: Kysely<Database>, id: string, total: number, now: number) {
+  await db.updateTable("batches").set({ total, updated_at: now }).where("id", "=", id).execute();
+}
+
+export function batchForTenant(db: Kysely<Database>, tenantId: string, id: string) {
+  return db
+    .selectFrom("batches")
+    .selectAll()
+    .where("id", "=", id)
+    .where("tenant_id", "=", tenantId)
+    .executeTakeFirst();
+}
+
+/** Its jobs per status, read from the jobs themselves (`jobs_batch`). */
+export async function batchJobCounts(
+  db: Kysely<Database>,
+  id: string,
+): Promise<Map<string, number>> {
+  const rows = await db
+    .selectFrom("jobs")
+    .select(["status", (eb) => eb.fn.countAll<number | string>().as("n")])
+    .where("batch_id", "=", id)
+    .groupBy("status")
+    .execute();
+  return new Map(rows.map((row) => [row.status, Number(row.n)]));
+}
+
+/**
+ * A sealed batch in progress becomes `completed` (or `canceled`, after a cancel). One
+ * conditional UPDATE: of the gateways that see the last job finish, one wins and sends the
+ * webhook. Undefined when it was not in progress or not sealed.
+ */
+export function completeBatch(db: Kysely<Database>, id: string, now: number) {
+  return db
+    .updateTable("batches")
+    .set((eb) => ({
+      status: eb
+        .case()
+        .when("canceled_at", "is not", null)
+        .then("canceled")
+        .else("completed")
+        .end(),
+      completed_at: now,
+      updated_at: now,
+    }))
+    .where("id", "=", id)
+    .where("status", "=", "in_progress")
+    .where("total", "is not", null)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function markBatchCanceled(db: Kysely<Database>, id: string, now: number) {
+  await db
+    .updateTable("batches")
+    .set({ canceled_at: now, updated_at: now })
+    .where("id", "=", id)
+    .where("canceled_at", "is", null)
+    .execute();
+}
+
+/** Its jobs in id order (submission order), after `after`. */
+export function batchJobs(
+  db: Kysely<Database>,
+  id: string,
+  options: { limit: number; after?: string; active?: boolean },
+): Promise<JobRow[]> {
+  let query = db
+    .selectFrom("jobs")
+    .selectAll()
+    .where("batch_id", "=", id)
+    .orderBy("id")
+    .limit(options.limit);
+  if (options.after) query = query.where("id", ">", options.after);
+  if (options.active) query = query.where("status", "in", ["queued", "running"]);
+  return query.execute();
+}

@@ -18,15 +18,54 @@ export type NextBatch =
   | { kind: "wait"; until: number }
   | { kind: "idle" };
 
+/** Weight of the newest gap in a model's mean gap between arrivals. */
+const GAP_WEIGHT = 0.3;
+/** A batch that expects company soon still waits this long: arrivals in one burst land together. */
+const MIN_WAIT_MS = 1;
+
 /**
  * Requests waiting for a runner, one FIFO per model. A free runner takes the model whose
  * oldest request has waited longest, and from it as many requests as its batch allows. A
  * batch that is not full waits for company until its first request has waited `windowMs`
  * (Triton's max queue delay): when runners are busy, requests pile up anyway and leave as
  * full batches without waiting.
+ *
+ * The window adapts to how fast the model's requests arrive (`arrived`): when they come
+ * further apart than the window, company would not come in time, so a batch leaves at once
+ * (no latency added at low load); when they come close together, a batch waits while they
+ * keep coming at that pace, up to the window. Before any arrivals are known, the window
+ * applies as is.
  */
 export class WaitingQueue {
   private readonly byModel = new Map<string, WaitingRequest[]>();
+  /** Per model: when the last request arrived and the mean gap between arrivals (ms). */
+  private readonly arrivals = new Map<string, { last: number; gap: number | null }>();
+
+  /** Notes a new request of `model` at `now` (not a retried one): the arrival rate. */
+  arrived(model: string, now: number, windowMs: number): void {
+    const seen = this.arrivals.get(model);
+    if (!seen) {
+      this.arrivals.set(model, { last: now, gap: null });
+      return;
+    }
+    // Capped, so one quiet spell does not hide the next burst for long.
+    const sample = Math.min(now - seen.last, 4 * Math.max(windowMs, MIN_WAIT_MS));
+    seen.gap = seen.gap === null ? sample : seen.gap + GAP_WEIGHT * (sample - seen.gap);
+    seen.last = now;
+  }
+
+  /**
+   * Until when a batch whose first request came at `since` waits for company: the window,
+   * cut short when the model's requests come further apart than the window (no company
+   * would come in time) and when they stop coming at their usual pace.
+   */
+  private deadline(model: string, since: number, windowMs: number): number {
+    const seen = this.arrivals.get(model);
+    const full = since + windowMs;
+    if (!seen || seen.gap === null || windowMs <= 0) return full;
+    if (seen.gap >= windowMs) return since;
+    return Math.min(full, seen.last + 2 * seen.gap + MIN_WAIT_MS);
+  }
 
   get size(): number {
     let total = 0;
@@ -77,7 +116,7 @@ export class WaitingQueue {
         count++;
       }
       count = Math.min(count, limit);
-      const deadline = first.enqueuedAt + policy.windowMs;
+      const deadline = this.deadline(model, first.enqueuedAt, policy.windowMs);
       if (limit === 1 || count >= limit || now >= deadline) {
         const items = queue.splice(0, count);
         if (queue.length === 0) this.byModel.delete(model);

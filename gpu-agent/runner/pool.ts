@@ -201,6 +201,11 @@ export function createRunnerPool(
           detach: () => {},
         };
         attach(item);
+        waiting.arrived(
+          request.model,
+          item.enqueuedAt,
+          policyOf(runners[0]!)(request.model).windowMs,
+        );
         waiting.add(item);
         pump();
       });

@@ -89,6 +89,35 @@ describe("an agent and a gateway that is down", () => {
     expect(job).toMatchObject({ status: "succeeded", output: { n: 1 } });
   });
 
+  it("an agent started before its queue (Postgres) waits for it, then serves", async () => {
+    gateway = await startTestGateway({ models: ["noop"], database: "postgres" });
+    cut = await tcpSwitch();
+    const direct = new URL(gateway.queueUrl);
+    const throughSwitch = new URL(gateway.queueUrl);
+    throughSwitch.port = String(cut.port);
+    let waiting = () => {};
+    const waited = new Promise<void>((resolve) => {
+      waiting = resolve;
+    });
+    const starting = startTestAgent(gateway, {
+      queueUrl: throughSwitch.toString(),
+      models: ["noop"],
+      executionProviders: "cpu",
+      peerBackoff: backoff,
+      progress: (line) => {
+        if (/^queue unreachable \(.+\); retrying in [\d.]+ s$/.test(line)) waiting();
+      },
+    });
+    await waited;
+    await cut.on({ host: direct.hostname, port: Number(direct.port || 5432) });
+    agent = await starting;
+    const events = eventsOf(agent);
+    const id = await submit(gateway, { n: 3 });
+    await events.until((e) => e.type === "settled" && e.jobId === id);
+    const job = await (await gateway.api(`/v1/jobs/${id}`)).json();
+    expect(job).toMatchObject({ status: "succeeded", output: { n: 3 } });
+  });
+
   it("a gateway down for several seconds while a job finishes gets its one result: the job runs once", async () => {
     gateway = await startTestGateway({ models: ["noop"] });
     cut = await tcpSwitch();

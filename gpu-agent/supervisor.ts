@@ -121,7 +121,8 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
       signal: job.abort.signal,
     });
     if (job.released) return;
-    if (job.leaseLost) return leaseLost(job);
+    // Lease lost: a failure (a withdrawal) is the new delivery's; a result is still reported.
+    if (job.leaseLost && !result.ok) return leaseLost(job);
     if (!result.ok) return fail(job, poison.judge(job.jobId, result.error));
     poison.forget(job.jobId);
     job.phase = "reporting";

@@ -1,5 +1,13 @@
 import { z } from "zod";
-import { DeadLetterList, RedriveRequest, RedriveResult } from "../shared/protocol/index.ts";
+import {
+  Batch,
+  BatchRequest,
+  BatchWebhookPayload,
+  DeadLetterList,
+  JobList,
+  RedriveRequest,
+  RedriveResult,
+} from "../shared/protocol/index.ts";
 import { jobIdParam, json, problems } from "./openapi-parts.ts";
 
 /** A schema written out in place (the shared components list stays the core's). */
@@ -41,6 +49,25 @@ export const waitedResponse = {
   },
 };
 
+const batchIdParam = {
+  name: "id",
+  in: "path",
+  required: true,
+  schema: { type: "string", pattern: "^bat_" },
+};
+const modelIdParam = { name: "id", in: "path", required: true, schema: { type: "string" } };
+
+/** `batch.completed`, beside the job webhooks in the document's `webhooks`. */
+export const batchWebhook = {
+  batchCompleted: {
+    post: {
+      summary: "Every job of a batch is terminal. Signed per the Standard Webhooks spec.",
+      requestBody: { content: inline(BatchWebhookPayload) },
+      responses: { "200": { description: "Any 2xx acknowledges the delivery." } },
+    },
+  },
+};
+
 /** Routes of issue 13's job API that stand apart from the core job routes. */
 export function jobApiPaths() {
   return {
@@ -53,6 +80,110 @@ export function jobApiPaths() {
         responses: {
           "202": { description: "Queued again", content: json("Job") },
           ...problems(401, 403, 404, 409),
+        },
+      },
+    },
+    "/v1/batches": {
+      post: {
+        summary: "Submit up to 1 000 jobs of one model as a batch",
+        description:
+          "Each item `{input, metadata?}` is checked on its own: a bad one is listed in `errors` by its index and the others are queued (with `atomic: true`, one bad item refuses the batch: `422 batch_invalid` and no job is made). `webhook` gets one signed `batch.completed` once every job is terminal.",
+        requestBody: {
+          required: true,
+          content: {
+            "application/json": {
+              ...inline(BatchRequest, "input")["application/json"],
+              example: {
+                model: "ocr",
+                items: [{ input: { image: "upl_…" }, metadata: { page: "1" } }],
+                webhook: { url: "https://example.com/hooks/gantry" },
+              },
+            },
+          },
+        },
+        responses: {
+          "202": { description: "The batch, with `errors`", content: inline(Batch) },
+          ...problems(400, 401, 403, 413, 415, 422, 429, 503),
+        },
+      },
+    },
+    "/v1/batches/{id}": {
+      get: {
+        summary: "A batch and its request_counts (read from its jobs)",
+        parameters: [batchIdParam],
+        responses: {
+          "200": { description: "The batch", content: inline(Batch) },
+          ...problems(401, 404),
+        },
+      },
+    },
+    "/v1/batches/{id}/jobs": {
+      get: {
+        summary: "A batch's jobs, in submission order",
+        parameters: [
+          batchIdParam,
+          { name: "limit", in: "query", schema: { type: "integer", minimum: 1, maximum: 100 } },
+          { name: "cursor", in: "query", schema: { type: "string" } },
+        ],
+        responses: {
+          "200": { description: "A page of jobs", content: inline(JobList) },
+          ...problems(401, 404, 422),
+        },
+      },
+    },
+    "/v1/batches/{id}/cancel": {
+      post: {
+        summary: "Cancel every queued or running job of a batch",
+        parameters: [batchIdParam],
+        responses: {
+          "200": { description: "The batch", content: inline(Batch) },
+          ...problems(401, 404),
+        },
+      },
+    },
+    "/v1/admin/models/{id}/pause": {
+      post: {
+        summary: "Pause a model (admin)",
+        description:
+          "Agents' claims of its jobs are refused (`409 model_paused`) and the jobs wait; with `reject_new: true`, `POST /v1/jobs` answers `503 model_paused` with `Retry-After`. Other gateways see the switch within a second.",
+        parameters: [modelIdParam],
+        requestBody: {
+          required: false,
+          content: {
+            "application/json": {
+              schema: {
+                type: "object",
+                properties: { reject_new: { type: "boolean" }, reason: { type: "string" } },
+              },
+              example: { reject_new: true, reason: "GPU pool overloaded" },
+            },
+          },
+        },
+        responses: {
+          "200": { description: "The model's live state" },
+          ...problems(401, 403, 404, 422),
+        },
+      },
+    },
+    "/v1/admin/models/{id}/resume": {
+      post: {
+        summary: "Resume a paused model (admin): its waiting jobs are published again",
+        parameters: [modelIdParam],
+        responses: {
+          "200": { description: "The model's live state, with `republished`" },
+          ...problems(401, 403, 404),
+        },
+      },
+    },
+    "/v1/admin/models/{id}/purge": {
+      post: {
+        summary: "Cancel a model's queued jobs, `limit` (≤ 1 000) per call (admin)",
+        description:
+          "`{limit?, cursor?}` → `{canceled, next_cursor}`; call again with the cursor until it is null.",
+        parameters: [modelIdParam],
+        responses: {
+          "200": { description: "What this pass canceled" },
+          ...problems(401, 403, 404, 422),
         },
       },
     },

@@ -1,6 +1,7 @@
 import { adminPaths } from "./openapi-admin.ts";
 import { eventPaths } from "./openapi-events.ts";
 import {
+  batchWebhook,
   jobApiPaths,
   metadataFilterParam,
   preferWaitParam,
@@ -230,6 +231,7 @@ export function openApiDocument(serverUrl: string) {
       },
     },
     webhooks: {
+      ...batchWebhook,
       jobChanged: {
         post: {
           summary: "A job changed state. Signed per the Standard Webhooks spec.",

@@ -15,6 +15,7 @@ import {
   EventBatchRequest,
   EventBatchResponse,
 } from "./agent-batch.ts";
+import { Batch, BatchRequest, BatchWebhookPayload } from "./batch.ts";
 import { JobError, Problem } from "./error.ts";
 import { FeedEvent } from "./feed.ts";
 import { Job, JobEvent, JobList, JobRequest, JobStatus } from "./job.ts";
@@ -48,6 +49,9 @@ export const WIRE_SCHEMAS = {
   EventBatchRequest,
   EventBatchResponse,
   WebhookPayload,
+  BatchRequest,
+  Batch,
+  BatchWebhookPayload,
 } as const;
 
 /**

@@ -91,7 +91,7 @@ export function docsPage(document: OpenApi): string {
   );
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Gantry API</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="stylesheet" href="/console/swagger/swagger-ui.css">
+<link rel="icon" href="data:,"><link rel="stylesheet" href="/console/swagger/swagger-ui.css">
 <style>#reference{font:16px/1.5 system-ui,sans-serif;max-width:56rem;margin:2rem auto;padding:0 1rem}code,pre{font-family:ui-monospace,monospace}#reference pre{background:#f4f4f4;padding:1rem;overflow:auto}#reference section{border-top:1px solid #ddd}</style>
 <script src="/console/swagger/swagger-ui-bundle.js" defer></script>
 <script type="module" src="/console/docs.js"></script>

@@ -2,19 +2,37 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inlineMarkdown } from "../gateway/docs-page.ts";
 import { type InProcessGateway, startInProcessGateway } from "./helpers/in-process-gateway.ts";
 
-/** `/docs`: the intro's Markdown rendered, job endpoints before admin ones, with shapes. */
+/**
+ * `/docs`: Swagger UI from this gateway (its rendering is checked in a real browser by
+ * console-browser.test.ts) over a static reference kept for readers without scripts: the
+ * intro's Markdown rendered, job endpoints before admin ones, with shapes.
+ */
 let gw: InProcessGateway;
 let html: string;
+let csp: string | null;
 
 beforeAll(async () => {
   gw = await startInProcessGateway();
   const response = await gw.request("/docs");
   expect(response.headers.get("content-type")).toContain("text/html");
+  csp = response.headers.get("content-security-policy");
   html = await response.text();
 });
 afterAll(() => gw.close());
 
 describe("/docs", () => {
+  it("loads Swagger UI and its style from this gateway, under a same-origin policy", () => {
+    const sources = [...html.matchAll(/<(?:script[^>]*src|link[^>]*href)="([^"]+)"/g)].map((m) => m[1] ?? "");
+    expect(sources).toContain("/console/swagger/swagger-ui-bundle.js");
+    expect(sources).toContain("/console/swagger/swagger-ui.css");
+    expect(sources).toContain("/console/docs.js");
+    // Nothing from another host: every script and style is a path on this gateway.
+    expect(
+      sources.filter((s) => /^(https?:)?\/\//.test(s) && !s.startsWith("http://gantry.test")),
+    ).toEqual([]);
+    expect(csp).toContain("script-src 'self'");
+  });
+
   it("renders the intro's Markdown instead of printing it", () => {
     expect(html).toContain("<code>202 Accepted</code>");
     const intro = html.slice(html.indexOf("<h1>"), html.indexOf("<h2>"));

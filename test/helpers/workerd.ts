@@ -83,6 +83,8 @@ export interface GatewayWorkerOptions {
   database?: string;
   /** Also serve this Worker on its own local port (`mf.unsafeGetDirectURL(name)`). */
   directPort?: boolean;
+  /** Workers static assets from this folder (wrangler.toml `[assets]`: dist/web), as `ASSETS`. */
+  assets?: string;
 }
 
 /** Miniflare options for one gateway Worker running `bundle`, with a D1 database `DB`. */
@@ -100,6 +102,15 @@ export function gatewayWorkerOptions(
     d1Databases: { DB: options.database ?? "DB" },
     ...(options.r2 ? { r2Buckets: ["BLOBS"] } : {}),
     ...(options.directPort ? { unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] } : {}),
+    ...(options.assets
+      ? {
+          assets: {
+            directory: options.assets,
+            binding: "ASSETS",
+            assetConfig: { html_handling: "none", not_found_handling: "none" },
+          },
+        }
+      : {}),
     bindings: options.bindings,
   };
 }

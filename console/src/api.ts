@@ -1,0 +1,129 @@
+import { EventSourceParserStream } from "eventsource-parser/stream";
+import { APIError } from "../../client/errors.ts";
+import { Transport } from "../../client/http.ts";
+import { Gantry } from "../../client/index.ts";
+import type { FeedEvent } from "../../shared/protocol/feed.ts";
+import type { Job, JobList, JobStatus } from "../../shared/protocol/index.ts";
+import type { WebhookDeliveryList } from "../../shared/protocol/webhook-api.ts";
+
+export type { FeedEvent, Job, JobList, JobStatus };
+
+export interface JobQuery {
+  status?: JobStatus | undefined;
+  /** `metadata.KEY=VALUE` filters, all of which must match. */
+  metadata?: Record<string, string>;
+  cursor?: string | undefined;
+  limit?: number;
+}
+
+/**
+ * What the console calls: the SDK (`gantry/client`) for everything it offers, and the
+ * SDK's own transport (same auth, retries and errors) for the few public endpoints the
+ * SDK has no method for yet: listing with metadata filters, retry, the tenant's change
+ * feed, webhook deliveries and the admin API.
+ */
+export class ConsoleApi {
+  readonly sdk: Gantry;
+  private readonly transport: Transport;
+
+  constructor(
+    readonly apiKey: string,
+    baseUrl = location.origin,
+  ) {
+    this.sdk = new Gantry({ apiKey, baseUrl, maxRetries: 2 });
+    this.transport = new Transport({
+      apiKey,
+      baseUrl,
+      maxRetries: 2,
+      timeoutMs: 60_000,
+      fetch: (input, init) => globalThis.fetch(input, init),
+    });
+  }
+
+  listJobs(query: JobQuery = {}, signal?: AbortSignal): Promise<JobList> {
+    const filters = Object.fromEntries(
+      Object.entries(query.metadata ?? {}).map(([key, value]) => [`metadata.${key}`, value]),
+    );
+    return this.transport.json<JobList>({
+      path: "/v1/jobs",
+      query: { status: query.status, limit: query.limit ?? 50, cursor: query.cursor, ...filters },
+      signal,
+    });
+  }
+
+  retry(id: string): Promise<Job> {
+    return this.post<Job>(`/v1/jobs/${encodeURIComponent(id)}/retry`);
+  }
+
+  deliveries(id: string): Promise<WebhookDeliveryList> {
+    return this.get<WebhookDeliveryList>(`/v1/jobs/${encodeURIComponent(id)}/webhooks`);
+  }
+
+  redeliver(jobId: string, deliveryId: string): Promise<unknown> {
+    return this.post(
+      `/v1/jobs/${encodeURIComponent(jobId)}/webhooks/${encodeURIComponent(deliveryId)}/redeliver`,
+    );
+  }
+
+  get<T>(path: string, signal?: AbortSignal): Promise<T> {
+    return this.transport.json<T>({ path, signal });
+  }
+
+  post<T>(path: string, json: unknown = {}): Promise<T> {
+    return this.transport.json<T>({ method: "POST", path, json });
+  }
+
+  /** Whether this key holds the `admin` scope: the admin API answers 403 otherwise. */
+  async isAdmin(): Promise<boolean> {
+    try {
+      await this.get("/v1/admin/agents?limit=1");
+      return true;
+    } catch (error) {
+      if (error instanceof APIError && error.status === 403) return false;
+      throw error;
+    }
+  }
+
+  /**
+   * `GET /v1/events`: every change of this tenant's jobs, resumed after a drop from the
+   * last event's id (`Last-Event-ID`), so the live views miss nothing and repeat nothing.
+   */
+  async *feed(signal: AbortSignal): AsyncGenerator<FeedEvent> {
+    let lastEventId: string | undefined;
+    while (!signal.aborted) {
+      try {
+        const response = await this.transport.call({
+          path: "/v1/events",
+          headers: {
+            accept: "text/event-stream",
+            ...(lastEventId ? { "last-event-id": lastEventId } : {}),
+          },
+          signal,
+          stream: true,
+        });
+        if (!response.body) return;
+        const reader = response.body
+          .pipeThrough(new TextDecoderStream())
+          .pipeThrough(new EventSourceParserStream())
+          .getReader();
+        try {
+          for (;;) {
+            const { done, value } = await reader.read();
+            if (done) break;
+            if (value.id) lastEventId = value.id;
+            if (value.event === "status") yield JSON.parse(value.data) as FeedEvent;
+          }
+        } finally {
+          await reader.cancel().catch(() => {});
+        }
+      } catch (error) {
+        if (signal.aborted) return;
+        // 410: the resume window is gone; start afresh (the views reload what they show).
+        if (error instanceof APIError && error.status === 410) lastEventId = undefined;
+        else if (error instanceof APIError && error.status < 500 && error.status !== 429)
+          throw error;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
+}

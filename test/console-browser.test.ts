@@ -1,0 +1,241 @@
+/**
+ * The web console and the API reference in a real browser (Debian's Chromium through
+ * playwright-core) against the Node gateway with a real agent: Try it with generated text
+ * images through OCR, a job's page (timeline, webhook attempts, Redeliver), the live jobs
+ * table under 200 noop jobs and its paging, Overview's agent and chart, a key without the
+ * admin scope, and /docs. Every page must make no request to any host but the gateway.
+ */
+import type { Browser } from "playwright-core";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { AgentHandle } from "../gpu-agent/agent.ts";
+import {
+  dropFiles,
+  launchBrowser,
+  openPage,
+  shoot,
+  signIn,
+  type WatchedPage,
+} from "./helpers/browser.ts";
+import { renderTextPng } from "./helpers/render-text.ts";
+import { startTestAgent } from "./helpers/test-agent.ts";
+import { startTestGateway, type TestGateway } from "./helpers/test-gateway.ts";
+import { startReceiver } from "./helpers/webhook-receiver.ts";
+
+let gw: TestGateway;
+let agents: AgentHandle[] = [];
+let browser: Browser;
+let watched: WatchedPage | null = null;
+const receiver = startReceiver();
+let hookUrl: string;
+
+beforeAll(async () => {
+  [gw, browser, hookUrl] = await Promise.all([
+    startTestGateway(),
+    launchBrowser(),
+    receiver.listen(),
+  ]);
+  // OCR on one slot (two shared cores), noop jobs on four of their own.
+  agents = await Promise.all([
+    startTestAgent(gw, { models: ["ocr"] }),
+    startTestAgent(gw, { models: ["noop"], slots: 4 }),
+  ]);
+});
+afterAll(async () => {
+  await browser?.close();
+  await Promise.all(agents.map((agent) => agent.stop()));
+  await gw?.close();
+  await receiver.close();
+});
+afterEach(async () => {
+  const page = watched;
+  watched = null;
+  if (!page) return;
+  await page.close();
+  expect(page.foreign, "requests to other hosts").toEqual([]);
+  expect(page.errors, "script errors").toEqual([]);
+});
+
+async function open(key = gw.apiKey) {
+  watched = await openPage(browser, gw.url);
+  await signIn(watched.page, gw.url, key);
+  return watched.page;
+}
+
+/** Waits for what the page shows: the console updates live, so nothing here sleeps. */
+const poll = <T>(read: () => Promise<T>) => expect.poll(read, { timeout: 30_000 });
+
+const submit = async (json: unknown) => {
+  const response = await gw.api("/v1/jobs", { method: "POST", json });
+  expect(response.status).toBe(202);
+  return (await response.json()) as { id: string };
+};
+
+describe("console on the Node gateway", () => {
+  it("Try it: three dropped text images each reach succeeded with OCR text and boxes", async () => {
+    const page = await open();
+    const words = ["Invoice 4721", "Order 5830", "Receipt 9164"];
+    const files = await Promise.all(
+      words.map(async (text, i) => ({
+        name: `text-${i}.png`,
+        type: "image/png",
+        bytes: await renderTextPng([text]),
+      })),
+    );
+    await shoot(page, "try-it", async () => {
+      await page.getByRole("link", { name: "Try it" }).click();
+      await page.getByLabel("Model").selectOption("ocr");
+      await dropFiles(page, ".drop", files);
+      await poll(() => page.locator(".items > li").count()).toBe(3);
+      await page.getByRole("button", { name: "Run" }).click();
+      for (const [i, text] of words.entries()) {
+        const item = page.locator('.items > li[data-status="succeeded"]', {
+          hasText: `text-${i}.png`,
+        });
+        await item.waitFor({ timeout: 30_000 });
+        const number = text.split(" ")[1] ?? "";
+        await poll(() => item.getByRole("region", { name: "OCR text" }).textContent()).toContain(
+          number,
+        );
+        expect(
+          await item.getByRole("img", { name: "OCR boxes" }).locator("polygon").count(),
+        ).toBeGreaterThan(0);
+      }
+    });
+  });
+
+  it("a job's page shows its timeline and webhook attempts, and Redeliver sends it again", async () => {
+    const job = await submit({
+      model: "noop",
+      input: {},
+      webhook: { url: hookUrl, events: ["job.succeeded"] },
+    });
+    await receiver.next();
+    const page = await open();
+    await shoot(page, "job-page", async () => {
+      await page.goto(`${gw.url}/console/jobs/${job.id}`);
+      const timeline = page.getByRole("list", { name: "Timeline" });
+      await poll(() => timeline.textContent()).toContain("succeeded");
+      expect(await timeline.textContent()).toContain("queued");
+      const deliveries = page.getByRole("list", { name: "Webhook deliveries" });
+      await poll(() => deliveries.locator("tr").count()).toBe(1);
+      expect(await deliveries.textContent()).toContain("#1");
+      await page.getByRole("button", { name: "Redeliver" }).click();
+      const again = await receiver.next();
+      expect(JSON.parse(again.body)).toMatchObject({ data: { id: job.id } });
+      await poll(() => deliveries.locator("tr").count()).toBe(2);
+    });
+  });
+
+  it("the jobs table updates live while 200 noop jobs go through, and pages through them", {
+    timeout: 180_000,
+  }, async () => {
+    const page = await open();
+    await shoot(page, "jobs-live", async () => {
+      await page.getByRole("link", { name: "Jobs" }).click();
+      await page.getByRole("table", { name: "Jobs" }).waitFor();
+      const batch = `run-${Date.now()}`;
+      const ids: string[] = [];
+      for (let i = 0; i < 200; i += 20) {
+        const made = await Promise.all(
+          Array.from({ length: 20 }, (_, j) =>
+            submit({ model: "noop", input: { n: i + j }, metadata: { batch } }),
+          ),
+        );
+        ids.push(...made.map((m) => m.id));
+      }
+      const newest = ids.at(-1) ?? "";
+      // The newest job shows up without a reload, and reaches succeeded on screen.
+      const row = page.getByRole("row", { name: new RegExp(newest) });
+      await poll(() => row.getAttribute("data-status")).toBe("succeeded");
+      await poll(() => page.locator('tbody tr[data-status="succeeded"]').count()).toBe(50);
+      await page.getByLabel("Metadata").fill(`batch=${batch}`);
+      await page.getByLabel("Metadata").press("Enter");
+      await page.getByLabel("Metadata").blur();
+      await page.getByRole("row", { name: new RegExp(newest) }).waitFor();
+      await page.getByRole("button", { name: "Next page" }).click();
+      // ids are newest first on screen: the 51st newest starts page 2.
+      await page.getByRole("row", { name: new RegExp(ids[ids.length - 51] ?? "") }).waitFor();
+      expect(await page.getByRole("row", { name: new RegExp(newest) }).count()).toBe(0);
+      for (let p = 3; p <= 4; p++) await page.getByRole("button", { name: "Next page" }).click();
+      await page.getByRole("row", { name: new RegExp(ids[0] ?? "") }).waitFor();
+      expect(await page.getByRole("button", { name: "Next page" }).isDisabled()).toBe(true);
+    });
+  });
+
+  it("Overview shows the agent and a moving chart", async () => {
+    const page = await open();
+    await shoot(page, "overview", async () => {
+      const agents = page.getByRole("table", { name: "Agents" });
+      await poll(() => agents.locator("tbody tr").count()).toBeGreaterThan(0);
+      expect(await agents.textContent()).toMatch(/cpu/);
+      const chart = page.getByRole("figure", { name: /Throughput/ });
+      const points = async () => Number(await chart.getAttribute("data-points"));
+      const before = await points();
+      await poll(points).toBeGreaterThan(before + 1);
+      expect(await chart.locator("canvas").count()).toBe(1);
+    });
+  });
+
+  it("a key without the admin scope sees no admin view, and the API refuses its admin calls", async () => {
+    const made = await gw.api("/v1/admin/tenants/ten_test/keys", {
+      method: "POST",
+      json: { name: "console-user", scopes: ["jobs:read", "jobs:write"] },
+    });
+    expect(made.status).toBe(201);
+    const { key } = (await made.json()) as { key: string };
+    const page = await open(key);
+    await shoot(page, "no-admin", async () => {
+      await page.getByRole("link", { name: "Jobs" }).waitFor();
+      expect(await page.getByRole("link", { name: "Admin" }).count()).toBe(0);
+      await page.goto(`${gw.url}/console/admin`);
+      await page.getByText("This key has no admin scope.").waitFor();
+      const status = await page.evaluate(async (k) => {
+        const response = await fetch("/v1/admin/tenants", {
+          headers: { authorization: `Bearer ${k}` },
+        });
+        return [response.status, ((await response.json()) as { code: string }).code];
+      }, key);
+      expect(status).toEqual([403, "insufficient_scope"]);
+    });
+  });
+
+  it("/docs renders every operation with its schemas, jobs before admin", async () => {
+    const document = (await (await fetch(`${gw.url}/openapi.json`)).json()) as {
+      paths: Record<string, Record<string, unknown>>;
+      webhooks?: Record<string, Record<string, unknown>>;
+      components: { schemas: Record<string, unknown> };
+    };
+    // Swagger UI shows the document's webhooks (the job.* callbacks) as operations too.
+    const operations = [
+      ...Object.values(document.paths),
+      ...Object.values(document.webhooks ?? {}),
+    ].flatMap((methods) => Object.keys(methods));
+    watched = await openPage(browser, gw.url);
+    const { page } = watched;
+    await shoot(page, "docs", async () => {
+      await page.goto(`${gw.url}/docs`);
+      await poll(() => page.locator(".swagger-ui .opblock").count()).toBe(operations.length);
+      const tags = await page.locator(".opblock-tag").allInnerTexts();
+      const index = (name: string) => tags.findIndex((t) => t.startsWith(name));
+      expect(index("Jobs")).toBe(0);
+      expect(index("Admin")).toBeGreaterThan(index("Models"));
+      // Every schema of the document is listed, and an operation opens onto its schemas.
+      await poll(() =>
+        page.locator('.swagger-ui section.models article[data-json-schema-level="0"]').count(),
+      ).toBe(Object.keys(document.components.schemas).length);
+      await page
+        .locator('.opblock-post:has(.opblock-summary-path[data-path="/v1/jobs"]) .opblock-summary')
+        .click();
+      const opened = page.locator(".opblock.is-open").first();
+      await poll(() => opened.textContent()).toContain("Request body");
+      // The request body's schema and each response's, by name (OpenAPI 3.1 rendering).
+      const tabs = await opened.getByRole("tab", { name: "Schema" }).all();
+      for (const tab of tabs.slice(0, 3)) await tab.click();
+      await poll(() => opened.locator(".json-schema-2020-12__title").allInnerTexts()).toEqual(
+        expect.arrayContaining(["JobRequest", "Job", "Problem"]),
+      );
+      // Try it out talks to this gateway: a GET of the models list.
+      expect(await page.locator(".servers select option").first().textContent()).toBe(gw.url);
+    });
+  });
+});

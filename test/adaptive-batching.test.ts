@@ -1,7 +1,7 @@
 /**
  * The batch window adapts to the arrival rate: at low load a job waits for no one, under
- * load a batch waits only as long as filling it should take, and with no arrivals known the
- * configured window applies as before.
+ * load a batch waits while jobs keep coming at their pace (up to the window), and until a
+ * few arrivals are known the configured window applies as before.
  */
 import { describe, expect, it } from "vitest";
 import { WaitingQueue, type WaitingRequest } from "../gpu-agent/batching/waiting-queue.ts";
@@ -22,52 +22,43 @@ const waiting = (n: number, enqueuedAt: number): WaitingRequest => ({
   batchCap: Number.POSITIVE_INFINITY,
 });
 const policy = (): BatchPolicy => ({ maxBatch: 8, windowMs: 10 });
+/** Arrivals at `0, gap, 2 gap, …`, `count` of them; returns the last one's time. */
+const arrive = (queue: WaitingQueue, count: number, gap: number) => {
+  for (let i = 0; i < count; i++) queue.arrived("a", i * gap, 10);
+  return (count - 1) * gap;
+};
 
 describe("adaptive batch window", () => {
   it("runs at once when requests arrive further apart than the window", () => {
     const queue = new WaitingQueue();
-    for (const at of [0, 50, 100]) queue.arrived("a", at, 10);
-    queue.add(waiting(1, 100));
-    const next = queue.next(policy, 100);
-    expect(next.kind).toBe("run");
+    const last = arrive(queue, 10, 50);
+    queue.add(waiting(1, last));
+    expect(queue.next(policy, last).kind).toBe("run");
   });
 
-  it("waits only as long as filling the batch should take under load", () => {
+  it("under load, waits while requests keep coming, not always the whole window", () => {
     const queue = new WaitingQueue();
-    for (const at of [0, 1, 2, 3, 4, 5]) queue.arrived("a", at, 10);
-    for (const [n, at] of [
-      [1, 3],
-      [2, 4],
-      [3, 5],
-    ] as const)
-      queue.add(waiting(n, at));
-    // A gap of 1 ms: it waits while they keep coming (two gaps after the last and a ms),
-    // not the whole ten.
-    expect(queue.next(policy, 5)).toEqual({ kind: "wait", until: 8 });
-    queue.arrived("a", 6, 10);
-    queue.add(waiting(4, 6));
-    expect(queue.next(policy, 6)).toEqual({ kind: "wait", until: 9 });
+    const last = arrive(queue, 10, 2); // the last at 18
+    queue.add(waiting(1, 16));
+    queue.add(waiting(2, 18));
+    // Two gaps of 2 ms would be 22; half the window after the last arrival is 23.
+    expect(queue.next(policy, 18)).toEqual({ kind: "wait", until: last + 5 });
+    // A request that came first and waited long enough leaves at its window anyway.
+    const early = new WaitingQueue();
+    arrive(early, 10, 2);
+    early.add(waiting(1, 10));
+    expect(early.next(policy, 18)).toEqual({ kind: "wait", until: 20 });
   });
 
-  it("keeps the configured window until arrivals are known", () => {
+  it("keeps the configured window until a few arrivals are known", () => {
     const queue = new WaitingQueue();
-    queue.arrived("a", 100, 10);
-    queue.add(waiting(1, 100));
-    expect(queue.next(policy, 101)).toEqual({ kind: "wait", until: 110 });
-  });
-
-  it("lets a burst that lands together fill one batch", () => {
-    const queue = new WaitingQueue();
-    for (let n = 1; n <= 3; n++) {
-      queue.arrived("a", 7, 10);
-      queue.add(waiting(n, 7));
-    }
-    expect(queue.next(policy, 7)).toEqual({ kind: "wait", until: 8 });
+    arrive(queue, 3, 500);
+    queue.add(waiting(1, 1000));
+    expect(queue.next(policy, 1001)).toEqual({ kind: "wait", until: 1010 });
   });
 
   it("in the pool, sends sparse jobs to an idle runner without waiting out the window", async () => {
     let clock = 0;
-    const batches: number[][] = [];
     const runner: Runner = {
       provider: "cpu",
       pid: 1,
@@ -78,21 +69,19 @@ describe("adaptive batch window", () => {
         return (await runner.runBatch!([one]))[0]!;
       },
       async runBatch(batch) {
-        batches.push(batch.map((r) => r.params.n as number));
         return batch.map((r) => ({ ok: true, output: r.params }));
       },
       batching: () => ({ maxBatch: 8, windowMs: 5 }),
     };
     const pool = createRunnerPool([runner], () => clock);
-    for (let n = 1; n <= 4; n++) {
+    for (let n = 1; n <= 12; n++) {
       clock = n * 120_000;
       const result = pool.run(request(n));
-      // The first waits out its window (the pool's timer reads this clock). From the second
-      // on, the gaps are known to be longer than the window: they run with the clock
-      // standing still, which a job waiting for its window never would.
-      if (n === 1) clock += 10;
+      // The first ones wait out their window (the pool's timer reads this clock). Once the
+      // gaps are known to be longer than the window, they run with the clock standing
+      // still, which a job waiting for its window never would.
+      if (n <= 9) clock += 10;
       expect(await result).toEqual({ ok: true, output: { n } });
     }
-    expect(batches).toEqual([[1], [2], [3], [4]]);
   });
 });

@@ -20,8 +20,8 @@ export type NextBatch =
 
 /** Weight of the newest gap in a model's mean gap between arrivals. */
 const GAP_WEIGHT = 0.3;
-/** A batch that expects company soon still waits this long: arrivals in one burst land together. */
-const MIN_WAIT_MS = 1;
+/** Gaps seen before the window adapts: a few arrivals say little about a rate. */
+const MIN_GAPS = 8;
 
 /**
  * Requests waiting for a runner, one FIFO per model. A free runner takes the model whose
@@ -33,24 +33,25 @@ const MIN_WAIT_MS = 1;
  * The window adapts to how fast the model's requests arrive (`arrived`): when they come
  * further apart than the window, company would not come in time, so a batch leaves at once
  * (no latency added at low load); when they come close together, a batch waits while they
- * keep coming at that pace, up to the window. Before any arrivals are known, the window
+ * keep coming at that pace, up to the window. Until a few arrivals are known, the window
  * applies as is.
  */
 export class WaitingQueue {
   private readonly byModel = new Map<string, WaitingRequest[]>();
   /** Per model: when the last request arrived and the mean gap between arrivals (ms). */
-  private readonly arrivals = new Map<string, { last: number; gap: number | null }>();
+  private readonly arrivals = new Map<string, { last: number; gap: number; gaps: number }>();
 
   /** Notes a new request of `model` at `now` (not a retried one): the arrival rate. */
   arrived(model: string, now: number, windowMs: number): void {
     const seen = this.arrivals.get(model);
     if (!seen) {
-      this.arrivals.set(model, { last: now, gap: null });
+      this.arrivals.set(model, { last: now, gap: 0, gaps: 0 });
       return;
     }
     // Capped, so one quiet spell does not hide the next burst for long.
-    const sample = Math.min(now - seen.last, 4 * Math.max(windowMs, MIN_WAIT_MS));
-    seen.gap = seen.gap === null ? sample : seen.gap + GAP_WEIGHT * (sample - seen.gap);
+    const sample = Math.min(now - seen.last, 4 * windowMs);
+    seen.gap = seen.gaps === 0 ? sample : seen.gap + GAP_WEIGHT * (sample - seen.gap);
+    seen.gaps++;
     seen.last = now;
   }
 
@@ -62,9 +63,11 @@ export class WaitingQueue {
   private deadline(model: string, since: number, windowMs: number): number {
     const seen = this.arrivals.get(model);
     const full = since + windowMs;
-    if (!seen || seen.gap === null || windowMs <= 0) return full;
+    if (!seen || seen.gaps < MIN_GAPS || windowMs <= 0) return full;
     if (seen.gap >= windowMs) return since;
-    return Math.min(full, seen.last + 2 * seen.gap + MIN_WAIT_MS);
+    // Half a window at least after the last arrival: a burst that lands together is not cut
+    // short by a scheduler's hiccup between two of its jobs.
+    return Math.min(full, seen.last + Math.max(2 * seen.gap, windowMs / 2));
   }
 
   get size(): number {

@@ -83,6 +83,7 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
   const modelConfigs = toModelConfigs(
     await resolveModels(config.modelsFile ?? null, {
       cacheDir: config.modelCacheDir,
+      include: config.models,
       onProgress: (event) => progress(formatProgress(event)),
     }),
   );

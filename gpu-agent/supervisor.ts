@@ -258,7 +258,11 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
       try {
         // Runners busy with full batches plus the look-ahead, claimed and downloaded early.
         prefetch = pool.capacity(config.models) + (options.lookahead ?? pool.size);
-        consumer = await queue.consume(handle, { prefetch, models: config.models });
+        consumer = await queue.consume(handle, {
+          prefetch,
+          models: config.models,
+          ...(config.overflowAfterMs ? { minAgeMs: config.overflowAfterMs } : {}),
+        });
       } catch (cause) {
         heartbeats.stop();
         state = "stopped";

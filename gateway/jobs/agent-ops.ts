@@ -147,7 +147,7 @@ export async function buildClaim(gateway: Gateway, row: JobRow): Promise<Claim> 
 
 /**
  * One PUT per artifact the model declares, whether or not this run makes it (a
- * background-removal job makes `image_png` or `mask_png`, by its `format`): unused URLs
+ * background-removal job makes `mask`, and `image` unless `mask_only`): unused URLs
  * simply expire. A retry's claim presigns again and overwrites what an earlier attempt left.
  */
 async function presignArtifacts(
@@ -156,10 +156,13 @@ async function presignArtifacts(
 ): Promise<Claim["artifacts"] | undefined> {
   const declared = gateway.models.get(row.model)?.artifacts ?? [];
   if (declared.length === 0) return undefined;
+  const input = declared.some((artifact) => artifact.contentTypeFor)
+    ? (toJob(row).input as Record<string, unknown>)
+    : {};
   const entries = await Promise.all(
     declared.map(async (artifact) => {
       const put = await gateway.blobs.presignPut(artifactBlobKey(row.id, artifact.name), {
-        contentType: artifact.content_type,
+        contentType: artifact.contentTypeFor?.(input) ?? artifact.content_type,
         maxBytes: artifact.max_bytes,
         expiresInSeconds: INPUT_URL_SECONDS,
       });

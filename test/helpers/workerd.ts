@@ -107,6 +107,8 @@ export function gatewayWorkerOptions(
           assets: {
             directory: options.assets,
             binding: "ASSETS",
+            // What wrangler tells the asset router: a request no file matches goes to the Worker.
+            routerConfig: { has_user_worker: true },
             assetConfig: { html_handling: "none", not_found_handling: "none" },
           },
         }

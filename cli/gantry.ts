@@ -80,6 +80,7 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
     databaseUrl: settings.databaseUrl,
     changeFeed: settings.changeFeed,
     sharedLimits: { store: settings.rateLimitStore },
+    trustedProxies: settings.trustedProxies,
     queueUrl: settings.queueUrl,
     maxAttempts: settings.maxAttempts,
     leaseSeconds: settings.leaseSeconds,

@@ -94,6 +94,16 @@ const Settings = z.object({
     .string()
     .regex(/^(database|off|rediss?:\/\/.+)$/, "database, off, or a redis:// URL")
     .default("database"),
+  /** Proxies whose X-Forwarded-For names the client (gateway/limits/client-address.ts). */
+  GANTRY_TRUSTED_PROXIES: z
+    .string()
+    .transform((text) =>
+      text
+        .split(",")
+        .map((entry) => entry.trim())
+        .filter((entry) => entry !== ""),
+    )
+    .default([]),
 });
 
 export interface GantrySettings {
@@ -130,6 +140,7 @@ export interface GantrySettings {
   /** `auto`: Postgres LISTEN/NOTIFY wakes streams on every gateway; `poll`: re-read each second. */
   changeFeed: "auto" | "poll";
   rateLimitStore: string;
+  trustedProxies: string[];
 }
 
 export function readSettings(env: Record<string, string | undefined>): GantrySettings {
@@ -168,6 +179,7 @@ export function readSettings(env: Record<string, string | undefined>): GantrySet
     inputUrlAllow: s.GANTRY_INPUT_URL_ALLOW,
     changeFeed: s.GANTRY_CHANGE_FEED,
     rateLimitStore: s.GANTRY_RATE_LIMIT_STORE,
+    trustedProxies: s.GANTRY_TRUSTED_PROXIES,
   };
 }
 

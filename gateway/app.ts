@@ -7,6 +7,7 @@ import type { Gateway, GatewayRuntime } from "./context.ts";
 import type { AppEnv } from "./env.ts";
 import { TenantFeed } from "./feed/tenant-feed.ts";
 import { jsonBodyLimit } from "./json-body.ts";
+import { addressLimit } from "./limits/address-limit.ts";
 import { JobNotifier } from "./notifier.ts";
 import { answerWith, problemFor, problemResponse } from "./problem.ts";
 import { rateLimit } from "./rate-limit.ts";
@@ -94,8 +95,9 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
   app.route("/", consoleRoutes);
   app.route("/internal/v1", agentRoutes);
   app.route("/internal/v1", agentBatchRoutes);
-  // Who (401), then how often (429, counted even for what the key may not do), then what (403).
-  const api = new Hono<AppEnv>().use(requireApiKey, rateLimit, requireScope);
+  // Who (401, and per address for requests without a valid key), then how often (429,
+  // counted even for what the key may not do), then what (403).
+  const api = new Hono<AppEnv>().use(addressLimit, requireApiKey, rateLimit, requireScope);
   api.route("/uploads", uploadRoutes);
   api.route("/jobs", jobRoutes);
   api.route("/batches", batchRoutes);

@@ -14,6 +14,8 @@ import type { JobQueue, QueueLimits } from "../shared/queue/port.ts";
 import { createApp, createGateway } from "./app.ts";
 import { GatewayConfig, type GatewayConfigInput } from "./config.ts";
 import type { Gateway } from "./context.ts";
+import { limitAnonymousByAddress } from "./limits/address-limit.ts";
+import { nodeAddressOf } from "./limits/client-address.ts";
 import { type SharedLimitsOptions, startSharedLimits } from "./limits/start.ts";
 import { createGatewayMetrics } from "./metrics-node.ts";
 import { diskAssets } from "./node-assets.ts";
@@ -64,6 +66,8 @@ export interface NodeGatewayOptions {
   config?: Partial<GatewayConfigInput>;
   /** Rate limits shared with the other gateways (limits/start.ts, GANTRY_RATE_LIMIT_STORE). */
   sharedLimits?: SharedLimitsOptions;
+  /** GANTRY_TRUSTED_PROXIES: whose X-Forwarded-For names the client (limits/client-address.ts). */
+  trustedProxies?: string[];
 }
 
 export interface NodeGateway {
@@ -82,6 +86,8 @@ export interface NodeGateway {
 
 export async function startNodeGateway(options: NodeGatewayOptions): Promise<NodeGateway> {
   const log = options.logger ?? pino({ name: "gantry-gateway" });
+  // Checked before anything starts: a bad entry fails the start with its setting's name.
+  const addressOf = nodeAddressOf(options.trustedProxies ?? []);
   const database = await openDatabase(options.databaseUrl);
   const db = database.db;
   const opened = await openGatewayQueue(database, options, log).catch(async (error) => {
@@ -188,6 +194,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
         })
       : null;
   metrics = createGatewayMetrics(gateway);
+  limitAnonymousByAddress(gateway, addressOf);
   const sharedLimits = await startSharedLimits(gateway, db, database.dialect, {
     ...options.sharedLimits,
   });

@@ -39,6 +39,7 @@ export interface TestGatewayOptions {
   wrapQueue?: NodeGatewayOptions["wrapQueue"];
   config?: NodeGatewayOptions["config"];
   changeFeed?: NodeGatewayOptions["changeFeed"];
+  trustedProxies?: string[];
 }
 
 export interface TestGateway extends NodeGateway {
@@ -84,6 +85,7 @@ export async function startTestGateway(options: TestGatewayOptions = {}): Promis
       ...(options.wrapQueue ? { wrapQueue: options.wrapQueue } : {}),
       ...(options.config ? { config: options.config } : {}),
       ...(options.changeFeed ? { changeFeed: options.changeFeed } : {}),
+      ...(options.trustedProxies ? { trustedProxies: options.trustedProxies } : {}),
     });
   } catch (error) {
     if (fresh) await dropPostgresSchema(fresh.url, fresh.schema).catch(() => {});

@@ -1,0 +1,46 @@
+import { createMiddleware } from "hono/factory";
+import { RetryLaterProblem } from "../backpressure.ts";
+import type { Gateway } from "../context.ts";
+import type { AppEnv } from "../env.ts";
+import { type BucketPolicy, TokenBuckets } from "../rate-limit.ts";
+
+/**
+ * Requests without a valid API key, limited per client address: each one answered `401`
+ * spends a token of its address's bucket, and once the bucket is empty the address gets
+ * `429` instead, before any key lookup for requests that carry no key at all. Only where
+ * the entry file says how to find a request's address (node.ts: the socket, or behind
+ * GANTRY_TRUSTED_PROXIES their forwarding header); elsewhere nothing is limited here.
+ */
+export const ANONYMOUS_POLICY: BucketPolicy = { ratePerSecond: 5, burst: 30 };
+
+export type AddressOf = (c: { req: { raw: Request }; env: unknown }) => string | null;
+
+const byGateway = new WeakMap<object, { addressOf: AddressOf; buckets: TokenBuckets }>();
+
+export function limitAnonymousByAddress(gateway: Gateway, addressOf: AddressOf): void {
+  byGateway.set(gateway.notifier, { addressOf, buckets: new TokenBuckets(50_000) });
+}
+
+function refuse(policy: BucketPolicy): RetryLaterProblem {
+  return new RetryLaterProblem(
+    429,
+    "rate_limited",
+    "Too many requests",
+    `Too many requests without a valid API key from your address (at most ${policy.burst}, then ${policy.ratePerSecond} a second).`,
+    Math.max(1, Math.ceil(1 / policy.ratePerSecond)),
+  );
+}
+
+export const addressLimit = createMiddleware<AppEnv>(async (c, next) => {
+  const limiter = byGateway.get(c.var.gateway.notifier);
+  const address = limiter?.addressOf(c);
+  if (!limiter || !address) return next();
+  const now = c.var.gateway.now();
+  const key = `addr:${address}`;
+  const exhausted = limiter.buckets.left(key, ANONYMOUS_POLICY, now) < 1;
+  if (exhausted && !c.req.header("authorization")) throw refuse(ANONYMOUS_POLICY);
+  // Hono has already turned a thrown 401 into its response by the time next() returns.
+  await next();
+  if (c.res.status !== 401) return;
+  if (!limiter.buckets.take(key, ANONYMOUS_POLICY, now).allowed) throw refuse(ANONYMOUS_POLICY);
+});

@@ -13,7 +13,7 @@ export interface EventsOptions {
 }
 
 /**
- * The job's event stream, ending after its terminal status. A stream that drops (the
+ * The job's event stream, ending after its last terminal status. A stream that drops (the
  * connection, or the gateway ending it after its time limit) is reopened with
  * `Last-Event-ID`, so no event is missed or repeated; `maxRetries` bounds reconnections
  * in a row that bring nothing new.
@@ -25,6 +25,7 @@ export async function* jobEvents(
 ): AsyncGenerator<JobStreamEvent> {
   let lastEventId = options.lastEventId;
   let fruitless = 0;
+  let ended = false;
   for (;;) {
     let progressed = false;
     try {
@@ -47,18 +48,31 @@ export async function* jobEvents(
         const event = toEvent(message);
         if (!event) continue;
         yield event;
-        if (event.type === "status" && TERMINAL.has(event.data.status)) return;
+        if (event.type === "status") ended = TERMINAL.has(event.data.status);
       }
+      // The gateway closes the stream after the job's latest terminal event. A terminal
+      // event followed by more (a failed job retried) does not end it: only the close does.
+      if (ended) return;
     } catch (error) {
       if (options.signal?.aborted) throw options.signal.reason;
       // A body that breaks off mid-stream surfaces as a TypeError ("terminated"): reconnect.
       if (!(error instanceof ConnectionError) && !(error instanceof TypeError)) throw error;
+      // Cut right after a terminal event: the job itself says whether anything followed.
+      if (ended && (await finished(transport, id, options.signal))) return;
     }
     fruitless = progressed ? 0 : fruitless + 1;
     if (fruitless > transport.options.maxRetries)
       throw new ConnectionError(`the event stream of ${id} keeps dropping`);
     await sleep(progressed ? 0 : backoffMs(fruitless), options.signal);
   }
+}
+
+async function finished(transport: Transport, id: string, signal?: AbortSignal): Promise<boolean> {
+  const job = await transport.json<{ status: string }>({
+    path: `/v1/jobs/${encodeURIComponent(id)}`,
+    signal,
+  });
+  return TERMINAL.has(job.status);
 }
 
 function toEvent(message: {

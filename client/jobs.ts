@@ -107,7 +107,6 @@ export class Jobs {
             ? { job_id: event.data.job_id, status: event.data.status, attempt: event.data.attempt }
             : event.data;
         options.onProgress?.(update);
-        if (event.type === "status" && TERMINAL.has(event.data.status)) break;
       }
     } catch (error) {
       if (options.signal?.aborted) throw options.signal.reason;

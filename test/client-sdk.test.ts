@@ -195,6 +195,19 @@ describe.each(SETUPS)("the SDK against a real gateway: $name", (setup) => {
     }
   });
 
+  it("events() of a failed job retried runs to its latest end, not its first", async () => {
+    const created = await gantry.jobs.create({ model: "noop", input: { fail: "permanent" } });
+    expect((await gantry.jobs.wait(created.id)).status).toBe("failed");
+    const retried = await gw.api(`/v1/jobs/${created.id}/retry`, { method: "POST" });
+    expect(retried.status).toBeLessThan(300);
+    const statuses: string[] = [];
+    for await (const event of gantry.jobs.events(created.id))
+      if (event.type === "status") statuses.push(event.data.status);
+    expect(statuses.filter((s) => s === "failed")).toHaveLength(2);
+    expect(statuses.at(-1)).toBe("failed");
+    expect(statuses.filter((s) => s === "queued")).toHaveLength(2);
+  });
+
   it("waits out a 429 with Retry-After", async () => {
     const tenant = `ten_rl${crypto.randomUUID().slice(0, 8).replace(/-/g, "")}`;
     const made = await gw.api("/v1/admin/tenants", {

@@ -14,6 +14,7 @@ export const AGENT_METRIC_NAMES = [
   "gantry_agent_execution_provider",
   "gantry_agent_slots",
   "gantry_agent_slots_busy",
+  "gantry_agent_jobs_held",
 ] as const;
 
 /**
@@ -120,13 +121,32 @@ export function createAgentMetrics(options: AgentMetricsOptions): AgentMetrics {
     },
   });
 
+  /** Jobs held while the gateway is unreachable, by the call they wait to make (hold.ts). */
+  const held = new Map<string, "claim" | "report">();
+  new Gauge({
+    name: "gantry_agent_jobs_held",
+    help: "Jobs this agent holds, retrying their claim or report, while the gateway is unreachable.",
+    labelNames: ["call"],
+    registers,
+    collect() {
+      this.reset();
+      this.set({ call: "claim" }, 0);
+      this.set({ call: "report" }, 0);
+      for (const call of held.values()) this.inc({ call });
+    },
+  });
+
   /** Jobs on a runner: keyed by job and attempt, since a retry may land on this agent again. */
   const running = new Map<string, { startedAt: number; model: string }>();
   const key = (event: { jobId: string; attempt: number }) => `${event.jobId}#${event.attempt}`;
 
   const unsubscribe = supervisor.on((event: SupervisorEvent | ClaimedEvent) => {
     switch (event.type) {
+      case "holding":
+        held.set(key(event), event.call);
+        return;
       case "claimed": {
+        held.delete(key(event));
         // Later attempts waited for a retry delay, not for a GPU: they would skew the figure.
         const created = Date.parse(event.createdAt);
         if (event.attempt === 1 && Number.isFinite(created)) {
@@ -141,6 +161,7 @@ export function createAgentMetrics(options: AgentMetricsOptions): AgentMetrics {
         return;
       }
       case "settled": {
+        held.delete(key(event));
         jobs.inc({ outcome: event.outcome });
         const started = running.get(key(event));
         if (!started) return;

@@ -7,6 +7,9 @@ import { delimiter, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { knownModels } from "../gpu-agent/doctor/command.ts";
 import { type CheckResult, formatReport, runDoctor } from "../gpu-agent/doctor/index.ts";
+import { runningAgentCheck } from "../gpu-agent/doctor/running-agent.ts";
+import { createAgentMetrics } from "../gpu-agent/metrics.ts";
+import type { SupervisorEvent, SupervisorStatus } from "../gpu-agent/supervisor-types.ts";
 import { startTestGateway, type TestGateway } from "./helpers/test-gateway.ts";
 
 const BIN = join(import.meta.dirname, "..", "bin", "gantry-agent.js");
@@ -218,6 +221,42 @@ describe("gantry-agent doctor", () => {
   it("knows every model the registry names, beside the built-in ones", () => {
     const entry = { id: "rmbg", task: "background-removal" as const, files: { model: "/m.onnx" } };
     expect(knownModels([entry])).toEqual(expect.arrayContaining(["noop", "ocr", "rmbg"]));
+  });
+});
+
+describe("gantry-agent doctor beside a running agent", () => {
+  it("says when the agent holds jobs because its gateway is unreachable, and when it no longer does", async () => {
+    const listeners = new Set<(event: SupervisorEvent) => void>();
+    const status = { state: "running", slots: 1, busy: 0, waiting: 0, provider: "cpu" };
+    const supervisor = {
+      status: () => ({ ...status, runners: [], inFlight: [] }) as SupervisorStatus,
+      on(listener: (event: SupervisorEvent) => void) {
+        listeners.add(listener);
+        return () => listeners.delete(listener);
+      },
+    };
+    const emit = (event: SupervisorEvent) => {
+      for (const listener of listeners) listener(event);
+    };
+    const metrics = createAgentMetrics({ supervisor, runners: [] });
+    const scrape: typeof fetch = async () => new Response(await metrics.registry.metrics());
+
+    expect(await runningAgentCheck(9400, 1_000, scrape)).toMatchObject({ status: "pass" });
+    emit({ type: "holding", jobId: "job_a", attempt: 1, call: "report", round: 1 });
+    emit({ type: "holding", jobId: "job_a", attempt: 1, call: "report", round: 2 });
+    emit({ type: "holding", jobId: "job_b", attempt: 2, call: "claim", round: 1 });
+    expect(await runningAgentCheck(9400, 1_000, scrape)).toMatchObject({
+      status: "warn",
+      detail: expect.stringMatching(
+        /^holding 2 job\(s\) while its gateway is unreachable \(1 waiting to claim, 1 to report a result\)/,
+      ),
+    });
+    emit({ type: "claimed", jobId: "job_b", attempt: 2, createdAt: new Date().toISOString() });
+    emit({ type: "settled", jobId: "job_a", attempt: 1, outcome: "succeeded", error: null });
+    expect(await runningAgentCheck(9400, 1_000, scrape)).toMatchObject({ status: "pass" });
+    const down: typeof fetch = () => Promise.reject(new Error("connect ECONNREFUSED"));
+    expect(await runningAgentCheck(9400, 1_000, down)).toMatchObject({ status: "skip" });
+    metrics.close();
   });
 });
 

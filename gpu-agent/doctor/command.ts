@@ -57,6 +57,7 @@ export async function doctorCommand(
       providers: config.executionProviders,
       threads: config.threads,
       settingRows: [credentialsCheck(env, unset)],
+      ...(config.metricsPort === undefined ? {} : { agentMetricsPort: config.metricsPort }),
       ...(registry.length > 0 ? { modelConfigs: toModelConfigs(registry) } : {}),
     },
     { ...deps, progress: say },

@@ -15,6 +15,7 @@ import {
 } from "./gpu.ts";
 import { type LoadModelsFn, modelCheck } from "./models.ts";
 import type { CheckResult } from "./report.ts";
+import { runningAgentCheck } from "./running-agent.ts";
 import { notConfigured, SETTING_HINTS } from "./settings.ts";
 
 export { type CheckResult, type CheckStatus, formatJson, formatReport } from "./report.ts";
@@ -32,6 +33,8 @@ export interface DoctorOptions {
   timeoutMs?: number;
   /** Rows about the settings themselves (credentials), shown before the connections. */
   settingRows?: readonly CheckResult[];
+  /** `GANTRY_METRICS_PORT`: an agent already running here is asked whether it holds jobs. */
+  agentMetricsPort?: number;
 }
 
 /** Seams for tests; each defaults to the real thing. */
@@ -109,6 +112,11 @@ export async function runDoctor(
     for (const path of ["/healthz", "/readyz"] as const) {
       record(await gatewayCheck(options.gatewayUrl, path, timeoutMs, deps.fetch ?? fetch));
     }
+  }
+
+  if (options.agentMetricsPort !== undefined) {
+    progress("asking the agent running on this host…");
+    record(await runningAgentCheck(options.agentMetricsPort, timeoutMs, deps.fetch ?? fetch));
   }
 
   // Models load on the providers that just worked, as a runner would end up doing, without

@@ -42,10 +42,15 @@ async function fill(gw: TestGateway, count: number) {
   const worker = async () => {
     while (next < count) {
       const n = next++;
-      const response = await gw.api("/v1/jobs", {
-        method: "POST",
-        json: { model: "noop", input: { n }, metadata: { bench: "console" } },
-      });
+      // A socket the server just closed can reset a request: send it again, under the same
+      // idempotency key so it never makes two jobs.
+      const submit = () =>
+        gw.api("/v1/jobs", {
+          method: "POST",
+          headers: { "idempotency-key": `bench-console-${n}` },
+          json: { model: "noop", input: { n }, metadata: { bench: "console" } },
+        });
+      const response = await submit().catch(submit).catch(submit);
       if (response.status !== 202)
         throw new Error(`submit: ${response.status} ${await response.text()}`);
     }

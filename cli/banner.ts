@@ -21,6 +21,7 @@ export function startBanner(options: {
   Gantry is running: gateway, ${options.stack}
 
     API        ${url}
+    Console    ${url}/console   (sign in with the API key below)
     Docs       ${url}/docs
     API key    ${apiKey}   (${keyNote})
     Models     ${options.models.join(", ")}

@@ -10,6 +10,8 @@ export type { FeedEvent, Job, JobList, JobStatus };
 
 export interface JobQuery {
   status?: JobStatus | undefined;
+  /** Sent as `?model=`; the view also filters its page by it, for gateways without it. */
+  model?: string | undefined;
   /** `metadata.KEY=VALUE` filters, all of which must match. */
   metadata?: Record<string, string>;
   cursor?: string | undefined;
@@ -46,7 +48,13 @@ export class ConsoleApi {
     );
     return this.transport.json<JobList>({
       path: "/v1/jobs",
-      query: { status: query.status, limit: query.limit ?? 50, cursor: query.cursor, ...filters },
+      query: {
+        status: query.status,
+        model: query.model,
+        limit: query.limit ?? 50,
+        cursor: query.cursor,
+        ...filters,
+      },
       signal,
     });
   }

@@ -6,6 +6,7 @@ import { JobOutput, previewOf } from "../components/output.tsx";
 import { errorText, ms, time } from "../format.ts";
 import { useFeed } from "../live.ts";
 import type { Session } from "../session.ts";
+import { progressOf } from "./jobs.tsx";
 
 const TERMINAL = new Set(["succeeded", "failed", "canceled", "expired"]);
 
@@ -134,6 +135,12 @@ export function JobView(props: { session: Session; id: string }) {
         {job.model} · priority {job.priority} · attempt {job.attempt}
         {job.queue_position !== undefined && ` · position ${job.queue_position} in line`}
         {job.agent && ` · on ${job.agent.id} (${job.agent.provider ?? "?"})`}
+        {progressOf(job) !== undefined && (
+          <>
+            {" · "}
+            <progress max={1} value={progressOf(job)} aria-label="Progress" />
+          </>
+        )}
         {job.metrics && ` · waited ${ms(job.metrics.queue_ms)}, ran ${ms(job.metrics.run_ms)}`}
       </p>
       <div class="actions">

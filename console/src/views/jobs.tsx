@@ -20,7 +20,9 @@ function parseMetadata(text: string): Record<string, string> {
 }
 
 const waitMs = (job: Job) => job.metrics?.queue_ms ?? null;
-const progressOf = (job: Job): number | undefined => (job as Job & { progress?: number }).progress;
+/** Reported by the model while it runs, on gateways that carry it (0 to 1). */
+export const progressOf = (job: Job): number | undefined =>
+  (job as Job & { progress?: number }).progress;
 
 export function JobRow(props: { job: Job }) {
   const { job } = props;
@@ -53,6 +55,7 @@ export function JobsView(props: { session: Session }) {
   const [cursors, setCursors] = useState<(string | undefined)[]>([undefined]);
   const [page, setPage] = useState<JobList | null>(null);
   const [error, setError] = useState<string | null>(null);
+  const [models, setModels] = useState<string[]>([]);
   const reload = useRef<ReturnType<typeof setTimeout> | null>(null);
   const cursor = cursors.at(-1);
 
@@ -60,6 +63,7 @@ export function JobsView(props: { session: Session }) {
     try {
       const list = await api.listJobs({
         status: status || undefined,
+        model: model || undefined,
         metadata: parseMetadata(metadata),
         cursor,
         limit: PAGE,
@@ -69,11 +73,14 @@ export function JobsView(props: { session: Session }) {
     } catch (failure) {
       setError(errorText(failure));
     }
-  }, [api, status, metadata, cursor]);
+  }, [api, status, model, metadata, cursor]);
 
   useEffect(() => {
     void load();
   }, [load]);
+  useEffect(() => {
+    void api.sdk.models.list().then((list) => setModels(list.map((m) => m.id).sort()));
+  }, [api]);
 
   useFeed(
     feed,
@@ -110,7 +117,6 @@ export function JobsView(props: { session: Session }) {
   );
 
   const rows = (page?.data ?? []).filter((job) => !model || job.model === model);
-  const models = [...new Set((page?.data ?? []).map((job) => job.model))].sort();
   const resetPaging = () => setCursors([undefined]);
   return (
     <section>
@@ -133,7 +139,13 @@ export function JobsView(props: { session: Session }) {
         </label>
         <label>
           Model
-          <select value={model} onChange={(e) => setModel(e.currentTarget.value)}>
+          <select
+            value={model}
+            onChange={(e) => {
+              setModel(e.currentTarget.value);
+              resetPaging();
+            }}
+          >
             <option value="">any</option>
             {models.map((m) => (
               <option key={m}>{m}</option>

@@ -6,6 +6,7 @@ import { errorText } from "../format.ts";
 import { useFeed } from "../live.ts";
 import { hrefOf } from "../router.ts";
 import type { Session } from "../session.ts";
+import { progressOf } from "./jobs.tsx";
 
 interface Item {
   key: string;
@@ -269,6 +270,9 @@ export function TryView(props: { session: Session }) {
                   <span class={`status ${item.job.status}`}>{item.job.status}</span>
                   {item.job.queue_position !== undefined && ` · ${item.job.queue_position} in line`}
                   {item.job.agent && ` · on ${item.job.agent.id}`}
+                  {progressOf(item.job) !== undefined && (
+                    <progress max={1} value={progressOf(item.job)} aria-label="Progress" />
+                  )}
                 </>
               ) : (
                 <span>{item.error ?? "ready"}</span>

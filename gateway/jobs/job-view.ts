@@ -2,6 +2,7 @@ import type { Job, JobStatus } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
 import { modelPace } from "./model-pace.ts";
+import { queuedAhead } from "./queue-position.ts";
 
 /**
  * The job resource as `GET /v1/jobs/{id}` shows it: the stored job, plus where a queued
@@ -13,7 +14,7 @@ export async function jobView(gateway: Gateway, row: JobRow): Promise<Job> {
   const job = toJob(row);
   if ((row.status as JobStatus) === "queued") {
     const [ahead, pace] = await Promise.all([
-      gateway.stores.jobs.queuedAhead(row),
+      queuedAhead(gateway, row),
       modelPace(gateway, row.model),
     ]);
     job.queue_position = ahead + 1;

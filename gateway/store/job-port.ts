@@ -4,6 +4,7 @@ import type { DeadLetterFilter } from "./dead-letters.ts";
 import type { ClaimItem, SuccessItem } from "./job-batch-updates.ts";
 import type { NewJob } from "./job-inserts.ts";
 import type { JobEventRow, JobRow } from "./job-rows.ts";
+import type { QueuedRange } from "./job-standing.ts";
 import type { ModelSwitchRow } from "./model-switches.ts";
 
 /** The JobStore port: see ports.ts for what the store ports are and how they are kept. */
@@ -95,8 +96,13 @@ export interface JobStore {
   ): Promise<JobRow[]>;
   /** Failed jobs of every tenant, in id order, matching the filter (dead-letters.ts). */
   deadLetters(filter: DeadLetterFilter): Promise<JobRow[]>;
-  /** Queued jobs of its model an agent would take before this one (by index: job-standing.ts). */
-  queuedAhead(job: Pick<JobRow, "id" | "model" | "priority">): Promise<number>;
+  /** Queued jobs of a model in one band range, counting at most `limit` (job-standing.ts). */
+  countQueued(model: string, range: QueuedRange, limit: number): Promise<number>;
+  /** Every `every`-th queued job of a model in line order, with its rank. */
+  queueCheckpoints(
+    model: string,
+    every: number,
+  ): Promise<{ id: string; priority: number; rank: number }[]>;
   /** A model's jobs started since `since`, newest first, at most `limit`, with their waits. */
   recentStarts(
     model: string,

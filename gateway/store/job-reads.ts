@@ -4,7 +4,7 @@ import { type DeadLetterFilter, deadLetters } from "./dead-letters.ts";
 import { jobCountsByStatus, queuedJobCount } from "./job-counts.ts";
 import { isPostgresDb, metadataMatches } from "./job-metadata.ts";
 import type { JobEventRow, JobRow } from "./job-rows.ts";
-import { queuedAhead, recentStarts } from "./job-standing.ts";
+import { countQueued, type QueuedRange, queueCheckpoints, recentStarts } from "./job-standing.ts";
 import type { JobListOptions } from "./ports.ts";
 
 /**
@@ -136,8 +136,12 @@ export class KyselyJobReads {
     return deadLetters(this.db, filter);
   }
 
-  queuedAhead(job: Pick<JobRow, "id" | "model" | "priority">): Promise<number> {
-    return queuedAhead(this.db, job);
+  countQueued(model: string, range: QueuedRange, limit: number): Promise<number> {
+    return countQueued(this.db, model, range, limit);
+  }
+
+  queueCheckpoints(model: string, every: number) {
+    return queueCheckpoints(this.db, model, every);
   }
 
   recentStarts(model: string, since: number, limit: number) {

@@ -1,27 +1,5 @@
-import type { Kysely } from "kysely";
+import { type Kysely, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
-
-/**
- * How many queued jobs of the job's model an agent would take before it: higher priority
- * first, then older (ids sort by creation time). Two range counts on the partial index
- * `jobs_queue_position` (migration 0009), written apart so that each is one index range
- * rather than an OR the planner might filter row by row.
- */
-export async function queuedAhead(
-  db: Kysely<Database>,
-  job: { id: string; model: string; priority: number },
-): Promise<number> {
-  const queued = db
-    .selectFrom("jobs")
-    .select((eb) => eb.fn.countAll<number | string>().as("n"))
-    .where("status", "=", "queued")
-    .where("model", "=", job.model);
-  const [higher, older] = await Promise.all([
-    queued.where("priority", ">", job.priority).executeTakeFirst(),
-    queued.where("priority", "=", job.priority).where("id", "<", job.id).executeTakeFirst(),
-  ]);
-  return Number(higher?.n ?? 0) + Number(older?.n ?? 0);
-}
 
 /** A model's jobs started since `since`, newest first, at most `limit`: their waits. */
 export async function recentStarts(
@@ -41,5 +19,60 @@ export async function recentStarts(
   return rows.map((row) => ({
     started_at: Number(row.started_at),
     queue_ms: Number(row.started_at) - Number(row.created_at),
+  }));
+}
+
+/** One band range of a model's queued jobs: a priority, and ids between two (exclusive). */
+export type QueuedRange =
+  | { priority: number; afterId?: string; beforeId?: string }
+  | { priorityAbove: number; priorityBelow: number };
+
+/** How many queued jobs of `model` fall in `range`, counting at most `limit` (an index range). */
+export async function countQueued(
+  db: Kysely<Database>,
+  model: string,
+  range: QueuedRange,
+  limit: number,
+): Promise<number> {
+  let inner = db
+    .selectFrom("jobs")
+    .select(sql<number>`1`.as("one"))
+    .where("status", "=", "queued")
+    .where("model", "=", model);
+  if ("priority" in range) {
+    inner = inner.where("priority", "=", range.priority);
+    if (range.afterId) inner = inner.where("id", ">", range.afterId);
+    if (range.beforeId) inner = inner.where("id", "<", range.beforeId);
+  } else {
+    inner = inner
+      .where("priority", ">", range.priorityAbove)
+      .where("priority", "<", range.priorityBelow);
+  }
+  const row = await db
+    .selectFrom(inner.limit(limit).as("bounded"))
+    .select((eb) => eb.fn.countAll<number | string>().as("n"))
+    .executeTakeFirst();
+  return Number(row?.n ?? 0);
+}
+
+/**
+ * Every `every`-th queued job of `model` in the order agents take them (priority, then
+ * age), with its rank: the checkpoints a job's place is counted from. One pass over the
+ * partial index, shared by every reader for a second or two (queue-position.ts).
+ */
+export async function queueCheckpoints(
+  db: Kysely<Database>,
+  model: string,
+  every: number,
+): Promise<{ id: string; priority: number; rank: number }[]> {
+  const { rows } = await sql<{ id: string; priority: number; rank: number | string }>`
+    SELECT id, priority, rank FROM (
+      SELECT id, priority, row_number() OVER (ORDER BY priority DESC, id) AS rank
+      FROM jobs WHERE status = 'queued' AND model = ${model}
+    ) line WHERE rank % ${every} = 0 ORDER BY rank`.execute(db);
+  return rows.map((row) => ({
+    id: row.id,
+    priority: Number(row.priority),
+    rank: Number(row.rank),
   }));
 }

@@ -71,13 +71,23 @@ export function jobExtraCases(stores: () => Stores): void {
     const high = await insert({ tenantId: freshTenant(), model, priority: 9, now: T0 + 2 });
     const mine = await insert({ tenantId: tenant, model, priority: 5, now: T0 + 3 });
     await insert({ tenantId: tenant, model: freshModel(), priority: 9, now: T0 });
-    expect(await jobs().queuedAhead(high)).toBe(0);
-    expect(await jobs().queuedAhead(old)).toBe(1);
-    expect(await jobs().queuedAhead(mine)).toBe(2);
-    expect(await jobs().queuedAhead(low)).toBe(3);
+    // What gateway/jobs/queue-position.ts adds up: range counts and checkpoints.
+    const ahead = async (job: { id: string; priority: number }) =>
+      (await jobs().countQueued(model, { priorityAbove: job.priority, priorityBelow: 10 }, 100)) +
+      (await jobs().countQueued(model, { priority: job.priority, beforeId: job.id }, 100));
+    expect(await ahead(high)).toBe(0);
+    expect(await ahead(old)).toBe(1);
+    expect(await ahead(mine)).toBe(2);
+    expect(await ahead(low)).toBe(3);
+    expect(await jobs().countQueued(model, { priority: 5, afterId: old.id }, 100)).toBe(1);
+    expect(await jobs().countQueued(model, { priorityAbove: 2, priorityBelow: 9 }, 1)).toBe(1);
+    expect(await jobs().queueCheckpoints(model, 2)).toEqual([
+      { id: old.id, priority: 5, rank: 2 },
+      { id: low.id, priority: 2, rank: 4 },
+    ]);
     await jobs().claim(high.id, "agt_a", 1, T0 + 10);
     await jobs().claim(old.id, "agt_a", 1, T0 + 20);
-    expect(await jobs().queuedAhead(mine)).toBe(0);
+    expect(await ahead(mine)).toBe(0);
     expect(await jobs().recentStarts(model, T0 + 15, 10)).toEqual([
       { started_at: T0 + 20, queue_ms: 19 },
     ]);

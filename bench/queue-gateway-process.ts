@@ -24,6 +24,11 @@ interface GatewaySpec {
   changeFeed?: "auto" | "poll";
   /** Default `["noop"]`. */
   models?: string[];
+  /** Sweep every this many ms (default 5 000), with retention batches this large (soak). */
+  sweepIntervalMs?: number;
+  retentionBatch?: number;
+  /** Retention overrides for the bench tenant (seconds), so data turns over (soak). */
+  retention?: Record<string, number>;
 }
 
 const spec = JSON.parse(process.env.BENCH_GATEWAY ?? "{}") as GatewaySpec;
@@ -39,7 +44,8 @@ const node = await startNodeGateway({
   models: spec.models ?? ["noop"],
   ...(spec.changeFeed ? { changeFeed: spec.changeFeed } : {}),
   maxUploadBytes: 1024 * 1024,
-  sweepIntervalMs: 5_000,
+  sweepIntervalMs: spec.sweepIntervalMs ?? 5_000,
+  ...(spec.retentionBatch ? { sweep: { retention: { batch: spec.retentionBatch } } } : {}),
   allowInsecureWebhooks: true,
   logger: pino({ level: process.env.BENCH_LOG_LEVEL ?? "warn" }),
   // A saturation run queues tens of thousands of jobs: no 503 for a deep queue.
@@ -51,7 +57,12 @@ await ensureTenantWithKey(node.db, {
   apiKey: spec.apiKey,
   webhookSecret: newWebhookSecret(),
 });
-const unlimited = { rate_per_second: 1_000_000, burst: 1_000_000, max_queued_jobs: 100_000_000 };
+const unlimited = {
+  rate_per_second: 1_000_000,
+  burst: 1_000_000,
+  max_queued_jobs: 100_000_000,
+  ...spec.retention,
+};
 await node.db
   .updateTable("tenants")
   .set({ limits: JSON.stringify(unlimited) })

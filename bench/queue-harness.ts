@@ -84,7 +84,14 @@ async function stopChild(child: ChildProcess): Promise<void> {
  */
 export async function startStack(
   say: (line: string) => void,
-  { queueType = "quorum" }: { queueType?: "quorum" | "classic" } = {},
+  {
+    queueType = "quorum",
+    gateway: gatewayExtra = {},
+  }: {
+    queueType?: "quorum" | "classic";
+    /** More of queue-gateway-process.ts's spec (sweep interval, retention: the soak). */
+    gateway?: Record<string, unknown>;
+  } = {},
 ): Promise<Stack> {
   const postgres = freshPostgresUrl("gantry_bench");
   const useRabbit = process.env.GANTRY_BENCH_QUEUE !== "sql" && (await rabbitReachable());
@@ -112,6 +119,7 @@ export async function startStack(
           apiKey,
           agentToken,
           dataDir,
+          ...gatewayExtra,
         }),
       },
       stdio: ["ignore", "pipe", "inherit"],

@@ -117,6 +117,20 @@ interface Side {
   seconds: number;
   bareSeconds: number;
   cpu: { supervisor: number; child: number; bare: number };
+  /** Claims and reports per request to the gateway, in the last round. */
+  batching: string;
+}
+
+/** Items per signed request, for claims and for reports, since call `from`. */
+function callBatching(agent: BenchAgent, from: number): string {
+  const calls = agent.gateway.calls.slice(from);
+  const requests = agent.gateway.requests;
+  const per = (kind: "claim" | "event", single: string, batched: string) => {
+    const items = calls.filter((call) => call.kind === kind).length;
+    const sent = (requests.get(single) ?? 0) + (requests.get(batched) ?? 0);
+    return `${items} ${kind}s in ${sent} requests (${(items / Math.max(1, sent)).toFixed(1)} each)`;
+  };
+  return `${per("claim", "/internal/v1/jobs/{id}/claim", "/internal/v1/jobs/claims")}, ${per("event", "/internal/v1/jobs/{id}/events", "/internal/v1/jobs/events")}`;
 }
 
 async function side(maxBatch: number): Promise<Side> {
@@ -142,6 +156,7 @@ async function side(maxBatch: number): Promise<Side> {
     seconds: 0,
     bareSeconds: 0,
     cpu: { supervisor: 0, child: 0, bare: 0 },
+    batching: "",
   };
 }
 
@@ -159,6 +174,8 @@ try {
       s.cpu.bare += (bareUsed.user + bareUsed.system) / 1000;
       s.bareSeconds += jobs / bareRate;
       s.profile.reset();
+      s.agent.gateway.requests.clear();
+      const callsBefore = s.agent.gateway.calls.length;
       const child = s.agent.runners[0]!.pid!;
       const childBefore = childCpuMs(child);
       const before = process.cpuUsage();
@@ -167,6 +184,7 @@ try {
       s.cpu.supervisor += (used.user + used.system) / 1000;
       s.cpu.child += childCpuMs(child) - childBefore;
       s.seconds += seconds;
+      s.batching = callBatching(s.agent, callsBefore);
       say(
         `round ${round}/${rounds} batch ${s.maxBatch}: bare ${bareRate.toFixed(0)} img/s, ` +
           `agent ${(jobs / seconds).toFixed(0)} jobs/s, ratio ${(jobs / seconds / bareRate).toFixed(3)}`,
@@ -190,6 +208,7 @@ try {
       `  cpu per image/job: bare ${(s.cpu.bare / total).toFixed(2)} ms | supervisor + stub gateway ` +
         `${(s.cpu.supervisor / total).toFixed(2)} ms | runner child ${(s.cpu.child / total).toFixed(2)} ms`,
     );
+    console.log(`  gateway calls: ${s.batching}`);
     for (const line of formatSummary(s.profile.summary())) console.log(line);
   }
 } finally {

@@ -17,6 +17,7 @@ import { createSupervisor, type SupervisorEvent } from "../gpu-agent/supervisor.
 import { openSqlite } from "../shared/db/sqlite.ts";
 import { createSqlQueue } from "../shared/queue/sql.ts";
 import {
+  type StubGateway,
   type StubGatewayOptions,
   type StubJob,
   startStubGateway,
@@ -46,6 +47,8 @@ export interface BenchAgentOptions {
 
 export interface BenchAgent {
   runners: Runner[];
+  /** The stub gateway: its `calls` and `requests` say how calls were batched. */
+  gateway: StubGateway;
   /**
    * Publishes the jobs at once and resolves when all have succeeded: seconds from the first
    * publish, the batch sizes, and how much of that time the runners spent running (a figure
@@ -112,6 +115,7 @@ export async function startBenchAgent(options: BenchAgentOptions): Promise<Bench
 
   return {
     runners,
+    gateway,
     async run(jobs) {
       const ids = jobs.map((job) => gateway.addJob(job).job.id);
       const settled = ids.map(

@@ -67,6 +67,8 @@ export interface StubGateway {
   revoke(agentId: string): void;
   jobs: Map<string, StubJob>;
   calls: Call[];
+  /** Signed requests received, by path (`/internal/v1/jobs/claims`, …): batch sizes. */
+  requests: Map<string, number>;
   addJob(options?: {
     model?: string;
     input?: Record<string, unknown>;
@@ -136,7 +138,10 @@ export async function startStubGateway(options: StubGatewayOptions = {}): Promis
     record({ kind: "enroll", jobId: "", body: raw, status: 201 });
     return c.json({ v: 1, agent_id: agentId, secret }, 201);
   });
+  const requests = new Map<string, number>();
   app.use("/internal/*", async (c, next) => {
+    const route = c.req.path.replace(/\/jobs\/job_[^/]+\//, "/jobs/{id}/");
+    requests.set(route, (requests.get(route) ?? 0) + 1);
     const agentId = c.req.header(AGENT_HEADERS.agentId) ?? "";
     const timestamp = Number(c.req.header(AGENT_HEADERS.timestamp));
     const nonce = c.req.header(AGENT_HEADERS.nonce) ?? "";
@@ -338,6 +343,7 @@ export async function startStubGateway(options: StubGatewayOptions = {}): Promis
     },
     jobs,
     calls,
+    requests,
     addJob(options = {}) {
       const now = new Date();
       const job: Job = {

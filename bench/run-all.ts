@@ -9,6 +9,7 @@ const BENCHMARKS: (string | string[])[] = [
   "ocr-pipeline.ts",
   "ocr-agent.ts",
   "batching.ts",
+  "fast-model.ts",
   "queue-submit.ts",
   "queue-e2e.ts",
   "client-submit.ts",

@@ -1,7 +1,6 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Kysely } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   purgeTenant,
@@ -9,22 +8,13 @@ import {
   sweepRetention,
 } from "../../gateway/retention/sweep-retention.ts";
 import { toJob } from "../../gateway/store/job-rows.ts";
-import type { Stores } from "../../gateway/store/ports.ts";
 import { artifactBlobKey, uploadBlobKey } from "../../gateway/store/uploads.ts";
 import { createDiskBlobStore } from "../../shared/blob/disk.ts";
 import type { BlobStore } from "../../shared/blob/port.ts";
-import type { Database } from "../../shared/db/schema.ts";
-import { newId, randomToken } from "../../shared/ids.ts";
+import { randomToken } from "../../shared/ids.ts";
+import { DAY, HOUR, type RetentionBackend, retentionFixtures, T0 } from "./fixtures.ts";
 
-export interface RetentionBackend {
-  db: Kysely<Database>;
-  stores: Stores;
-  cleanup(): Promise<void>;
-}
-
-const T0 = 1_760_000_000_000;
-const HOUR = 3_600_000;
-const DAY = 24 * HOUR;
+export type { RetentionBackend } from "./fixtures.ts";
 
 /**
  * Retention on one database with real blobs on disk: each kind of data goes at its
@@ -65,80 +55,7 @@ export function describeRetention(name: string, open: () => Promise<RetentionBac
       rmSync(blobDir, { recursive: true, force: true });
     });
 
-    const putBlob = async (key: string, bytes: number) => {
-      const body = new Blob([new Uint8Array(bytes)]).stream();
-      await disk.write(key, body, { contentType: "image/png", maxBytes: bytes, sizeBytes: bytes });
-    };
-    const stored = async (key: string) => (await disk.head(key)) !== null;
-
-    const tenant = async (
-      plan: "free" | "pro",
-      overrides: Record<string, number> | null = null,
-    ) => {
-      const id = `ten_${randomToken(6)
-        .toLowerCase()
-        .replace(/[^a-z0-9]/g, "x")}`;
-      await backend.stores.tenants.insert({
-        id,
-        name: id,
-        plan,
-        overrides,
-        webhookSecret: randomToken(16),
-        now: T0,
-      });
-      return id;
-    };
-
-    const upload = async (tenantId: string, at: number, bytes = 100) => {
-      const id = newId("upl", at);
-      await backend.stores.uploads.insert({
-        id,
-        tenant_id: tenantId,
-        content_type: "image/png",
-        size_bytes: bytes,
-        blob_key: uploadBlobKey(id),
-        created_at: at,
-        expires_at: at + HOUR,
-      });
-      await putBlob(uploadBlobKey(id), bytes);
-      return id;
-    };
-
-    /** A job that ended at `endedAt` with an artifact `image` of `bytes` bytes stored. */
-    const endedJob = async (
-      tenantId: string,
-      endedAt: number,
-      options: { image?: string; bytes?: number; status?: string } = {},
-    ) => {
-      const id = newId("job", endedAt);
-      const row = await backend.stores.jobs.insert({
-        id,
-        tenantId,
-        model: "noop",
-        priority: 1,
-        input: options.image ? { image: options.image } : {},
-        webhook: null,
-        idempotencyKey: null,
-        requestHash: null,
-        traceparent: null,
-        now: endedAt - 1000,
-        expiresAt: endedAt + DAY,
-      });
-      if (!row) throw new Error("insert refused");
-      if (options.status === "queued") {
-        if (options.image) await backend.stores.retention.markUploadUsed(options.image, endedAt);
-        return id;
-      }
-      const bytes = options.bytes ?? 10;
-      const output = { text: "secret", image: { content_type: "image/png", size_bytes: bytes } };
-      await putBlob(artifactBlobKey(id, "image"), bytes);
-      await backend.db
-        .updateTable("jobs")
-        .set({ status: "succeeded", output: JSON.stringify(output), finished_at: endedAt })
-        .where("id", "=", id)
-        .execute();
-      return id;
-    };
+    const { stored, tenant, upload, endedJob } = retentionFixtures(() => ({ backend, disk }));
 
     it("deletes an output and its artifacts at the plan's retention, and says so", async () => {
       deletes = [];

@@ -1,0 +1,99 @@
+import type { Kysely } from "kysely";
+import type { Stores } from "../../gateway/store/ports.ts";
+import { artifactBlobKey, uploadBlobKey } from "../../gateway/store/uploads.ts";
+import type { createDiskBlobStore } from "../../shared/blob/disk.ts";
+import type { Database } from "../../shared/db/schema.ts";
+import { newId, randomToken } from "../../shared/ids.ts";
+
+export interface RetentionBackend {
+  db: Kysely<Database>;
+  stores: Stores;
+  cleanup(): Promise<void>;
+}
+
+export const T0 = 1_760_000_000_000;
+export const HOUR = 3_600_000;
+export const DAY = 24 * HOUR;
+
+/** The rows and blobs the retention suite makes: tenants, uploads, ended jobs. */
+export function retentionFixtures(
+  current: () => { backend: RetentionBackend; disk: ReturnType<typeof createDiskBlobStore> },
+) {
+  const putBlob = async (key: string, bytes: number) => {
+    const body = new Blob([new Uint8Array(bytes)]).stream();
+    await current().disk.write(key, body, {
+      contentType: "image/png",
+      maxBytes: bytes,
+      sizeBytes: bytes,
+    });
+  };
+  const stored = async (key: string) => (await current().disk.head(key)) !== null;
+
+  const tenant = async (plan: "free" | "pro", overrides: Record<string, number> | null = null) => {
+    const id = `ten_${randomToken(6)
+      .toLowerCase()
+      .replace(/[^a-z0-9]/g, "x")}`;
+    await current().backend.stores.tenants.insert({
+      id,
+      name: id,
+      plan,
+      overrides,
+      webhookSecret: randomToken(16),
+      now: T0,
+    });
+    return id;
+  };
+
+  const upload = async (tenantId: string, at: number, bytes = 100) => {
+    const id = newId("upl", at);
+    await current().backend.stores.uploads.insert({
+      id,
+      tenant_id: tenantId,
+      content_type: "image/png",
+      size_bytes: bytes,
+      blob_key: uploadBlobKey(id),
+      created_at: at,
+      expires_at: at + HOUR,
+    });
+    await putBlob(uploadBlobKey(id), bytes);
+    return id;
+  };
+
+  /** A job that ended at `endedAt` with an artifact `image` of `bytes` bytes stored. */
+  const endedJob = async (
+    tenantId: string,
+    endedAt: number,
+    options: { image?: string; bytes?: number; status?: string } = {},
+  ) => {
+    const id = newId("job", endedAt);
+    const row = await current().backend.stores.jobs.insert({
+      id,
+      tenantId,
+      model: "noop",
+      priority: 1,
+      input: options.image ? { image: options.image } : {},
+      webhook: null,
+      idempotencyKey: null,
+      requestHash: null,
+      traceparent: null,
+      now: endedAt - 1000,
+      expiresAt: endedAt + DAY,
+    });
+    if (!row) throw new Error("insert refused");
+    if (options.status === "queued") {
+      if (options.image)
+        await current().backend.stores.retention.markUploadUsed(options.image, endedAt);
+      return id;
+    }
+    const bytes = options.bytes ?? 10;
+    const output = { text: "secret", image: { content_type: "image/png", size_bytes: bytes } };
+    await putBlob(artifactBlobKey(id, "image"), bytes);
+    await current()
+      .backend.db.updateTable("jobs")
+      .set({ status: "succeeded", output: JSON.stringify(output), finished_at: endedAt })
+      .where("id", "=", id)
+      .execute();
+    return id;
+  };
+  return { putBlob, stored, tenant, upload, endedJob };
+}

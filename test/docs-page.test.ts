@@ -22,7 +22,9 @@ afterAll(() => gw.close());
 
 describe("/docs", () => {
   it("loads Swagger UI and its style from this gateway, under a same-origin policy", () => {
-    const sources = [...html.matchAll(/<(?:script[^>]*src|link[^>]*href)="([^"]+)"/g)].map((m) => m[1] ?? "");
+    const sources = [...html.matchAll(/<(?:script[^>]*src|link[^>]*href)="([^"]+)"/g)].map(
+      (m) => m[1] ?? "",
+    );
     expect(sources).toContain("/console/swagger/swagger-ui-bundle.js");
     expect(sources).toContain("/console/swagger/swagger-ui.css");
     expect(sources).toContain("/console/docs.js");

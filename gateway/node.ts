@@ -209,6 +209,9 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
       .then((report) => {
         if (report.republished || report.released || report.abandoned || report.expired)
           log.info(report, "sweep changed jobs");
+        const removed = report.retention;
+        if (removed && (removed.failures || Object.values(removed.rows).some((n) => n > 0)))
+          log.info({ retention: removed }, "retention deleted data");
       })
       .catch((error) => log.error({ err: String(error) }, "sweep failed"))
       .finally(() => {

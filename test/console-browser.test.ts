@@ -176,13 +176,27 @@ describe("console on the Node gateway", () => {
     });
   });
 
-  it("a key without the admin scope sees no admin view, and the API refuses its admin calls", async () => {
-    const made = await gw.api("/v1/admin/tenants/ten_test/keys", {
-      method: "POST",
-      json: { name: "console-user", scopes: ["jobs:read", "jobs:write"] },
+  it("an admin makes a key in the Admin view; that key sees no admin view and the API refuses its admin calls", async () => {
+    const admin = await open();
+    const key = await shoot(admin, "admin-keys", async () => {
+      await admin.getByRole("link", { name: "Admin" }).click();
+      await admin.getByRole("button", { name: /ten_test/ }).click();
+      await admin.getByLabel("Key name").fill("console-user");
+      await admin.getByRole("button", { name: "Create key" }).click();
+      // Shown once: the whole key, which the keys table never shows again.
+      const shown = admin.locator(".new-key code");
+      await shown.waitFor();
+      const made = (await shown.textContent()) ?? "";
+      const table = admin.getByRole("table", { name: "Keys of ten_test" });
+      await poll(() => table.textContent()).toContain("console-user");
+      expect(await table.textContent()).not.toContain(made);
+      expect(await table.textContent()).toContain("jobs:read, jobs:write");
+      return made;
     });
-    expect(made.status).toBe(201);
-    const { key } = (await made.json()) as { key: string };
+    const adminPage = watched;
+    watched = null;
+    await adminPage?.close();
+    expect(adminPage?.foreign).toEqual([]);
     const page = await open(key);
     await shoot(page, "no-admin", async () => {
       await page.getByRole("link", { name: "Jobs" }).waitFor();

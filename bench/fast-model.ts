@@ -15,9 +15,11 @@
  *
  *   npx tsx bench/fast-model.ts [--jobs 64] [--batch 8] [--rounds 3] [--threads 1]
  *                               [--lookahead 16] [--window 10] [--no-inline] [--no-batch-routes]
+ *                               [--prepare-threads 0]
  *
  * `--no-inline` sends every input by URL only (a download per job, as behind S3);
- * `--no-batch-routes` plays a gateway without the batched claim and event routes.
+ * `--no-batch-routes` plays a gateway without the batched claim and event routes;
+ * `--prepare-threads N` decodes and normalises on N worker threads in the runner child.
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -42,6 +44,7 @@ const { values } = parseArgs({
     lookahead: { type: "string" },
     window: { type: "string", default: "10" },
     "no-inline": { type: "boolean", default: false },
+    "prepare-threads": { type: "string", default: "0" },
     "no-batch-routes": { type: "boolean", default: false },
   },
 });
@@ -145,7 +148,13 @@ async function side(maxBatch: number): Promise<Side> {
       inlineInputBytes: values["no-inline"] ? -1 : MAX_INLINE_INPUT_BYTES,
     },
     modelConfigs: {
-      dense: { pipeline: "classification", file, max_batch: maxBatch, batch_window_ms: windowMs },
+      dense: {
+        pipeline: "classification",
+        file,
+        max_batch: maxBatch,
+        batch_window_ms: windowMs,
+        prepare_threads: Number(values["prepare-threads"]),
+      },
     },
   });
   await agent.run(toJobs(maxBatch)); // the first batch of this size allocates its arenas
@@ -193,7 +202,8 @@ try {
   }
   console.log("");
   console.log(
-    `cpu, ${threads} onnxruntime thread(s); ${jobs} images × ${rounds} rounds; lookahead ${lookahead}`,
+    `cpu, ${threads} onnxruntime thread(s); ${jobs} images × ${rounds} rounds; lookahead ${lookahead}; ` +
+      `prepare threads ${values["prepare-threads"]}`,
   );
   for (const s of sides) {
     const total = jobs * rounds;

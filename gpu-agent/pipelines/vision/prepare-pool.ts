@@ -1,0 +1,101 @@
+/**
+ * Image pre-processing on worker threads. A fast model on a big GPU runs a batch in a
+ * millisecond; decoding, resizing and normalising its images takes longer than that on one
+ * thread, so the runner child's main thread, not the device, would set the pace. With a
+ * pool, each image of a batch is prepared on a thread of its own while the main thread only
+ * moves messages, and the tensor comes back handed over, not copied.
+ */
+import { Worker } from "node:worker_threads";
+import type { JobError } from "../../../shared/protocol/index.ts";
+import { PipelineFailure } from "../pipeline.ts";
+import type { Normalization } from "./planes.ts";
+
+const ENTRY = new URL("./prepare-worker-entry.js", import.meta.url);
+
+export interface PrepareTask {
+  id: number;
+  bytes: Uint8Array;
+  shorter: number;
+  crop: { width: number; height: number };
+  normalization: Normalization;
+}
+
+export type PrepareReply =
+  | { id: number; ok: true; data: Float32Array }
+  | { id: number; ok: false; failure: JobError }
+  | { id: number; ok: false; message: string };
+
+interface Thread {
+  worker: Worker;
+  busy: number;
+}
+
+export class PreparePool {
+  private readonly threads: Thread[];
+  private readonly pending = new Map<number, (reply: PrepareReply) => void>();
+  private nextId = 1;
+  private lost: Error | null = null;
+
+  constructor(size: number) {
+    this.threads = Array.from({ length: size }, () => {
+      const worker = new Worker(ENTRY);
+      // The child lives as long as its channel to the runner does, not for these threads.
+      worker.unref();
+      const thread = { worker, busy: 0 };
+      worker.on("message", (reply: PrepareReply) => {
+        thread.busy--;
+        const settle = this.pending.get(reply.id);
+        this.pending.delete(reply.id);
+        settle?.(reply);
+      });
+      // A thread that dies fails what waits on it (transiently); the runner's child goes on.
+      const lose = (error: Error) => this.lose(error);
+      worker.on("error", lose);
+      worker.on("exit", (code) => lose(new Error(`a pre-processing thread exited (${code})`)));
+      return thread;
+    });
+  }
+
+  /**
+   * The ImageNet evaluation transform of one image as a `[3, h, w]` float32 plane set:
+   * decode, shorter side to `shorter`, centre crop, `(x / 255 - mean) / std`. A bad image
+   * fails with the decoder's own `PipelineFailure` (`invalid_image`, …).
+   */
+  centerCrop(
+    bytes: Uint8Array,
+    shorter: number,
+    crop: { width: number; height: number },
+    normalization: Normalization,
+  ): Promise<Float32Array> {
+    if (this.lost) return Promise.reject(this.lost);
+    const thread = this.threads.reduce((a, b) => (b.busy < a.busy ? b : a));
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, (reply) => {
+        if (reply.ok) resolve(reply.data);
+        else if ("failure" in reply) reject(new PipelineFailure(reply.failure));
+        else reject(new Error(reply.message));
+      });
+      thread.busy++;
+      // The bytes are copied: the request keeps its own (a retry alone may need them).
+      thread.worker.postMessage({ id, bytes, shorter, crop, normalization } satisfies PrepareTask);
+    });
+  }
+
+  /** A thread died or the pool was closed: callers prepare on their own thread instead. */
+  get broken(): boolean {
+    return this.lost !== null;
+  }
+
+  async close(): Promise<void> {
+    this.lose(new Error("the pre-processing pool was closed"));
+    await Promise.all(this.threads.map(({ worker }) => worker.terminate()));
+  }
+
+  private lose(error: Error): void {
+    this.lost ??= error;
+    const failed: PrepareReply = { id: 0, ok: false, message: error.message };
+    for (const settle of this.pending.values()) settle(failed);
+    this.pending.clear();
+  }
+}

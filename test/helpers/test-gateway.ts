@@ -40,6 +40,7 @@ export interface TestGatewayOptions {
   config?: NodeGatewayOptions["config"];
   changeFeed?: NodeGatewayOptions["changeFeed"];
   trustedProxies?: string[];
+  sharedLimits?: NodeGatewayOptions["sharedLimits"];
 }
 
 export interface TestGateway extends NodeGateway {
@@ -86,6 +87,7 @@ export async function startTestGateway(options: TestGatewayOptions = {}): Promis
       ...(options.config ? { config: options.config } : {}),
       ...(options.changeFeed ? { changeFeed: options.changeFeed } : {}),
       ...(options.trustedProxies ? { trustedProxies: options.trustedProxies } : {}),
+      ...(options.sharedLimits ? { sharedLimits: options.sharedLimits } : {}),
     });
   } catch (error) {
     if (fresh) await dropPostgresSchema(fresh.url, fresh.schema).catch(() => {});

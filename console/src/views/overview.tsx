@@ -12,6 +12,17 @@ const MAX_LOADED = 2000;
 const SAMPLE_MS = 1000;
 const SAMPLES = 300;
 
+/** `state` of GET /v1/models/{id} (gateway/jobs/model-state.ts), where the gateway has it. */
+interface ModelState {
+  paused: boolean;
+  queued: number;
+  running: number;
+  agents: number;
+  starts_per_minute: number | null;
+  wait_p50_ms: number | null;
+  wait_p95_ms: number | null;
+}
+
 interface Tracked {
   model: string;
   status: JobStatus;
@@ -69,6 +80,7 @@ export function OverviewView(props: { session: Session }) {
   const finishes = useRef<number[]>([]);
   const [series, setSeries] = useState<number[][]>([[], [], []]);
   const [agents, setAgents] = useState<AgentView[] | null>(null);
+  const [states, setStates] = useState(new Map<string, ModelState>());
   const [error, setError] = useState<string | null>(null);
   const tick = useTick(SAMPLE_MS);
 
@@ -120,6 +132,22 @@ export function OverviewView(props: { session: Session }) {
     }, []),
   );
 
+  // The model's own state (every tenant's queue, agents serving it, pace, pause), on
+  // gateways whose GET /v1/models/{id} carries it.
+  useEffect(() => {
+    void api.sdk.models
+      .list()
+      .then((list) =>
+        Promise.all(
+          list.map((m) =>
+            api.get<{ id: string; state?: ModelState }>(`/v1/models/${encodeURIComponent(m.id)}`),
+          ),
+        ),
+      )
+      .then((views) => setStates(new Map(views.flatMap((v) => (v.state ? [[v.id, v.state]] : [])))))
+      .catch(() => {});
+  }, [api, Math.floor(tick / 5)]);
+
   useEffect(() => {
     if (!admin) return;
     api
@@ -132,7 +160,10 @@ export function OverviewView(props: { session: Session }) {
   useEffect(() => {
     const now = Date.now();
     finishes.current = finishes.current.filter((t) => now - t < 10_000);
-    const queued = [...jobs.current.values()].filter((j) => j.status === "queued").length;
+    // The queue as the gateway counts it where it says, else this tenant's jobs seen queued.
+    const queued = states.size
+      ? [...states.values()].reduce((sum, state) => sum + state.queued, 0)
+      : [...jobs.current.values()].filter((j) => j.status === "queued").length;
     setSeries(([xs = [], rate = [], depth = []]) => [
       [...xs, now / 1000].slice(-SAMPLES),
       [...rate, finishes.current.length / 10].slice(-SAMPLES),
@@ -144,7 +175,7 @@ export function OverviewView(props: { session: Session }) {
   const recent = [...jobs.current.values()].filter(
     (j) => j.created >= since || (j.finished ?? 0) >= since,
   );
-  const models = [...new Set(recent.map((j) => j.model))].sort();
+  const models = [...new Set([...recent.map((j) => j.model), ...states.keys()])].sort();
   return (
     <section>
       <h1>Overview</h1>
@@ -159,6 +190,7 @@ export function OverviewView(props: { session: Session }) {
             <th>Failed (1 h)</th>
             <th>p50 wait</th>
             <th>p95 wait</th>
+            <th>Model state</th>
           </tr>
         </thead>
         <tbody>
@@ -166,6 +198,7 @@ export function OverviewView(props: { session: Session }) {
             const mine = recent.filter((j) => j.model === model);
             const count = (status: JobStatus) => mine.filter((j) => j.status === status).length;
             const waits = mine.flatMap((j) => (j.started ? [j.started - j.created] : []));
+            const state = states.get(model);
             return (
               <tr key={model}>
                 <td>{model}</td>
@@ -173,14 +206,19 @@ export function OverviewView(props: { session: Session }) {
                 <td>{count("running")}</td>
                 <td>{count("succeeded")}</td>
                 <td>{count("failed")}</td>
-                <td>{ms(quantile(waits, 0.5))}</td>
-                <td>{ms(quantile(waits, 0.95))}</td>
+                <td>{ms(state?.wait_p50_ms ?? quantile(waits, 0.5))}</td>
+                <td>{ms(state?.wait_p95_ms ?? quantile(waits, 0.95))}</td>
+                <td>
+                  {state
+                    ? `${state.paused ? "paused" : "serving"} · ${state.queued} queued · ${state.agents} agents · ${state.starts_per_minute ?? "–"} starts/min`
+                    : "–"}
+                </td>
               </tr>
             );
           })}
         </tbody>
       </table>
-      {models.length === 0 && <p>No jobs in the last hour.</p>}
+      {recent.length === 0 && <p>No jobs in the last hour.</p>}
       <Chart
         label="Throughput (jobs/s) and queue depth"
         series={["finished/s", "queued"]}

@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { DEFAULT_PLAN, PLAN_NAMES, PlanName } from "../gateway/plans.ts";
+import { TenantId } from "../gateway/routes/admin.ts";
 import {
   insertApiKey,
   listApiKeys,
@@ -81,15 +82,24 @@ export async function runKeysCommand(
     const db = database.db;
     const now = Date.now();
     if (action === "create") {
-      const tenantId = required(values.tenant, "--tenant");
+      const tenantId = parseTenantId(required(values.tenant, "--tenant"));
       const scopes = parseScopeList(values.scopes ?? "jobs:read,jobs:write");
-      if (!(await tenantById(db, tenantId))) {
-        if (values.plan === undefined) {
+      // Checked even for an existing tenant: a mistyped plan must not pass silently.
+      const askedPlan = values.plan === undefined ? undefined : parsePlan(values.plan);
+      const existing = await tenantById(db, tenantId);
+      if (existing && askedPlan !== undefined && existing.plan !== askedPlan) {
+        out.stderr(
+          `gantry: tenant ${tenantId} already exists on plan ${existing.plan}; --plan ${askedPlan} ` +
+            "only applies to a tenant made here (change it with PATCH /v1/admin/tenants/{id})\n",
+        );
+      }
+      if (!existing) {
+        if (askedPlan === undefined) {
           throw new UserError(
             `no tenant ${tenantId} in ${database.description}; add --plan ${DEFAULT_PLAN} to make it`,
           );
         }
-        const plan = parsePlan(values.plan);
+        const plan = askedPlan;
         await insertTenant(db, {
           id: tenantId,
           name: tenantId,
@@ -139,6 +149,15 @@ export async function runKeysCommand(
 function required(value: string | undefined, name: string): string {
   if (!value) throw new UserError(`${name} is required\n${KEYS_HELP}`);
   return value;
+}
+
+/** The API's tenant id rule, so the CLI cannot make a tenant the API could not name. */
+function parseTenantId(value: string): string {
+  const id = TenantId.safeParse(value);
+  if (!id.success) {
+    throw new UserError(`--tenant must be ten_ then up to 64 lowercase letters, digits, _ or -`);
+  }
+  return id.data;
 }
 
 function parsePlan(value: string): PlanName {

@@ -365,6 +365,25 @@ describe("gantry keys", () => {
       runKeysCommand(["create", "--tenant", "ten_cli", "--scopes", "root"], env, io),
     ).rejects.toThrow(/unknown: root/);
   });
+
+  it("refuses a tenant id the API could not name, and a bad plan for an existing tenant", async () => {
+    const env = { GANTRY_DATABASE_URL: gw.databasePath };
+    const out: string[] = [];
+    const err: string[] = [];
+    const io = { stdout: (t: string) => void out.push(t), stderr: (t: string) => void err.push(t) };
+    await expect(
+      runKeysCommand(["create", "--tenant", "x y", "--plan", "pro"], env, io),
+    ).rejects.toThrow(/--tenant must be ten_/);
+    await runKeysCommand(["create", "--tenant", "ten_plan", "--plan", "pro"], env, io);
+    await expect(
+      runKeysCommand(["create", "--tenant", "ten_plan", "--plan", "bogus"], env, io),
+    ).rejects.toThrow(/--plan must be one of/);
+    err.length = 0;
+    await runKeysCommand(["create", "--tenant", "ten_plan", "--plan", "free"], env, io);
+    expect(err.join("")).toContain("already exists on plan pro");
+    const tenants = await gw.db.selectFrom("tenants").select("id").execute();
+    expect(tenants.map((t) => t.id)).not.toContain("x y");
+  });
 });
 
 describe("migration 0002", () => {

@@ -78,6 +78,18 @@ describe("gantry run", () => {
     expect(stderr).toContain("invalid_input");
     expect(stderr).toContain("delay_ms");
   });
+
+  it("says a missing file or a folder in one line, with no stack, and submits nothing", async () => {
+    const missing = await gantry("run", "ocr", join(dir, "nope.png"));
+    expect(missing.code).toBe(2);
+    expect(missing.stderr.trim()).toBe(
+      `gantry: cannot read ${join(dir, "nope.png")}: no such file`,
+    );
+    const folder = await gantry("run", "ocr", dir);
+    expect(folder.code).toBe(2);
+    expect(folder.stderr).toContain("gantry submit");
+    expect(folder.stderr).not.toContain("    at ");
+  });
 });
 
 describe("gantry jobs and models", () => {

@@ -1,7 +1,9 @@
+import { stat } from "node:fs/promises";
 import { basename, join } from "node:path";
 import ora from "ora";
 import { isInputRef } from "../../client/files.ts";
 import { JobFailedError, type JobUpdate } from "../../client/index.ts";
+import { UserError } from "../../shared/errors.ts";
 import {
   artifactsOf,
   clientFromEnv,
@@ -36,6 +38,7 @@ export async function runCommand(
   env: NodeJS.ProcessEnv,
 ) {
   const gantry = clientFromEnv(env);
+  if (file && !isInputRef(file)) await requireFile(file);
   // A terminal of no width (some CI pseudo-terminals) makes ora redraw without end.
   const interactive =
     Boolean(process.stderr.isTTY) && (process.stderr.columns ?? 0) > 0 && !flags.json;
@@ -89,5 +92,16 @@ export async function runCommand(
     process.exitCode = JOB_FAILED_EXIT;
   } finally {
     process.off("SIGINT", onSigint);
+  }
+}
+
+/** A missing path or a folder is the user's mistake: one line, not openAsBlob's stack. */
+async function requireFile(path: string): Promise<void> {
+  const found = await stat(path).catch(() => null);
+  if (!found) throw new UserError(`cannot read ${path}: no such file`);
+  if (!found.isFile()) {
+    throw new UserError(
+      `${path} is not a file (for a folder, use "gantry submit MODEL DIR --out DIR")`,
+    );
   }
 }

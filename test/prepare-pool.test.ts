@@ -68,7 +68,9 @@ describe("pre-processing on worker threads", () => {
       const pa = (a.value as ClassificationOutput).predictions;
       const pb = (b.value as ClassificationOutput).predictions;
       expect(pa.map((p) => p.class_id)).toEqual(pb.map((p) => p.class_id));
-      pa.forEach((p, k) => expect(p.score).toBeCloseTo(pb[k]!.score, 6));
+      pa.forEach((p, k) => {
+        expect(p.score).toBeCloseTo(pb[k]!.score, 6);
+      });
     }
     expect(
       threaded.map(

@@ -11,6 +11,7 @@ const BENCHMARKS: (string | string[])[] = [
   "batching.ts",
   "fast-model.ts",
   "queue-submit.ts",
+  "job-api.ts",
   "queue-e2e.ts",
   "client-submit.ts",
   "rmbg-agent.ts",

@@ -80,13 +80,17 @@ async function tableStats() {
 }
 
 /** Jobs finished since `since` (the gateway's stamps), read before retention deletes them. */
-async function finishedSince(since: number) {
-  return stack.db
-    .selectFrom("jobs")
-    .select(["id", "created_at", "finished_at"])
-    .where("status", "=", "succeeded")
-    .where("updated_at", ">=", since)
-    .execute();
+async function finishedSince(since: number, soakStart: number) {
+  return (
+    stack.db
+      .selectFrom("jobs")
+      .select(["id", "created_at", "finished_at"])
+      .where("status", "=", "succeeded")
+      .where("updated_at", ">=", since)
+      // Not the calibration's jobs.
+      .where("created_at", ">=", soakStart)
+      .execute()
+  );
 }
 
 const MiB = (bytes: string | number) => `${(Number(bytes) / 1024 / 1024).toFixed(1)} MiB`;
@@ -134,7 +138,8 @@ try {
   /** Ids counted, with when they finished: a poll looks back 1.5 s, so it sees some twice. */
   const seen = new Map<string, number>();
   let latencies: number[] = [];
-  let since = Date.now() - 60_000;
+  const soakStart = Date.now();
+  let since = soakStart;
   let submitted = 0;
   let segmentStart = performance.now();
   let reported = 0;
@@ -152,7 +157,7 @@ try {
   while (reported < JOBS) {
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     const pollStarted = Date.now();
-    for (const row of await finishedSince(since)) {
+    for (const row of await finishedSince(since, soakStart)) {
       if (seen.has(row.id)) continue;
       seen.set(row.id, Number(row.finished_at));
       latencies.push(Number(row.finished_at) - Number(row.created_at));

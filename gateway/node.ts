@@ -7,6 +7,7 @@ import { createDiskBlobStore } from "../shared/blob/disk.ts";
 import { type OpenedDatabase, openDatabase } from "../shared/db/open.ts";
 import { listenForChanges } from "../shared/db/pg-listen.ts";
 import type { Database } from "../shared/db/schema.ts";
+import { UserError } from "../shared/errors.ts";
 import { allowListOf } from "../shared/net/allow-list.ts";
 import { createSafeWebhookFetch } from "../shared/net/safe-fetch.ts";
 import { type OpenedQueue, openQueue, sqlQueueOn } from "../shared/queue/open.ts";
@@ -136,6 +137,13 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     // Port taken: release the database and queue so the process can exit with the error.
     await opened.close().catch(() => {});
     await database.close().catch(() => {});
+    // A taken or forbidden port is the operator's to fix: one line naming PORT, no stack.
+    const code = (error as { code?: unknown }).code;
+    if (code === "EADDRINUSE" || code === "EACCES" || code === "EADDRNOTAVAIL") {
+      throw new UserError(
+        `cannot listen on ${options.host}:${options.port} (${code}): set PORT or GANTRY_HOST`,
+      );
+    }
     throw error;
   }
   const address = server.address();

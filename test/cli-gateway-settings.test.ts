@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -190,4 +191,30 @@ describe("gantry gateway in a terminal, without an allow-list", () => {
     const banner = bannerOf(gw.output());
     for (const line of banner.split("\n")) expect(line).not.toMatch(/INFO|"level"/);
   });
+});
+
+describe("gantry gateway on a port already taken", () => {
+  it("says which address it cannot listen on, in one line with no stack, and exits 2", async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+    const address = taken.address();
+    const port = typeof address === "object" && address ? address.port : 0;
+    const dir = mkdtempSync(join(tmpdir(), "gantry-cli-"));
+    try {
+      const child = spawn(process.execPath, [BIN, "gateway"], {
+        env: { PATH: process.env.PATH ?? "", PORT: String(port), GANTRY_DATA_DIR: dir },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let out = "";
+      child.stdout.on("data", (chunk: Buffer) => void (out += chunk.toString("utf8")));
+      child.stderr.on("data", (chunk: Buffer) => void (out += chunk.toString("utf8")));
+      const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+      expect(code, out).toBe(2);
+      expect(out).toContain(`cannot listen on 127.0.0.1:${port} (EADDRINUSE): set PORT`);
+      expect(out).not.toContain("    at ");
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

@@ -83,3 +83,23 @@ export function componentSchemas() {
     }),
   );
 }
+
+type Operation = { responses?: Record<string, unknown> };
+
+/**
+ * Answers every /v1 operation can give whatever its own entry lists: 429 (the tenant's
+ * request rate, or the per-address limit on requests without a valid key) and, on all but
+ * the model listings any valid key may read, 403 insufficient_scope.
+ */
+export function withCommonProblems<T extends Record<string, Record<string, unknown>>>(paths: T): T {
+  for (const [path, item] of Object.entries(paths)) {
+    if (!path.startsWith("/v1/")) continue;
+    for (const operation of Object.values(item) as Operation[]) {
+      if (!operation?.responses) continue;
+      const extra = path.startsWith("/v1/models") ? [429] : [403, 429];
+      const missing = extra.filter((status) => !(String(status) in (operation.responses ?? {})));
+      Object.assign(operation.responses, problems(...missing));
+    }
+  }
+  return paths;
+}

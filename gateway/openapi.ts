@@ -7,7 +7,14 @@ import {
   preferWaitParam,
   waitedResponse,
 } from "./openapi-jobs.ts";
-import { componentSchemas, jobIdParam, json, problems, ref } from "./openapi-parts.ts";
+import {
+  componentSchemas,
+  jobIdParam,
+  json,
+  problems,
+  ref,
+  withCommonProblems,
+} from "./openapi-parts.ts";
 import { taskComponentSchemas } from "./openapi-tasks.ts";
 
 /** The OpenAPI 3.1 document, built from the same zod schemas that validate requests. */
@@ -26,7 +33,7 @@ export function openApiDocument(serverUrl: string) {
       securitySchemes: { apiKey: { type: "http", scheme: "bearer", description: "Your API key." } },
       schemas: { ...componentSchemas(), ...taskComponentSchemas() },
     },
-    paths: {
+    paths: withCommonProblems({
       ...adminPaths(),
       ...jobApiPaths(),
       ...eventPaths(),
@@ -131,7 +138,7 @@ export function openApiDocument(serverUrl: string) {
         get: {
           summary: "Download a binary output (artifact) of a succeeded job",
           description:
-            "Redirects (302) to a short-lived URL of the artifact the job output names, such as `image_png` for background removal. The output's entry gives its content_type, size_bytes and sha256.",
+            "Redirects (302) to a short-lived URL of the artifact the job output names, such as `image` and `mask` for background removal. The output's entry gives its content_type, size_bytes and sha256.",
           parameters: [
             jobIdParam,
             {
@@ -146,7 +153,7 @@ export function openApiDocument(serverUrl: string) {
               description: "The artifact's presigned URL, in Location",
               headers: { Location: { schema: { type: "string", format: "uri" } } },
             },
-            ...problems(401, 404, 409),
+            ...problems(401, 404, 409, 410),
           },
         },
       },
@@ -229,7 +236,7 @@ export function openApiDocument(serverUrl: string) {
           },
         },
       },
-    },
+    }),
     webhooks: {
       ...batchWebhook,
       jobChanged: {

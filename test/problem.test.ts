@@ -66,4 +66,19 @@ describe("errors as problem+json, in one place", () => {
     expect(problem.properties.code).toMatchObject({ type: "string" });
     expect(problem.required).toContain("code");
   });
+
+  it("lists 429 on every operation and 403 on every one that needs a scope", () => {
+    const paths = openApiDocument("https://gantry.example").paths as Record<
+      string,
+      Record<string, { responses: Record<string, unknown> }>
+    >;
+    for (const [path, item] of Object.entries(paths)) {
+      for (const [method, operation] of Object.entries(item)) {
+        const codes = Object.keys(operation.responses);
+        expect(codes, `${method} ${path}`).toContain("429");
+        if (!path.startsWith("/v1/models")) expect(codes, `${method} ${path}`).toContain("403");
+      }
+    }
+    expect(Object.keys(paths["/v1/jobs/{id}/artifacts/{name}"]!.get!.responses)).toContain("410");
+  });
 });

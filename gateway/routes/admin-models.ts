@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { notFound } from "../../shared/errors.ts";
+import { JobId } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
 import { afterTransition, publishJob } from "../jobs/lifecycle.ts";
@@ -15,7 +16,8 @@ const PauseRequest = z.strictObject({
 
 const PurgeRequest = z.strictObject({
   limit: z.number().int().min(1).max(1_000).default(500),
-  cursor: z.string().max(64).optional(),
+  // A job id, as next_cursor gives: garbage must not quietly restart the pass.
+  cursor: JobId.optional(),
 });
 
 /** Republished at once on resume; the outbox sweep publishes any beyond. */

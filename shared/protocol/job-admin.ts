@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { Job, ModelId } from "./job.ts";
+import { Job, JobId, ModelId } from "./job.ts";
 
 /** A failed job as the operator sees it: the job, and whose it is. */
 export const DeadLetter = Job.extend({ tenant_id: z.string() });
@@ -21,7 +21,7 @@ export const RedriveRequest = z.strictObject({
   code: z.string().min(1).max(100).optional(),
   since: z.iso.datetime().optional().describe("Only jobs that failed at or after this."),
   limit: z.number().int().min(1).max(500).default(100),
-  cursor: z.string().max(64).optional(),
+  cursor: JobId.optional(),
 });
 export type RedriveRequest = z.infer<typeof RedriveRequest>;
 

@@ -157,6 +157,11 @@ export function describeJobApi(setting: JobApiSetting): void {
         json: { limit: 10_000 },
       });
       expect(bad.status).toBe(422);
+      // A cursor that is not a job id must not quietly start the pass over from the top.
+      for (const path of ["/v1/admin/dead-letters/redrive", "/v1/admin/models/noop/purge"]) {
+        const garbage = await ctx.gw.api(path, { method: "POST", json: { cursor: "%%%" } });
+        expect(garbage.status, path).toBe(422);
+      }
     });
 
     it("answers 202 with the current state when the wait runs out", async () => {

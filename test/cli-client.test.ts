@@ -89,6 +89,12 @@ describe("gantry run", () => {
     expect(folder.code).toBe(2);
     expect(folder.stderr).toContain("gantry submit");
     expect(folder.stderr).not.toContain("    at ");
+    const http = await gantry("run", "ocr", "http://example.com/x.png");
+    expect(http.code).toBe(2);
+    expect(http.stderr).toContain("input URLs must be https");
+    const upload = await gantry("run", "ocr", "upl_01m8sxsdejr1ahdk2md71x7d7a");
+    expect(upload.stderr).not.toContain("uploading");
+    expect(upload.stderr).toContain("unknown_upload");
   });
 });
 

@@ -42,7 +42,8 @@ export async function runCommand(
   // A terminal of no width (some CI pseudo-terminals) makes ora redraw without end.
   const interactive =
     Boolean(process.stderr.isTTY) && (process.stderr.columns ?? 0) > 0 && !flags.json;
-  const first = file ? `uploading ${file}` : `submitting ${model}`;
+  // An upl_… id or an https URL is sent as it is: nothing is uploaded.
+  const first = file && !isInputRef(file) ? `uploading ${file}` : `submitting ${model}`;
   // ora draws in a terminal only; elsewhere each change is a plain line (none with --json).
   const spinner = interactive ? ora({ stream: process.stderr, text: first }).start() : null;
   if (!interactive && !flags.json) process.stderr.write(`${first}\n`);
@@ -97,6 +98,9 @@ export async function runCommand(
 
 /** A missing path or a folder is the user's mistake: one line, not openAsBlob's stack. */
 async function requireFile(path: string): Promise<void> {
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(path)) {
+    throw new UserError(`${path}: input URLs must be https (or give a file or an upl_… id)`);
+  }
   const found = await stat(path).catch(() => null);
   if (!found) throw new UserError(`cannot read ${path}: no such file`);
   if (!found.isFile()) {

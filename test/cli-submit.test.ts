@@ -167,3 +167,23 @@ it("adopts the jobs of a run whose manifest was lost instead of submitting again
     resumed: 0,
   });
 });
+
+it("stops before any upload when the model is unknown, writing no error per file", {
+  timeout: 60_000,
+}, async () => {
+  const out = join(dir, "out-unknown-model");
+  const child = spawn(
+    process.execPath,
+    [BIN, "submit", "nope", join(dir, "images"), "--out", out],
+    {
+      env: { ...process.env, GANTRY_URL: gw.url, GANTRY_KEY: gw.apiKey },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  let stderr = "";
+  child.stderr?.on("data", (chunk: Buffer) => void (stderr += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+  expect(code, stderr).toBe(1);
+  expect(stderr).toContain("No model nope");
+  expect(existsSync(out) ? readdirSync(out, { recursive: true }) : []).toEqual([]);
+});

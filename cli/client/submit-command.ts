@@ -47,6 +47,9 @@ export async function submitCommand(
     throw new UserError("--concurrency must be an integer from 1 to 1024");
   if (args.length === 0) throw new UserError("name at least one folder, file or glob");
   const gantry = clientFromEnv(env, { maxRetries: 8 });
+  // Asked once before any file: a mistyped model or a bad key must not upload every file
+  // only to write an error for each (the APIError ends the command, exit 1).
+  await gantry.models.get(model);
   const params = flags.param ?? {};
   const counts = emptyCounts(await countInputFiles(args));
   const state = await SubmitState.open(flags.out);

@@ -6,7 +6,8 @@
  * `--rate` names the rate. Every `--every` jobs (100 000) it prints: throughput, p50/p99
  * end to end (the gateway's own stamps: created to finished), gateway and agent RSS, the
  * jobs and job_events tables' and indexes' sizes, dead tuples, HOT updates and autovacuum
- * runs. Flat rows from the first to the last are what a service that runs for months needs.
+ * runs (autovacuum's, then +the soak's own VACUUMs where the server has autovacuum off).
+ * Flat rows from the first to the last are what a service that runs for months needs.
  *
  *   npx tsx bench/soak.ts [--jobs 1000000] [--every 100000] [--rate N] [--calibrate 3000]
  *                         [--agents 2] [--lookahead 200] [--connections 32]
@@ -30,6 +31,7 @@ const { values } = parseArgs({
     lookahead: { type: "string", default: "200" },
     connections: { type: "string", default: "32" },
     fillfactor: { type: "string", default: "100" },
+    "vacuum-seconds": { type: "string", default: "30" },
   },
 });
 const JOBS = Number(values.jobs);
@@ -100,6 +102,23 @@ try {
     await sql`ALTER TABLE jobs SET (fillfactor = ${sql.raw(String(Number(values.fillfactor)))})`.execute(
       stack.db,
     );
+  }
+  // A server with autovacuum off (a test server) would show bloat no deployment has: the
+  // soak then vacuums the two tables itself, as autovacuum would, and says so.
+  const autovacuum = await sql<{ autovacuum: string }>`SHOW autovacuum`.execute(stack.db);
+  let vacuumTimer: ReturnType<typeof setInterval> | null = null;
+  let manualVacuums = 0;
+  if (autovacuum.rows[0]?.autovacuum !== "on") {
+    const seconds = Number(values["vacuum-seconds"]);
+    say(
+      `autovacuum is off on this server: the soak runs VACUUM on jobs, job_events every ${seconds} s`,
+    );
+    vacuumTimer = setInterval(() => {
+      sql`VACUUM jobs, job_events`.execute(stack.db).then(
+        () => manualVacuums++,
+        (error: unknown) => say(`VACUUM failed: ${String(error)}`),
+      );
+    }, seconds * 1000);
   }
   for (let i = 0; i < Number(values.agents); i++) {
     await stack.startAgent({ slots: 1, lookahead: Number(values.lookahead) });
@@ -185,7 +204,7 @@ try {
           `${MiB(jobs?.total ?? 0)} (${MiB(jobs?.indexes ?? 0)})`.padStart(16),
           String(jobs?.dead ?? "?").padStart(4),
           hot.toFixed(0).padStart(5),
-          String(jobs?.autovacuums ?? "?").padStart(7),
+          `${jobs?.autovacuums ?? "?"}${vacuumTimer ? `+${manualVacuums}` : ""}`.padStart(7),
           MiB(events?.total ?? 0).padStart(12),
           String(events?.dead ?? "?").padStart(4),
         ].join(" | "),
@@ -196,6 +215,7 @@ try {
     }
   }
   await submitter;
+  if (vacuumTimer) clearInterval(vacuumTimer);
 } finally {
   await pool.close();
   await stack.close();

@@ -206,8 +206,12 @@ describe("gantry gateway on a port already taken", () => {
         stdio: ["ignore", "pipe", "pipe"],
       });
       let out = "";
-      child.stdout.on("data", (chunk: Buffer) => void (out += chunk.toString("utf8")));
-      child.stderr.on("data", (chunk: Buffer) => void (out += chunk.toString("utf8")));
+      child.stdout.on("data", (chunk: Buffer) => {
+        out += chunk.toString("utf8");
+      });
+      child.stderr.on("data", (chunk: Buffer) => {
+        out += chunk.toString("utf8");
+      });
       const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
       expect(code, out).toBe(2);
       expect(out).toContain(`cannot listen on 127.0.0.1:${port} (EADDRINUSE): set PORT`);

@@ -181,7 +181,9 @@ it("stops before any upload when the model is unknown, writing no error per file
     },
   );
   let stderr = "";
-  child.stderr?.on("data", (chunk: Buffer) => void (stderr += chunk.toString()));
+  child.stderr?.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
   const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
   expect(code, stderr).toBe(1);
   expect(stderr).toContain("No model nope");

@@ -9,6 +9,7 @@ import type { RedeliverResult } from "../webhooks/redeliver.ts";
 import type { WebhookSecretState } from "../webhooks/secret-rotation.ts";
 import type { ApiKeyRow, NewApiKey } from "./api-keys.ts";
 import type { JobStore } from "./job-port.ts";
+import type { RetentionStore } from "./retention-port.ts";
 import type { TenantEvents } from "./tenant-events.ts";
 import type {
   AuthenticatedKey,
@@ -18,7 +19,6 @@ import type {
   TenantPlanChange,
   TenantRow,
 } from "./tenants.ts";
-import type { RetentionStore } from "./retention-port.ts";
 import type { NewUpload, UploadRow } from "./uploads.ts";
 
 /**

@@ -1,8 +1,8 @@
 import type { Kysely } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import { newId } from "../../shared/ids.ts";
-import type { WebhookEventType } from "../../shared/protocol/job.ts";
 import type { BatchWebhookPayload } from "../../shared/protocol/batch.ts";
+import type { WebhookEventType } from "../../shared/protocol/job.ts";
 import type { WebhookPayload } from "../../shared/protocol/webhook.ts";
 import { claimAndSend, type DeliverDeps, type Outcome } from "./attempt.ts";
 import { signingSecrets } from "./secret-rotation.ts";

@@ -517,17 +517,20 @@ describe("infra/terraform/cloudflare", () => {
     for (const name of ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"])
       expect(bindings.get(name)?.type, name).toBe("secret_text");
     // Every binding is something the Workers entry reads.
-    const workerEnv = ["gateway/worker.ts", "gateway/worker-settings.ts"]
+    // WorkerEnv and the interfaces it extends (the Worker's settings come in parts).
+    const sources = [
+      "gateway/worker.ts",
+      "gateway/worker-settings.ts",
+      "gateway/worker-admission.ts",
+    ]
       .filter((file) => existsSync(join(ROOT, file)))
       .map((file) => readFileSync(join(ROOT, file), "utf8"))
-      .find((text) => text.includes("interface WorkerEnv {"));
-    expect(workerEnv, "gateway declares WorkerEnv").toBeDefined();
+      .join("\n");
+    expect(sources, "gateway declares WorkerEnv").toMatch(/interface WorkerEnv\b/);
     const fields = new Set(
-      [
-        ...(/interface WorkerEnv \{([\s\S]*?)\n\}/.exec(workerEnv ?? "")?.[1] ?? "").matchAll(
-          /^\s+(\w+)\?:/gm,
-        ),
-      ].map((m) => m[1]),
+      [...sources.matchAll(/interface (?:WorkerEnv|AdmissionEnv)\b[^{]*\{([\s\S]*?)\n\}/g)]
+        .flatMap((body) => [...(body[1] ?? "").matchAll(/^\s+(\w+)\?:/gm)])
+        .map((m) => m[1]),
     );
     for (const name of bindings.keys()) expect(fields, `WorkerEnv has ${name}`).toContain(name);
   });

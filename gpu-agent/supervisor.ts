@@ -21,10 +21,9 @@ import type {
 export type * from "./supervisor-types.ts";
 
 /**
- * Creates the supervisor. It holds the queue connection, the leases and the gateway
- * conversation; inference runs in the runners' child processes, so this event loop stays
- * free for heartbeats however long a model takes, and a crashed runner costs one attempt,
- * not the agent.
+ * Creates the supervisor. It holds the queue connection, the leases and the gateway talk;
+ * inference runs in the runners' child processes, so this event loop stays free for
+ * heartbeats however long a model takes, and a crashed runner costs one attempt, not the agent.
  *
  * One delivery: claim → download inputs → run → upload artifacts → report (the output
  * travels in it) → settle. The message is settled (ack, retry, dead-letter) only after the
@@ -49,13 +48,11 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
     inputUrls: { allow: config.inputUrlAllow ?? [], ...options.inputUrls },
   };
   const poison = new PoisonTracker({ crashes: options.poisonCrashes });
-
   const emit = (event: SupervisorEvent) => {
     for (const listener of listeners) listener(event);
   };
   const hold = <T>(job: InFlight, call: HeldCall, work: () => Promise<T>) =>
     untilGatewayAnswers(job, call, work, { emit, backoff: options.gatewayBackoff });
-
   /** Settles once: whichever of the normal path and the drain deadline comes first wins. */
   async function settle(
     job: InFlight,

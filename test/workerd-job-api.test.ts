@@ -74,12 +74,15 @@ async function signed(credentials: AgentCredentials, path: string, json: unknown
 }
 
 /** The job the gateway holds a wait for: the newest one of the tenant. */
-async function newestJob(): Promise<string | null> {
-  const listed = await mf.dispatchFetch(`${ORIGIN}/v1/jobs?limit=1`, {
+/** The queued job whose input carries `n` (the earlier test leaves a queued job too). */
+async function newestJob(n: number): Promise<string | null> {
+  const listed = await mf.dispatchFetch(`${ORIGIN}/v1/jobs?limit=5`, {
     headers: { authorization: `Bearer ${apiKey}` },
   });
-  const { data } = (await listed.json()) as { data: { id: string; status: string }[] };
-  return data[0]?.status === "queued" ? data[0].id : null;
+  const { data } = (await listed.json()) as {
+    data: { id: string; status: string; input: { n?: number } }[];
+  };
+  return data.find((job) => job.status === "queued" && job.input.n === n)?.id ?? null;
 }
 
 describe("Prefer: wait in workerd", () => {
@@ -104,7 +107,7 @@ describe("Prefer: wait in workerd", () => {
     let id: string | null = null;
     await expect
       .poll(async () => {
-        id = await newestJob();
+        id = await newestJob(7);
         return id;
       })
       .not.toBeNull();

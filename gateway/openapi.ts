@@ -91,6 +91,12 @@ export function openApiDocument(serverUrl: string) {
             { name: "limit", in: "query", schema: { type: "integer", minimum: 1, maximum: 100 } },
             { name: "cursor", in: "query", schema: { type: "string" } },
             { name: "status", in: "query", schema: { type: "string" } },
+            {
+              name: "model",
+              in: "query",
+              description: "Only this model's jobs.",
+              schema: { type: "string" },
+            },
             metadataFilterParam,
           ],
           responses: {

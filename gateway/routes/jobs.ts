@@ -30,6 +30,7 @@ const ListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(20),
   cursor: JobId.optional(),
   status: JobStatus.optional(),
+  model: z.string().min(1).max(64).optional(),
 });
 
 /** `metadata.KEY=VALUE` query parameters, checked as metadata is on submit. */
@@ -78,6 +79,7 @@ export const jobRoutes = new Hono<AppEnv>()
       ...(metadata.length ? { metadata } : {}),
       ...(query.cursor ? { before: query.cursor } : {}),
       ...(query.status ? { status: query.status } : {}),
+      ...(query.model ? { model: query.model } : {}),
     });
     const page = rows.slice(0, query.limit);
     const list: JobList = {

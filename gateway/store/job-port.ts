@@ -17,6 +17,7 @@ export interface JobListOptions {
   /** A job id: only older jobs (ids sort by creation time). */
   before?: string;
   status?: JobStatus;
+  model?: string;
   /** `metadata.KEY=VALUE` filters, all of which must match (job-metadata.ts). */
   metadata?: readonly (readonly [string, string])[];
 }

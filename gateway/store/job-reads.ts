@@ -47,6 +47,7 @@ export class KyselyJobReads {
       .limit(options.limit);
     if (options.before) query = query.where("id", "<", options.before);
     if (options.status) query = query.where("status", "=", options.status);
+    if (options.model) query = query.where("model", "=", options.model);
     const filters = options.metadata ?? [];
     if (filters.length) {
       query = query.where((eb) => metadataMatches(eb, isPostgresDb(this.db), filters));

@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
+import { newApiKey } from "../gateway/store/api-keys.ts";
 import { newWebhookSecret } from "../gateway/webhooks/secret.ts";
 import { UserError } from "../shared/errors.ts";
 import { randomToken } from "../shared/ids.ts";
@@ -27,7 +28,8 @@ export function loadOrCreateSecrets(dataDir: string): EmbeddedSecrets & { create
   }
   const secrets: EmbeddedSecrets = {
     v: 1,
-    apiKey: `gk_${randomToken(24)}`,
+    // The same shape as every other key (gk_live_…), so it greps and reads like one.
+    apiKey: newApiKey(),
     agentToken: `gat_${randomToken(24)}`,
     blobSecret: randomToken(32),
     webhookSecret: newWebhookSecret(),

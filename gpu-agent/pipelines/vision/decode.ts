@@ -115,6 +115,13 @@ async function readMetadata(bytes: Uint8Array): Promise<Metadata> {
   return metadata;
 }
 
+/**
+ * sharp appends libvips's error buffer to its message, and that buffer is per thread and
+ * may still hold other images' errors: keep sharp's own words only, so a tenant never
+ * sees another job's error and the message is the same on every thread.
+ */
 function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+  const message = error instanceof Error ? error.message : String(error);
+  const first = message.split("\n")[0] ?? message;
+  return first.replace(/:\s*(Vips.*)?$/, "").trim();
 }

@@ -87,6 +87,9 @@ describe("a gateway killed between the commit and the publish", () => {
         accepted.map((job) => job.id),
       )
       .where("published_at", "is", null)
+      // The published mark skips rows another statement holds (markPublishedMany): a job
+      // claimed at that moment may stay unmarked, harmlessly. The outbox is queued jobs only.
+      .where("status", "=", "queued")
       .execute();
     expect(unpublished).toEqual([]);
     console.info(`outbox (${queue.kind}): ${JOBS} jobs committed without a publish, all ran once`);

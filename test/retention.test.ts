@@ -19,22 +19,26 @@ for (const kind of ["sqlite", "postgres"] as const) {
 }
 
 // D1 as the Workers gateway sees it (Miniflare), with D1's 100-parameter statements.
-describeRetention("D1 (Miniflare)", async () => {
-  const mf = new Miniflare({
-    modules: true,
-    script: "export default { fetch: () => new Response(null, { status: 404 }) };",
-    d1Databases: ["DB"],
-  });
-  const db = new Kysely<Database>({
-    dialect: new D1Dialect({ database: await mf.getD1Database("DB") }),
-  });
-  await migrate(db, "sqlite");
-  return {
-    db,
-    stores: createKyselyStores(db),
-    async cleanup() {
-      await db.destroy();
-      await mf.dispose();
-    },
-  };
-});
+describeRetention(
+  "D1 (Miniflare)",
+  async () => {
+    const mf = new Miniflare({
+      modules: true,
+      script: "export default { fetch: () => new Response(null, { status: 404 }) };",
+      d1Databases: ["DB"],
+    });
+    const db = new Kysely<Database>({
+      dialect: new D1Dialect({ database: await mf.getD1Database("DB") }),
+    });
+    await migrate(db, "sqlite");
+    return {
+      db,
+      stores: createKyselyStores(db),
+      async cleanup() {
+        await db.destroy();
+        await mf.dispose();
+      },
+    };
+  },
+  { oneCallAtATime: true },
+);

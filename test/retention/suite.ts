@@ -22,7 +22,16 @@ export type { RetentionBackend } from "./fixtures.ts";
  * doing any twice, a blob store that fails mid-purge leaves nothing reported as deleted
  * that is still stored, and a tenant purge runs in bounded, resumable steps.
  */
-export function describeRetention(name: string, open: () => Promise<RetentionBackend>) {
+/**
+ * `oneCallAtATime`: the backend's client cannot take concurrent calls (Miniflare's Node-side
+ * D1 proxy trips an assertion in its synchronous fetcher when two sweepers query at once,
+ * and stays broken for the tests after it), so the two-sweeper case is left out there.
+ */
+export function describeRetention(
+  name: string,
+  open: () => Promise<RetentionBackend>,
+  options: { oneCallAtATime?: boolean } = {},
+) {
   describe(`retention on ${name}`, () => {
     let backend: RetentionBackend;
     let blobDir: string;
@@ -172,29 +181,32 @@ export function describeRetention(name: string, open: () => Promise<RetentionBac
       expect((await backend.stores.jobs.byId(theirs))?.data_expired_at).toBeNull();
     });
 
-    it("splits the work between two sweepers at once: every artifact deleted once", async () => {
-      deletes = [];
-      const ten = await tenant("pro");
-      const at = T0 + 20 * DAY;
-      const jobs: string[] = [];
-      for (let i = 0; i < 30; i++) jobs.push(await endedJob(ten, at + i));
-      const now = at + 8 * DAY;
-      let removed = 0;
-      for (let round = 0; round < 10 && removed < 30; round++) {
-        const [a, b] = await Promise.all([
-          sweepAt(now, { batch: 7 }, { ...gateway() }),
-          sweepAt(now, { batch: 7 }, { ...gateway() }),
-        ]);
-        removed += (a?.rows.outputs ?? 0) + (b?.rows.outputs ?? 0);
-      }
-      // Other tests' leftovers are not due at this instant for this tenant's plan only.
-      const mine = deletes.filter((key) => jobs.some((job) => key.startsWith(`outputs/${job}/`)));
-      expect(new Set(mine).size).toBe(30);
-      expect(mine.length).toBe(30);
-      for (const job of jobs) {
-        expect((await backend.stores.jobs.byId(job))?.data_expired_at).toBe(now);
-      }
-    });
+    it.skipIf(options.oneCallAtATime)(
+      "splits the work between two sweepers at once: every artifact deleted once",
+      async () => {
+        deletes = [];
+        const ten = await tenant("pro");
+        const at = T0 + 20 * DAY;
+        const jobs: string[] = [];
+        for (let i = 0; i < 30; i++) jobs.push(await endedJob(ten, at + i));
+        const now = at + 8 * DAY;
+        let removed = 0;
+        for (let round = 0; round < 10 && removed < 30; round++) {
+          const [a, b] = await Promise.all([
+            sweepAt(now, { batch: 7 }, { ...gateway() }),
+            sweepAt(now, { batch: 7 }, { ...gateway() }),
+          ]);
+          removed += (a?.rows.outputs ?? 0) + (b?.rows.outputs ?? 0);
+        }
+        // Other tests' leftovers are not due at this instant for this tenant's plan only.
+        const mine = deletes.filter((key) => jobs.some((job) => key.startsWith(`outputs/${job}/`)));
+        expect(new Set(mine).size).toBe(30);
+        expect(mine.length).toBe(30);
+        for (const job of jobs) {
+          expect((await backend.stores.jobs.byId(job))?.data_expired_at).toBe(now);
+        }
+      },
+    );
 
     it("leaves nothing half-deleted reported as deleted when the blob store fails mid-purge", async () => {
       const ten = await tenant("pro");

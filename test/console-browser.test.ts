@@ -152,12 +152,20 @@ describe("console on the Node gateway", () => {
       await page.getByLabel("Metadata").press("Enter");
       await page.getByLabel("Metadata").blur();
       await page.getByRole("row", { name: new RegExp(newest) }).waitFor();
-      await page.getByRole("button", { name: "Next page" }).click();
-      // ids are newest first on screen: the 51st newest starts page 2.
-      await page.getByRole("row", { name: new RegExp(ids[ids.length - 51] ?? "") }).waitFor();
-      expect(await page.getByRole("row", { name: new RegExp(newest) }).count()).toBe(0);
-      for (let p = 3; p <= 4; p++) await page.getByRole("button", { name: "Next page" }).click();
-      await page.getByRole("row", { name: new RegExp(ids[0] ?? "") }).waitFor();
+      // Newest first by id. Ids of one concurrent group of submits are not in array order,
+      // so the order on screen is the ids sorted, not the order they were pushed.
+      const byAge = [...ids].sort().reverse();
+      const firstRow = () => page.locator("tbody tr").first().textContent();
+      for (let p = 2; p <= 4; p++) {
+        // One click per page, each after the page before it has loaded.
+        const before = await firstRow();
+        await page.getByRole("button", { name: "Next page" }).click();
+        await poll(firstRow).not.toBe(before);
+        await page.getByRole("row", { name: new RegExp(byAge[(p - 1) * 50] ?? "") }).waitFor();
+        if (p === 2)
+          expect(await page.getByRole("row", { name: new RegExp(newest) }).count()).toBe(0);
+      }
+      await page.getByRole("row", { name: new RegExp(byAge.at(-1) ?? "") }).waitFor();
       expect(await page.getByRole("button", { name: "Next page" }).isDisabled()).toBe(true);
     });
   });

@@ -4,12 +4,11 @@ import {
   ReceiveMessageCommand,
 } from "@aws-sdk/client-sqs";
 import type { JobError } from "../protocol/index.ts";
+import { type LocalLease, openLocalLease } from "./lease.ts";
 import type { DeliveryHandler } from "./port.ts";
 import {
   createSqsDelivery,
   type DeliveryContext,
-  type Lease,
-  openLease,
   type ReceivedFrom,
   sendToDeadLetter,
 } from "./sqs-delivery.ts";
@@ -69,7 +68,7 @@ export function startSqsConsumer(
   // Stopping aborts the receive in flight instead of waiting out a 20-second long poll.
   const abort = new AbortController();
   // The newest delivery of each message here: a redelivery ends the older one at once.
-  const newest = new Map<string, Lease>();
+  const newest = new Map<string, LocalLease>();
   let discovered: { models: string[]; at: number } | undefined;
 
   const release = () => {
@@ -109,7 +108,7 @@ export function startSqsConsumer(
   const dispatch = (source: Source, received: Message, leaseStart: number) => {
     unsettled += 1;
     const id = received.MessageId ?? "";
-    const lease: Lease = openLease(leaseStart + ctx.leaseSeconds * 1000, () => {
+    const lease: LocalLease = openLocalLease(leaseStart + ctx.leaseSeconds * 1000, () => {
       if (newest.get(id) === lease) newest.delete(id);
       release();
     });

@@ -7,50 +7,15 @@ import {
   type SQSClient,
 } from "@aws-sdk/client-sqs";
 import type { JobError, QueueMessage } from "../protocol/index.ts";
+// SQS says nothing when a visibility timeout runs out and a stale receipt handle may still
+// act on the redelivered message: the consumer keeps its own lease (lease.ts).
+import type { LocalLease } from "./lease.ts";
 import { type Delivery, LeaseLostError, type QueueLimits, type RetryOutcome } from "./port.ts";
 import { attemptsAttribute, encodeMessage, errorAttributes } from "./sqs-message.ts";
 
 /** SQS's ceilings: DelaySeconds up to 15 minutes, a visibility timeout up to 12 hours. */
 export const MAX_DELAY_SECONDS = 15 * 60;
 export const MAX_VISIBILITY_SECONDS = 12 * 60 * 60;
-
-/**
- * A prefetch slot held for one delivery, with the local copy of its lease. SQS tells a
- * consumer nothing when a visibility timeout runs out, and a stale receipt handle may
- * still delete or hide the *redelivered* message (emulators do; AWS "may"), so the
- * consumer keeps its own deadline, never later than the broker's: once it passes, the
- * slot is freed and settling rejects with `LeaseLostError` without calling SQS.
- */
-export interface Lease {
-  readonly held: boolean;
-  /** Lets the slot go (settled, or lost); idempotent. */
-  free(): void;
-  /** Moves the local deadline. */
-  holdUntil(deadline: number): void;
-}
-
-export function openLease(deadline: number, onFree: () => void): Lease {
-  let held = true;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const lease: Lease = {
-    get held() {
-      return held;
-    },
-    free() {
-      if (!held) return;
-      held = false;
-      clearTimeout(timer);
-      onFree();
-    },
-    holdUntil(deadline: number) {
-      if (!held) return;
-      clearTimeout(timer);
-      timer = setTimeout(() => lease.free(), Math.max(0, deadline - Date.now()));
-    },
-  };
-  lease.holdUntil(deadline);
-  return lease;
-}
 
 export interface DeliveryContext {
   client: SQSClient;
@@ -98,7 +63,7 @@ export function createSqsDelivery(
   from: ReceivedFrom,
   message: QueueMessage,
   attempt: number,
-  lease: Lease,
+  lease: LocalLease,
 ): Delivery {
   const { client, limits } = ctx;
   const lost = () => new LeaseLostError(message.id);

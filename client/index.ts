@@ -1,4 +1,5 @@
 import type { JobRequest } from "../shared/protocol/index.ts";
+import { Batches } from "./batches.ts";
 import { GantryError, JobFailedError } from "./errors.ts";
 import { type FileInput, isInputRef } from "./files.ts";
 import { type FetchLike, Transport } from "./http.ts";
@@ -8,6 +9,7 @@ import type { JobUpdate, OutputOf } from "./types.ts";
 import { Artifacts, Uploads } from "./uploads.ts";
 import { verifyWebhook } from "./webhooks.ts";
 
+export type { BatchCreateOptions, BatchJobsOptions } from "./batches.ts";
 export * from "./errors.ts";
 export type { FileInput } from "./files.ts";
 export type { FetchLike } from "./http.ts";
@@ -54,6 +56,7 @@ function fromEnv(name: string): string | undefined {
 /** The Gantry API client: `new Gantry()` then `await gantry.run("ocr", { image })`. */
 export class Gantry {
   readonly jobs: Jobs;
+  readonly batches: Batches;
   readonly uploads: Uploads;
   readonly artifacts: Artifacts;
   readonly models: Models;
@@ -74,6 +77,7 @@ export class Gantry {
       fetch: fetcher,
     });
     this.jobs = new Jobs(transport);
+    this.batches = new Batches(transport);
     this.uploads = new Uploads(transport);
     this.artifacts = new Artifacts(transport);
     this.models = new Models(transport);

@@ -3,6 +3,12 @@ import type { Job, JobEvent, JobStatus } from "../shared/protocol/index.ts";
 import type { ModelTask, TASKS } from "../shared/tasks/index.ts";
 
 export type {
+  Batch,
+  BatchCounts,
+  BatchItem,
+  BatchItemError,
+  BatchRequest,
+  BatchStatus,
   Job,
   JobError,
   JobEvent,

@@ -1,9 +1,9 @@
 import { defineConfig } from "vitest/config";
 
 /**
- * The fault pass: agents killed, RabbitMQ stopped and started, Redis and NATS servers of
- * the tests' own SIGKILLed and restarted, gateways losing their publishes. One file at a time, after the main pass, because stopping the broker would
- * break every other test that uses it.
+ * The fault pass: agents killed, RabbitMQ, Redis and NATS servers of the tests' own stopped
+ * or SIGKILLed and restarted, gateways losing their publishes. One file at a time, after the
+ * main pass: each starts brokers and agents of its own and loads the machine heavily.
  */
 export default defineConfig({
   test: {

@@ -98,7 +98,14 @@ try {
   const submitted = (performance.now() - begin) / 1000;
   say(`submitted in ${submitted.toFixed(1)} s; waiting for the results…`);
   const jobs: Job[] = [];
-  for (const id of ids) jobs.push(await finished(api, id));
+  for (const id of ids) {
+    jobs.push(await finished(api, id));
+    // A 500-image burst takes minutes: say how far it is.
+    if (jobs.length % 25 === 0 || jobs.length === ids.length) {
+      const elapsed = (performance.now() - begin) / 1000;
+      say(`${jobs.length}/${ids.length} finished after ${elapsed.toFixed(0)} s`);
+    }
+  }
   const wall = (performance.now() - begin) / 1000;
   const failed = jobs.filter((job) => job.status !== "succeeded");
   const waits = jobs.map((job) => job.metrics.queue_ms / 1000);

@@ -1,7 +1,7 @@
 import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AgentHandle } from "../../gpu-agent/agent.ts";
-import { startBroker, stopBroker } from "../helpers/fault-broker.ts";
+import { type OwnRabbit, startOwnRabbit } from "../helpers/fault-broker.ts";
 import {
   type Accepted,
   checkIntegrity,
@@ -14,7 +14,8 @@ import { startTestAgent } from "../helpers/test-agent.ts";
 import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
 
 /**
- * RabbitMQ stopped and started in the middle of a run. Neither the gateway nor the agent
+ * RabbitMQ stopped and started in the middle of a run, on a node of the test's own (the
+ * machine's shared broker is never touched). Neither the gateway nor the agent
  * is restarted: the gateway's publishes wait for the broker (or fall to the outbox), the
  * agent's consumer comes back by itself, and deliveries in flight when the broker went
  * away are redelivered and run once.
@@ -24,12 +25,14 @@ const JOBS = 300;
 const OUTAGE_MS = 3_000;
 
 let gw: TestGateway;
+let rabbit: OwnRabbit;
 let queue: FaultQueue;
 let agent: AgentHandle | null = null;
 let brokerDown = false;
 
 beforeAll(async () => {
-  queue = faultQueue("restart", { kind: "amqp" });
+  rabbit = await startOwnRabbit("restart");
+  queue = faultQueue("restart", { kind: "amqp", amqpUrl: rabbit.url });
   gw = await startTestGateway({
     database: "postgres",
     queueUrl: queue.gatewayQueueUrl,
@@ -47,10 +50,11 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => {
-  if (brokerDown) await startBroker();
+  if (brokerDown) await rabbit.start();
   await agent?.stop();
   await gw?.close();
   await queue?.cleanup();
+  await rabbit?.cleanup();
 });
 
 const succeededCount = async () =>
@@ -84,11 +88,11 @@ describe("RabbitMQ stopped and started during a run", () => {
 
     say(`${accepted.length} accepted; stopping RabbitMQ`);
     brokerDown = true;
-    await stopBroker();
+    await rabbit.stop();
     const acceptedAtStop = accepted.length;
     say(`RabbitMQ stopped; starting it again in ${OUTAGE_MS} ms`);
     await delay(OUTAGE_MS);
-    await startBroker();
+    await rabbit.start();
     brokerDown = false;
     say(`RabbitMQ is back; ${accepted.length} accepted so far`);
 

@@ -1,23 +1,71 @@
 import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { promisify } from "node:util";
+import { freePort } from "./fault-own-broker.ts";
 
 const run = promisify(execFile);
 
 /**
- * Stops and starts the RabbitMQ application on the local node, the way an operator's
- * restart or a crash looks to clients: every connection drops, the broker is unreachable,
- * then it comes back with its durable queues. `GANTRY_FAULT_RABBITMQ_NODE` names another
- * node (`rabbitmqctl -n`), so a developer can aim this at a private broker.
+ * The Debian package's scripts, called directly: `/usr/sbin/rabbitmq-server` switches to the
+ * `rabbitmq` user and reads `/etc/rabbitmq`, which name the shared node and its port.
  */
-async function rabbitmqctl(...args: string[]): Promise<void> {
-  const node = process.env.GANTRY_FAULT_RABBITMQ_NODE;
-  await run("rabbitmqctl", [...(node ? ["-n", node] : []), ...args], { timeout: 120_000 });
+const BIN = process.env.GANTRY_FAULT_RABBITMQ_BIN ?? "/usr/lib/rabbitmq/bin";
+
+/**
+ * A RabbitMQ node of the test's own: its own node name, AMQP and distribution ports, data
+ * directory and Erlang cookie (in its own HOME), no plugins. The test stops and starts its
+ * application the way an operator's restart or a crash looks to clients (every connection
+ * drops, then it comes back with its durable queues) without touching the machine's shared
+ * broker on 5672.
+ */
+export interface OwnRabbit {
+  /** `amqp://guest:guest@127.0.0.1:<port>`; guest may connect over loopback. */
+  readonly url: string;
+  /** `rabbitmqctl stop_app`: connections drop, the port refuses. */
+  stop(): Promise<void>;
+  /** `start_app`, resolving once the node serves again. */
+  start(): Promise<void>;
+  /** Stops the node and removes its directory. */
+  cleanup(): Promise<void>;
 }
 
-export const stopBroker = () => rabbitmqctl("stop_app");
-
-/** Starts the app and waits until it serves again (start_app returns once it has booted). */
-export async function startBroker(): Promise<void> {
-  await rabbitmqctl("start_app");
-  await rabbitmqctl("await_startup");
+export async function startOwnRabbit(label: string): Promise<OwnRabbit> {
+  const dir = mkdtempSync(join(tmpdir(), `gantry-rabbit-${label}-`));
+  const port = await freePort();
+  const distPort = await freePort();
+  const node = `gantry-${label}-${port}@localhost`;
+  writeFileSync(join(dir, "rabbitmq.conf"), `listeners.tcp.local = 127.0.0.1:${port}\n`);
+  writeFileSync(join(dir, "enabled_plugins"), "[].\n");
+  writeFileSync(join(dir, "rabbitmq-env.conf"), "");
+  const env = {
+    ...process.env,
+    HOME: dir,
+    RABBITMQ_CONF_ENV_FILE: join(dir, "rabbitmq-env.conf"),
+    RABBITMQ_CONFIG_FILE: join(dir, "rabbitmq.conf"),
+    RABBITMQ_ENABLED_PLUGINS_FILE: join(dir, "enabled_plugins"),
+    RABBITMQ_NODENAME: node,
+    RABBITMQ_MNESIA_BASE: join(dir, "mnesia"),
+    RABBITMQ_LOG_BASE: join(dir, "log"),
+    RABBITMQ_PID_FILE: join(dir, "pid"),
+    RABBITMQ_DIST_PORT: String(distPort),
+  };
+  const ctl = async (...args: string[]) => {
+    await run(join(BIN, "rabbitmqctl"), ["-n", node, ...args], { env, timeout: 120_000 });
+  };
+  await run(join(BIN, "rabbitmq-server"), ["-detached"], { env, cwd: dir, timeout: 60_000 });
+  await ctl("await_startup", "--timeout", "90");
+  return {
+    url: `amqp://guest:guest@127.0.0.1:${port}`,
+    stop: () => ctl("stop_app"),
+    async start() {
+      await ctl("start_app");
+      await ctl("await_startup");
+    },
+    async cleanup() {
+      await ctl("stop").catch(() => {});
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }

@@ -23,7 +23,12 @@ export interface FaultQueue {
 
 export function faultQueue(
   label: string,
-  options: { kind?: "sql" | "amqp"; queueType?: "quorum" | "classic" } = {},
+  options: {
+    kind?: "sql" | "amqp";
+    queueType?: "quorum" | "classic";
+    /** A broker of the test's own (see `startOwnRabbit`); default the shared one. */
+    amqpUrl?: string;
+  } = {},
 ): FaultQueue {
   const kind = options.kind ?? (process.env.GANTRY_FAULT_QUEUE === "sql" ? "sql" : "amqp");
   if (kind === "sql") {
@@ -36,13 +41,14 @@ export function faultQueue(
   }
   const prefix = `gantry-${label}-${randomToken(6).replace(/[^A-Za-z0-9]/g, "x")}`;
   const queueType = options.queueType ?? "quorum";
-  const url = `${TEST_AMQP_URL}?queue_type=${queueType}&prefix=${prefix}`;
+  const broker = options.amqpUrl ?? TEST_AMQP_URL;
+  const url = `${broker}?queue_type=${queueType}&prefix=${prefix}`;
   return {
     kind,
     gatewayQueueUrl: url,
     agentQueueUrl: () => url,
     async cleanup() {
-      const queue = createAmqpQueue({ url: TEST_AMQP_URL, queueType, prefix });
+      const queue = createAmqpQueue({ url: broker, queueType, prefix });
       try {
         // Counting declares the model's queues here, which makes them this instance's to delete.
         await queue.depth("noop");

@@ -68,6 +68,20 @@ export class Jobs {
     });
   }
 
+  /**
+   * A stored input of the job (`input(id, "image")`: the file its `input.image` upload
+   * holds) as a Blob. `410 input_expired` once retention deleted it.
+   */
+  async input(id: string, name: string, options: { signal?: AbortSignal } = {}): Promise<Blob> {
+    // A redirect to a short-lived presigned GET; fetch follows it, and drops the bearer
+    // key when the redirect leaves the gateway's origin.
+    const response = await this.transport.call({
+      path: `/v1/jobs/${encodeURIComponent(id)}/inputs/${encodeURIComponent(name)}`,
+      signal: options.signal,
+    });
+    return response.blob();
+  }
+
   /** Every page of jobs, newest first, fetched as the caller gets to it. */
   async *pages(options: ListOptions = {}): AsyncGenerator<JobList> {
     let cursor: string | undefined;

@@ -23,6 +23,7 @@ import { consoleRoutes } from "./routes/console.ts";
 import { eventRoutes } from "./routes/events.ts";
 import { jobArtifactRoutes } from "./routes/job-artifacts.ts";
 import { jobEventRoutes } from "./routes/job-events.ts";
+import { jobInputRoutes } from "./routes/job-inputs.ts";
 import { jobRetryRoutes } from "./routes/job-retry.ts";
 import { jobWebhookRoutes } from "./routes/job-webhooks.ts";
 import { jobRoutes } from "./routes/jobs.ts";
@@ -105,6 +106,7 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
   api.route("/jobs", jobRetryRoutes);
   api.route("/jobs", jobWebhookRoutes);
   api.route("/jobs", jobArtifactRoutes);
+  api.route("/jobs", jobInputRoutes);
   api.route("/webhooks", webhookRoutes);
   api.route("/events", eventRoutes);
   api.route("/models", modelRoutes);

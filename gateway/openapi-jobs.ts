@@ -83,6 +83,30 @@ export function jobApiPaths() {
         },
       },
     },
+    "/v1/jobs/{id}/inputs/{name}": {
+      get: {
+        summary: "Download a stored input of a job (its image)",
+        description:
+          "Redirects (302) to a short-lived URL of the upload the job's input names under `name` (`image`), as artifacts are served. `404` for a job or input that does not exist, and for an input given as an https URL (Gantry stores no copy; the URL is in `input`). `410 input_expired` once retention deleted it (the job then shows `input_expired: true`).",
+        parameters: [
+          jobIdParam,
+          {
+            name: "name",
+            in: "path",
+            required: true,
+            schema: { type: "string", pattern: "^[A-Za-z0-9_-]{1,64}$" },
+            examples: { image: { value: "image" } },
+          },
+        ],
+        responses: {
+          "302": {
+            description: "The input's presigned URL, in Location",
+            headers: { Location: { schema: { type: "string", format: "uri" } } },
+          },
+          ...problems(401, 403, 404, 410),
+        },
+      },
+    },
     "/v1/batches": {
       post: {
         summary: "Submit up to 1 000 jobs of one model as a batch",

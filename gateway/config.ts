@@ -71,6 +71,8 @@ export const GatewayConfig = z
      */
     eventsResumeWindowSeconds: z.number().int().positive().default(3_600),
     maxEventStreamsPerTenant: z.number().int().positive().default(100),
+    /** Events one stream may fall behind before it gets `stream_overflow` and is closed. */
+    eventsStreamBuffer: z.number().int().positive().default(1_000),
     /**
      * How often open streams re-read the store when no cross-gateway change feed is live
      * (Workers, or a gateway told to poll), and the safety net's period while one is.

@@ -16,12 +16,21 @@ export function eventPaths() {
         description: [
           "One `status` event per state change of any of your jobs, in commit order, from every gateway.",
           "Each event's `id` is a cursor: reconnect with `Last-Event-ID` (or `?last_event_id=`) to resume with nothing missed and nothing repeated, on any gateway, up to `eventsResumeWindowSeconds` (1 h) back; older answers `410 resume_window_exceeded`.",
-          "A `: keep-alive` comment every 15 s keeps proxies from closing an idle stream; streams end after 15 min (resume). A client more than 1 000 events behind gets an `error` event (`stream_overflow`) and the stream closes: resume.",
+          "Filters apply to each event and leave the cursor exact: a resume from a filtered stream's last `id` gets the next matching event, none repeated. A `: keep-alive` comment every 15 s keeps proxies from closing an idle stream; streams end after 15 min (resume). A client more than 1 000 events behind gets an `error` event (`stream_overflow`) and the stream closes: resume.",
           "At most 100 streams per tenant per gateway (`429 too_many_streams`).",
         ].join(" "),
         parameters: [
           list("model", "Only these models (comma-separated or repeated)."),
           list("status", "Only these statuses (comma-separated or repeated)."),
+          list("batch", "Only the jobs of these batches (`bat_…`, comma-separated or repeated)."),
+          {
+            name: "metadata.KEY",
+            in: "query",
+            required: false,
+            description:
+              "Only jobs whose metadata has KEY equal to this value (`?metadata.customer=acme`); up to 4, all must match. As on `GET /v1/jobs`.",
+            schema: { type: "string" },
+          },
           {
             name: "Last-Event-ID",
             in: "header",

@@ -1,35 +1,29 @@
+import type { IncomingMessage } from "node:http";
 import { Hono } from "hono";
-import { type SSEStreamingApi, streamSSE } from "hono/streaming";
+import { streamSSE } from "hono/streaming";
 import { HttpProblem } from "../../shared/errors.ts";
-import { type FeedEvent, JobStatus } from "../../shared/protocol/index.ts";
+import { JobStatus } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
+import { type FeedFilter, Outbox } from "../feed/outbox.ts";
 import { endOnShutdown } from "../feed/shutdown.ts";
-import {
-  compareCursors,
-  type FeedCursor,
-  parseCursor,
-  type TenantEventRow,
-} from "../store/tenant-events.ts";
+import { type FeedCursor, parseCursor, type TenantEventRow } from "../store/tenant-events.ts";
+import { metadataFilters } from "./jobs.ts";
 
 /** Streams end after this long; clients reconnect with `Last-Event-ID` and miss nothing. */
 const MAX_STREAM_MS = 15 * 60_000;
 /** A comment this often keeps proxies from closing an idle stream. */
 const HEARTBEAT_MS = 15_000;
-/** Events waiting for a slow client; past this the stream is closed and must resume. */
-const MAX_BUFFERED = 1_000;
 const CATCH_UP_PAGE = 500;
-
-interface Filter {
-  models: Set<string> | null;
-  statuses: Set<string> | null;
-}
+/** How long an overflowed stream's socket may take to take its `error` event before it is cut. */
+const OVERFLOW_GRACE_MS = 5_000;
+const BATCH_ID = /^bat_[0-9a-z]{26}$/;
 
 /** `GET /v1/events`: every change of the caller's jobs, resumable across gateways. */
 export const eventRoutes = new Hono<AppEnv>().get("/", async (c) => {
   const gateway = c.var.gateway;
   const tenantId = c.var.tenant.id;
-  const filter = parseFilter(new URL(c.req.url).searchParams);
+  const filter = parseFilter(new URL(c.req.url).searchParams, c.req.query());
   const resume = c.req.header("last-event-id") ?? c.req.query("last_event_id");
   const resumeFrom = resume ? checkResume(gateway, resume) : null;
   const feed = gateway.feed;
@@ -57,7 +51,7 @@ export const eventRoutes = new Hono<AppEnv>().get("/", async (c) => {
     const closed = new AbortController();
     stream.onAbort(() => closed.abort());
     const stopping = endOnShutdown(gateway, stream, closed);
-    outbox = new Outbox(stream, filter, closed);
+    outbox = new Outbox(stream, filter, closed, gateway.config.eventsStreamBuffer);
     const heartbeat = setInterval(() => void stream.write(": keep-alive\n\n"), HEARTBEAT_MS);
     try {
       // Read from our own cursor until we pass the live feed's (a short page means we have
@@ -67,8 +61,10 @@ export const eventRoutes = new Hono<AppEnv>().get("/", async (c) => {
         for (;;) {
           const rows = await feed.events.after(tenantId, cursor, CATCH_UP_PAGE);
           outbox.push(rows);
+          // Written page by page: a long catch-up is not a slow client.
+          await outbox.flush();
           cursor = rows.at(-1)?.cursor ?? cursor;
-          if (rows.length < CATCH_UP_PAGE) break;
+          if (rows.length < CATCH_UP_PAGE || closed.signal.aborted) break;
         }
         outbox.skipUntil(cursor);
       } else {
@@ -77,6 +73,7 @@ export const eventRoutes = new Hono<AppEnv>().get("/", async (c) => {
       caughtUp = true;
       outbox.push(live.splice(0));
       await outbox.run(gateway.now() + MAX_STREAM_MS, gateway.now);
+      if (outbox.overflowed) await endOverflowed(outbox, c.env);
       await stopping.hint();
     } finally {
       clearInterval(heartbeat);
@@ -88,91 +85,24 @@ export const eventRoutes = new Hono<AppEnv>().get("/", async (c) => {
   });
 });
 
-/** The events one stream still has to write, in order, bounded. */
-class Outbox {
-  private readonly queue: TenantEventRow[] = [];
-  private last: FeedCursor | null = null;
-  private wake: (() => void) | null = null;
-  sent = 0;
-  overflowed = false;
-
-  constructor(
-    private readonly stream: SSEStreamingApi,
-    private readonly filter: Filter,
-    private readonly closed: AbortController,
-  ) {
-    closed.signal.addEventListener("abort", () => this.wake?.());
-  }
-
-  skipUntil(cursor: FeedCursor): void {
-    if (this.last === null || compareCursors(cursor, this.last) > 0) this.last = cursor;
-  }
-
-  push(rows: readonly TenantEventRow[]): void {
-    for (const row of rows) {
-      if (this.last !== null && compareCursors(row.cursor, this.last) <= 0) continue;
-      this.last = row.cursor;
-      if (matches(this.filter, row)) this.queue.push(row);
-    }
-    if (this.queue.length > MAX_BUFFERED) {
-      this.overflowed = true;
-      this.closed.abort();
-    }
-    this.wake?.();
-  }
-
-  async run(deadline: number, now: () => number): Promise<void> {
-    while (!this.closed.signal.aborted && now() < deadline) {
-      const row = this.queue.shift();
-      if (!row) {
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, Math.max(0, deadline - now()));
-          this.wake = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
-        this.wake = null;
-        continue;
-      }
-      await this.stream.writeSSE({ id: row.cursor, event: "status", data: toFeedEvent(row) });
-      this.sent++;
-    }
-    if (this.overflowed) {
-      // Said plainly, so a client knows to resume rather than give up.
-      await this.stream
-        .writeSSE({
-          event: "error",
-          data: JSON.stringify({
-            code: "stream_overflow",
-            message: `This stream fell ${MAX_BUFFERED} events behind; reconnect with Last-Event-ID to resume.`,
-          }),
-        })
-        .catch(() => {});
-    }
-  }
+/**
+ * A client that stopped reading holds the writes already queued for its socket: give it a
+ * while to take them and the `error` event, then cut the connection (Node), so a stalled
+ * client costs a bounded buffer for a bounded time.
+ */
+async function endOverflowed(outbox: Outbox, env: unknown): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const taken = await Promise.race([
+    outbox.overflowNotice().then(() => true),
+    new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), OVERFLOW_GRACE_MS);
+    }),
+  ]);
+  clearTimeout(timer);
+  if (!taken) (env as { incoming?: IncomingMessage } | undefined)?.incoming?.socket?.destroy();
 }
 
-function toFeedEvent(row: TenantEventRow): string {
-  const event: FeedEvent = {
-    job_id: row.job_id,
-    seq: row.seq,
-    status: row.status as JobStatus,
-    at: new Date(row.at).toISOString(),
-    attempt: row.attempt,
-    error: row.error ? JSON.parse(row.error) : null,
-    model: row.model,
-  };
-  return JSON.stringify(event);
-}
-
-function matches(filter: Filter, row: TenantEventRow): boolean {
-  if (filter.models && !filter.models.has(row.model)) return false;
-  if (filter.statuses && !filter.statuses.has(row.status)) return false;
-  return true;
-}
-
-function parseFilter(params: URLSearchParams): Filter {
+function parseFilter(params: URLSearchParams, query: Record<string, string>): FeedFilter {
   const list = (name: string) => {
     const values = params
       .getAll(name)
@@ -191,7 +121,18 @@ function parseFilter(params: URLSearchParams): Filter {
       );
     }
   }
-  return { models: list("model"), statuses };
+  const batches = list("batch");
+  for (const batch of batches ?? []) {
+    if (!BATCH_ID.test(batch)) {
+      throw new HttpProblem(
+        422,
+        "invalid_filter",
+        "Invalid filter",
+        `batch ${JSON.stringify(batch)} is not a batch id (bat_…).`,
+      );
+    }
+  }
+  return { models: list("model"), statuses, batches, metadata: metadataFilters(query) };
 }
 
 function checkResume(gateway: Gateway, resume: string): FeedCursor {

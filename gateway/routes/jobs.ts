@@ -34,7 +34,7 @@ const ListQuery = z.object({
 });
 
 /** `metadata.KEY=VALUE` query parameters, checked as metadata is on submit. */
-function metadataFilters(query: Record<string, string>): [string, string][] {
+export function metadataFilters(query: Record<string, string>): [string, string][] {
   const pairs = Object.entries(query)
     .filter(([name]) => name.startsWith("metadata."))
     .map(([name, value]) => [name.slice("metadata.".length), value] as [string, string]);

@@ -13,6 +13,9 @@ export type FeedCursor = string;
 
 export interface TenantEventRow extends Omit<JobEventTable, "tenant_id"> {
   model: string;
+  /** The job's, for the `batch` and `metadata.KEY` filters of `GET /v1/events`. */
+  batch_id: string | null;
+  metadata: Readonly<Record<string, string>> | null;
   cursor: FeedCursor;
 }
 
@@ -77,6 +80,8 @@ interface RawRow {
   error: string | null;
   at: number | string;
   model: string;
+  batch_id: string | null;
+  metadata: string | null;
 }
 
 const toRow = (raw: RawRow, position: string): TenantEventRow => {
@@ -89,6 +94,9 @@ const toRow = (raw: RawRow, position: string): TenantEventRow => {
     error: raw.error,
     at,
     model: raw.model,
+    batch_id: raw.batch_id,
+    // Parsed once per read: every stream of the tenant filters the same row objects.
+    metadata: raw.metadata ? (JSON.parse(raw.metadata) as Record<string, string>) : null,
     cursor: `${at}.${position}`,
   };
 };
@@ -105,7 +113,8 @@ function sqliteEvents(db: Kysely<Database>): TenantEvents {
       const from = position?.kind === "r" ? position.rowid : 0;
       // One writer: row ids are handed out in commit order, so "after this id" is exact.
       const { rows } = await sql<RawRow & { rid: number }>`
-        SELECT e.rowid AS rid, e.job_id, e.seq, e.status, e.attempt, e.error, e.at, j.model
+        SELECT e.rowid AS rid, e.job_id, e.seq, e.status, e.attempt, e.error, e.at,
+          j.model, j.batch_id, j.metadata
         FROM job_events e JOIN jobs j ON j.id = e.job_id
         WHERE e.tenant_id = ${tenantId} AND e.rowid > ${from}
         ORDER BY e.rowid LIMIT ${limit}`.execute(db);
@@ -126,7 +135,8 @@ function postgresEvents(db: Kysely<Database>): TenantEvents {
       const from = position?.kind === "x" ? position : { xid: 0n, seq: 0, jobId: "" };
       // Only transactions older than every running one: nothing can commit behind them.
       const { rows } = await sql<RawRow & { xid: string }>`
-        SELECT e.xid::text AS xid, e.job_id, e.seq, e.status, e.attempt, e.error, e.at, j.model
+        SELECT e.xid::text AS xid, e.job_id, e.seq, e.status, e.attempt, e.error, e.at,
+          j.model, j.batch_id, j.metadata
         FROM job_events e JOIN jobs j ON j.id = e.job_id
         WHERE e.tenant_id = ${tenantId}
           AND (e.xid, e.job_id COLLATE "C", e.seq)

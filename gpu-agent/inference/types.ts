@@ -17,6 +17,12 @@ export interface RunRequest {
    * lower input size. Absent where no queue is involved (tests, benchmarks).
    */
   attempt?: number;
+  /**
+   * The job's execution limit as its claim gave it; `fromDefault` when the job named none
+   * (the gateway stored its task's default, which the model's config may override).
+   * Absent: the model's config, else its task's default.
+   */
+  timeout?: { seconds: number; fromDefault: boolean };
 }
 
 /** A binary file a run produced beside its JSON output (a PNG cut-out, a mask, …). */

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { MAX_TIMEOUT_SECONDS } from "../../shared/tasks/index.ts";
 
 /**
  * Which pipeline and ONNX file back one model id, with its batch limits. Pipeline-specific
@@ -19,6 +20,12 @@ export const ModelConfig = z.looseObject({
   max_batch: z.number().int().min(1).max(1024).optional(),
   /** How long a job waits for others of the same model to join its batch. */
   batch_window_ms: z.number().min(0).max(1000).optional(),
+  /**
+   * The model's execution limit for jobs that left theirs to the model (the gateway knows
+   * only the task's default), and whether a run over it is retried (default: not).
+   */
+  timeout_seconds: z.number().int().min(1).max(MAX_TIMEOUT_SECONDS).optional(),
+  timeout_transient: z.boolean().optional(),
 });
 export type ModelConfig = z.infer<typeof ModelConfig>;
 
@@ -39,6 +46,8 @@ export function pipelineOptions<T extends z.ZodType>(
     file: _file,
     max_batch: _maxBatch,
     batch_window_ms: _window,
+    timeout_seconds: _timeout,
+    timeout_transient: _transient,
     ...rest
   } = config ?? { pipeline: "" };
   const parsed = schema.safeParse(rest);

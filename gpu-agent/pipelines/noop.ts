@@ -36,7 +36,7 @@ export const noopPipeline: PipelineDefinition = {
 
 async function runNoop(request: RunRequest, batchSize: number): Promise<unknown> {
   const params = taskParams(noopTask.params, request);
-  const { delay_ms: delayMs, fail, crash, oom_if_batch_over: oomOver } = params;
+  const { delay_ms: delayMs, block_ms: blockMs, fail, crash, oom_if_batch_over: oomOver } = params;
   if (crash) {
     // Outside a runner child (a test calling the pipeline in-process) exiting would take
     // the test runner down with it.
@@ -45,6 +45,7 @@ async function runNoop(request: RunRequest, batchSize: number): Promise<unknown>
     }
     process.exit(70);
   }
+  if (blockMs) blockEventLoop(blockMs);
   if (oomOver !== undefined && batchSize > oomOver) throw new Error(OUT_OF_MEMORY_SAMPLE);
   if (delayMs) await sleep(delayMs);
   if (fail === "permanent") {
@@ -54,4 +55,15 @@ async function runNoop(request: RunRequest, batchSize: number): Promise<unknown>
     throw transientFailure("noop_failed", "noop was asked to fail transiently");
   }
   return request.params;
+}
+
+/**
+ * A stuck device call: nothing in the child runs (no timer, no IPC, no SIGTERM handler)
+ * until it returns, so only SIGKILL ends it. In-process (a test) it would freeze the caller.
+ */
+function blockEventLoop(ms: number): void {
+  if (process.env[RUNNER_CHILD_ENV] !== "1") {
+    throw transientFailure("noop_failed", "noop blocks only inside a runner child");
+  }
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }

@@ -19,6 +19,8 @@ export interface ResolvedModelEntry {
   files: Record<string, string>;
   slots?: number;
   max_batch?: number;
+  timeout_seconds?: number;
+  timeout_transient?: boolean;
   limits?: { max_pixels?: number; max_side?: number };
   labels?: string[];
   /** The pipeline's own options, merged into its model config. */
@@ -141,6 +143,10 @@ export function toModelConfigs(models: readonly ResolvedModelEntry[]): Record<st
       pipeline: model.task,
       ...(file ? { file } : {}),
       ...(model.max_batch ? { max_batch: model.max_batch } : {}),
+      ...(model.timeout_seconds ? { timeout_seconds: model.timeout_seconds } : {}),
+      ...(model.timeout_transient === undefined
+        ? {}
+        : { timeout_transient: model.timeout_transient }),
       ...(model.labels ? { labels: model.labels } : {}),
     };
   }

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ModelId } from "../../shared/protocol/job.ts";
-import { ModelTask } from "../../shared/tasks/index.ts";
+import { MAX_TIMEOUT_SECONDS, ModelTask } from "../../shared/tasks/index.ts";
 
 /** The tasks a registry entry may name (the task catalog): `task` picks the pipeline. */
 export { ModelTask };
@@ -76,6 +76,12 @@ export const ModelEntry = z.strictObject({
   slots: z.number().int().min(1).max(64).optional(),
   /** Most jobs in one batch, for models with a dynamic batch axis. */
   max_batch: z.number().int().min(1).max(1024).optional(),
+  /**
+   * Execution limit of a job that names none (instead of the task's default), and whether a
+   * run over it is worth retrying (default false: the job fails with `timeout`).
+   */
+  timeout_seconds: z.number().int().min(1).max(MAX_TIMEOUT_SECONDS).optional(),
+  timeout_transient: z.boolean().optional(),
   /** Input limits: larger images fail the job permanently instead of filling VRAM. */
   limits: z
     .strictObject({

@@ -1,5 +1,31 @@
-import type { ReadyMessage, ResultMessage } from "./child-protocol.ts";
-import type { RunnerBatchStats, RunnerLogger } from "./types.ts";
+import type { RunResult } from "../inference/types.ts";
+import type { LoadMessage, ReadyMessage, ResultMessage } from "./child-protocol.ts";
+import type { TimedRun } from "./run-timeout.ts";
+import type { RunnerBatchStats, RunnerLogger, RunnerOptions } from "./types.ts";
+
+/** A batch sent to the child, until its results come back or the child exits. */
+export interface PendingRun extends TimedRun {
+  count: number;
+  model: string;
+  sentAt: number;
+  settle(results: RunResult[]): void;
+}
+
+/** What a new child is told to load. */
+export function loadMessage(options: RunnerOptions): LoadMessage {
+  const { models, threads, providers, modelConfigs } = options;
+  return {
+    v: 1,
+    type: "load",
+    models: [...models],
+    threads,
+    providers: [...providers],
+    ...(modelConfigs ? { configs: { ...modelConfigs } } : {}),
+  };
+}
+
+export const errorText = (error: unknown): string =>
+  error instanceof Error ? error.message : String(error);
 
 /** The runner's log line for a child that has loaded its models. */
 export function logReady(logger: RunnerLogger, msg: ReadyMessage, pid: number | undefined): void {

@@ -2,11 +2,12 @@ import { pino } from "pino";
 import type { JobError } from "../../shared/protocol/index.ts";
 import { OUT_OF_MEMORY_CODE } from "../inference/oom.ts";
 import type { ExecutionProvider, RunRequest, RunResult } from "../inference/types.ts";
-import { batchStats, logReady } from "./child-events.ts";
+import { batchStats, errorText, loadMessage, logReady, type PendingRun } from "./child-events.ts";
 import { type Child, forkChild, terminateChild } from "./child-process.ts";
-import type { LoadMessage, ParentMessage, ReadyMessage } from "./child-protocol.ts";
+import type { ParentMessage, ReadyMessage } from "./child-protocol.ts";
 import { exitResult, failure, isPermanentStartError } from "./exit-results.ts";
 import { RestartBackoff, retryFirstStart, retryStart } from "./restart-backoff.ts";
+import { batchTimeoutSeconds, HeadDeadline, timeoutResult } from "./run-timeout.ts";
 import type { BatchPolicy, ChildRunnerOptions, Runner, RunnerLogger } from "./types.ts";
 
 export { RunnerStartError } from "./child-process.ts";
@@ -17,13 +18,6 @@ const DEFAULT_BATCH_WINDOW_MS = 10;
 /** A runner backed by one child process (one GPU slot); see `Runner`. */
 export function createChildRunner(options: ChildRunnerOptions): Runner {
   return new ChildRunner(options);
-}
-
-interface PendingRun {
-  count: number;
-  model: string;
-  sentAt: number;
-  settle(results: RunResult[]): void;
 }
 
 class ChildRunner implements Runner {
@@ -50,6 +44,8 @@ class ChildRunner implements Runner {
   private maxBatch: Record<string, number> = {};
   /** Lower limits learnt from running out of memory; they outlive the child. */
   private readonly memoryLimits = new Map<string, number>();
+  /** The timeout of the run on the device now (the oldest one sent). */
+  private readonly deadline = new HeadDeadline<PendingRun>((run) => this.timedOut(run));
 
   constructor(private readonly options: ChildRunnerOptions) {
     this.logger = options.logger ?? pino({ name: "gantry-runner" });
@@ -114,7 +110,7 @@ class ChildRunner implements Runner {
       } catch (error) {
         if (this.stopping) return all(failure("runner_stopped", "the runner is shutting down"));
         return all(
-          failure("runner_unavailable", `the runner child did not start: ${message(error)}`),
+          failure("runner_unavailable", `the runner child did not start: ${errorText(error)}`),
         );
       }
       const child = this.child;
@@ -131,7 +127,10 @@ class ChildRunner implements Runner {
     const message: ParentMessage = { v: 1, type: "run", id, requests: [...requests] };
     return new Promise((settle) => {
       const model = requests[0]!.model;
-      this.pending.set(id, { count: requests.length, model, sentAt: performance.now(), settle });
+      const timeoutSeconds = batchTimeoutSeconds(requests, this.options.modelConfigs);
+      const run = { count: requests.length, model, sentAt: performance.now(), settle };
+      this.pending.set(id, { ...run, timeoutSeconds, timedOut: false });
+      this.watchHead();
       // A failed send means the channel is closing; the exit handler resolves the run.
       child.process.send(message, (error) => {
         if (error) this.logger.warn({ err: error }, "could not send a job to the runner child");
@@ -157,13 +156,30 @@ class ChildRunner implements Runner {
     this.recycle(child);
   }
 
-  /** Replaces a healthy child: runs wait on `ready` until its successor has loaded. */
-  private recycle(child: Child): void {
-    if (this.stopping || child.retiring) return;
+  /**
+   * Replaces a child: runs wait on `ready` until its successor has loaded. `kill`: at once,
+   * for a child that may be stuck in a device call (its event loop blocked, SIGTERM unheard).
+   */
+  private recycle(child: Child, kill = false): void {
+    if (this.stopping) return;
+    if (kill) child.process.kill("SIGKILL");
+    if (child.retiring) return;
     child.retiring = true;
     this.restarts++;
     this.restartAfter(child.exited, 0);
-    void this.terminate(child);
+    if (!kill) void this.terminate(child);
+  }
+
+  private watchHead(): void {
+    this.deadline.watch(this.pending.values().next().value);
+  }
+
+  /** The late run fails with `timeout`; the runs behind it go back in line (`replaced`). */
+  private timedOut(run: PendingRun): void {
+    if (!this.child) return;
+    const fields = { child_pid: this.pid, model: run.model, timeout_seconds: run.timeoutSeconds };
+    this.logger.warn(fields, "a run went over its timeout; killing the runner child");
+    this.recycle(this.child, true);
   }
 
   private terminate(child: Child): Promise<void> {
@@ -192,20 +208,12 @@ class ChildRunner implements Runner {
 
   /** Forks a child and resolves once it has loaded and warmed its models. */
   private spawn(): Promise<void> {
-    const { models, threads, providers, modelConfigs } = this.options;
-    const load: LoadMessage = {
-      v: 1,
-      type: "load",
-      models: [...models],
-      threads,
-      providers: [...providers],
-      ...(modelConfigs ? { configs: { ...modelConfigs } } : {}),
-    };
-    const { child, started } = forkChild(load, {
+    const { child, started } = forkChild(loadMessage(this.options), {
       ready: (msg) => this.onReady(msg, child.process.pid),
       result: (msg) => {
         const run = this.pending.get(msg.id);
         this.pending.delete(msg.id);
+        this.watchHead();
         if (run && this.options.onBatch) this.options.onBatch(batchStats(run, msg));
         run?.settle(msg.results);
       },
@@ -242,10 +250,14 @@ class ChildRunner implements Runner {
           : first
             ? "crashed"
             : "lost";
-      run.settle(Array(run.count).fill(exitResult(why, how)));
+      const result = run.timedOut
+        ? timeoutResult(run.model, run.timeoutSeconds, this.options.modelConfigs)
+        : exitResult(why, how);
+      run.settle(Array(run.count).fill(result));
       first = false;
     }
     this.pending.clear();
+    this.watchHead();
     // A child never ready fails its `spawn()` (the caller decides); a retiring one has a successor.
     if (this.stopping || !child.ready || child.retiring) return;
     this.restarts++;
@@ -284,8 +296,4 @@ class ChildRunner implements Runner {
     this.broken = { type: "transient", code: "runner_unavailable", message };
     this.logger.error({ reason }, "runner gave up restarting its child");
   }
-}
-
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

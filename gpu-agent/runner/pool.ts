@@ -1,6 +1,7 @@
 import { WaitingQueue, type WaitingRequest } from "../batching/waiting-queue.ts";
 import { OUT_OF_MEMORY_CODE, RUNNER_LOST_CODE, RUNNER_RECYCLED_CODE } from "../inference/oom.ts";
 import type { RunRequest, RunResult } from "../inference/types.ts";
+import { TIMEOUT_CODE } from "./run-timeout.ts";
 import type { BatchPolicy, Runner } from "./types.ts";
 
 /**
@@ -144,8 +145,9 @@ export function createRunnerPool(
   /**
    * One result per job, except failures that are the batch's and not the job's: out of
    * memory (the runner halved its batch; the jobs go back in line, in smaller batches), a
-   * crash of a batch or of the runs waiting behind it (the culprit is unknown; each goes back
-   * to run alone, so only it is blamed), and a child replaced under the jobs (back in line).
+   * crash or timeout of a batch or a crash of the runs waiting behind it (the culprit is
+   * unknown; each goes back to run alone, so only it is blamed), and a child replaced under
+   * the jobs (back in line).
    */
   function settleBatch(items: Pending[], results: RunResult[]): void {
     items.forEach((item, i) => {
@@ -153,7 +155,10 @@ export function createRunnerPool(
       const code = result.ok ? null : result.error.code;
       if (items.length > 1 && code === OUT_OF_MEMORY_CODE) {
         requeue(item, { batchCap: Math.max(1, Math.floor(items.length / 2)) });
-      } else if ((items.length > 1 && code === "runner_crashed") || code === RUNNER_LOST_CODE) {
+      } else if (
+        (items.length > 1 && (code === "runner_crashed" || code === TIMEOUT_CODE)) ||
+        code === RUNNER_LOST_CODE
+      ) {
         requeue(item, { solo: true });
       } else if (code === RUNNER_RECYCLED_CODE) {
         requeue(item, {});

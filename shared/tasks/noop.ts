@@ -6,8 +6,8 @@ export const noopTask = defineTask({
   description: "Echoes its input after `delay_ms`; measures queue overhead apart from inference.",
   image: "optional",
   contentTypes: IMAGE_TYPES,
-  // Loose: noop echoes the keys it does not know. `crash` and `oom_if_batch_over` let tests
-  // and operators drive the runner-crash and out-of-memory paths without a GPU.
+  // Loose: noop echoes the keys it does not know. `crash`, `block_ms` and `oom_if_batch_over`
+  // let tests and operators drive the runner-crash, timeout and out-of-memory paths without a GPU.
   params: z.looseObject({
     delay_ms: z
       .number()
@@ -16,6 +16,15 @@ export const noopTask = defineTask({
       .max(60_000)
       .optional()
       .describe("Wait this long before answering."),
+    block_ms: z
+      .number()
+      .int()
+      .min(0)
+      .max(600_000)
+      .optional()
+      .describe(
+        "Block the runner's event loop this long (as a stuck device call would), past any timeout.",
+      ),
     fail: z
       .enum(["permanent", "transient"])
       .optional()

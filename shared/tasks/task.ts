@@ -84,7 +84,18 @@ export interface TaskDefinition<
   builtin: boolean;
   /** How long one run should take at most, by default; a model config may say otherwise. */
   defaultTimeoutSeconds?: number;
+  /**
+   * Whether a run over its timeout may succeed on another try (a model whose run time
+   * varies with load), so the job is retried; default false: it fails for good.
+   */
+  timeoutTransient?: boolean;
 }
+
+/** A job's execution limit when its task names no default. */
+export const FALLBACK_TIMEOUT_SECONDS = 600;
+
+/** A job's longest execution limit, whatever plan or model says (one day). */
+export const MAX_TIMEOUT_SECONDS = 86_400;
 
 /** Keeps each entry's own parameter and output types while checking it is a task. */
 export const defineTask = <Params extends z.ZodObject, Output extends z.ZodType>(

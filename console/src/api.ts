@@ -8,6 +8,28 @@ import type { WebhookDeliveryList } from "../../shared/protocol/webhook-api.ts";
 
 export type { FeedEvent, Job, JobList, JobStatus };
 
+/** A job's latest progress as the gateway shows it (`job.progress`, SSE `progress` data). */
+export interface Progress {
+  fraction: number;
+  stage: string;
+  message?: string | null;
+  updated_at?: string;
+}
+/** `event: progress` of `GET /v1/events`: latest only, without an SSE id. */
+export interface ProgressEvent extends Progress {
+  job_id: string;
+  attempt: number;
+  model?: string;
+}
+/** What the tenant's stream carries: state changes, and progress beside them. */
+export type LiveEvent =
+  | { kind: "status"; event: FeedEvent }
+  | { kind: "progress"; event: ProgressEvent };
+
+/** The job's progress, on gateways that report it. */
+export const progressOf = (job: Job): Progress | null =>
+  (job as Job & { progress?: Progress | null }).progress ?? null;
+
 export interface JobQuery {
   status?: JobStatus | undefined;
   /** Sent as `?model=`; the view also filters its page by it, for gateways without it. */
@@ -96,7 +118,7 @@ export class ConsoleApi {
    * `GET /v1/events`: every change of this tenant's jobs, resumed after a drop from the
    * last event's id (`Last-Event-ID`), so the live views miss nothing and repeat nothing.
    */
-  async *feed(signal: AbortSignal): AsyncGenerator<FeedEvent> {
+  async *feed(signal: AbortSignal): AsyncGenerator<LiveEvent> {
     let lastEventId: string | undefined;
     while (!signal.aborted) {
       try {
@@ -119,7 +141,10 @@ export class ConsoleApi {
             const { done, value } = await reader.read();
             if (done) break;
             if (value.id) lastEventId = value.id;
-            if (value.event === "status") yield JSON.parse(value.data) as FeedEvent;
+            if (value.event === "status")
+              yield { kind: "status", event: JSON.parse(value.data) as FeedEvent };
+            else if (value.event === "progress")
+              yield { kind: "progress", event: JSON.parse(value.data) as ProgressEvent };
           }
         } finally {
           await reader.cancel().catch(() => {});

@@ -1,14 +1,16 @@
 import { useEffect, useState } from "preact/hooks";
-import type { ConsoleApi, FeedEvent } from "./api.ts";
+import type { ConsoleApi, FeedEvent, ProgressEvent } from "./api.ts";
 
 type Listener = (event: FeedEvent) => void;
+type ProgressListener = (event: ProgressEvent) => void;
 
 /**
  * One `GET /v1/events` stream for the whole console, shared by the views that show live
- * data: each subscribes while it is on screen.
+ * data: each subscribes while it is on screen, to state changes, to progress, or both.
  */
 export class LiveFeed {
   private readonly listeners = new Set<Listener>();
+  private readonly progressListeners = new Set<ProgressListener>();
   private readonly controller = new AbortController();
   connected = false;
 
@@ -18,9 +20,10 @@ export class LiveFeed {
 
   private async run(api: ConsoleApi) {
     try {
-      for await (const event of api.feed(this.controller.signal)) {
+      for await (const live of api.feed(this.controller.signal)) {
         this.connected = true;
-        for (const listener of this.listeners) listener(event);
+        if (live.kind === "status") for (const listener of this.listeners) listener(live.event);
+        else for (const listener of this.progressListeners) listener(live.event);
       }
     } catch (error) {
       console.warn("live updates stopped", error);
@@ -32,6 +35,11 @@ export class LiveFeed {
     return () => this.listeners.delete(listener);
   }
 
+  subscribeProgress(listener: ProgressListener): () => void {
+    this.progressListeners.add(listener);
+    return () => this.progressListeners.delete(listener);
+  }
+
   close() {
     this.controller.abort();
   }
@@ -40,6 +48,11 @@ export class LiveFeed {
 /** Calls `listener` for every change of the tenant's jobs while the component is mounted. */
 export function useFeed(feed: LiveFeed, listener: Listener) {
   useEffect(() => feed.subscribe(listener), [feed, listener]);
+}
+
+/** Calls `listener` for every progress report of the tenant's running jobs. */
+export function useProgressFeed(feed: LiveFeed, listener: ProgressListener) {
+  useEffect(() => feed.subscribeProgress(listener), [feed, listener]);
 }
 
 /** Re-renders every `ms` (clocks, relative times, chart sampling). */

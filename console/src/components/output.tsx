@@ -3,8 +3,8 @@ import type { ConsoleApi, Job } from "../api.ts";
 import { percent } from "../format.ts";
 
 /**
- * Images this tab uploaded, by upload id: the gateway has no download of an upload, so a
- * job's input is previewed from the file the console itself sent.
+ * Images this tab uploaded, by upload id: shown at once, without asking the gateway for
+ * them again (`GET /v1/jobs/{id}/inputs/image` serves any other job's, see input.tsx).
  */
 export const previews = new Map<string, string>();
 
@@ -129,11 +129,14 @@ function ArtifactImage(props: { api: ConsoleApi; job: Job; name: string }) {
   return url ? <img class="checkerboard" src={url} alt={`Artifact ${props.name}`} /> : null;
 }
 
-/** The job's output rendered for its task, raw JSON for the rest (and beside it). */
-export function JobOutput(props: { api: ConsoleApi; job: Job }) {
+/**
+ * The job's output rendered for its task, raw JSON for the rest (and beside it). `src` is
+ * the input image to draw over (default: this tab's own upload of it).
+ */
+export function JobOutput(props: { api: ConsoleApi; job: Job; src?: string | undefined }) {
   const { job } = props;
   const output = job.output;
-  const src = previewOf(job);
+  const src = props.src ?? previewOf(job);
   let rendered: preact.ComponentChildren = null;
   if (isObject(output)) {
     if (Array.isArray(output.lines) && typeof output.text === "string")
@@ -147,6 +150,7 @@ export function JobOutput(props: { api: ConsoleApi; job: Job }) {
     else if (isObject(output.image) || isObject(output.mask))
       rendered = (
         <div class="artifacts">
+          {src && <img class="original" src={src} alt="Original" />}
           {["image", "mask"]
             .filter((name) => isObject(output[name]))
             .map((name) => (

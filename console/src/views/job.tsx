@@ -1,12 +1,13 @@
 import { useCallback, useEffect, useState } from "preact/hooks";
 import type { JobEvent } from "../../../shared/protocol/index.ts";
 import type { WebhookDelivery } from "../../../shared/protocol/webhook-api.ts";
-import type { FeedEvent, Job } from "../api.ts";
-import { JobOutput, previewOf } from "../components/output.tsx";
+import { type FeedEvent, type Job, progressOf } from "../api.ts";
+import { useInputImage } from "../components/input.tsx";
+import { JobOutput } from "../components/output.tsx";
+import { ProgressBar, withProgress } from "../components/progress.tsx";
 import { errorText, ms, time } from "../format.ts";
-import { useFeed } from "../live.ts";
+import { useFeed, useProgressFeed } from "../live.ts";
 import type { Session } from "../session.ts";
-import { progressOf } from "./jobs.tsx";
 
 const TERMINAL = new Set(["succeeded", "failed", "canceled", "expired"]);
 
@@ -114,6 +115,11 @@ export function JobView(props: { session: Session; id: string }) {
     ),
   );
 
+  useProgressFeed(
+    feed,
+    useCallback((event) => setJob((current) => current && withProgress(current, event)), []),
+  );
+
   const act = async (what: () => Promise<unknown>) => {
     try {
       await what();
@@ -124,8 +130,8 @@ export function JobView(props: { session: Session; id: string }) {
     }
   };
 
+  const input = useInputImage(api, job);
   if (!job) return error ? <p role="alert">{error}</p> : <p>Loading…</p>;
-  const src = previewOf(job);
   return (
     <section class="job">
       <h1>
@@ -135,10 +141,10 @@ export function JobView(props: { session: Session; id: string }) {
         {job.model} · priority {job.priority} · attempt {job.attempt}
         {job.queue_position !== undefined && ` · position ${job.queue_position} in line`}
         {job.agent && ` · on ${job.agent.id} (${job.agent.provider ?? "?"})`}
-        {progressOf(job) !== undefined && (
+        {progressOf(job) && (
           <>
             {" · "}
-            <progress max={1} value={progressOf(job)} aria-label="Progress" />
+            <ProgressBar progress={progressOf(job)} />
           </>
         )}
         {job.metrics && ` · waited ${ms(job.metrics.queue_ms)}, ran ${ms(job.metrics.run_ms)}`}
@@ -171,11 +177,12 @@ export function JobView(props: { session: Session; id: string }) {
         </p>
       )}
       <h2>Input</h2>
-      {src ? <img class="preview" src={src} alt="Job input" /> : null}
+      {input.src ? <img class="preview" src={input.src} alt="Job input" /> : null}
+      {input.note && <p class="hint">{input.note}</p>}
       <pre>{JSON.stringify(job.input, null, 2)}</pre>
       {job.metadata && <pre>{JSON.stringify(job.metadata, null, 2)}</pre>}
       <h2>Output</h2>
-      <JobOutput api={api} job={job} />
+      <JobOutput api={api} job={job} src={input.src} />
       <h2>Timeline</h2>
       <Timeline events={events} />
       <h2>Webhooks</h2>

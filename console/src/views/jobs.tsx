@@ -1,7 +1,8 @@
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
-import type { FeedEvent, Job, JobList, JobStatus } from "../api.ts";
+import { type FeedEvent, type Job, type JobList, type JobStatus, progressOf } from "../api.ts";
+import { ProgressBar, withProgress } from "../components/progress.tsx";
 import { errorText, ms, time } from "../format.ts";
-import { useFeed } from "../live.ts";
+import { useFeed, useProgressFeed } from "../live.ts";
 import { hrefOf } from "../router.ts";
 import type { Session } from "../session.ts";
 
@@ -20,13 +21,9 @@ function parseMetadata(text: string): Record<string, string> {
 }
 
 const waitMs = (job: Job) => job.metrics?.queue_ms ?? null;
-/** Reported by the model while it runs, on gateways that carry it (0 to 1). */
-export const progressOf = (job: Job): number | undefined =>
-  (job as Job & { progress?: number }).progress;
 
 export function JobRow(props: { job: Job }) {
   const { job } = props;
-  const progress = progressOf(job);
   return (
     <tr data-status={job.status}>
       <td>
@@ -38,7 +35,7 @@ export function JobRow(props: { job: Job }) {
       </td>
       <td>{job.priority}</td>
       <td>{job.queue_position ?? "–"}</td>
-      <td>{progress !== undefined ? <progress max={1} value={progress} /> : "–"}</td>
+      <td>{progressOf(job) ? <ProgressBar progress={progressOf(job)} /> : "–"}</td>
       <td>{job.agent ? `${job.agent.id} (${job.agent.provider ?? "?"})` : "–"}</td>
       <td>{time(job.created_at)}</td>
       <td>{ms(waitMs(job))}</td>
@@ -54,11 +51,16 @@ export function JobsView(props: { session: Session }) {
   const [metadata, setMetadata] = useState("");
   const [cursors, setCursors] = useState<(string | undefined)[]>([undefined]);
   const [page, setPage] = useState<JobList | null>(null);
+  // The query the page on screen answers: until the one asked for arrives, paging waits.
+  const [shown, setShown] = useState<string | null>(null);
+  const wanted = useRef("");
   const [error, setError] = useState<string | null>(null);
   const [models, setModels] = useState<string[]>([]);
   const reload = useRef<ReturnType<typeof setTimeout> | null>(null);
   const cursor = cursors.at(-1);
 
+  const query = JSON.stringify([status, model, metadata, cursor]);
+  wanted.current = query;
   const load = useCallback(async () => {
     try {
       const list = await api.listJobs({
@@ -68,12 +70,15 @@ export function JobsView(props: { session: Session }) {
         cursor,
         limit: PAGE,
       });
+      // An answer to a query left behind (a page clicked past, a filter changed) is dropped.
+      if (wanted.current !== query) return;
       setPage(list);
+      setShown(query);
       setError(null);
     } catch (failure) {
       setError(errorText(failure));
     }
-  }, [api, status, model, metadata, cursor]);
+  }, [api, status, model, metadata, cursor, query]);
 
   useEffect(() => {
     void load();
@@ -109,12 +114,23 @@ export function JobsView(props: { session: Session }) {
       [load],
     ),
   );
+  useProgressFeed(
+    feed,
+    useCallback((event) => {
+      setPage((current) =>
+        current
+          ? { ...current, data: current.data.map((job) => withProgress(job, event)) }
+          : current,
+      );
+    }, []),
+  );
   useEffect(
     () => () => {
       if (reload.current) clearTimeout(reload.current);
     },
     [],
   );
+  const loading = shown !== query;
 
   const rows = (page?.data ?? []).filter((job) => !model || job.model === model);
   const resetPaging = () => setCursors([undefined]);
@@ -190,15 +206,15 @@ export function JobsView(props: { session: Session }) {
       <nav class="pager" aria-label="Pages">
         <button
           type="button"
-          disabled={cursors.length < 2}
+          disabled={cursors.length < 2 || loading}
           onClick={() => setCursors((c) => c.slice(0, -1))}
         >
           Previous page
         </button>
-        <span>Page {cursors.length}</span>
+        <span aria-busy={loading}>Page {cursors.length}</span>
         <button
           type="button"
-          disabled={!page?.next_cursor}
+          disabled={!page?.next_cursor || loading}
           onClick={() => page?.next_cursor && setCursors((c) => [...c, page.next_cursor ?? ""])}
         >
           Next page

@@ -1,104 +1,18 @@
-import { useCallback, useEffect, useMemo, useState } from "preact/hooks";
+import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import type { ModelInfo } from "../../../client/models.ts";
-import type { ConsoleApi, FeedEvent, Job } from "../api.ts";
-import { JobOutput, previews } from "../components/output.tsx";
+import { type FeedEvent, progressOf } from "../api.ts";
+import { JobOutput } from "../components/output.tsx";
+import { ParamField, type Property } from "../components/param-field.tsx";
+import { ProgressBar, withProgress } from "../components/progress.tsx";
 import { errorText } from "../format.ts";
-import { useFeed } from "../live.ts";
+import { useFeed, useProgressFeed } from "../live.ts";
 import { hrefOf } from "../router.ts";
 import type { Session } from "../session.ts";
-import { progressOf } from "./jobs.tsx";
+import { batchJobs, type Item, submitBatches, uploadAll } from "./try-batch.ts";
 
-interface Item {
-  key: string;
-  file: File;
-  preview: string;
-  job: Job | null;
-  error: string | null;
-}
-type Property = ModelInfo["input_schema"]["properties"] extends Record<string, infer P> | undefined
-  ? P & { minimum?: number; maximum?: number; default?: unknown }
-  : never;
-
-/** Uploads and submits at most this many files at once. */
-const PARALLEL = 6;
-
-/** One field per model parameter, from the model's input JSON Schema. */
-function ParamField(props: {
-  name: string;
-  schema: Property;
-  value: unknown;
-  onChange: (value: unknown) => void;
-}) {
-  const { name, schema } = props;
-  const label = schema.description ? `${name}: ${schema.description}` : name;
-  if (schema.enum)
-    return (
-      <label>
-        {name}
-        <select
-          title={label}
-          value={String(props.value ?? "")}
-          onChange={(e) => props.onChange(e.currentTarget.value || undefined)}
-        >
-          <option value="">default</option>
-          {schema.enum.map((v) => (
-            <option key={String(v)}>{String(v)}</option>
-          ))}
-        </select>
-      </label>
-    );
-  if (schema.type === "boolean")
-    return (
-      <label>
-        <input
-          type="checkbox"
-          title={label}
-          checked={props.value === true}
-          onChange={(e) => props.onChange(e.currentTarget.checked || undefined)}
-        />
-        {name}
-      </label>
-    );
-  const value = props.value === undefined ? "" : String(props.value);
-  if (schema.type === "number" || schema.type === "integer")
-    return (
-      <label>
-        {name}
-        <input
-          type="number"
-          title={label}
-          step={schema.type === "integer" ? 1 : "any"}
-          {...(schema.minimum !== undefined ? { min: schema.minimum } : {})}
-          {...(schema.maximum !== undefined ? { max: schema.maximum } : {})}
-          value={value}
-          onInput={(e) => {
-            const text = e.currentTarget.value;
-            props.onChange(text === "" ? undefined : Number(text));
-          }}
-        />
-      </label>
-    );
-  return (
-    <label>
-      {name}
-      <input
-        type="text"
-        title={label}
-        value={value}
-        onInput={(e) => props.onChange(e.currentTarget.value || undefined)}
-      />
-    </label>
-  );
-}
-
-async function runItem(api: ConsoleApi, model: string, params: object, item: Item) {
-  const upload = await api.sdk.uploads.create(item.file);
-  previews.set(upload.id, item.preview);
-  return (await api.sdk.jobs.create(
-    { model, input: { ...params, image: upload.id } },
-    { wait: 0 },
-  )) as Job;
-}
+const TERMINAL = new Set(["succeeded", "failed", "canceled", "expired"]);
+/** A busy feed re-reads the batches at most this often (positions in line, outputs). */
+const REFRESH_MS = 1000;
 
 export function TryView(props: { session: Session }) {
   const { api, feed } = props.session;
@@ -108,6 +22,8 @@ export function TryView(props: { session: Session }) {
   const [items, setItems] = useState<Item[]>([]);
   const [dragging, setDragging] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  const [batches, setBatches] = useState<string[]>([]);
+  const refreshTimer = useRef<ReturnType<typeof setTimeout> | null>(null);
 
   useEffect(() => {
     void api.sdk.models.list().then((list) => {
@@ -124,19 +40,75 @@ export function TryView(props: { session: Session }) {
     setItems((list) => list.map((item) => (item.key === key ? { ...item, ...change } : item)));
   }, []);
 
-  // Each item follows its job on the tenant's feed, and is read again on each change (its
-  // position in line while queued, its output once done).
-  const ids = useMemo(() => new Map(items.map((i) => [i.job?.id, i.key])), [items]);
+  // The batches' jobs, read back and matched to the items by the key in their metadata.
+  const refresh = useCallback(
+    async (ids: string[]) => {
+      for (const id of ids) {
+        const jobs = await batchJobs(api, id).catch((failure: unknown) => {
+          setError(errorText(failure));
+          return new Map();
+        });
+        setItems((list) =>
+          list.map((item) => {
+            const job = jobs.get(item.key);
+            return job ? { ...item, job } : item;
+          }),
+        );
+      }
+    },
+    [api],
+  );
+  // Which batches still have a job that is not done: only those are read again.
+  const open = useMemo(
+    () => [
+      ...new Set(
+        items
+          .filter((i) => i.batch && !i.error && !(i.job && TERMINAL.has(i.job.status)))
+          .map((i) => i.batch as string),
+      ),
+    ],
+    [items],
+  );
+  const mine = useMemo(() => new Set(items.map((i) => i.job?.id).filter(Boolean)), [items]);
+  // Each change of one of these jobs, and each start or end of another job of the model
+  // (which moves these up the line), reads the open batches again, once a second at most.
   useFeed(
     feed,
     useCallback(
       (event: FeedEvent) => {
-        const key = ids.get(event.job_id);
-        if (!key) return;
-        void api.sdk.jobs.get(event.job_id).then((job) => update(key, { job: job as Job }));
+        if (open.length === 0 || (!mine.has(event.job_id) && event.model !== model)) return;
+        if (mine.has(event.job_id))
+          setItems((list) =>
+            list.map((item) =>
+              item.job?.id === event.job_id && event.seq > 0 && !TERMINAL.has(item.job.status)
+                ? { ...item, job: { ...item.job, status: event.status } }
+                : item,
+            ),
+          );
+        if (refreshTimer.current) return;
+        refreshTimer.current = setTimeout(() => {
+          refreshTimer.current = null;
+          void refresh(open);
+        }, REFRESH_MS);
       },
-      [api, ids, update],
+      [open, mine, model, refresh],
     ),
+  );
+  useProgressFeed(
+    feed,
+    useCallback((event) => {
+      setItems((list) =>
+        list.map((item) =>
+          item.job?.id === event.job_id ? { ...item, job: withProgress(item.job, event) } : item,
+        ),
+      );
+    }, []),
+  );
+  useEffect(
+    () => () => {
+      if (refreshTimer.current) clearTimeout(refreshTimer.current);
+    },
+    [],
   );
 
   const addFiles = (files: FileList | File[] | null) => {
@@ -147,35 +119,32 @@ export function TryView(props: { session: Session }) {
         key: `${file.name}-${crypto.randomUUID()}`,
         file,
         preview: URL.createObjectURL(file),
+        sent: false,
+        batch: null,
         job: null,
         error: null,
       })),
     ]);
   };
 
+  // Uploads every new file, then submits them all in ONE request (`POST /v1/batches`, per
+  // 1 000 files); the feed then moves each item along.
   const run = async () => {
     setError(null);
-    const queue = items.filter((item) => !item.job);
-    const worker = async () => {
-      for (let item = queue.shift(); item; item = queue.shift()) {
-        const key = item.key;
-        try {
-          const job = await runItem(api, model, params, item);
-          update(key, { job, error: null });
-          // The job may have finished before the feed knew of it: read it once more.
-          void api.sdk.jobs.get(job.id).then((now) => update(key, { job: now as Job }));
-        } catch (failure) {
-          update(key, { error: errorText(failure) });
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: PARALLEL }, worker));
+    const todo = items.filter((item) => !item.sent);
+    for (const item of todo) update(item.key, { sent: true, error: null });
+    const uploaded = await uploadAll(api, todo, update);
+    if (uploaded.length === 0) return;
+    const made = await submitBatches(api, model, params, uploaded, update);
+    setBatches((list) => [...list, ...made]);
+    await refresh(made);
   };
 
   const results = items
     .filter((item) => item.job)
     .map((item) => ({
       file: item.file.name,
+      batch_id: item.batch,
       job_id: item.job?.id,
       status: item.job?.status,
       output: item.job?.output ?? null,
@@ -248,7 +217,7 @@ export function TryView(props: { session: Session }) {
           </label>
           <p class="hint">or drop one image or hundreds here</p>
         </div>
-        <button type="submit" disabled={!model || items.every((i) => i.job)}>
+        <button type="submit" disabled={!model || items.every((i) => i.sent)}>
           Run
         </button>
         {download && (
@@ -258,6 +227,16 @@ export function TryView(props: { session: Session }) {
         )}
       </form>
       {error && <p role="alert">{error}</p>}
+      {batches.length > 0 && (
+        <p class="hint batches" role="status">
+          {batches.length === 1 ? "Batch " : "Batches "}
+          {batches.map((id) => (
+            <code key={id}>{id} </code>
+          ))}
+          · {items.filter((i) => i.job?.status === "succeeded").length} of{" "}
+          {items.filter((i) => i.batch).length} succeeded
+        </p>
+      )}
       <ul class="items" aria-label="Items">
         {items.map((item) => (
           <li key={item.key} data-status={item.job?.status ?? "new"}>
@@ -268,14 +247,14 @@ export function TryView(props: { session: Session }) {
                 <>
                   <a href={hrefOf({ view: "job", id: item.job.id })}>{item.job.id}</a>{" "}
                   <span class={`status ${item.job.status}`}>{item.job.status}</span>
-                  {item.job.queue_position !== undefined && ` · ${item.job.queue_position} in line`}
-                  {item.job.agent && ` · on ${item.job.agent.id}`}
-                  {progressOf(item.job) !== undefined && (
-                    <progress max={1} value={progressOf(item.job)} aria-label="Progress" />
-                  )}
+                  {item.job.status === "queued" &&
+                    item.job.queue_position !== undefined &&
+                    ` · ${item.job.queue_position} in line`}
+                  {item.job.agent && ` · on ${item.job.agent.id}`}{" "}
+                  <ProgressBar progress={progressOf(item.job)} />
                 </>
               ) : (
-                <span>{item.error ?? "ready"}</span>
+                <span>{item.error ?? (item.sent ? "uploading…" : "ready")}</span>
               )}
               {item.job?.output !== null && item.job?.output !== undefined && (
                 <JobOutput api={api} job={item.job} />

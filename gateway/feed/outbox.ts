@@ -18,16 +18,27 @@ export function matchesFeedFilter(filter: FeedFilter, row: TenantEventRow): bool
   return true;
 }
 
+/** A client that takes no write for this long, with more than `limit` events waiting, is stalled. */
+const STALL_MS = 1_000;
+/** A burst (a 1 000-item batch) may briefly exceed `limit` for a client that keeps up; not this. */
+const BURST_FACTOR = 10;
+
 /**
- * The events one stream still has to write, in order, at most `limit` of them. The cursor
- * moves over every row, kept or filtered out, so a resume from a filtered stream's last id
- * neither repeats nor skips what the filter keeps.
+ * The events one stream still has to write, in order. The cursor moves over every row,
+ * kept or filtered out, so a resume from a filtered stream's last id neither repeats nor
+ * skips what the filter keeps. A client that stops reading overflows once more than `limit`
+ * events wait and it has taken no write for `STALL_MS` (or at once past `BURST_FACTOR` ×
+ * `limit`): what it holds is freed and the stream ends with `stream_overflow`.
  */
 export class Outbox {
   private queue: TenantEventRow[] = [];
+  /** Index of the next row to write (a moving head: no O(n) shift per row). */
+  private head = 0;
   private last: FeedCursor | null = null;
   private wake: (() => void) | null = null;
   private readonly aborted: Promise<void>;
+  /** When the write now pending began; null when none is. */
+  private writingSince: number | null = null;
   sent = 0;
   overflowed = false;
 
@@ -36,6 +47,7 @@ export class Outbox {
     private readonly filter: FeedFilter,
     private readonly closed: AbortController,
     private readonly limit: number,
+    private readonly now: () => number = Date.now,
   ) {
     this.aborted = new Promise((resolve) => {
       closed.signal.addEventListener("abort", () => {
@@ -43,6 +55,11 @@ export class Outbox {
         resolve();
       });
     });
+  }
+
+  /** Events waiting to be written. */
+  get waiting(): number {
+    return this.queue.length - this.head;
   }
 
   skipUntil(cursor: FeedCursor): void {
@@ -56,31 +73,53 @@ export class Outbox {
       this.last = row.cursor;
       if (matchesFeedFilter(this.filter, row)) this.queue.push(row);
     }
-    if (this.queue.length > this.limit) {
-      // Nothing more is kept for it: what it holds is freed, the client resumes from the
-      // last event it did get.
+    this.checkStalled();
+    this.wake?.();
+  }
+
+  private checkStalled(): void {
+    const stalled = this.writingSince !== null && this.now() - this.writingSince >= STALL_MS;
+    if (this.waiting > this.limit * BURST_FACTOR || (this.waiting > this.limit && stalled)) {
+      // Nothing more is kept for it; the client resumes from the last event it got.
       this.overflowed = true;
       this.queue = [];
+      this.head = 0;
       this.closed.abort();
     }
-    this.wake?.();
   }
 
   /**
    * Writes what is queued. A write the client does not take (its socket is full) is raced
-   * against `closed`, so an overflow ends the stream without waiting on the client.
+   * against `closed` and re-checked every `STALL_MS`, so a stalled client overflows even
+   * when no new row comes, and an overflow ends the stream without waiting on the client.
    */
   async flush(): Promise<void> {
-    for (;;) {
-      if (this.closed.signal.aborted) return;
-      const row = this.queue.shift();
-      if (!row) return;
-      const written = this.stream.writeSSE({
-        id: row.cursor,
-        event: "status",
-        data: toFeedEvent(row),
-      });
-      await Promise.race([written, this.aborted]);
+    while (!this.closed.signal.aborted && this.head < this.queue.length) {
+      const row = this.queue[this.head++] as TenantEventRow;
+      if (this.head > 1_024 && this.head * 2 > this.queue.length) {
+        this.queue = this.queue.slice(this.head);
+        this.head = 0;
+      }
+      this.writingSince = this.now();
+      let done = false;
+      const written = this.stream
+        .writeSSE({ id: row.cursor, event: "status", data: toFeedEvent(row) })
+        .finally(() => {
+          done = true;
+        });
+      while (!done && !this.closed.signal.aborted) {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        await Promise.race([
+          written,
+          this.aborted,
+          new Promise((resolve) => {
+            timer = setTimeout(resolve, STALL_MS);
+          }),
+        ]);
+        clearTimeout(timer);
+        if (!done) this.checkStalled();
+      }
+      this.writingSince = null;
       this.sent++;
     }
   }

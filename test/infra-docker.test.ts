@@ -128,6 +128,41 @@ describe("infra/docker/gateway.Dockerfile", () => {
     expect(all(stages, "RUN").join("\n")).not.toMatch(/ONNXRUNTIME_NODE_INSTALL=cuda/);
     checkCopySources(stages);
   });
+
+  it("builds dist/ (console, SDK) with devDependencies in a build stage; the image gets only production dependencies and dist/", () => {
+    const named = new Map(stages.filter((s) => s.name).map((s) => [s.name!, s]));
+    const stageOf = (copy: string) => named.get(/^--from=(\S+)/.exec(copy)?.[1] ?? "");
+    const fromCopies = final.instructions
+      .filter((i) => i.op === "COPY" && i.args.startsWith("--from="))
+      .map((i) => i.args);
+    for (const copy of fromCopies) expect(stageOf(copy), copy).toBeDefined();
+
+    // dist/ comes from a stage whose full `npm ci` ran `prepare` after the sources it builds.
+    const dist = fromCopies.find((copy) => /\/dist\s+\.\/dist$/.test(copy));
+    expect(dist, "the image copies dist/ from a build stage").toBeDefined();
+    const build = stageOf(dist!)!;
+    const ci = build.instructions.findIndex((i) => i.op === "RUN" && /npm ci\b/.test(i.args));
+    expect(ci).toBeGreaterThan(-1);
+    expect(build.instructions[ci]!.args).not.toMatch(/--omit=dev|--ignore-scripts/);
+    const copiedBefore = build.instructions
+      .slice(0, ci)
+      .filter((i) => i.op === "COPY")
+      .flatMap((i) => i.args.split(/\s+/).slice(0, -1));
+    const prepare = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).scripts
+      .prepare as string;
+    expect(prepare).toMatch(/build:console/);
+    for (const source of ["package-lock.json", "scripts", "client", "console", "shared"])
+      expect(copiedBefore, `${source} is there when prepare runs`).toContain(source);
+
+    // node_modules from a production install that ran no lifecycle script (no `prepare`).
+    const modules = fromCopies.find((copy) => /\/node_modules\s+\.\/node_modules$/.test(copy));
+    expect(modules).toBeDefined();
+    const deps = all([stageOf(modules!)!], "RUN").join("\n");
+    expect(deps).toMatch(/npm ci --omit=dev --ignore-scripts/);
+    // The final stage installs nothing itself and carries no compiler.
+    expect(all([final], "RUN").join("\n")).not.toMatch(/npm (ci|install)|g\+\+/);
+    expect(final.base).toBe("node:20-slim");
+  });
 });
 
 describe(".dockerignore", () => {

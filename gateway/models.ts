@@ -1,6 +1,7 @@
 import { z } from "zod";
 import {
   type ArtifactSpec,
+  FALLBACK_TIMEOUT_SECONDS,
   MAX_IMAGE_PIXELS,
   MAX_IMAGE_SIDE,
   MODEL_TASKS,
@@ -39,6 +40,8 @@ export interface ModelSpec {
   /** Decoded-image bounds, or null for a model that does not decode images. */
   maxPixels: number | null;
   maxSide: number | null;
+  /** A job's `timeout_seconds` when it names none (the task's default). */
+  defaultTimeoutSeconds: number;
 }
 
 /** A model of a task, as the task catalog describes it, under the model's id. */
@@ -54,6 +57,7 @@ function taskSpec(task: ModelTask): ModelSpec {
     output: entry.output,
     maxPixels: entry.decodesImage ? MAX_IMAGE_PIXELS : null,
     maxSide: entry.decodesImage ? MAX_IMAGE_SIDE : null,
+    defaultTimeoutSeconds: entry.defaultTimeoutSeconds ?? FALLBACK_TIMEOUT_SECONDS,
     ...(entry.artifacts.length > 0 ? { artifacts: entry.artifacts } : {}),
   };
 }

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { MAX_TIMEOUT_SECONDS } from "../shared/protocol/job.ts";
 
 /**
  * Plans: what a tenant pays for, as limits the gateway enforces. A tenant is on one plan
@@ -31,6 +32,8 @@ const PlanLimitsShape = z.strictObject({
   max_queued_jobs: z.number().int().positive(),
   /** Largest upload; the gateway's own GANTRY_MAX_UPLOAD_BYTES still caps it. */
   max_upload_bytes: z.number().int().positive(),
+  /** Longest `timeout_seconds` a job may ask for; a model's longer default is cut to it. */
+  max_timeout_seconds: z.number().int().min(1).max(MAX_TIMEOUT_SECONDS),
   /**
    * Retention (gateway/retention/): how long after a job ended its inputs (uploads' blobs),
    * its output and artifacts, and its row with its events and webhook records are kept;
@@ -71,6 +74,7 @@ export const PLANS: Record<PlanName, PlanLimits> = {
     burst: 20,
     max_queued_jobs: 100,
     max_upload_bytes: 5 * MiB,
+    max_timeout_seconds: 10 * 60,
     input_retention_seconds: HOUR,
     output_retention_seconds: DAY,
     job_retention_seconds: 7 * DAY,
@@ -84,6 +88,7 @@ export const PLANS: Record<PlanName, PlanLimits> = {
     burst: 100,
     max_queued_jobs: 10_000,
     max_upload_bytes: 20 * MiB,
+    max_timeout_seconds: HOUR,
     input_retention_seconds: HOUR,
     output_retention_seconds: 7 * DAY,
     job_retention_seconds: 30 * DAY,
@@ -97,6 +102,7 @@ export const PLANS: Record<PlanName, PlanLimits> = {
     burst: 500,
     max_queued_jobs: 100_000,
     max_upload_bytes: 100 * MiB,
+    max_timeout_seconds: DAY,
     input_retention_seconds: DAY,
     output_retention_seconds: 30 * DAY,
     job_retention_seconds: 90 * DAY,

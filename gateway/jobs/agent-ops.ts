@@ -141,6 +141,9 @@ export async function buildClaim(gateway: Gateway, row: JobRow): Promise<Claim> 
     inputs,
     max_output_bytes: Math.max(1, gateway.config.maxBodyBytes - REPORT_ENVELOPE_BYTES),
     lease_seconds: gateway.config.leaseSeconds,
+    ...(row.timeout_seconds === null
+      ? {}
+      : { timeout_seconds: row.timeout_seconds, timeout_default: row.timeout_default === 1 }),
     ...(artifacts ? { artifacts } : {}),
   };
 }

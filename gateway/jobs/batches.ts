@@ -25,7 +25,8 @@ const itemError = (index: number, error: unknown): BatchItemError => {
  * Makes a batch: every item checked on its own (one bad item is reported by its index, the
  * others go ahead; with `atomic`, any bad item refuses the whole batch and makes nothing),
  * then every good item submitted at once. The submits' inserts share statements (the job
- * inserter's group commit), so a thousand items cost a few INSERTs, not a thousand.
+ * inserter's group commit), so a thousand items cost a few INSERTs, not a thousand. A batch
+ * whose every item is refused is a 422 listing why, not an empty batch.
  */
 export async function createBatch(
   gateway: Gateway,
@@ -49,23 +50,32 @@ export async function createBatch(
       errors.push({ index, code: "validation_failed", message: `${where}: ${issue?.message}` });
     }
   });
-  if (request.atomic) {
-    await Promise.all(
-      items.map(({ index, item }) =>
-        checkModelAndInputs(gateway, tenant, { model: request.model, input: item.input }).catch(
-          (error: unknown) => {
-            errors.push(itemError(index, error));
-          },
-        ),
+  const jobRequest = (item: BatchItem) => {
+    const timeout = item.timeout_seconds ?? request.timeout_seconds;
+    return {
+      model: request.model,
+      input: item.input,
+      ...(item.metadata ? { metadata: item.metadata } : {}),
+      ...(request.priority === undefined ? {} : { priority: request.priority }),
+      ...(request.ttl_seconds === undefined ? {} : { ttl_seconds: request.ttl_seconds }),
+      ...(timeout === undefined ? {} : { timeout_seconds: timeout }),
+    };
+  };
+  // Checked before the batch is made, so that one whose every item is bad makes nothing;
+  // each submit then skips the same checks.
+  const checked = await Promise.all(
+    items.map(({ index, item }) =>
+      checkModelAndInputs(gateway, tenant, jobRequest(item)).then(
+        (spec) => ({ index, item, spec }),
+        (error: unknown) => {
+          errors.push(itemError(index, error));
+          return null;
+        },
       ),
-    );
-    if (errors.length) {
-      errors.sort((a, b) => a.index - b.index);
-      throw new HttpProblem(422, "batch_invalid", "Invalid batch items", describe(errors), {
-        errors,
-      });
-    }
-  }
+    ),
+  );
+  const good = checked.filter((entry) => entry !== null);
+  if (errors.length && (request.atomic || good.length === 0)) throw refused(errors);
   const now = gateway.now();
   const row = await gateway.stores.jobs.insertBatch({
     id: newId("bat", now),
@@ -76,19 +86,13 @@ export async function createBatch(
     now,
   });
   const made = await Promise.all(
-    items.map(({ index, item }) =>
-      submitJob(
-        gateway,
-        tenant,
-        {
-          model: request.model,
-          input: item.input,
-          ...(item.metadata ? { metadata: item.metadata } : {}),
-          ...(request.priority === undefined ? {} : { priority: request.priority }),
-          ...(request.ttl_seconds === undefined ? {} : { ttl_seconds: request.ttl_seconds }),
-        },
-        { idempotencyKey: null, traceparent, batchId: row.id },
-      ).then(
+    good.map(({ index, item, spec }) =>
+      submitJob(gateway, tenant, jobRequest(item), {
+        idempotencyKey: null,
+        traceparent,
+        batchId: row.id,
+        checkedSpec: spec,
+      }).then(
         () => true,
         (error: unknown) => {
           errors.push(itemError(index, error));
@@ -99,11 +103,23 @@ export async function createBatch(
   );
   const total = made.filter(Boolean).length;
   await gateway.stores.jobs.sealBatch(row.id, total, gateway.now());
+  if (total === 0) {
+    // Every submit was refused (the queue is full, the model was paused meanwhile).
+    await gateway.stores.jobs.markBatchCanceled(row.id, gateway.now());
+    throw refused(errors);
+  }
   // Items that finished before the seal could not complete it; this check can.
   const completed = await completeIfDone(gateway, row.id, webhookDeps(gateway));
   errors.sort((a, b) => a.index - b.index);
   const view = await batchView(gateway, completed ?? { ...row, total });
   return { ...view, errors };
+}
+
+function refused(errors: BatchItemError[]): HttpProblem {
+  errors.sort((a, b) => a.index - b.index);
+  return new HttpProblem(422, "batch_invalid", "Invalid batch items", describe(errors), {
+    errors,
+  });
 }
 
 function describe(errors: BatchItemError[]): string {

@@ -1,15 +1,28 @@
 import { HttpProblem, notFound } from "../../shared/errors.ts";
+import type { JobStatus } from "../../shared/protocol/index.ts";
+import { assertQueueHasRoom, noteJobQueued } from "../backpressure.ts";
 import type { Gateway } from "../context.ts";
 import type { JobRow } from "../store/job-rows.ts";
+import type { Tenant } from "../store/tenants.ts";
 import { afterTransition, publishJob } from "./lifecycle.ts";
+import { assertTenantHasRoom } from "./submit.ts";
+
+const RETRYABLE: readonly JobStatus[] = ["failed", "expired", "canceled"];
 
 /**
  * Puts a failed, expired or canceled job back in the queue under the same id: attempts
  * start again, its earlier life stays in its events, and it gets as long to wait as it had
  * the first time (its deadline moves by its original TTL). A model no longer served cannot
- * be retried: no agent would take it.
+ * be retried: no agent would take it. With `bounded` (a tenant's own retry), the tenant's
+ * and the model's queued-job bounds apply as to a submit (429 / 503 with Retry-After); an
+ * operator's redrive is bounded by its own page size instead.
  */
-export async function retryJob(gateway: Gateway, tenantId: string, id: string): Promise<JobRow> {
+export async function retryJob(
+  gateway: Gateway,
+  tenantId: string,
+  id: string,
+  bounded?: Tenant,
+): Promise<JobRow> {
   const jobs = gateway.stores.jobs;
   const current = await jobs.forTenant(tenantId, id);
   if (!current) throw notFound("Job", id);
@@ -20,6 +33,11 @@ export async function retryJob(gateway: Gateway, tenantId: string, id: string): 
       "Job cannot be retried",
       `Model "${current.model}" is no longer served.`,
     );
+  }
+  // A job that cannot be retried gets its 409 below, not a 503 for a queue it never joins.
+  if (bounded && RETRYABLE.includes(current.status as JobStatus)) {
+    await assertTenantHasRoom(gateway, bounded);
+    await assertQueueHasRoom(gateway, current.model);
   }
   const now = gateway.now();
   const ttl = current.expires_at - current.created_at;
@@ -32,6 +50,7 @@ export async function retryJob(gateway: Gateway, tenantId: string, id: string): 
       `The job is ${result.current?.status ?? current.status}; only failed, expired or canceled jobs can be retried.`,
     );
   }
+  noteJobQueued(gateway, current.model, tenantId);
   afterTransition(gateway, result.job);
   // A failed publish leaves the job unpublished: the outbox pass publishes it later.
   await publishJob(gateway, result.job, { markInBackground: true });

@@ -13,12 +13,15 @@ import { assertWebhookUrlAllowed } from "../webhooks/url-policy.ts";
 import { assertInputUrlsAllowed } from "./input-urls.ts";
 import { afterTransition, publishJob } from "./lifecycle.ts";
 import { assertModelAccepting } from "./model-switches.ts";
+import { jobTimeout } from "./timeout.ts";
 
 export interface SubmitOptions {
   idempotencyKey: string | null;
   traceparent: string | null;
   /** The batch the job is an item of (gateway/jobs/batches.ts). */
   batchId?: string;
+  /** The model and inputs were checked already (`checkModelAndInputs`): a batch's items. */
+  checkedSpec?: ModelSpec;
 }
 
 export interface Submitted {
@@ -47,7 +50,7 @@ export async function submitJob(
     const earlier = await replay(gateway, tenant, options.idempotencyKey, requestHash);
     if (earlier) return { job: earlier, created: false };
   }
-  const spec = await checkModelAndInputs(gateway, tenant, request);
+  const spec = options.checkedSpec ?? (await checkModelAndInputs(gateway, tenant, request));
   await assertModelAccepting(gateway, spec.id);
   assertInputUrlsAllowed(request.input, gateway.config);
   if (request.webhook) {
@@ -60,6 +63,7 @@ export async function submitJob(
   await assertQueueHasRoom(gateway, spec.id);
   const now = gateway.now();
   const ttlSeconds = request.ttl_seconds ?? gateway.config.defaultTtlSeconds;
+  const timeout = jobTimeout(spec, tenant, request.timeout_seconds);
   const row = await gateway.stores.jobs.insert({
     id: newId("job", now),
     tenantId: tenant.id,
@@ -75,6 +79,8 @@ export async function submitJob(
     expiresAt: now + ttlSeconds * 1000,
     metadata: request.metadata ?? null,
     batchId: options.batchId ?? null,
+    timeoutSeconds: timeout.seconds,
+    timeoutDefault: timeout.fromDefault,
   });
   if (!row) {
     // A concurrent request with the same key won the insert.
@@ -123,7 +129,7 @@ async function replay(gateway: Gateway, tenant: Tenant, key: string, requestHash
  * from a reading at most `queueDepthCacheMs` old (plus what this process queued since), and
  * is read afresh before a refusal: jobs that started or were canceled meanwhile make room.
  */
-async function assertTenantHasRoom(gateway: Gateway, tenant: Tenant): Promise<void> {
+export async function assertTenantHasRoom(gateway: Gateway, tenant: Tenant): Promise<void> {
   const max = tenant.limits.max_queued_jobs;
   const load = () => gateway.stores.jobs.queuedCount(tenant.id);
   const counts = gateway.admission.tenantQueued;
@@ -166,6 +172,7 @@ export async function checkModelAndInputs(
     );
   }
   checkModelInput(spec, request.input);
+  jobTimeout(spec, tenant, request.timeout_seconds);
   if (!image?.startsWith("upl_")) return spec;
   const upload = await gateway.stores.uploads.forTenant(tenant.id, image);
   if (!upload) {

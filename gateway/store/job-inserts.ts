@@ -18,6 +18,9 @@ export interface NewJob {
   metadata?: Record<string, string> | null;
   /** The batch it is one item of (`POST /v1/batches`). */
   batchId?: string | null;
+  /** Its execution limit; `timeoutDefault` when that is its task's default. */
+  timeoutSeconds?: number | null;
+  timeoutDefault?: boolean;
 }
 
 /** The row's columns, each a bound parameter of the INSERT. */
@@ -46,6 +49,8 @@ function toRow(job: NewJob): Insertable<JobTable> {
     last_seq: 1,
     metadata: job.metadata ? JSON.stringify(job.metadata) : null,
     batch_id: job.batchId ?? null,
+    timeout_seconds: job.timeoutSeconds ?? null,
+    timeout_default: job.timeoutSeconds == null ? null : job.timeoutDefault ? 1 : 0,
   };
 }
 

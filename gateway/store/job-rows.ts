@@ -37,6 +37,8 @@ export const JOB_COLUMNS = [
   "last_seq",
   "metadata",
   "batch_id",
+  "timeout_seconds",
+  "timeout_default",
 ] as const satisfies readonly (keyof JobTable)[];
 
 export type JobEventRow = Selectable<JobEventTable>;
@@ -64,6 +66,7 @@ export function toJob(row: JobRow): Job {
     finished_at: isoOrNull(row.finished_at),
     expires_at: iso(row.expires_at),
     ...(row.metadata === null ? {} : { metadata: JSON.parse(row.metadata) as JobMetadata }),
+    ...(row.timeout_seconds === null ? {} : { timeout_seconds: row.timeout_seconds }),
     ...(row.started_at === null ? {} : { metrics: metricsOf(row, row.started_at) }),
     ...expiredData(row),
   };

@@ -12,6 +12,7 @@ import { modelSwitches } from "./migrations/0010-model-switches.ts";
 import { webhookOutbox } from "./migrations/0011-webhook-outbox.ts";
 import { batches } from "./migrations/0012-batches.ts";
 import { retention } from "./migrations/0013-retention.ts";
+import { jobTimeout } from "./migrations/0014-job-timeout.ts";
 import { instant, type Migration, type SqlDialect } from "./migrations/types.ts";
 import type { Database } from "./schema.ts";
 
@@ -32,6 +33,7 @@ const MIGRATIONS: Migration[] = [
   webhookOutbox,
   batches,
   retention,
+  jobTimeout,
 ];
 
 /**

@@ -125,6 +125,9 @@ export interface JobTable {
   metadata: string | null;
   /** The batch it was submitted in (migration 0012). */
   batch_id: Generated<string | null>;
+  /** Its execution limit, and 1 when that is its task's default (migration 0014). */
+  timeout_seconds: number | null;
+  timeout_default: number | null;
   /** Retention (migration 0013): when the uploads its input named were deleted. */
   inputs_purged_at: Generated<number | null>;
   /** When its output and artifacts were deleted; the row itself goes later. */

@@ -86,6 +86,14 @@ export const Claim = z.object({
   max_output_bytes: z.number().int().positive().optional(),
   lease_seconds: z.number().int().positive(),
   /**
+   * The job's execution limit: past it the agent stops the run (killing its runner child)
+   * and fails the job with `timeout`. `timeout_default`: the job named none, so this is its
+   * task's default, which the agent's own model config may override. Absent from older
+   * gateways and on older jobs: the agent's model config, else the task's default.
+   */
+  timeout_seconds: z.number().int().positive().optional(),
+  timeout_default: z.boolean().optional(),
+  /**
    * Per artifact name the model may make (`image_png`), where to PUT its bytes. Absent for
    * models without artifacts and from older gateways: the agent then inlines small ones.
    */

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { JobInput, JobMetadata, ModelId } from "./job.ts";
+import { JobInput, JobMetadata, ModelId, TimeoutSeconds } from "./job.ts";
 
 export const MAX_BATCH_ITEMS = 1_000;
 
@@ -7,6 +7,7 @@ export const MAX_BATCH_ITEMS = 1_000;
 export const BatchItem = z.strictObject({
   input: JobInput,
   metadata: JobMetadata.optional(),
+  timeout_seconds: TimeoutSeconds.optional().describe("This item's own; else the batch's."),
 });
 export type BatchItem = z.infer<typeof BatchItem>;
 
@@ -19,7 +20,7 @@ export const BatchRequest = z.strictObject({
     .array(z.unknown())
     .min(1)
     .max(MAX_BATCH_ITEMS)
-    .describe("Up to 1 000 `{input, metadata?}`, each checked on its own."),
+    .describe("Up to 1 000 `{input, metadata?, timeout_seconds?}`, each checked on its own."),
   webhook: BatchWebhook.optional().describe("Gets one signed `batch.completed`."),
   metadata: JobMetadata.optional(),
   priority: z.number().int().min(0).max(9).optional(),
@@ -29,6 +30,9 @@ export const BatchRequest = z.strictObject({
     .min(10)
     .max(7 * 24 * 3600)
     .optional(),
+  timeout_seconds: TimeoutSeconds.optional().describe(
+    "Every item's execution limit, unless the item names its own.",
+  ),
   atomic: z
     .boolean()
     .optional()

@@ -89,6 +89,12 @@ export const JobMetadata = z
   .meta({ maxProperties: METADATA_MAX_KEYS, example: { customer: "acme", invoice: "inv-42" } });
 export type JobMetadata = z.infer<typeof JobMetadata>;
 
+/** A job's longest execution limit, whatever plan or model says (one day). */
+export const MAX_TIMEOUT_SECONDS = 86_400;
+
+/** How long one run of a job may take before the agent stops it (`timeout`). */
+export const TimeoutSeconds = z.number().int().min(1).max(MAX_TIMEOUT_SECONDS);
+
 export const JobRequest = z.strictObject({
   model: ModelId,
   input: JobInput,
@@ -110,6 +116,9 @@ export const JobRequest = z.strictObject({
     .optional()
     .describe("A job still queued after this long becomes `expired`. Default 86400."),
   metadata: JobMetadata.optional(),
+  timeout_seconds: TimeoutSeconds.optional().describe(
+    "Longest run of one attempt; past it the agent stops the run and the job fails with `timeout`. Default: the model's (`GET /v1/models`); at most your plan's `max_timeout_seconds`.",
+  ),
 });
 export type JobRequest = z.infer<typeof JobRequest>;
 
@@ -145,6 +154,11 @@ export const Job = z.object({
   finished_at: z.iso.datetime().nullable(),
   expires_at: z.iso.datetime().describe("When a job still queued becomes `expired`."),
   metadata: JobMetadata.optional().describe("The metadata the job was submitted with, if any."),
+  timeout_seconds: z
+    .number()
+    .int()
+    .optional()
+    .describe("Its execution limit: the one it was submitted with, or its model's default."),
   queue_position: z
     .number()
     .int()

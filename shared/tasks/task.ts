@@ -94,8 +94,7 @@ export interface TaskDefinition<
 /** A job's execution limit when its task names no default. */
 export const FALLBACK_TIMEOUT_SECONDS = 600;
 
-/** A job's longest execution limit, whatever plan or model says (one day). */
-export const MAX_TIMEOUT_SECONDS = 86_400;
+export { MAX_TIMEOUT_SECONDS } from "../protocol/job.ts";
 
 /** Keeps each entry's own parameter and output types while checking it is a task. */
 export const defineTask = <Params extends z.ZodObject, Output extends z.ZodType>(

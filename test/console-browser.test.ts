@@ -5,6 +5,7 @@
  * table under 200 noop jobs and its paging, Overview's agent and chart, a key without the
  * admin scope, and /docs. Every page must make no request to any host but the gateway.
  */
+import { readFileSync } from "node:fs";
 import type { Browser } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { AgentHandle } from "../gpu-agent/agent.ts";
@@ -74,7 +75,7 @@ const submit = async (json: unknown) => {
 // stalls (seen once in four full runs, a different step each time). Each test retries
 // from a fresh page; one that is broken fails all three tries.
 describe("console on the Node gateway", { retry: 2 }, () => {
-  it("Try it: three dropped text images each reach succeeded with OCR text and boxes", async () => {
+  it("Try it: three dropped text images go as ONE batch, each reaches succeeded with OCR text and boxes, and all results download", async () => {
     const page = await open();
     const words = ["Invoice 4721", "Order 5830", "Receipt 9164"];
     const files = await Promise.all(
@@ -102,6 +103,28 @@ describe("console on the Node gateway", { retry: 2 }, () => {
         expect(
           await item.getByRole("img", { name: "OCR boxes" }).locator("polygon").count(),
         ).toBeGreaterThan(0);
+      }
+      // Three uploads, then one batch: no submit per file.
+      const posts = watched?.requests.filter((r) => r.startsWith("POST ")) ?? [];
+      expect(posts.filter((r) => r === "POST /v1/uploads")).toHaveLength(3);
+      expect(posts.filter((r) => r === "POST /v1/batches")).toHaveLength(1);
+      expect(posts.filter((r) => r.startsWith("POST /v1/jobs"))).toEqual([]);
+      const [download] = await Promise.all([
+        page.waitForEvent("download"),
+        page.getByRole("link", { name: "Download all results" }).click(),
+      ]);
+      const results = JSON.parse(readFileSync(await download.path(), "utf8")) as {
+        file: string;
+        batch_id: string;
+        status: string;
+        output: { text: string };
+      }[];
+      expect(results.map((r) => r.file).sort()).toEqual(files.map((f) => f.name));
+      expect(new Set(results.map((r) => r.batch_id)).size).toBe(1);
+      for (const [i, text] of words.entries()) {
+        const result = results.find((r) => r.file === `text-${i}.png`);
+        expect(result?.status).toBe("succeeded");
+        expect(result?.output.text).toContain(text.split(" ")[1]);
       }
     });
   });
@@ -159,10 +182,27 @@ describe("console on the Node gateway", { retry: 2 }, () => {
       // so the order on screen is the ids sorted, not the order they were pushed.
       const byAge = [...ids].sort().reverse();
       const firstRow = () => page.locator("tbody tr").first().textContent();
+      const next = page.getByRole("button", { name: "Next page" });
       for (let p = 2; p <= 4; p++) {
         // One click per page, each after the page before it has loaded.
         const before = await firstRow();
-        await page.getByRole("button", { name: "Next page" }).click();
+        // Page 2's answer is held back: until it comes, Next stays disabled.
+        let release = () => {};
+        const held = new Promise<void>((resolve) => {
+          release = resolve;
+        });
+        const paged = /\/v1\/jobs\?.*cursor=/;
+        if (p === 2)
+          await page.route(paged, async (route) => {
+            await held;
+            await route.continue();
+          });
+        await next.click();
+        if (p === 2) {
+          await poll(() => next.isDisabled()).toBe(true);
+          release();
+          await page.unroute(paged);
+        }
         await poll(firstRow).not.toBe(before);
         await page.getByRole("row", { name: new RegExp(byAge[(p - 1) * 50] ?? "") }).waitFor();
         if (p === 2)

@@ -33,6 +33,8 @@ export interface WatchedPage {
   foreign: string[];
   /** Uncaught errors in the page. */
   errors: string[];
+  /** Every request to the gateway, as `METHOD /path` (no query). */
+  requests: string[];
   close(): Promise<void>;
 }
 
@@ -41,14 +43,17 @@ export async function openPage(browser: Browser, origin: string): Promise<Watche
   const page = await context.newPage();
   const foreign: string[] = [];
   const errors: string[] = [];
+  const requests: string[] = [];
   page.on("request", (request) => {
     const url = request.url();
     // blob: and data: URLs are the page's own memory, not the network.
     if (/^(blob|data):/.test(url)) return;
-    if (new URL(url).origin !== origin) foreign.push(url);
+    const { origin: to, pathname } = new URL(url);
+    if (to !== origin) foreign.push(url);
+    else requests.push(`${request.method()} ${pathname}`);
   });
   page.on("pageerror", (error) => errors.push(error.message));
-  return { page, foreign, errors, close: () => context.close() };
+  return { page, foreign, errors, requests, close: () => context.close() };
 }
 
 /** Runs `step`; on failure saves `<name>.png` (full page) beside the others, then rethrows. */

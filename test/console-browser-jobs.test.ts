@@ -1,0 +1,109 @@
+/**
+ * The console's job view in a real browser for jobs this tab did not submit: the input
+ * image comes from the gateway (`GET /v1/jobs/{id}/inputs/image`) with the OCR boxes drawn
+ * over it, an input retention deleted says so, and a running job's progress shows as a bar
+ * in the job view and the jobs table. No request leaves the gateway.
+ */
+import type { Browser } from "playwright-core";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { AgentHandle } from "../gpu-agent/agent.ts";
+import { launchBrowser, openPage, shoot, signIn, type WatchedPage } from "./helpers/browser.ts";
+import { renderTextPng } from "./helpers/render-text.ts";
+import { startTestAgent } from "./helpers/test-agent.ts";
+import { startTestGateway, type TestGateway } from "./helpers/test-gateway.ts";
+
+let gw: TestGateway;
+let agents: AgentHandle[] = [];
+let browser: Browser;
+let watched: WatchedPage | null = null;
+
+beforeAll(async () => {
+  [gw, browser] = await Promise.all([startTestGateway(), launchBrowser()]);
+  agents = await Promise.all([
+    startTestAgent(gw, { models: ["ocr"] }),
+    startTestAgent(gw, { models: ["noop"], slots: 2 }),
+  ]);
+});
+afterAll(async () => {
+  await browser?.close();
+  await Promise.all(agents.map((agent) => agent.stop()));
+  await gw?.close();
+});
+afterEach(async () => {
+  const page = watched;
+  watched = null;
+  if (!page) return;
+  await page.close();
+  expect(page.foreign, "requests to other hosts").toEqual([]);
+  expect(page.errors, "script errors").toEqual([]);
+});
+
+async function open() {
+  watched = await openPage(browser, gw.url);
+  await signIn(watched.page, gw.url, gw.apiKey);
+  return watched.page;
+}
+
+const poll = <T>(read: () => Promise<T>) => expect.poll(read, { timeout: 30_000 });
+
+/** Uploads `bytes` and submits an OCR job of it through the API, as another client would. */
+async function submitOcr(bytes: Uint8Array): Promise<string> {
+  const made = await gw.api("/v1/uploads", {
+    method: "POST",
+    json: { content_type: "image/png", size_bytes: bytes.length },
+  });
+  const upload = (await made.json()) as { id: string; url: string; headers: object };
+  const put = await fetch(upload.url, {
+    method: "PUT",
+    headers: upload.headers as Record<string, string>,
+    body: new Uint8Array(bytes),
+  });
+  expect(put.ok).toBe(true);
+  const job = await gw.api("/v1/jobs", {
+    method: "POST",
+    json: { model: "ocr", input: { image: upload.id } },
+  });
+  expect(job.status).toBe(202);
+  return ((await job.json()) as { id: string }).id;
+}
+
+/** The pixel width the browser decoded for an image: 0 until it loaded a real image. */
+const naturalWidth = (page: import("playwright-core").Page, selector: string) =>
+  page.locator(selector).evaluate((img) => (img as HTMLImageElement).naturalWidth);
+
+describe("console job view on the Node gateway", { retry: 2 }, () => {
+  it("a job submitted through the API shows its input image, with the OCR boxes over it", async () => {
+    const id = await submitOcr(await renderTextPng(["Invoice 8265"]));
+    const page = await open();
+    await shoot(page, "job-input", async () => {
+      await page.goto(`${gw.url}/console/jobs/${id}`);
+      await poll(() => naturalWidth(page, 'img[alt="Job input"]')).toBeGreaterThan(0);
+      expect(watched?.requests).toContain(`GET /v1/jobs/${id}/inputs/image`);
+      await page.locator("h1 .status.succeeded").waitFor({ timeout: 30_000 });
+      await poll(() => page.getByRole("region", { name: "OCR text" }).textContent()).toContain(
+        "8265",
+      );
+      // The boxes are drawn over the same image, fetched from the gateway too.
+      await poll(() => naturalWidth(page, 'figure.overlay img[alt="Input"]')).toBeGreaterThan(0);
+      expect(
+        await page.getByRole("img", { name: "OCR boxes" }).locator("polygon").count(),
+      ).toBeGreaterThan(0);
+    });
+  });
+
+  it("a job whose input retention deleted says so instead of an image", async () => {
+    const id = await submitOcr(await renderTextPng(["Order 1177"]));
+    // What retention's inputs stage leaves on the job (see test/job-inputs.test.ts).
+    await gw.db
+      .updateTable("jobs")
+      .set({ inputs_purged_at: Date.now() })
+      .where("id", "=", id)
+      .execute();
+    const page = await open();
+    await shoot(page, "job-input-expired", async () => {
+      await page.goto(`${gw.url}/console/jobs/${id}`);
+      await page.getByText("The input was deleted by its retention.").waitFor();
+      expect(await page.locator('img[alt="Job input"]').count()).toBe(0);
+    });
+  });
+});

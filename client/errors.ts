@@ -30,6 +30,19 @@ export class APIError extends GantryError {
   }
 }
 
+/**
+ * `410 resume_window_exceeded` on `gantry.events({ lastEventId })`: the cursor is older than
+ * the gateway keeps (an hour). Changes since may be lost: read the jobs' state (`jobs.list`,
+ * `batches.jobs`), then open `events()` again without `lastEventId`.
+ */
+export class ResumeWindowError extends APIError {
+  override name = "ResumeWindowError";
+  constructor(cause: APIError) {
+    super(cause.status, cause.problem, cause.headers);
+    this.message = `the event stream cannot resume that far back: ${this.message}`;
+  }
+}
+
 /** The gateway could not be reached (refused, reset, DNS) after every retry. */
 export class ConnectionError extends GantryError {
   override name = "ConnectionError";

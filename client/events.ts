@@ -1,6 +1,6 @@
 import { EventSourceParserStream } from "eventsource-parser/stream";
-import type { JobEvent } from "../shared/protocol/index.ts";
-import { ConnectionError } from "./errors.ts";
+import type { FeedEvent, JobEvent, JobProgressEvent } from "../shared/protocol/index.ts";
+import { APIError, ConnectionError, ResumeWindowError } from "./errors.ts";
 import { backoffMs, sleep, type Transport } from "./http.ts";
 import type { JobStreamEvent, JobUpdate } from "./types.ts";
 
@@ -86,6 +86,100 @@ function toEvent(message: {
   return type === "status"
     ? { type, id: message.id, data: data as JobEvent }
     : { type, id: message.id, data: data as JobUpdate };
+}
+
+export interface TenantEventsOptions {
+  /** Only these models / statuses / batches (`bat_…`). */
+  model?: string | readonly string[];
+  status?: string | readonly string[];
+  batch?: string | readonly string[];
+  /** Only jobs whose metadata has each of these (at most 4), as `GET /v1/jobs`. */
+  metadata?: Record<string, string>;
+  /** Resume after this event's `id` (a cursor of this stream, up to an hour old). */
+  lastEventId?: string;
+  signal?: AbortSignal;
+}
+
+/** A change of one of the tenant's jobs; `id` is the cursor to resume after it. */
+export type TenantStreamEvent =
+  | { type: "status"; id: string; data: FeedEvent }
+  | { type: "progress"; data: JobProgressEvent };
+
+/**
+ * `GET /v1/events`: every change of the tenant's jobs (those the filters keep), without end.
+ * A dropped or ended connection is reopened with `Last-Event-ID` (backing off while it keeps
+ * failing), so nothing is missed or repeated; `maxRetries` bounds failed reconnections in a
+ * row. Past the resume window the gateway answers 410: that throws `ResumeWindowError` (read
+ * the jobs' state, then start afresh without `lastEventId`). End it with the signal or by
+ * leaving the loop.
+ */
+export async function* tenantEvents(
+  transport: Transport,
+  options: TenantEventsOptions = {},
+): AsyncGenerator<TenantStreamEvent> {
+  const query: Record<string, string> = {};
+  const join = (value: string | readonly string[] | undefined) =>
+    typeof value === "string" ? value : value?.join(",");
+  for (const name of ["model", "status", "batch"] as const) {
+    const value = join(options[name]);
+    if (value) query[name] = value;
+  }
+  for (const [key, value] of Object.entries(options.metadata ?? {}))
+    query[`metadata.${key}`] = value;
+  let lastEventId = options.lastEventId;
+  let failures = 0;
+  let retryMs = 0;
+  for (;;) {
+    let opened = false;
+    let heard = false;
+    const started = Date.now();
+    try {
+      const response = await transport.call({
+        path: "/v1/events",
+        query,
+        headers: {
+          accept: "text/event-stream",
+          ...(lastEventId ? { "last-event-id": lastEventId } : {}),
+        },
+        signal: options.signal,
+        stream: true,
+      });
+      if (!response.body) throw new ConnectionError("the event stream has no body");
+      opened = true;
+      failures = 0;
+      const messages = response.body.pipeThrough(new TextDecoderStream()).pipeThrough(
+        new EventSourceParserStream({
+          onRetry: (ms) => {
+            retryMs = ms;
+          },
+        }),
+      );
+      for await (const message of iterate(messages)) {
+        heard = true;
+        // Every event with an id moves the cursor, `ready` (the stream's start) included.
+        if (message.id) lastEventId = message.id;
+        if (message.event === "status" && message.id) {
+          yield { type: "status", id: message.id, data: JSON.parse(message.data) as FeedEvent };
+        } else if (message.event === "progress") {
+          yield { type: "progress", data: JSON.parse(message.data) as JobProgressEvent };
+        }
+        // `error` (stream_overflow: this client fell behind) is followed by the close:
+        // resuming is the cure. Other types are newer than this SDK.
+      }
+    } catch (error) {
+      if (options.signal?.aborted) throw options.signal.reason;
+      if (error instanceof APIError && error.status === 410) throw new ResumeWindowError(error);
+      if (!(error instanceof ConnectionError) && !(error instanceof TypeError)) throw error;
+      if (!opened) failures++;
+    }
+    // A stream that ends at once with nothing said is a failure too (a proxy cutting it).
+    if (opened && !heard && Date.now() - started < 1_000) failures++;
+    // The gateway ends streams on its own (time limit, shutdown, overflow): reopen at once;
+    // a connection that fails backs off.
+    if (failures > transport.options.maxRetries)
+      throw new ConnectionError("the event stream of GET /v1/events keeps failing");
+    await sleep(failures ? Math.max(retryMs, backoffMs(failures)) : retryMs, options.signal);
+  }
 }
 
 /** Web Streams' async iteration is missing in some browsers (Safari): read by hand there. */

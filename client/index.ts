@@ -1,6 +1,7 @@
 import type { JobRequest } from "../shared/protocol/index.ts";
 import { Batches } from "./batches.ts";
 import { GantryError, JobFailedError } from "./errors.ts";
+import { type TenantEventsOptions, type TenantStreamEvent, tenantEvents } from "./events.ts";
 import { type FileInput, isInputRef } from "./files.ts";
 import { type FetchLike, Transport } from "./http.ts";
 import { isDone, Jobs } from "./jobs.ts";
@@ -11,6 +12,7 @@ import { verifyWebhook } from "./webhooks.ts";
 
 export type { BatchCreateOptions, BatchJobsOptions } from "./batches.ts";
 export * from "./errors.ts";
+export type { TenantEventsOptions, TenantStreamEvent } from "./events.ts";
 export type { FileInput } from "./files.ts";
 export type { FetchLike } from "./http.ts";
 export type { CreateOptions, ListOptions, WaitOptions } from "./jobs.ts";
@@ -62,6 +64,7 @@ export class Gantry {
   readonly models: Models;
   readonly webhooks = { verify: verifyWebhook };
   readonly baseUrl: string;
+  private readonly transport: Transport;
 
   constructor(options: GantryOptions = {}) {
     this.baseUrl = options.baseUrl ?? fromEnv("GANTRY_URL") ?? "http://127.0.0.1:8787";
@@ -76,11 +79,21 @@ export class Gantry {
       timeoutMs: options.timeoutMs ?? 60_000,
       fetch: fetcher,
     });
+    this.transport = transport;
     this.jobs = new Jobs(transport);
     this.batches = new Batches(transport);
     this.uploads = new Uploads(transport);
     this.artifacts = new Artifacts(transport);
     this.models = new Models(transport);
+  }
+
+  /**
+   * Every change of your jobs (`GET /v1/events`), filtered by model, status, batch or
+   * metadata, resumed across dropped connections with nothing missed or repeated:
+   * `for await (const event of gantry.events({ batch: id, signal })) …`.
+   */
+  events(options: TenantEventsOptions = {}): AsyncGenerator<TenantStreamEvent> {
+    return tenantEvents(this.transport, options);
   }
 
   /**

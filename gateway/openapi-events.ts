@@ -15,7 +15,7 @@ export function eventPaths() {
         summary: "Follow every change of your jobs (server-sent events)",
         description: [
           "One `status` event per state change of any of your jobs, in commit order, from every gateway.",
-          "Each event's `id` is a cursor: reconnect with `Last-Event-ID` (or `?last_event_id=`) to resume with nothing missed and nothing repeated, on any gateway, up to `eventsResumeWindowSeconds` (1 h) back; older answers `410 resume_window_exceeded`.",
+          "A stream opened without `Last-Event-ID` starts with `event: ready` (`data: {}`) whose `id` is its starting cursor. Each event's `id` is a cursor: reconnect with `Last-Event-ID` (or `?last_event_id=`) to resume with nothing missed and nothing repeated, on any gateway, up to `eventsResumeWindowSeconds` (1 h) back; older answers `410 resume_window_exceeded`.",
           "Filters apply to each event and leave the cursor exact: a resume from a filtered stream's last `id` gets the next matching event, none repeated. A `: keep-alive` comment every 15 s keeps proxies from closing an idle stream; streams end after 15 min (resume). A client that stops reading with more than 1 000 events waiting (`eventsStreamBuffer`) for 1 s, or falls 10 000 behind, gets an `error` event (`stream_overflow`) and the stream closes (cut 5 s later if it still reads nothing): resume.",
           "At most 100 streams per tenant per gateway (`429 too_many_streams`).",
         ].join(" "),

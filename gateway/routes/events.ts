@@ -69,6 +69,10 @@ export const eventRoutes = new Hono<AppEnv>().get("/", async (c) => {
         outbox.skipUntil(cursor);
       } else {
         outbox.skipUntil(joined.from);
+        // The stream's starting cursor, so a client cut before its first change resumes
+        // from here and misses nothing (an `id` alone is not dispatched by EventSource
+        // parsers, hence the empty event).
+        await stream.writeSSE({ event: "ready", id: joined.from, data: "{}" });
       }
       caughtUp = true;
       outbox.push(live.splice(0));

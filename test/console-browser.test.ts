@@ -201,7 +201,8 @@ describe("console on the Node gateway", { retry: 2 }, () => {
         if (p === 2) {
           await poll(() => next.isDisabled()).toBe(true);
           release();
-          await page.unroute(paged);
+          // Lets the held handlers finish before the route goes.
+          await page.unrouteAll({ behavior: "wait" });
         }
         await poll(firstRow).not.toBe(before);
         await page.getByRole("row", { name: new RegExp(byAge[(p - 1) * 50] ?? "") }).waitFor();

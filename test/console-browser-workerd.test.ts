@@ -2,15 +2,18 @@
  * The console on the Workers entry: the gateway bundled as `wrangler deploy` bundles it,
  * in workerd through Miniflare with D1, R2 and Workers static assets (dist/web, as
  * wrangler.toml's `[assets]`), driven in Debian's Chromium. Overview shows the agent and a
- * moving chart; a job's page follows it live from queued to succeeded (D1's feed is
+ * moving chart; a job's page shows its input (read back from R2 through the gateway) and
+ * follows it live from queued to succeeded (D1's feed is
  * polled); /docs renders from the assets; no request leaves the gateway's origin.
  */
 import { join } from "node:path";
 import { Miniflare } from "miniflare";
 import type { Browser } from "playwright-core";
+import sharp from "sharp";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { randomToken } from "../shared/ids.ts";
 import { launchBrowser, openPage, shoot, signIn, type WatchedPage } from "./helpers/browser.ts";
+import { renderTextPng } from "./helpers/render-text.ts";
 import { enrollHandAgent, type HandAgent } from "./helpers/signed-agent.ts";
 import { bundleGatewayWorker, gatewayWorkerOptions, type WorkerBundle } from "./helpers/workerd.ts";
 
@@ -89,8 +92,17 @@ describe("console on the Worker entry (miniflare)", { retry: 2 }, () => {
     });
   });
 
-  it("a job's page follows it live from queued to succeeded", async () => {
-    const submitted = await api("/v1/jobs", { model: "noop", input: { n: 7 } });
+  it("a job's page shows its input image from R2 and follows it live from queued to succeeded", async () => {
+    const png = new Uint8Array(await renderTextPng(["Edge 42"]));
+    const made = await api("/v1/uploads", { content_type: "image/png", size_bytes: png.length });
+    const upload = (await made.json()) as { id: string; url: string; headers: object };
+    const put = await fetch(upload.url, {
+      method: "PUT",
+      headers: upload.headers as Record<string, string>,
+      body: png,
+    });
+    expect(put.ok).toBe(true);
+    const submitted = await api("/v1/jobs", { model: "noop", input: { n: 7, image: upload.id } });
     expect(submitted.status).toBe(202);
     const job = (await submitted.json()) as { id: string };
     watched = await openPage(browser, url);
@@ -104,6 +116,10 @@ describe("console on the Worker entry (miniflare)", { retry: 2 }, () => {
         .click();
       const timeline = page.getByRole("list", { name: "Timeline" });
       await poll(() => timeline.textContent()).toContain("queued");
+      // Submitted through the API, not this tab: the image comes from the gateway.
+      const input = page.locator('img[alt="Job input"]');
+      const { width } = await sharp(png).metadata();
+      await poll(() => input.evaluate((img) => (img as HTMLImageElement).naturalWidth)).toBe(width);
       const claim = await agent.post(`/jobs/${job.id}/claim`, {
         v: 1,
         agent_id: agent.agentId,

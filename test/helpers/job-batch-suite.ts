@@ -120,6 +120,24 @@ export function describeJobBatches(setting: JobApiSetting): void {
       expect(tooMany.status).toBe(422);
     });
 
+    it("answers 422 listing why when every item of a batch is refused", async () => {
+      const bad = await post("/v1/batches", {
+        model: "noop",
+        items: ["not an object", { input: { delay_ms: -1 } }],
+      });
+      expect(bad.status).toBe(422);
+      expect(bad.headers.get("content-type")).toContain("application/problem+json");
+      const problem = (await bad.json()) as { code: string; errors: { index: number }[] };
+      expect(problem.code).toBe("batch_invalid");
+      expect(problem.errors.map((error) => error.index)).toEqual([0, 1]);
+      const unknown = await post("/v1/batches", { model: "nope", items: [{ input: {} }] });
+      expect(unknown.status).toBe(422);
+      expect(await unknown.json()).toMatchObject({
+        code: "batch_invalid",
+        errors: [{ index: 0, code: "unknown_model" }],
+      });
+    });
+
     it("cancels a batch's jobs and ends it canceled", async () => {
       const items = Array.from({ length: 4 }, () => ({ input: { delay_ms: 30_000 } }));
       const created = (await (

@@ -75,5 +75,60 @@ export function describeJobRetry(setting: JobApiSetting): void {
       });
       expect(hidden.status).toBe(404);
     });
+
+    it("answers a retry into a full queue as a submit: 503 queue_full, or 429 for the tenant", async () => {
+      const queue = setting.queue === "amqp" ? faultQueue("retryfull", { kind: "amqp" }) : null;
+      const gw = await startTestGateway({
+        database: setting.database,
+        queueUrl: queue?.gatewayQueueUrl ?? null,
+        models: ["noop"],
+        config: { queueBounds: { noop: 1 }, queueDepthCacheMs: 0 },
+      });
+      onTestFinished(async () => {
+        await gw.close();
+        await queue?.cleanup();
+      });
+      const agent = await startTestAgent(gw, {
+        models: ["noop"],
+        executionProviders: "cpu",
+        ...(queue ? { queueUrl: queue.agentQueueUrl(gw) } : {}),
+      });
+      const failed = await gw.api("/v1/jobs", {
+        method: "POST",
+        json: { model: "noop", input: { fail: "permanent" } },
+        headers: { prefer: "wait=30" },
+      });
+      const { id, status } = (await failed.json()) as { id: string; status: string };
+      expect(status).toBe("failed");
+      await agent.stop();
+      // With no agent left, one queued job fills the model's bound of 1.
+      const waiting = await gw.api("/v1/jobs", {
+        method: "POST",
+        json: { model: "noop", input: {} },
+      });
+      expect(waiting.status).toBe(202);
+      await expect
+        .poll(
+          async () =>
+            (await gw.api("/v1/jobs", { method: "POST", json: { model: "noop", input: {} } }))
+              .status,
+        )
+        .toBe(503);
+      const full = await gw.api(`/v1/jobs/${id}/retry`, { method: "POST" });
+      expect(full.status).toBe(503);
+      expect(full.headers.get("retry-after")).not.toBeNull();
+      expect(((await full.json()) as { code: string }).code).toBe("queue_full");
+
+      const patched = await gw.api("/v1/admin/tenants/ten_test", {
+        method: "PATCH",
+        json: { limits: { max_queued_jobs: 1 } },
+      });
+      expect(patched.status).toBe(200);
+      const tenantFull = await gw.api(`/v1/jobs/${id}/retry`, { method: "POST" });
+      expect(tenantFull.status).toBe(429);
+      expect(((await tenantFull.json()) as { code: string }).code).toBe("too_many_queued_jobs");
+      const still = (await (await gw.api(`/v1/jobs/${id}`)).json()) as { status: string };
+      expect(still.status).toBe("failed");
+    });
   });
 }

@@ -3,8 +3,8 @@
  * in workerd through Miniflare with D1, R2 and Workers static assets (dist/web, as
  * wrangler.toml's `[assets]`), driven in Debian's Chromium. Overview shows the agent and a
  * moving chart; a job's page shows its input (read back from R2 through the gateway) and
- * follows it live from queued to succeeded (D1's feed is
- * polled); /docs renders from the assets; no request leaves the gateway's origin.
+ * follows it live from queued to succeeded (D1's feed is polled); /docs renders from the
+ * assets; no request leaves the gateway's origin.
  */
 import { join } from "node:path";
 import { Miniflare } from "miniflare";

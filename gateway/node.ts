@@ -193,7 +193,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
   const listener =
     database.dialect === "postgres" && options.changeFeed !== "poll"
       ? listenForChanges(options.databaseUrl, {
-          onChange: (change) => gateway.notifier.announce(change),
+          onChange: (change) => gateway.notifier.announceFeed(change),
           onLive: (live) => {
             gateway.notifier.live = live;
             if (live) gateway.notifier.resync();

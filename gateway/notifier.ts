@@ -1,3 +1,7 @@
+import type { AnnouncedChange } from "../shared/db/pg-listen.ts";
+import type { JobProgressEvent } from "../shared/protocol/index.ts";
+import { parseStoredProgress, toProgressEvent } from "./store/job-progress.ts";
+
 /** A committed change of one job, as the change feed announces it. */
 export interface JobChange {
   tenantId: string;
@@ -5,7 +9,12 @@ export interface JobChange {
   /** The event's sequence number, when the announcer knows it. */
   seq?: number;
   status?: string;
+  /** A progress report, not a state change: carried whole, since it is never stored as an event. */
+  progress?: JobProgressEvent;
 }
+
+/** Running jobs whose latest progress a notifier remembers (oldest forgotten first). */
+const MAX_REMEMBERED_PROGRESS = 10_000;
 
 type TenantListener = (change: JobChange) => void;
 
@@ -22,14 +31,46 @@ export class JobNotifier {
   private readonly resyncs = new Set<() => void>();
   /** True while every committed change of every gateway reaches this notifier. */
   live = false;
+  private readonly progress = new Map<string, JobProgressEvent>();
+
+  /**
+   * The latest progress announced for a running job, if any reached this notifier: what a
+   * stream woken by a progress announcement sends, without a read.
+   */
+  latestProgress(jobId: string): JobProgressEvent | undefined {
+    return this.progress.get(jobId);
+  }
 
   /** A change made by this process. */
   notify(jobId: string, tenantId?: string): void {
     this.announce({ jobId, tenantId: tenantId ?? "" });
   }
 
+  /** A change from the Postgres feed (shared/db/pg-listen.ts); garbled payloads are dropped. */
+  announceFeed(announced: AnnouncedChange): void {
+    const change = feedChange(announced);
+    if (change) this.announce(change);
+  }
+
   /** A change from the feed (or from this process). */
   announce(change: JobChange): void {
+    if (change.progress) {
+      // On Postgres this gateway's own reports come twice (in process, then from the feed):
+      // a late echo must not replace a newer report.
+      const known = this.progress.get(change.jobId);
+      if (known && isLater(known, change.progress)) return;
+      this.progress.delete(change.jobId);
+      this.progress.set(change.jobId, change.progress);
+      const oldest = this.progress.keys().next();
+      if (this.progress.size > MAX_REMEMBERED_PROGRESS && !oldest.done) {
+        this.progress.delete(oldest.value);
+      }
+    } else if (change.status === "queued") {
+      // Back in line: its next run starts over. (Readers also match a report's attempt.) An
+      // ended job's last report stays until it ages out, so a stream that wakes only after
+      // the end still sends it before the end.
+      this.progress.delete(change.jobId);
+    }
     this.target.dispatchEvent(new Event(change.jobId));
     if (!change.tenantId) return;
     for (const listener of this.tenants.get(change.tenantId) ?? []) listener(change);
@@ -76,4 +117,18 @@ export class JobNotifier {
       signal?.addEventListener("abort", done);
     });
   }
+}
+
+/** A change from the Postgres feed as the notifier takes it; null for a garbled payload. */
+function feedChange(change: AnnouncedChange): JobChange | null {
+  if (!change.progress) return change;
+  const stored = parseStoredProgress(change.progress.stored);
+  if (!stored) return null;
+  const { tenantId, jobId } = change;
+  return { tenantId, jobId, progress: toProgressEvent(jobId, stored, change.progress.model) };
+}
+
+/** True when `a` is a later report than `b`: a later attempt, or later in the same one. */
+export function isLater(a: JobProgressEvent, b: JobProgressEvent): boolean {
+  return a.attempt !== b.attempt ? a.attempt > b.attempt : a.updated_at > b.updated_at;
 }

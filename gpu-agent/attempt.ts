@@ -7,6 +7,7 @@ import {
 } from "../shared/protocol/agent.ts";
 import type { ArtifactRef } from "../shared/tasks/index.ts";
 import { GatewayError } from "./gateway/client.ts";
+import type { JobProgressSink } from "./heartbeat/job-lease.ts";
 import type { Artifact, RunResult } from "./inference/types.ts";
 import type { RunnerPool } from "./runner/pool.ts";
 import {
@@ -37,6 +38,8 @@ export interface AttemptContext {
   isReleased(): boolean;
   /** Aborted when the job is taken back: a job still waiting for a runner leaves the line. */
   signal?: AbortSignal;
+  /** Where the run's progress goes (the job's heartbeats); flushed before the result. */
+  progress?: JobProgressSink;
 }
 
 /**
@@ -72,6 +75,7 @@ export async function runAttempt(ctx: AttemptContext): Promise<RunResult> {
         files,
         params,
         ...(ctx.attempt === undefined ? {} : { attempt: ctx.attempt }),
+        ...(ctx.progress ? { progress: ctx.progress.report } : {}),
         ...(claim.timeout_seconds === undefined
           ? {}
           : {
@@ -90,6 +94,8 @@ export async function runAttempt(ctx: AttemptContext): Promise<RunResult> {
     ctx.onPhase("uploading");
     const output = await storeArtifacts(claim, result, ctx.transfer);
     checkOutputSize(output, claim.max_output_bytes ?? DEFAULT_MAX_OUTPUT_BYTES);
+    // The run's last stage reaches the gateway before its end does.
+    await ctx.progress?.flush();
     return { ok: true, output };
   } catch (cause) {
     if (cause instanceof JobFailure) return { ok: false, error: cause.error };

@@ -3,7 +3,7 @@ import type { Consumer, Delivery } from "../shared/queue/port.ts";
 import { runAttempt } from "./attempt.ts";
 import { backoffMs } from "./backoff.ts";
 import { GatewayError } from "./gateway/client.ts";
-import { startHeartbeats } from "./heartbeat/job-lease.ts";
+import { type JobHeartbeats, startHeartbeats } from "./heartbeat/job-lease.ts";
 import { HoldEnded, untilGatewayAnswers } from "./hold.ts";
 import { newInFlight } from "./in-flight.ts";
 import { PoisonTracker } from "./runner/poison.ts";
@@ -37,7 +37,7 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
   const idleWaiters: (() => void)[] = [];
   let state: SupervisorStatus["state"] = "idle";
   let consumer: Consumer | null = null;
-  let heartbeats: { stop(): void } | null = null;
+  let heartbeats: JobHeartbeats | null = null;
   let drained: Promise<void> | null = null;
   let prefetch = 0;
   const retryDelay = options.retryDelayMs ?? ((attempt: number) => backoffMs(attempt));
@@ -48,9 +48,7 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
     inputUrls: { allow: config.inputUrlAllow ?? [], ...options.inputUrls },
   };
   const poison = new PoisonTracker({ crashes: options.poisonCrashes });
-  const emit = (event: SupervisorEvent) => {
-    for (const listener of listeners) listener(event);
-  };
+  const emit = (event: SupervisorEvent) => listeners.forEach((listener) => void listener(event));
   const hold = <T>(job: InFlight, call: HeldCall, work: () => Promise<T>) =>
     untilGatewayAnswers(job, call, work, { emit, backoff: options.gatewayBackoff });
   /** Settles once: whichever of the normal path and the drain deadline comes first wins. */
@@ -116,6 +114,7 @@ export function createSupervisor(options: SupervisorOptions): Supervisor {
       },
       isReleased: () => job.released,
       signal: job.abort.signal,
+      ...(heartbeats && { progress: heartbeats.progressOf(job) }),
     });
     if (job.released) return;
     // Lease lost: a failure (a withdrawal) is the new delivery's; a result is still reported.

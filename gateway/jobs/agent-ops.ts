@@ -8,11 +8,12 @@ import type {
 import { InputRef, REPORT_ENVELOPE_BYTES } from "../../shared/protocol/index.ts";
 import { type AgentRow, registeredModels, statusOfJobHeartbeat } from "../agents/store.ts";
 import type { Gateway } from "../context.ts";
+import { storedProgress } from "../store/job-progress.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
 import type { Transition } from "../store/ports.ts";
 import { artifactBlobKey, uploadBlobKey } from "../store/uploads.ts";
 import { inlineUpload } from "./inline-inputs.ts";
-import { afterTransition } from "./lifecycle.ts";
+import { afterTransition, announceProgress } from "./lifecycle.ts";
 import { forgetSwitches, pausedClaimRefusal, pausedModels } from "./model-switches.ts";
 
 /** Presigned input URLs live a little longer than a lease: the download may be slow. */
@@ -191,8 +192,12 @@ export async function heartbeatJob(
   checkOwnAttempt(agent, await gateway.stores.jobs.byId(jobId), request.attempt);
   const now = gateway.now();
   await gateway.stores.agents.heartbeat(agent.id, statusOfJobHeartbeat(request), now);
-  const row = await gateway.stores.jobs.heartbeat(jobId, request.attempt, now);
+  const progress = request.progress
+    ? storedProgress(request.progress, request.attempt, now)
+    : undefined;
+  const row = await gateway.stores.jobs.heartbeat(jobId, request.attempt, now, progress);
   if (!row) throw refusal((await gateway.stores.jobs.byId(jobId)) ?? null, request.attempt);
+  if (progress !== undefined) announceProgress(gateway, row, progress);
   return { v: 1 as const, job_id: jobId, status: row.status };
 }
 

@@ -2,6 +2,7 @@ import { allowListOf } from "../../shared/net/allow-list.ts";
 import type { JobStatus, QueueMessage, WebhookEventType } from "../../shared/protocol/index.ts";
 import { isTerminal, WebhookSubscription } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
+import { parseStoredProgress, toProgressEvent } from "../store/job-progress.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
 import type { DeliverDeps } from "../webhooks/deliveries.ts";
 import { afterBatchJobChange } from "./batch-completion.ts";
@@ -52,6 +53,20 @@ export async function publishJob(
     );
     return false;
   }
+}
+
+/**
+ * Wakes this gateway's streams of the job with its new progress. Other gateways hear of it
+ * from the change feed (on Postgres, the trigger of migration 0015) or their next read.
+ */
+export function announceProgress(gateway: Gateway, row: JobRow, progress: string): void {
+  const stored = parseStoredProgress(progress);
+  if (!stored) return;
+  gateway.notifier.announce({
+    tenantId: row.tenant_id,
+    jobId: row.id,
+    progress: toProgressEvent(row.id, stored, row.model),
+  });
 }
 
 /** Everything that follows a state change: wake SSE streams, queue webhooks. */

@@ -154,8 +154,16 @@ export interface JobStore {
     items: readonly SuccessItem[],
     report: { agentId: string; now: number },
   ): Promise<JobRow[]>;
-  /** Keeps a running attempt alive; undefined when it is not the running attempt. */
-  heartbeat(id: string, attempt: number, now: number): Promise<JobRow | undefined>;
+  /**
+   * Keeps a running attempt alive, storing its latest progress when given (JSON, see
+   * job-progress.ts); undefined when it is not the running attempt.
+   */
+  heartbeat(
+    id: string,
+    attempt: number,
+    now: number,
+    progress?: string,
+  ): Promise<JobRow | undefined>;
   /** Each of these settles the running attempt `attempt` (held by `agentId` when named). */
   succeed(
     id: string,

@@ -9,6 +9,7 @@ import type {
   JobStatus,
   WebhookSubscription,
 } from "../../shared/protocol/index.ts";
+import { progressOfRow } from "./job-progress.ts";
 
 export type JobRow = Selectable<JobTable>;
 
@@ -68,6 +69,7 @@ export function toJob(row: JobRow): Job {
     ...(row.metadata === null ? {} : { metadata: JSON.parse(row.metadata) as JobMetadata }),
     ...(row.timeout_seconds === null ? {} : { timeout_seconds: row.timeout_seconds }),
     ...(row.started_at === null ? {} : { metrics: metricsOf(row, row.started_at) }),
+    ...(row.started_at === null ? {} : { progress: progressOfRow(row) }),
     ...expiredData(row),
   };
 }

@@ -167,6 +167,7 @@ export class KyselyJobStore extends KyselyJobReads implements JobStore {
       finished_at: null,
       published_at: null,
       expires_at: expiresAt,
+      progress: null,
     };
     return this.transition(id, fresh, now, (q) =>
       q.where("tenant_id", "=", tenantId).where("status", "in", RETRYABLE),
@@ -230,10 +231,11 @@ export class KyselyJobStore extends KyselyJobReads implements JobStore {
     return succeedMany(this.db, this.maxParameters, items, report);
   }
 
-  heartbeat(id: string, attempt: number, now: number): Promise<JobRow | undefined> {
+  heartbeat(id: string, attempt: number, now: number, progress?: string) {
+    // Neither column is indexed: on Postgres this stays a HOT update.
     return this.db
       .updateTable("jobs")
-      .set({ updated_at: now })
+      .set(progress === undefined ? { updated_at: now } : { updated_at: now, progress })
       .where("id", "=", id)
       .where("status", "=", "running")
       .where("attempt", "=", attempt)

@@ -77,9 +77,16 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
       throw unexpectedAnswer("claim", answer);
     },
 
-    async heartbeat(jobId, attempt) {
+    async heartbeat(jobId, attempt, progress) {
       await ensureCredentials();
-      const body = { v: 1, agent_id: currentId(), attempt, ...options.status?.() };
+      const status = options.status?.();
+      const body = {
+        v: 1,
+        agent_id: currentId(),
+        attempt,
+        ...(progress && { progress }),
+        ...status,
+      };
       const answer = await jobCall(jobId, "heartbeat", body);
       if (answer.status === 200) {
         return { ok: true, status: parseAnswer(AgentEventAck, "heartbeat", answer).status };

@@ -7,6 +7,7 @@ import type {
   Claim,
   HeartbeatRequest,
 } from "../../shared/protocol/agent.ts";
+import type { ProgressReport } from "../../shared/protocol/progress.ts";
 import type { GatewayError } from "./errors.ts";
 
 /**
@@ -25,7 +26,8 @@ export interface GatewayClient {
   /** The agent-level heartbeat, sent busy or idle. */
   agentHeartbeat(status: AgentHeartbeatBody): Promise<void>;
   claim(jobId: string, attempt: number): Promise<ClaimOutcome>;
-  heartbeat(jobId: string, attempt: number): Promise<HeartbeatOutcome>;
+  /** Keeps the attempt alive; `progress`, when given, is the run's latest report. */
+  heartbeat(jobId: string, attempt: number, progress?: ProgressReport): Promise<HeartbeatOutcome>;
   /** Idempotent per job and attempt: a 409 (already recorded, stale) counts as recorded. */
   report(jobId: string, event: AgentEventBody): Promise<ReportOutcome>;
 }

@@ -1,6 +1,8 @@
 import type { Logger } from "pino";
+import type { ProgressReport } from "../../shared/protocol/index.ts";
 import { type Delivery, LeaseLostError } from "../../shared/queue/port.ts";
 import type { GatewayClient } from "../gateway/client.ts";
+import { ProgressPacer } from "./progress-pacer.ts";
 
 /** What the heartbeat loop needs to know about one in-flight job. */
 export interface HeartbeatTarget {
@@ -21,15 +23,35 @@ export interface HeartbeatOptions {
   onBeat?(target: HeartbeatTarget): void;
   /** The queue says the lease is gone: the message went to another delivery. */
   onLeaseLost?(target: HeartbeatTarget): void;
+  /** Least time between two progress reports of one job to the gateway. Default 250 ms. */
+  progressIntervalMs?: number;
 }
+
+/** What the supervisor hands a run for its progress (see `ProgressPacer`). */
+export interface JobProgressSink {
+  report(progress: ProgressReport): void;
+  /** The latest report out before the result; at most `FLUSH_TIMEOUT_MS`. */
+  flush(): Promise<void>;
+}
+
+export interface JobHeartbeats {
+  stop(): void;
+  /** The sink for one claimed job's progress, created on first use. */
+  progressOf(target: HeartbeatTarget): JobProgressSink;
+}
+
+const FLUSH_TIMEOUT_MS = 1_000;
 
 /**
  * On a timer, independent of inference (which runs in child processes, leaving this event
  * loop free): extend each in-flight lease and tell the gateway the attempt is alive. A job
  * whose previous beat is still in progress (a slow gateway) is skipped, not doubled up.
  */
-export function startHeartbeats(options: HeartbeatOptions): { stop(): void } {
+export function startHeartbeats(options: HeartbeatOptions): JobHeartbeats {
   const beating = new Set<HeartbeatTarget>();
+  const pacers = new WeakMap<HeartbeatTarget, ProgressPacer>();
+  const beat = (target: HeartbeatTarget, progress?: ProgressReport) =>
+    options.gateway.heartbeat(target.jobId, target.attempt, progress);
 
   async function beatOne(target: HeartbeatTarget): Promise<void> {
     try {
@@ -41,7 +63,10 @@ export function startHeartbeats(options: HeartbeatOptions): { stop(): void } {
     }
     if (target.claimed && !target.settled) {
       try {
-        const answer = await options.gateway.heartbeat(target.jobId, target.attempt);
+        const pacer = pacers.get(target);
+        const answer = await (pacer
+          ? pacer.carry((progress) => beat(target, progress))
+          : beat(target));
         if (!answer.ok) {
           // The runner cannot be interrupted mid-inference; the gateway ignores the result.
           target.log.info({ code: answer.code }, "the gateway no longer expects this attempt");
@@ -62,5 +87,24 @@ export function startHeartbeats(options: HeartbeatOptions): { stop(): void } {
   }, options.intervalMs);
   // The queue consumer keeps the process alive; heartbeats alone must not.
   timer.unref();
-  return { stop: () => clearInterval(timer) };
+  return {
+    stop: () => clearInterval(timer),
+    progressOf(target) {
+      let pacer = pacers.get(target);
+      if (!pacer) {
+        pacer = new ProgressPacer({
+          send: (progress) => beat(target, progress),
+          minIntervalMs: options.progressIntervalMs ?? 250,
+          isLive: () => target.claimed && !target.settled,
+          onError: (cause) => target.log.warn({ err: cause }, "progress heartbeat failed"),
+        });
+        pacers.set(target, pacer);
+      }
+      const paced = pacer;
+      return {
+        report: (progress) => paced.report(progress),
+        flush: () => paced.flush(FLUSH_TIMEOUT_MS),
+      };
+    },
+  };
 }

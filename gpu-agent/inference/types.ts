@@ -1,5 +1,5 @@
 import type * as ort from "onnxruntime-node";
-import type { JobError } from "../../shared/protocol/index.ts";
+import type { JobError, ProgressReport } from "../../shared/protocol/index.ts";
 
 // What the pipelines and the runner share: a run's request and result, and the session a
 // pipeline drives. It lives apart from both so that pipelines never import the runner.
@@ -23,6 +23,13 @@ export interface RunRequest {
    * Absent: the model's config, else its task's default.
    */
   timeout?: { seconds: number; fromDefault: boolean };
+  /**
+   * Where a pipeline reports how far the run is (`fraction` 0..1, a short `stage`, an
+   * optional `message`). Cheap to call often: reports are coalesced (latest wins) and paced
+   * on their way to the gateway. Absent where nobody listens. Pipelines call it through
+   * `reportProgress` (pipeline.ts), which clamps what they pass.
+   */
+  progress?: (report: ProgressReport) => void;
 }
 
 /** A binary file a run produced beside its JSON output (a PNG cut-out, a mask, …). */

@@ -6,6 +6,7 @@ import {
   type LoadedPipeline,
   type PipelineDefinition,
   permanentFailure,
+  reportProgress,
   taskParams,
   transientFailure,
 } from "./pipeline.ts";
@@ -47,7 +48,7 @@ async function runNoop(request: RunRequest, batchSize: number): Promise<unknown>
   }
   if (blockMs) blockEventLoop(blockMs);
   if (oomOver !== undefined && batchSize > oomOver) throw new Error(OUT_OF_MEMORY_SAMPLE);
-  if (delayMs) await sleep(delayMs);
+  if (delayMs) await sleepReporting(request, delayMs, params.progress_every_ms);
   if (fail === "permanent") {
     throw permanentFailure("noop_failed", "noop was asked to fail permanently");
   }
@@ -66,4 +67,23 @@ function blockEventLoop(ms: number): void {
     throw transientFailure("noop_failed", "noop blocks only inside a runner child");
   }
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/** Sleeps `ms`, reporting how much of it has passed every `everyMs` when asked. */
+async function sleepReporting(request: RunRequest, ms: number, everyMs?: number): Promise<void> {
+  if (!everyMs) return sleep(ms);
+  const started = performance.now();
+  const report = () => {
+    const slept = Math.min(ms, performance.now() - started);
+    const message = `${Math.round(slept)} of ${ms} ms`;
+    reportProgress(request, { fraction: slept / ms, stage: "sleeping", message });
+  };
+  report();
+  const timer = setInterval(report, everyMs);
+  try {
+    await sleep(ms);
+    report();
+  } finally {
+    clearInterval(timer);
+  }
 }

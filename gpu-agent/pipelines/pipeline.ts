@@ -1,5 +1,10 @@
 import type { z } from "zod";
-import type { JobError } from "../../shared/protocol/index.ts";
+import {
+  type JobError,
+  PROGRESS_MESSAGE_MAX,
+  PROGRESS_STAGE_MAX,
+  type ProgressReport,
+} from "../../shared/protocol/index.ts";
 import type {
   Artifact,
   ExecutionProvider,
@@ -120,4 +125,17 @@ export function taskParams<T extends z.ZodType>(schema: T, request: RunRequest):
   const issue = parsed.error.issues[0];
   const where = issue?.path.join(".") || "params";
   throw permanentFailure("invalid_params", `${where}: ${issue?.message ?? "invalid"}`);
+}
+
+/** Reports progress for `request` if anyone listens; a bad report is clamped, never thrown. */
+export function reportProgress(request: RunRequest, report: ProgressReport): void {
+  if (!request.progress) return;
+  const fraction = Number.isFinite(report.fraction) ? Math.min(1, Math.max(0, report.fraction)) : 0;
+  request.progress({
+    fraction,
+    stage: report.stage.slice(0, PROGRESS_STAGE_MAX) || "running",
+    ...(report.message === undefined
+      ? {}
+      : { message: report.message.slice(0, PROGRESS_MESSAGE_MAX) }),
+  });
 }

@@ -10,6 +10,7 @@ import {
   type ReadyMessage,
   type ResultMessage,
 } from "./child-protocol.ts";
+import { ProgressRoutes } from "./progress-routes.ts";
 
 const CHILD_ENTRY = fileURLToPath(new URL("./child.ts", import.meta.url));
 // Resolved from this file, not the working directory, so an agent started elsewhere works.
@@ -31,6 +32,8 @@ export interface Child {
   retiring: boolean;
   /** Resolves once the process has exited and its IPC channel has drained. */
   exited: Promise<void>;
+  /** Runs go out as `progress.runMessage`, so their progress reports come back to it. */
+  progress: ProgressRoutes;
 }
 
 export interface ChildEvents {
@@ -67,6 +70,7 @@ export function forkChild(
     exited: new Promise((resolve) => {
       markExited = resolve;
     }),
+    progress: new ProgressRoutes(),
   };
   const started = new Promise<void>((resolve, reject) => {
     let loadError: JobError | null = null;
@@ -85,6 +89,8 @@ export function forkChild(
         loadError = msg.error;
       } else if (msg.type === "result") {
         events.result(msg);
+      } else if (msg.type === "progress") {
+        child.progress.deliver(msg);
       } else {
         events.log(msg);
       }

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { JobError } from "../../shared/protocol/index.ts";
+import { JobError, ProgressReport } from "../../shared/protocol/index.ts";
 import { ModelConfig } from "../pipelines/model-config.ts";
 
 /**
@@ -118,10 +118,24 @@ export const LogMessage = z.object({
 });
 export type LogMessage = z.infer<typeof LogMessage>;
 
+/**
+ * Child → parent: a running job's latest progress. The child coalesces a job's reports
+ * (latest wins) to one message per turn of its event loop; the supervisor paces them to
+ * the gateway.
+ */
+export const ProgressMessage = z.object({
+  v: z.literal(1),
+  type: z.literal("progress"),
+  jobId: z.string(),
+  report: ProgressReport,
+});
+export type ProgressMessage = z.infer<typeof ProgressMessage>;
+
 export const ChildMessage = z.discriminatedUnion("type", [
   ReadyMessage,
   LoadFailedMessage,
   ResultMessage,
   LogMessage,
+  ProgressMessage,
 ]);
 export type ChildMessage = z.infer<typeof ChildMessage>;

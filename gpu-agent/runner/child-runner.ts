@@ -4,7 +4,7 @@ import { OUT_OF_MEMORY_CODE } from "../inference/oom.ts";
 import type { ExecutionProvider, RunRequest, RunResult } from "../inference/types.ts";
 import { batchStats, errorText, loadMessage, logReady, type PendingRun } from "./child-events.ts";
 import { type Child, forkChild, terminateChild } from "./child-process.ts";
-import type { ParentMessage, ReadyMessage } from "./child-protocol.ts";
+import type { ReadyMessage } from "./child-protocol.ts";
 import { exitResult, failure, isPermanentStartError } from "./exit-results.ts";
 import { RestartBackoff, retryFirstStart, retryStart } from "./restart-backoff.ts";
 import { batchTimeoutSeconds, HeadDeadline, timeoutResult } from "./run-timeout.ts";
@@ -124,7 +124,7 @@ class ChildRunner implements Runner {
 
   private send(child: Child, requests: readonly RunRequest[]): Promise<RunResult[]> {
     const id = this.nextRunId++;
-    const message: ParentMessage = { v: 1, type: "run", id, requests: [...requests] };
+    const message = child.progress.runMessage(id, requests);
     return new Promise((settle) => {
       const model = requests[0]!.model;
       const timeoutSeconds = batchTimeoutSeconds(requests, this.options.modelConfigs);

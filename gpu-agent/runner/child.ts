@@ -4,7 +4,7 @@
  * takes down this process only; the parent reports the job as transiently failed and forks
  * a fresh child.
  */
-import type { JobError } from "../../shared/protocol/index.ts";
+import type { JobError, ProgressReport } from "../../shared/protocol/index.ts";
 import type { RunResult } from "../inference/types.ts";
 import type { LoadedPipeline } from "../pipelines/index.ts";
 import {
@@ -103,6 +103,8 @@ async function run({ id, requests }: RunMessage): Promise<void> {
       });
     }
   });
+  // The run's last reports go first: the parent passes them on before it reports the result.
+  sendProgress();
   send({ v: 1, type: "result", id, results, durationMs: performance.now() - started, timings });
 }
 
@@ -123,7 +125,26 @@ async function runRequests(
       },
     }));
   }
-  return execute(pipeline, requests, timings);
+  return execute(
+    pipeline,
+    requests.map((request) => ({ ...request, progress: progressOf(request.jobId) })),
+    timings,
+  );
+}
+
+/** Reports not yet sent, by job: latest wins, one message per job per event-loop turn. */
+const unsentProgress = new Map<string, ProgressReport>();
+
+function progressOf(jobId: string): (report: ProgressReport) => void {
+  return (report) => {
+    if (unsentProgress.size === 0) setImmediate(sendProgress);
+    unsentProgress.set(jobId, report);
+  };
+}
+
+function sendProgress(): void {
+  for (const [jobId, report] of unsentProgress) send({ v: 1, type: "progress", jobId, report });
+  unsentProgress.clear();
 }
 
 if (!process.send) {

@@ -13,6 +13,7 @@ import { webhookOutbox } from "./migrations/0011-webhook-outbox.ts";
 import { batches } from "./migrations/0012-batches.ts";
 import { retention } from "./migrations/0013-retention.ts";
 import { jobTimeout } from "./migrations/0014-job-timeout.ts";
+import { jobProgress } from "./migrations/0015-job-progress.ts";
 import { instant, type Migration, type SqlDialect } from "./migrations/types.ts";
 import type { Database } from "./schema.ts";
 
@@ -34,6 +35,7 @@ const MIGRATIONS: Migration[] = [
   batches,
   retention,
   jobTimeout,
+  jobProgress,
 ];
 
 /**

@@ -1,13 +1,14 @@
 import pg from "pg";
 import { parsePostgresUrl } from "./postgres.ts";
 
-/** One change as the jobs trigger announces it (migration 0008): `tenant job seq status`. */
-export interface AnnouncedChange {
-  tenantId: string;
-  jobId: string;
-  seq: number;
-  status: string;
-}
+/**
+ * One change as the jobs triggers announce it: a state change (migration 0008,
+ * `tenant job seq status`), or a running job's new progress (migration 0015,
+ * `tenant job progress model <json>`, the JSON as the `progress` column holds it).
+ */
+export type AnnouncedChange =
+  | { tenantId: string; jobId: string; seq: number; status: string; progress?: undefined }
+  | { tenantId: string; jobId: string; progress: { model: string; stored: string } };
 
 export interface ChangeListenerOptions {
   onChange(change: AnnouncedChange): void;
@@ -102,5 +103,10 @@ export function listenForChanges(url: string, options: ChangeListenerOptions): C
 export function parseAnnouncement(payload: string | undefined): AnnouncedChange | null {
   const [tenantId, jobId, seq, status] = (payload ?? "").split(" ");
   if (!tenantId || !jobId || !seq || !status) return null;
+  if (seq === "progress") {
+    // The JSON may hold spaces: it is everything after the model.
+    const stored = (payload ?? "").split(" ").slice(4).join(" ");
+    return stored ? { tenantId, jobId, progress: { model: status, stored } } : null;
+  }
   return { tenantId, jobId, seq: Number(seq), status };
 }

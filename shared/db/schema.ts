@@ -135,6 +135,8 @@ export interface JobTable {
   /** The sweeper holding this row for a retention pass, and until when. */
   purge_token: Generated<string | null>;
   purge_until: Generated<number | null>;
+  /** The latest progress, JSON `{attempt, fraction, stage, message, at}` (migration 0015). */
+  progress: Generated<string | null>;
 }
 
 export interface JobEventTable {

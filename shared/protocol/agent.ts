@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { JobError } from "./error.ts";
 import { Job, JobId, ModelId } from "./job.ts";
+import { ProgressReport } from "./progress.ts";
 
 export const AgentId = z
   .string()
@@ -128,6 +129,8 @@ export const HeartbeatRequest = z.object({
   v: z.literal(1),
   agent_id: AgentId,
   attempt: z.number().int().min(1),
+  /** The run's latest progress, when its pipeline reported some since the last beat. */
+  progress: ProgressReport.optional(),
   ...agentStatusFields,
 });
 export type HeartbeatRequest = z.infer<typeof HeartbeatRequest>;

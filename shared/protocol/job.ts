@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { JobError } from "./error.ts";
+import { JobProgress } from "./progress.ts";
 
 export const JobStatus = z.enum([
   "queued",
@@ -176,6 +177,11 @@ export const Job = z.object({
     ),
   metrics: JobMetrics.optional().describe("Once started: where the job's time went."),
   agent: JobAgent.optional().describe("Once started: the agent that ran (or runs) it."),
+  progress: JobProgress.nullable()
+    .optional()
+    .describe(
+      "Once started: the latest progress its model reported (null if none). Kept when the job ends where it stopped; `fraction` is 1 once it succeeded. Cleared when it goes back in the queue.",
+    ),
   output_expired: z
     .literal(true)
     .optional()

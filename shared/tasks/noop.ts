@@ -16,6 +16,15 @@ export const noopTask = defineTask({
       .max(60_000)
       .optional()
       .describe("Wait this long before answering."),
+    progress_every_ms: z
+      .number()
+      .int()
+      .min(10)
+      .max(60_000)
+      .optional()
+      .describe(
+        "While waiting `delay_ms`, report progress (stage `sleeping`) this often, to exercise progress.",
+      ),
     block_ms: z
       .number()
       .int()

@@ -38,7 +38,9 @@ export async function followJob(
     throw new Error(`events: ${response.status} ${await response.text()}`);
   const statuses: string[] = [];
   const seqs: number[] = [];
-  await readSse(response, ({ data }) => {
+  await readSse(response, ({ event: name, data }) => {
+    // `progress` events travel beside the status events.
+    if (name !== "status") return;
     const event = JSON.parse(data) as { status: string; seq: number };
     statuses.push(event.status);
     seqs.push(event.seq);

@@ -1,3 +1,4 @@
+import type { ProgressReport } from "../../../shared/protocol/index.ts";
 import type { OcrDetectionOutput, OcrLine, OcrOutput, Quad } from "../../../shared/tasks/ocr.ts";
 import type { ModelSession, SessionFactory } from "../../inference/types.ts";
 import { loadCharset, ocrAssetPaths } from "./assets.ts";
@@ -11,6 +12,8 @@ export type { OcrDetectionOutput, OcrLine, OcrOutput, Quad };
 
 /** Lines the recogniser is less sure of than this are dropped (PaddleOCR's drop_score). */
 const MIN_LINE_SCORE = 0.5;
+/** The share of an OCR run's progress that detection stands for; recognition is the rest. */
+const DETECTION_SHARE = 0.2;
 /** PaddleOCR turns crops at least this much taller than wide upright before reading. */
 const TALL_CROP_RATIO = 1.5;
 
@@ -56,12 +59,27 @@ export class OcrEngine {
     return this.recognizePrepared(await prepareDetection(image));
   }
 
-  /** Detection, then recognition of every box: the device part of OCR. */
-  async recognizePrepared(input: DetectionInput): Promise<OcrOutput> {
+  /**
+   * Detection, then recognition of every box: the device part of OCR. `progress` hears of
+   * both stages: `detection` at 0, then `recognition` from 0.2 (detection done) to 1 as
+   * the lines are read.
+   */
+  async recognizePrepared(
+    input: DetectionInput,
+    progress?: (report: ProgressReport) => void,
+  ): Promise<OcrOutput> {
     const { image } = input;
+    progress?.({ fraction: 0, stage: "detection" });
     const boxes = sortReadingOrder(mergeRowNeighbours(await detectPrepared(this.detector, input)));
     const crops = boxes.map((box) => cropForRecognition(image, box));
-    const decoded = await recognizeLines(this.recognizer, crops, this.charset);
+    const reading = (done: number, total: number) =>
+      progress?.({
+        fraction: total === 0 ? 1 : DETECTION_SHARE + ((1 - DETECTION_SHARE) * done) / total,
+        stage: "recognition",
+        message: `${done} of ${total} lines`,
+      });
+    reading(0, crops.length);
+    const decoded = await recognizeLines(this.recognizer, crops, this.charset, reading);
     const lines: OcrLine[] = [];
     decoded.forEach(({ text, score }, i) => {
       const trimmed = text.trim();

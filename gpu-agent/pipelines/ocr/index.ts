@@ -6,6 +6,7 @@ import {
   imageInput,
   type LoadedPipeline,
   type PipelineDefinition,
+  reportProgress,
   taskParams,
 } from "../pipeline.ts";
 import type { DetectionInput } from "./detect.ts";
@@ -26,24 +27,27 @@ export const ocrPipeline: PipelineDefinition = {
   async load({ createSession, config, modelId = "ocr" }): Promise<LoadedPipeline> {
     const options = pipelineOptions(Options, modelId, config);
     const engine = await OcrEngine.load(createSession);
-    const finish = (input: DetectionInput) =>
-      options.detection_only ? engine.detectPrepared(input) : engine.recognizePrepared(input);
+    const finish = (input: DetectionInput, request: RunRequest) =>
+      options.detection_only
+        ? engine.detectPrepared(input)
+        : engine.recognizePrepared(input, (report) => reportProgress(request, report));
     // `lang` has one value, English, so the parameters are only checked.
     const prepare = async (request: RunRequest) => {
       taskParams(ocrTask.params, request);
       return engine.prepare(imageInput(request, "ocr"));
     };
     return {
-      run: async (request) => finish(await prepare(request)),
+      run: async (request) => finish(await prepare(request), request),
       // Decoding the next image overlaps this one's inference; one request per batch.
       async prepareBatch(requests) {
         const prepared = await Promise.allSettled(requests.map(prepare));
         return {
           run: async () => {
             const results: PromiseSettledResult<unknown>[] = [];
-            for (const input of prepared) {
+            // One item after another, each reporting its own progress.
+            for (const [i, input] of prepared.entries()) {
               if (input.status === "rejected") results.push(input);
-              else results.push(...(await Promise.allSettled([finish(input.value)])));
+              else results.push(...(await Promise.allSettled([finish(input.value, requests[i]!)])));
             }
             return results;
           },

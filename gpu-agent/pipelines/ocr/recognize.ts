@@ -24,6 +24,8 @@ export async function recognizeLines(
   session: ModelSession,
   crops: readonly RgbImage[],
   charset: readonly string[],
+  /** Told after each batch how many crops are read, of how many. */
+  onRead?: (done: number, total: number) => void,
 ): Promise<DecodedText[]> {
   const order = crops.map((_, index) => index);
   order.sort((a, b) => aspect(crops[a]!) - aspect(crops[b]!));
@@ -38,6 +40,7 @@ export async function recognizeLines(
     batch.forEach((index, i) => {
       results[index] = decoded[i]!;
     });
+    onRead?.(start + batch.length, crops.length);
   }
   return results;
 }

@@ -1,0 +1,39 @@
+import type { ProgressReport } from "../../shared/protocol/index.ts";
+import type { RunRequest } from "../inference/types.ts";
+import type { ProgressMessage, RunMessage } from "./child-protocol.ts";
+
+/** Jobs whose listeners one child remembers: far more than it ever runs at once. */
+const MAX_ROUTES = 1_024;
+
+/**
+ * Where a child's progress messages go: each request's `progress` listener, by job. A
+ * listener cannot cross the IPC channel (structured clone refuses functions), so requests
+ * go to the child without it and its reports come back as messages, routed here. Routes are
+ * forgotten oldest first; a report for a job no longer routed is dropped (its run ended).
+ */
+export class ProgressRoutes {
+  private readonly routes = new Map<string, (report: ProgressReport) => void>();
+
+  /** The message that runs `requests` in the child, their listeners kept here. */
+  runMessage(id: number, requests: readonly RunRequest[]): RunMessage {
+    return { v: 1, type: "run", id, requests: this.outbound(requests) };
+  }
+
+  private outbound(requests: readonly RunRequest[]): Omit<RunRequest, "progress">[] {
+    return requests.map(({ progress, ...request }) => {
+      if (progress) {
+        this.routes.delete(request.jobId);
+        this.routes.set(request.jobId, progress);
+        if (this.routes.size > MAX_ROUTES) {
+          const oldest = this.routes.keys().next();
+          if (!oldest.done) this.routes.delete(oldest.value);
+        }
+      }
+      return request;
+    });
+  }
+
+  deliver(message: ProgressMessage): void {
+    this.routes.get(message.jobId)?.(message.report);
+  }
+}

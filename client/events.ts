@@ -98,6 +98,11 @@ export interface TenantEventsOptions {
   /** Resume after this event's `id` (a cursor of this stream, up to an hour old). */
   lastEventId?: string;
   signal?: AbortSignal;
+  /**
+   * Called each time a connection is open: from then on every change reaches this stream
+   * (submit jobs after the first call to hear of all their changes).
+   */
+  onOpen?: () => void;
 }
 
 /** A change of one of the tenant's jobs; `id` is the cursor to resume after it. */
@@ -147,6 +152,7 @@ export async function* tenantEvents(
       if (!response.body) throw new ConnectionError("the event stream has no body");
       opened = true;
       failures = 0;
+      options.onOpen?.();
       const messages = response.body.pipeThrough(new TextDecoderStream()).pipeThrough(
         new EventSourceParserStream({
           onRetry: (ms) => {

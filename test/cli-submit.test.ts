@@ -14,6 +14,7 @@ import { join } from "node:path";
 import sharp from "sharp";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { AgentHandle } from "../gpu-agent/agent.ts";
+import { startDropProxy } from "./helpers/drop-proxy.ts";
 import { startTestAgent } from "./helpers/test-agent.ts";
 import { startTestGateway, type TestGateway } from "./helpers/test-gateway.ts";
 
@@ -60,6 +61,7 @@ const jobCount = async () =>
 function submit(
   out: string,
   folder = join(dir, "images"),
+  url = gw.url,
 ): {
   child: ChildProcess;
   stderr: () => string;
@@ -69,7 +71,7 @@ function submit(
     process.execPath,
     [BIN, "submit", "noop", folder, "--out", out, "--concurrency", "8", "--param", "delay_ms=15"],
     {
-      env: { ...process.env, GANTRY_URL: gw.url, GANTRY_KEY: gw.apiKey },
+      env: { ...process.env, GANTRY_URL: url, GANTRY_KEY: gw.apiKey },
       stdio: ["ignore", "pipe", "pipe"],
     },
   );
@@ -166,6 +168,36 @@ it("adopts the jobs of a run whose manifest was lost instead of submitting again
     submitted: 0,
     resumed: 0,
   });
+});
+
+it("follows all its jobs through one GET /v1/events stream, not a stream or poll per job", {
+  timeout: 120_000,
+}, async () => {
+  // Images no other run submitted, so every job is this run's own.
+  const folder = join(dir, "fresh");
+  mkdirSync(folder, { recursive: true });
+  for (let i = 0; i < 40; i++) {
+    const png = await sharp({
+      create: { width: 4, height: 4, channels: 3, background: { r: i, g: 200, b: 99 } },
+    })
+      .png()
+      .toBuffer();
+    writeFileSync(join(folder, `fresh-${i}.png`), png);
+  }
+  const proxy = await startDropProxy(gw.url, () => "pass");
+  try {
+    const out = join(dir, "out-one-stream");
+    const run = submit(out, folder, proxy.url);
+    expect(await run.exit, run.stderr()).toBe(0);
+    const gets = proxy.seen.filter((r) => r.method === "GET").map((r) => r.path);
+    expect(gets.filter((path) => path.startsWith("/v1/events"))).toHaveLength(1);
+    expect(gets.filter((path) => /^\/v1\/jobs\/[^/]+\/events/.test(path))).toEqual([]);
+    // One read per job, of its result once the stream said it ended.
+    expect(gets.filter((path) => /^\/v1\/jobs\/[^/?]+$/.test(path)).length).toBe(40);
+    expect(results(out, ".").length).toBe(40);
+  } finally {
+    await proxy.close();
+  }
 });
 
 it("stops before any upload when the model is unknown, writing no error per file", {

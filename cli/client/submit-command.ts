@@ -12,6 +12,7 @@ import {
 } from "./submit-files.ts";
 import { emptyCounts, type SubmitCounts, SubmitProgress } from "./submit-progress.ts";
 import { SubmitState } from "./submit-state.ts";
+import { type JobSnapshot, SUBMIT_TAG, SubmitTracker, submitTag } from "./submit-tracker.ts";
 
 export interface SubmitFlags {
   out: string;
@@ -64,6 +65,17 @@ export async function submitCommand(
     controller.abort(new UserError("interrupted: run the same command again to resume"));
   process.once("SIGINT", interrupt);
   process.once("SIGTERM", interrupt);
+  // One event stream for every job of the run, open before the first is made.
+  const tracker = new SubmitTracker(gantry, submitTag(flags.out), controller.signal);
+  try {
+    await tracker.ready;
+  } catch (error) {
+    process.off("SIGINT", interrupt);
+    process.off("SIGTERM", interrupt);
+    progress.stop();
+    await state.close();
+    throw error;
+  }
 
   const files = inputFiles(args);
   const one = async (file: InputFile) => {
@@ -75,24 +87,31 @@ export async function submitCommand(
       return;
     }
     const key = submitKey(model, params, await sha256File(file.path));
-    const jobId =
-      state.jobFor(key) ??
-      (await submitOne(gantry, model, params, file, key, state, controller.signal, counts));
-    counts.queued++;
-    let status = "queued";
-    const job = await gantry.jobs.wait(jobId, {
-      signal: controller.signal,
-      onProgress: (update) => {
-        if (update.status === status) return;
-        if (status === "queued") counts.queued--;
-        if (status === "running") counts.running--;
-        status = update.status;
-        if (status === "queued") counts.queued++;
-        if (status === "running") counts.running++;
-      },
-    });
-    if (status === "queued") counts.queued--;
-    if (status === "running") counts.running--;
+    const recorded = state.jobFor(key);
+    const { id, snapshot } = recorded
+      ? { id: recorded, snapshot: null }
+      : await submitOne(
+          gantry,
+          model,
+          params,
+          file,
+          key,
+          tracker.tag,
+          state,
+          controller.signal,
+          counts,
+        );
+    let status = "";
+    const onStatus = (next: string) => {
+      if (next === status) return;
+      if (status === "queued") counts.queued--;
+      if (status === "running") counts.running--;
+      status = next;
+      if (status === "queued") counts.queued++;
+      if (status === "running") counts.running++;
+    };
+    const job = await tracker.settle(id, snapshot, onStatus, controller.signal);
+    onStatus(job.status);
     await writeResult(gantry, job, base, file, failures, counts);
   };
   // A fixed pool pulling from one generator: files are read as they are needed.
@@ -116,6 +135,7 @@ export async function submitCommand(
     process.off("SIGINT", interrupt);
     process.off("SIGTERM", interrupt);
     progress.stop();
+    await tracker.close();
     await state.close();
   }
   const finishedAt = new Date();
@@ -150,18 +170,22 @@ async function submitOne(
   params: Record<string, unknown>,
   file: InputFile,
   key: string,
+  tag: string,
   state: SubmitState,
   signal: AbortSignal,
   counts: SubmitCounts,
-): Promise<string> {
+): Promise<{ id: string; snapshot: JobSnapshot | null }> {
   const upload = await gantry.uploads.create(file.path, { signal });
   let jobId: string;
+  let snapshot: JobSnapshot | null = null;
   try {
     const job = await gantry.jobs.create(
-      { model, input: { ...params, image: upload.id } },
+      { model, input: { ...params, image: upload.id }, metadata: { [SUBMIT_TAG]: tag } },
       { idempotencyKey: key, signal },
     );
     jobId = job.id;
+    // An earlier run's job (the same key and request) comes back as it stands now.
+    snapshot = { status: job.status, metadata: job.metadata };
     counts.submitted++;
   } catch (error) {
     // The earlier run made this job, but was stopped before it wrote it down.
@@ -173,7 +197,7 @@ async function submitOne(
     jobId = earlier;
   }
   state.record(key, jobId, file.name);
-  return jobId;
+  return { id: jobId, snapshot };
 }
 
 async function writeResult(

@@ -15,6 +15,11 @@ export interface CreateOptions {
    * (`Prefer: wait=N`); a gateway without support answers at once, as usual.
    */
   wait?: number;
+  /**
+   * The job's execution limit (`timeout_seconds`), unless the request names one: past it the
+   * job fails with `timeout`. Default: the model's; at most the plan's `max_timeout_seconds`.
+   */
+  timeout_seconds?: number;
   signal?: AbortSignal;
 }
 
@@ -44,7 +49,10 @@ export class Jobs {
     return this.transport.json<TypedJob<M>>({
       method: "POST",
       path: "/v1/jobs",
-      json: request,
+      json:
+        options.timeout_seconds === undefined || request.timeout_seconds !== undefined
+          ? request
+          : { ...request, timeout_seconds: options.timeout_seconds },
       headers: {
         "idempotency-key": options.idempotencyKey ?? crypto.randomUUID(),
         ...(options.wait ? { prefer: `wait=${Math.ceil(options.wait)}` } : {}),

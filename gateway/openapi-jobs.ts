@@ -27,6 +27,24 @@ export const preferWaitParam = {
   examples: { wait: { value: "wait=10" } },
 };
 
+/** `POST /v1/jobs`'s body, with an example that sets the execution limit. */
+export const jobRequestBody = {
+  required: true,
+  description:
+    "`timeout_seconds` bounds each attempt's run: past it the agent stops the run (killing its runner if inference does not return) and the job fails with `timeout` (retried only for models that declare timeouts transient). Omitted: the model's default. More than the plan's `max_timeout_seconds`: `422 timeout_too_long`.",
+  content: {
+    "application/json": {
+      ...json("JobRequest")["application/json"],
+      example: {
+        model: "ocr",
+        input: { image: "upl_01jq8y3k2m4n5p6q7r8s9t0v1w" },
+        timeout_seconds: 30,
+        metadata: { invoice: "inv-42" },
+      },
+    },
+  },
+};
+
 /** `metadata.KEY=VALUE` on `GET /v1/jobs` (OpenAPI's deepObject style). */
 export const metadataFilterParam = {
   name: "metadata",
@@ -75,11 +93,11 @@ export function jobApiPaths() {
       post: {
         summary: "Run a failed, expired or canceled job again",
         description:
-          "Back to `queued` under the same id: attempts start again, `output` and `error` are cleared, the deadline moves by the job's original TTL, and its events keep the earlier life. `409 job_not_retryable` for a job in any other state or of a model no longer served.",
+          "Back to `queued` under the same id: attempts start again, `output` and `error` are cleared, the deadline moves by the job's original TTL, and its events keep the earlier life. `409 job_not_retryable` for a job in any other state or of a model no longer served. The queued-job bounds apply as to a submit: `429 too_many_queued_jobs` (the plan's) or `503 queue_full` (the model's), with `Retry-After`.",
         parameters: [jobIdParam],
         responses: {
           "202": { description: "Queued again", content: json("Job") },
-          ...problems(401, 403, 404, 409),
+          ...problems(401, 403, 404, 409, 429, 503),
         },
       },
     },
@@ -111,7 +129,7 @@ export function jobApiPaths() {
       post: {
         summary: "Submit up to 1 000 jobs of one model as a batch",
         description:
-          "Each item `{input, metadata?}` is checked on its own: a bad one is listed in `errors` by its index and the others are queued (with `atomic: true`, one bad item refuses the batch: `422 batch_invalid` and no job is made). `webhook` gets one signed `batch.completed` once every job is terminal.",
+          "Each item `{input, metadata?, timeout_seconds?}` is checked on its own: a bad one is listed in `errors` by its index and the others are queued (with `atomic: true`, one bad item refuses the batch: `422 batch_invalid` and no job is made; when every item is bad, likewise). A batch-wide `timeout_seconds` applies to the items that name none. `webhook` gets one signed `batch.completed` once every job is terminal.",
         requestBody: {
           required: true,
           content: {
@@ -119,7 +137,11 @@ export function jobApiPaths() {
               ...inline(BatchRequest, "input")["application/json"],
               example: {
                 model: "ocr",
-                items: [{ input: { image: "upl_…" }, metadata: { page: "1" } }],
+                items: [
+                  { input: { image: "upl_…" }, metadata: { page: "1" } },
+                  { input: { image: "upl_…" }, metadata: { page: "2" }, timeout_seconds: 120 },
+                ],
+                timeout_seconds: 60,
                 webhook: { url: "https://example.com/hooks/gantry" },
               },
             },

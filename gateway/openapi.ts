@@ -3,6 +3,7 @@ import { eventPaths } from "./openapi-events.ts";
 import {
   batchWebhook,
   jobApiPaths,
+  jobRequestBody,
   metadataFilterParam,
   preferWaitParam,
   waitedResponse,
@@ -78,7 +79,7 @@ export function openApiDocument(serverUrl: string) {
             { name: "traceparent", in: "header", required: false, schema: { type: "string" } },
             preferWaitParam,
           ],
-          requestBody: { required: true, content: json("JobRequest") },
+          requestBody: jobRequestBody,
           responses: {
             ...waitedResponse,
             "202": { description: "Accepted and queued", content: json("Job") },

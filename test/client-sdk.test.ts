@@ -91,6 +91,16 @@ describe.each(SETUPS)("the SDK against a real gateway: $name", (setup) => {
     expect((error as APIError).errors[0]?.path).toContain("delay_ms");
   });
 
+  it("create() takes timeout_seconds in its options; the job shows it", async () => {
+    const job = await gantry.jobs.create({ model: "noop", input: {} }, { timeout_seconds: 7 });
+    expect(job.timeout_seconds).toBe(7);
+    const own = await gantry.jobs.create(
+      { model: "noop", input: {}, timeout_seconds: 9 },
+      { timeout_seconds: 7 },
+    );
+    expect(own.timeout_seconds).toBe(9);
+  });
+
   it("a submit retried after the connection dropped returns the same job", async () => {
     let dropped = false;
     const proxy = await startDropProxy(gw.url, (method, path) => {

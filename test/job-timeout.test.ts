@@ -87,6 +87,13 @@ function describeJobTimeout(setting: JobApiSetting): void {
       expect(plain.job.timeout_seconds).toBe(120);
       const read = (await (await gw.api(`/v1/jobs/${plain.job.id}`)).json()) as JobBody;
       expect(read.timeout_seconds).toBe(120);
+      const model = async () =>
+        (
+          (await (await gw.api("/v1/models/noop")).json()) as {
+            limits: { timeout_seconds: unknown };
+          }
+        ).limits.timeout_seconds;
+      expect(await model()).toEqual({ default: 120, max: 86_400 });
 
       const patched = await gw.api("/v1/admin/tenants/ten_test", {
         method: "PATCH",
@@ -107,6 +114,7 @@ function describeJobTimeout(setting: JobApiSetting): void {
       // The model's default (120 s) is cut to the plan's 30 s.
       const cut = await submit({ model: "noop", input: {} }, "respond-async");
       expect(cut.job.timeout_seconds).toBe(30);
+      expect(await model()).toEqual({ default: 30, max: 30 });
 
       const batch = await gw.api("/v1/batches", {
         method: "POST",

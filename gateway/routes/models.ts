@@ -4,6 +4,7 @@ import { queueBound } from "../backpressure.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
 import { modelState } from "../jobs/model-state.ts";
+import { jobTimeout } from "../jobs/timeout.ts";
 import { inputJsonSchema, type ModelSpec, outputJsonSchema } from "../models.ts";
 import type { Tenant } from "../store/tenants.ts";
 import { maxUploadBytes } from "./uploads.ts";
@@ -28,6 +29,11 @@ function modelView(gateway: Gateway, tenant: Tenant, spec: ModelSpec) {
       max_image_side: spec.maxSide,
       max_queue_depth: queueBound(gateway, spec.id),
       priority: { min: tenant.limits.priority_min, max: tenant.limits.priority_max },
+      // A job's execution limit: what it gets when it names none, and the most it may ask.
+      timeout_seconds: {
+        default: jobTimeout(spec, tenant, undefined).seconds,
+        max: tenant.limits.max_timeout_seconds,
+      },
     },
   };
 }

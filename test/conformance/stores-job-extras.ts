@@ -46,6 +46,45 @@ export function jobExtraCases(stores: () => Stores): void {
     expect(await jobs().claims(id)).toBe(1);
   });
 
+  it("jobs: a job keeps its timeout (and whether it is the default) through claims and a retry", async () => {
+    const tenant = freshTenant();
+    const model = freshModel();
+    const own = await insert({
+      tenantId: tenant,
+      model,
+      timeoutSeconds: 42,
+      timeoutDefault: false,
+    });
+    const byDefault = await insert({
+      tenantId: tenant,
+      model,
+      timeoutSeconds: 120,
+      timeoutDefault: true,
+    });
+    const older = await insert({ tenantId: tenant, model });
+    expect(
+      [own, byDefault, older].map((row) => [row.timeout_seconds, row.timeout_default]),
+    ).toEqual([
+      [42, 0],
+      [120, 1],
+      [null, null],
+    ]);
+    // The batched claim returns rows from a raw statement: its columns must include these.
+    const claimed = await jobs().claimMany(
+      [own, byDefault].map((row) => ({ id: row.id, attempt: 1 })),
+      { agentId: "agt_a", now: T0 + 10, models: [model] },
+    );
+    expect(claimed.map((row) => [row.id, row.timeout_seconds, row.timeout_default]).sort()).toEqual(
+      [
+        [own.id, 42, 0],
+        [byDefault.id, 120, 1],
+      ].sort(),
+    );
+    await jobs().fail(own.id, 1, error("timeout"), false, T0 + 20);
+    const retried = await jobs().retry(tenant, own.id, T0 + 30, T0 + 99);
+    expect(retried.ok && retried.job.timeout_seconds).toBe(42);
+  });
+
   it("jobs: dead letters are failed jobs in id order, by model, error code, time and cursor", async () => {
     const model = freshModel();
     const tenant = freshTenant();

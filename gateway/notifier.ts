@@ -58,7 +58,7 @@ export class JobNotifier {
       // On Postgres this gateway's own reports come twice (in process, then from the feed):
       // a late echo must not replace a newer report.
       const known = this.progress.get(change.jobId);
-      if (known && isLater(known, change.progress)) return;
+      if (known && !isLater(change.progress, known)) return;
       this.progress.delete(change.jobId);
       this.progress.set(change.jobId, change.progress);
       const oldest = this.progress.keys().next();
@@ -128,7 +128,12 @@ function feedChange(change: AnnouncedChange): JobChange | null {
   return { tenantId, jobId, progress: toProgressEvent(jobId, stored, change.progress.model) };
 }
 
-/** True when `a` is a later report than `b`: a later attempt, or later in the same one. */
+/**
+ * True when `a` is a later report than `b`: a later attempt, or later in the same one (two
+ * reports in one millisecond: the further one). The same report twice is not later.
+ */
 export function isLater(a: JobProgressEvent, b: JobProgressEvent): boolean {
-  return a.attempt !== b.attempt ? a.attempt > b.attempt : a.updated_at > b.updated_at;
+  if (a.attempt !== b.attempt) return a.attempt > b.attempt;
+  if (a.updated_at !== b.updated_at) return a.updated_at > b.updated_at;
+  return a.fraction > b.fraction;
 }

@@ -37,6 +37,30 @@ async function submit(api: Api, json: unknown): Promise<string> {
   return ((await response.json()) as { id: string }).id;
 }
 
+/**
+ * Opens `GET /v1/events` (with `query`), runs `onOpen`, and collects every event until
+ * `jobId` succeeded; the SSE `ready` event is left out.
+ */
+async function feedUntilDone(api: Api, query: string, onOpen: () => Promise<string>) {
+  const abort = new AbortController();
+  const response = await api(`/v1/events${query}`, { signal: abort.signal });
+  expect(response.status).toBe(200);
+  const events: Streamed[] = [];
+  const jobId = await onOpen();
+  try {
+    await readSse(response, ({ event, id, data }) => {
+      if (event !== "status" && event !== "progress") return;
+      const streamed = { event, id, data: JSON.parse(data) as Streamed["data"] };
+      if (streamed.data.job_id !== jobId) return;
+      events.push(streamed);
+      if (streamed.data.status === "succeeded") abort.abort();
+    });
+  } catch (error) {
+    if (!abort.signal.aborted) throw error;
+  }
+  return events;
+}
+
 /** Progress events come only between `running` and the end, and never carry an SSE id. */
 function expectProgressBeforeEnd(events: readonly Streamed[]) {
   const statuses = events.filter((e) => e.event === "status").map((e) => e.data.status);
@@ -111,6 +135,21 @@ describe.each([
     expect(done.progress).toMatchObject({ fraction: 1, stage: "sleeping" });
   });
 
+  it("GET /v1/events carries progress beside the status events, without ids", async () => {
+    const input = { delay_ms: 600, progress_every_ms: 50 };
+    const events = await feedUntilDone(ctx.gw.api, "?model=noop", () =>
+      submit(ctx.gw.api, { model: "noop", input }),
+    );
+    const progress = expectProgressBeforeEnd(events);
+    expect(progress.every((e) => e.data.stage === "sleeping")).toBe(true);
+    expect(events.filter((e) => e.event === "status").every((e) => e.id !== "")).toBe(true);
+    // A stream that keeps only ends keeps no progress.
+    const ends = await feedUntilDone(ctx.gw.api, "?status=succeeded", () =>
+      submit(ctx.gw.api, { model: "noop", input }),
+    );
+    expect(ends.map((e) => e.event)).toEqual(["status"]);
+  });
+
   it("has no progress on a job whose model reports none", async () => {
     const id = await submit(ctx.gw.api, { model: "noop", input: {} });
     const events = await streamJob(ctx.gw.api, id);
@@ -158,5 +197,12 @@ describe("job progress across two gateways on Postgres", () => {
     const events = await streamJob(a.api, id);
     const progress = expectProgressBeforeEnd(events);
     expect(progress.every((e) => e.data.stage === "sleeping" && e.data.job_id === id)).toBe(true);
+  });
+
+  it("GET /v1/events on A carries the progress reported through B", async () => {
+    const events = await feedUntilDone(a.api, "", () =>
+      submit(a.api, { model: "noop", input: { delay_ms: 600, progress_every_ms: 50 } }),
+    );
+    expectProgressBeforeEnd(events);
   });
 });

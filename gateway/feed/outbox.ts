@@ -1,6 +1,7 @@
 import type { SSEStreamingApi } from "hono/streaming";
-import type { FeedEvent, JobStatus } from "../../shared/protocol/index.ts";
+import type { FeedEvent, JobProgressEvent, JobStatus } from "../../shared/protocol/index.ts";
 import { compareCursors, type FeedCursor, type TenantEventRow } from "../store/tenant-events.ts";
+import { ProgressFilter } from "./progress-filter.ts";
 
 /** What one `GET /v1/events` stream keeps (see `parseFeedFilter`); null: no such filter. */
 export interface FeedFilter {
@@ -31,7 +32,8 @@ const BURST_FACTOR = 10;
  * `limit`): what it holds is freed and the stream ends with `stream_overflow`.
  */
 export class Outbox {
-  private queue: TenantEventRow[] = [];
+  private queue: (TenantEventRow | JobProgressEvent)[] = [];
+  private readonly progressFilter: ProgressFilter;
   /** Index of the next row to write (a moving head: no O(n) shift per row). */
   private head = 0;
   private last: FeedCursor | null = null;
@@ -49,6 +51,11 @@ export class Outbox {
     private readonly limit: number,
     private readonly now: () => number = Date.now,
   ) {
+    const anyStatus = { ...filter, statuses: null };
+    this.progressFilter = new ProgressFilter({
+      ...filter,
+      matchesAnyStatus: (row) => matchesFeedFilter(anyStatus, row),
+    });
     this.aborted = new Promise((resolve) => {
       closed.signal.addEventListener("abort", () => {
         this.wake?.();
@@ -71,8 +78,17 @@ export class Outbox {
     for (const row of rows) {
       if (this.last !== null && compareCursors(row.cursor, this.last) <= 0) continue;
       this.last = row.cursor;
+      this.progressFilter.seen(row);
       if (matchesFeedFilter(this.filter, row)) this.queue.push(row);
     }
+    this.checkStalled();
+    this.wake?.();
+  }
+
+  /** A running job's progress: written in turn with the rows, without an id (latest only). */
+  pushProgress(event: JobProgressEvent): void {
+    if (this.overflowed || !this.progressFilter.keeps(event)) return;
+    this.queue.push(event);
     this.checkStalled();
     this.wake?.();
   }
@@ -95,7 +111,7 @@ export class Outbox {
    */
   async flush(): Promise<void> {
     while (!this.closed.signal.aborted && this.head < this.queue.length) {
-      const row = this.queue[this.head++] as TenantEventRow;
+      const item = this.queue[this.head++] as TenantEventRow | JobProgressEvent;
       if (this.head > 1_024 && this.head * 2 > this.queue.length) {
         this.queue = this.queue.slice(this.head);
         this.head = 0;
@@ -103,7 +119,11 @@ export class Outbox {
       this.writingSince = this.now();
       let done = false;
       const written = this.stream
-        .writeSSE({ id: row.cursor, event: "status", data: toFeedEvent(row) })
+        .writeSSE(
+          "cursor" in item
+            ? { id: item.cursor, event: "status", data: toFeedEvent(item) }
+            : { event: "progress", data: JSON.stringify(item) },
+        )
         .finally(() => {
           done = true;
         });

@@ -1,3 +1,4 @@
+import type { JobProgressEvent } from "../../shared/protocol/index.ts";
 import type { JobChange, JobNotifier } from "../notifier.ts";
 import type { FeedCursor, TenantEventRow, TenantEvents } from "../store/tenant-events.ts";
 
@@ -16,6 +17,8 @@ export interface TenantFeedOptions {
 }
 
 export type FeedListener = (rows: readonly TenantEventRow[]) => void;
+/** Hears a running job's progress as it is announced: never stored as a row, never replayed. */
+export type ProgressListener = (event: JobProgressEvent) => void;
 
 export interface FeedStats {
   openStreams: number;
@@ -53,6 +56,25 @@ export class TenantFeed {
    * (see `catchUp`), then skips what it already has.
    */
   async join(
+    tenantId: string,
+    listener: FeedListener,
+    onProgress?: ProgressListener,
+  ): Promise<{ from: FeedCursor; leave(): void }> {
+    // Progress comes with its announcement, with no read: straight from the notifier.
+    const unsubscribe = onProgress
+      ? this.notifier.onTenant(tenantId, (change) => change.progress && onProgress(change.progress))
+      : () => {};
+    const joined = await this.joinFeed(tenantId, listener);
+    return {
+      from: joined.from,
+      leave: () => {
+        unsubscribe();
+        joined.leave();
+      },
+    };
+  }
+
+  private async joinFeed(
     tenantId: string,
     listener: FeedListener,
   ): Promise<{ from: FeedCursor; leave(): void }> {
@@ -166,6 +188,8 @@ class TenantPump {
   }
 
   private onChange(change: JobChange): void {
+    // Progress is no row to read: the streams took it from the announcement.
+    if (change.progress) return;
     if (change.jobId && change.seq !== undefined) {
       const known = this.awaited.get(change.jobId) ?? 0;
       if (change.seq > known) this.awaited.set(change.jobId, change.seq);

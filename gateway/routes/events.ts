@@ -41,10 +41,17 @@ export const eventRoutes = new Hono<AppEnv>().get("/", async (c) => {
   let caughtUp = false;
   let outbox: Outbox | null = null;
   const live: TenantEventRow[] = [];
-  const joined = await feed.join(tenantId, (rows) => {
-    if (caughtUp && outbox) outbox.push(rows);
-    else live.push(...rows);
-  });
+  const joined = await feed.join(
+    tenantId,
+    (rows) => {
+      if (caughtUp && outbox) outbox.push(rows);
+      else live.push(...rows);
+    },
+    // Latest only: progress announced while the stream catches up is not kept for it.
+    (progress) => {
+      if (caughtUp && outbox) outbox.pushProgress(progress);
+    },
+  );
   feed.stats.openStreams++;
 
   return streamSSE(c, async (stream) => {

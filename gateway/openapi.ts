@@ -128,14 +128,21 @@ export function openApiDocument(serverUrl: string) {
       },
       "/v1/jobs/{id}/events": {
         get: {
-          summary: "Follow a job's state changes (server-sent events)",
+          summary: "Follow a job's state changes and progress (server-sent events)",
           description:
-            "One `status` event per change, each with `id` = its sequence number; the stream closes after a terminal state. Reconnect with `Last-Event-ID` to resume.",
+            "One `status` event (JobEvent) per change, each with `id` = its sequence number; the stream closes after a terminal state. Reconnect with `Last-Event-ID` to resume. While the job runs, `progress` events (JobProgressEvent) come beside them when its model reports progress, always before the end: latest only (reports are paced, a few per second at most), without an `id`, so they are not replayed on a resume; a (re)connected stream first gets the running job's latest one.",
           parameters: [jobIdParam],
           responses: {
             "200": {
-              description: "An event stream of JobEvent",
-              content: { "text/event-stream": { schema: ref("JobEvent") } },
+              description:
+                "An event stream of JobEvent (`status`) and JobProgressEvent (`progress`)",
+              content: {
+                "text/event-stream": {
+                  schema: { oneOf: [ref("JobEvent"), ref("JobProgressEvent")] },
+                  example:
+                    'id: 2\nevent: status\ndata: {"job_id":"job_01j9zq7c7v4d0m3y7p7c2n2x3e","seq":2,"status":"running","at":"2026-12-01T22:01:57.101Z","attempt":1,"error":null}\n\nevent: progress\ndata: {"job_id":"job_01j9zq7c7v4d0m3y7p7c2n2x3e","attempt":1,"fraction":0.6,"stage":"recognition","message":"3 of 6 lines","updated_at":"2026-12-01T22:01:57.480Z"}\n\n',
+                },
+              },
             },
             ...problems(401, 404),
           },

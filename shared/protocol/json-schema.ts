@@ -17,7 +17,7 @@ import {
 } from "./agent-batch.ts";
 import { Batch, BatchRequest, BatchWebhookPayload } from "./batch.ts";
 import { JobError, Problem } from "./error.ts";
-import { FeedEvent } from "./feed.ts";
+import { FeedEvent, JobProgressEvent } from "./feed.ts";
 import { Job, JobEvent, JobList, JobRequest, JobStatus } from "./job.ts";
 import { QueueMessage } from "./queue-message.ts";
 import { Upload, UploadRequest } from "./upload.ts";
@@ -31,6 +31,7 @@ export const WIRE_SCHEMAS = {
   JobStatus,
   JobEvent,
   FeedEvent,
+  JobProgressEvent,
   JobError,
   Problem,
   UploadRequest,

@@ -2,7 +2,7 @@ import { EventSourceParserStream } from "eventsource-parser/stream";
 import type { FeedEvent, JobEvent, JobProgressEvent } from "../shared/protocol/index.ts";
 import { APIError, ConnectionError, ResumeWindowError } from "./errors.ts";
 import { backoffMs, sleep, type Transport } from "./http.ts";
-import type { JobStreamEvent, JobUpdate } from "./types.ts";
+import type { JobStreamEvent } from "./types.ts";
 
 const TERMINAL = new Set(["succeeded", "failed", "canceled", "expired"]);
 
@@ -85,7 +85,7 @@ function toEvent(message: {
   const data: unknown = JSON.parse(message.data);
   return type === "status"
     ? { type, id: message.id, data: data as JobEvent }
-    : { type, id: message.id, data: data as JobUpdate };
+    : { type, id: message.id, data: data as JobProgressEvent };
 }
 
 export interface TenantEventsOptions {

@@ -38,9 +38,13 @@ export interface GantryOptions {
 export type RunInput = { image?: FileInput } & Record<string, unknown>;
 
 export interface RunOptions {
-  /** Seconds the gateway may hold the submit open for the result (`Prefer: wait`). Default 60; 0 to never ask. */
+  /**
+   * Seconds the gateway may hold the submit open for the result (`Prefer: wait`). Default
+   * 60, or 0 (never ask) with `onProgress`, which follows the job's event stream instead.
+   */
   wait?: number;
   signal?: AbortSignal;
+  /** Each status change and, while the job runs, each progress report its model makes. */
   onProgress?: (update: JobUpdate) => void;
   idempotencyKey?: string;
   priority?: number;
@@ -123,7 +127,8 @@ export class Gantry {
         ...(options.webhook ? { webhook: options.webhook } : {}),
       },
       {
-        wait: options.wait ?? 60,
+        // A held submit shows nothing until the end: progress needs the stream.
+        wait: options.wait ?? (onProgress ? 0 : 60),
         ...(options.idempotencyKey ? { idempotencyKey: options.idempotencyKey } : {}),
         ...(signal ? { signal } : {}),
       },

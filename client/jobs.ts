@@ -1,4 +1,10 @@
-import type { Job, JobList, JobRequest, JobStatus } from "../shared/protocol/index.ts";
+import type {
+  Job,
+  JobList,
+  JobProgressEvent,
+  JobRequest,
+  JobStatus,
+} from "../shared/protocol/index.ts";
 import { APIError, ConnectionError } from "./errors.ts";
 import { type EventsOptions, jobEvents } from "./events.ts";
 import { sleep, type Transport } from "./http.ts";
@@ -127,7 +133,7 @@ export class Jobs {
         const update: JobUpdate =
           event.type === "status"
             ? { job_id: event.data.job_id, status: event.data.status, attempt: event.data.attempt }
-            : event.data;
+            : progressUpdate(event.data);
         options.onProgress?.(update);
       }
     } catch (error) {
@@ -158,4 +164,16 @@ export class Jobs {
       delay = Math.min(POLL_MAX_MS, delay * 1.5);
     }
   }
+}
+
+/** A `progress` event as an update: the job is running, `fraction` done, at `stage`. */
+function progressUpdate(event: JobProgressEvent): JobUpdate {
+  return {
+    job_id: event.job_id,
+    status: "running",
+    attempt: event.attempt,
+    progress: event.fraction,
+    stage: event.stage,
+    ...(event.message === null ? {} : { message: event.message }),
+  };
 }

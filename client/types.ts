@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { Job, JobEvent, JobStatus } from "../shared/protocol/index.ts";
+import type { Job, JobEvent, JobProgressEvent, JobStatus } from "../shared/protocol/index.ts";
 import type { ModelTask, TASKS } from "../shared/tasks/index.ts";
 
 export type {
@@ -13,6 +13,8 @@ export type {
   JobError,
   JobEvent,
   JobList,
+  JobProgress,
+  JobProgressEvent,
   JobStatus,
   Upload,
   WebhookPayload,
@@ -54,12 +56,17 @@ export interface JobUpdate {
   attempt?: number;
   /** Jobs ahead of this one in its model's queue. */
   queue_position?: number;
-  /** 0 to 1, as the model reports it while running. */
+  /** 0 to 1, as the model reports it while running (a `progress` event's `fraction`). */
   progress?: number;
+  /** What the model is doing now (`detection`, `recognition`, …), with `progress`. */
+  stage?: string;
   message?: string;
 }
 
-/** One event of `GET /v1/jobs/{id}/events`: a state change, or progress beside it. */
+/**
+ * One event of `GET /v1/jobs/{id}/events`: a state change, or a running job's progress
+ * beside it (latest only, no `id`: progress is not replayed on a reconnect).
+ */
 export type JobStreamEvent =
   | { type: "status"; id: string | undefined; data: JobEvent }
-  | { type: "progress"; id: string | undefined; data: JobUpdate };
+  | { type: "progress"; id: string | undefined; data: JobProgressEvent };

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Gantry, type JobUpdate } from "../client/index.ts";
 import type { AgentHandle } from "../gpu-agent/agent.ts";
 import { startJobApi } from "./helpers/job-api-suite.ts";
 import { renderTextPng } from "./helpers/render-text.ts";
@@ -148,6 +149,27 @@ describe.each([
       submit(ctx.gw.api, { model: "noop", input }),
     );
     expect(ends.map((e) => e.event)).toEqual(["status"]);
+  });
+
+  it("the SDK yields progress from jobs.events() and hands it to run(…, { onProgress })", async () => {
+    const gantry = new Gantry({ baseUrl: ctx.gw.url, apiKey: ctx.gw.apiKey });
+    const updates: JobUpdate[] = [];
+    const input = { delay_ms: 600, progress_every_ms: 50 };
+    await gantry.run("noop", input, { onProgress: (update) => updates.push(update) });
+    const reported = updates.filter((u) => u.progress !== undefined);
+    expect(reported.length).toBeGreaterThan(0);
+    expect(reported.every((u) => u.status === "running" && u.stage === "sleeping")).toBe(true);
+    expect(updates.at(-1)?.status).toBe("succeeded");
+
+    const job = await gantry.jobs.create({ model: "noop", input });
+    const types: string[] = [];
+    for await (const event of gantry.jobs.events(job.id)) {
+      types.push(event.type);
+      if (event.type === "progress")
+        expect(event.data).toMatchObject({ job_id: job.id, stage: "sleeping" });
+    }
+    expect(types).toContain("progress");
+    expect(types.at(-1)).toBe("status");
   });
 
   it("has no progress on a job whose model reports none", async () => {

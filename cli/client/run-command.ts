@@ -22,7 +22,10 @@ export interface RunFlags {
 export function describeUpdate(update: JobUpdate): string {
   const parts: string[] = [update.status];
   if (update.queue_position !== undefined) parts.push(`position ${update.queue_position}`);
-  if (update.progress !== undefined) parts.push(`${Math.round(update.progress * 100)}%`);
+  if (update.progress !== undefined) {
+    const done = `${Math.round(update.progress * 100)}%`;
+    parts.push(update.stage ? `${update.stage} ${done}` : done);
+  }
   if (update.attempt && update.attempt > 1) parts.push(`attempt ${update.attempt}`);
   return `${update.job_id}: ${parts.join(", ")}`;
 }

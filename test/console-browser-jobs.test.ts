@@ -1,8 +1,8 @@
 /**
  * The console's job view in a real browser for jobs this tab did not submit: the input
  * image comes from the gateway (`GET /v1/jobs/{id}/inputs/image`) with the OCR boxes drawn
- * over it, an input retention deleted says so, and a running job's progress shows as a bar
- * in the job view and the jobs table. No request leaves the gateway.
+ * over it, an input retention deleted says so, and a running job's progress moves live as
+ * a bar in the job view and shows in the jobs table. No request leaves the gateway.
  */
 import type { Browser } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -88,6 +88,35 @@ describe("console job view on the Node gateway", { retry: 2 }, () => {
       expect(
         await page.getByRole("img", { name: "OCR boxes" }).locator("polygon").count(),
       ).toBeGreaterThan(0);
+    });
+  });
+
+  it("a running noop job's progress moves live in the job view, and shows in the jobs table", async () => {
+    const made = await gw.api("/v1/jobs", {
+      method: "POST",
+      json: { model: "noop", input: { delay_ms: 6_000, progress_every_ms: 100 } },
+    });
+    const { id } = (await made.json()) as { id: string };
+    const page = await open();
+    await shoot(page, "job-progress", async () => {
+      await page.goto(`${gw.url}/console/jobs/${id}`);
+      const bar = page.getByRole("progressbar", { name: "Progress" });
+      await bar.waitFor({ timeout: 30_000 });
+      const value = () => bar.evaluate((el) => (el as HTMLProgressElement).value);
+      const first = await value();
+      expect(await bar.getAttribute("aria-valuetext")).toMatch(/^sleeping \d+%$/);
+      // Further along while still running: only the feed's progress events tell it so.
+      await poll(async () => {
+        const now = await value();
+        return now > first && now < 1;
+      }).toBe(true);
+      await page.getByRole("link", { name: "Jobs" }).click();
+      const row = page.getByRole("row", { name: new RegExp(id) });
+      await row.getByRole("progressbar").waitFor();
+      await poll(() => row.getAttribute("data-status")).toBe("succeeded");
+      await poll(() => row.getByRole("progressbar").getAttribute("aria-valuetext")).toBe(
+        "sleeping 100%",
+      );
     });
   });
 

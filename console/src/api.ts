@@ -2,33 +2,24 @@ import { EventSourceParserStream } from "eventsource-parser/stream";
 import { APIError } from "../../client/errors.ts";
 import { Transport } from "../../client/http.ts";
 import { Gantry } from "../../client/index.ts";
-import type { FeedEvent } from "../../shared/protocol/feed.ts";
+import type { FeedEvent, JobProgressEvent } from "../../shared/protocol/feed.ts";
 import type { Job, JobList, JobStatus } from "../../shared/protocol/index.ts";
+import type { JobProgress } from "../../shared/protocol/progress.ts";
 import type { WebhookDeliveryList } from "../../shared/protocol/webhook-api.ts";
 
 export type { FeedEvent, Job, JobList, JobStatus };
 
 /** A job's latest progress as the gateway shows it (`job.progress`, SSE `progress` data). */
-export interface Progress {
-  fraction: number;
-  stage: string;
-  message?: string | null;
-  updated_at?: string;
-}
+export type Progress = JobProgress;
 /** `event: progress` of `GET /v1/events`: latest only, without an SSE id. */
-export interface ProgressEvent extends Progress {
-  job_id: string;
-  attempt: number;
-  model?: string;
-}
+export type ProgressEvent = JobProgressEvent;
 /** What the tenant's stream carries: state changes, and progress beside them. */
 export type LiveEvent =
   | { kind: "status"; event: FeedEvent }
   | { kind: "progress"; event: ProgressEvent };
 
-/** The job's progress, on gateways that report it. */
-export const progressOf = (job: Job): Progress | null =>
-  (job as Job & { progress?: Progress | null }).progress ?? null;
+/** The job's progress; null until its model reports one (and from gateways without it). */
+export const progressOf = (job: Job): Progress | null => job.progress ?? null;
 
 export interface JobQuery {
   status?: JobStatus | undefined;

@@ -12,8 +12,9 @@ import type { AppEnv } from "./env.ts";
  * step by limits/shared-rate.ts (Postgres or Redis, a few writes a second per gateway, not
  * one per request), so a tenant gets its plan's rate however many gateways there are. The
  * hard bounds (a tenant's queued jobs, a model's queue depth) are read from the database
- * and the queue, so they hold across gateways too. On Workers each isolate keeps its own
- * buckets (README, shared limits).
+ * and the queue, so they hold across gateways too. On Workers, with the `RATE_LIMITS`
+ * Durable Object bound, the buckets live in it (limits/durable-buckets.ts); without it
+ * each isolate keeps its own.
  */
 export interface BucketPolicy {
   /** Tokens refilled per second. */
@@ -127,11 +128,30 @@ export function shareRateLimits(gateway: Gateway, listener: SpendListener): void
   listenersByGateway.set(gateway.notifier, listener);
 }
 
+/** Buckets held outside this isolate, one round trip a take (limits/durable-buckets.ts). */
+export interface RemoteBuckets {
+  take(key: string, policy: BucketPolicy): Promise<BucketVerdict>;
+}
+
+const remoteByGateway = new WeakMap<object, RemoteBuckets>();
+
+/** Keeps `gateway`'s buckets in `remote` instead of its memory (worker.ts sets it up). */
+export function holdRateLimitsIn(gateway: Gateway, remote: RemoteBuckets): void {
+  remoteByGateway.set(gateway.notifier, remote);
+}
+
+export function remoteBucketsOf(gateway: Gateway): RemoteBuckets | undefined {
+  return remoteByGateway.get(gateway.notifier);
+}
+
 /** Spends one token of the tenant's bucket per request; 429 with Retry-After when empty. */
 export const rateLimit = createMiddleware<AppEnv>(async (c, next) => {
   const { gateway, tenant } = c.var;
   const policy = { ratePerSecond: tenant.limits.rate_per_second, burst: tenant.limits.burst };
-  const verdict = bucketsOf(gateway).take(tenant.id, policy, gateway.now());
+  const remote = remoteByGateway.get(gateway.notifier);
+  const verdict = remote
+    ? await remote.take(tenant.id, policy)
+    : bucketsOf(gateway).take(tenant.id, policy, gateway.now());
   const headers = rateLimitHeaders(verdict, policy);
   if (!verdict.allowed) {
     throw new RetryLaterProblem(

@@ -1,4 +1,5 @@
 import { parseAllowList } from "../shared/net/allow-list.ts";
+import type { DurableNamespaceLike } from "./limits/durable-buckets.ts";
 import { parseQueueBounds } from "./queue-bound-settings.ts";
 
 /**
@@ -8,6 +9,11 @@ import { parseQueueBounds } from "./queue-bound-settings.ts";
  * `fail` makes, naming the var.
  */
 export interface AdmissionEnv {
+  /**
+   * The Durable Object namespace of class GantryRateLimiter (wrangler.toml): when bound, a
+   * tenant's rate limit and the per-address limit hold across isolates; else per isolate.
+   */
+  RATE_LIMITS?: DurableNamespaceLike;
   /** Waiting jobs per model before submits get 503 queue_full. Default 10000. */
   GANTRY_MAX_QUEUE_DEPTH?: string | number;
   /** `ocr=500,noop=100000`: the bound of single models. */

@@ -21,6 +21,12 @@ import { createSqlQueue } from "../shared/queue/sql.ts";
 import { createSqsQueue } from "../shared/queue/sqs.ts";
 import { createApp, createGateway } from "./app.ts";
 import type { Gateway } from "./context.ts";
+import { limitAnonymousByAddress } from "./limits/address-limit.ts";
+import {
+  type DurableNamespaceLike,
+  shareLimitsThroughDurableObject,
+} from "./limits/durable-buckets.ts";
+import { workerAddressOf } from "./limits/worker-address.ts";
 import { answerResponse, problemFor } from "./problem.ts";
 import { createKyselyStores } from "./store/kysely-stores.ts";
 import { ensureTenantWithKey } from "./store/tenants.ts";
@@ -29,6 +35,9 @@ import { newWebhookSecret } from "./webhooks/secret.ts";
 import { workerLog as log, logFailure } from "./worker-log.ts";
 import { readWorkerSettings, type WorkerEnv, type WorkerSettings } from "./worker-settings.ts";
 
+// The Durable Object class wrangler.toml binds as RATE_LIMITS: Workers find it among the
+// entry module's exports.
+export { GantryRateLimiter } from "./limits/durable-limiter.ts";
 export type { WorkerEnv } from "./worker-settings.ts";
 
 /** The slices of Workers' ExecutionContext and ScheduledController this file uses. */
@@ -67,7 +76,7 @@ async function gatewayFor(env: WorkerEnv, publicUrl: string, ctx: WorkerContext)
       throw error;
     });
     await state.ready;
-    state.shared ??= { gateway: buildGateway(state.db, settings), settings };
+    state.shared ??= { gateway: buildGateway(state.db, settings, env.RATE_LIMITS), settings };
   }
   const { gateway, settings } = state.shared;
   // waitUntil belongs to one request: background work started for it must be tied to it.
@@ -83,7 +92,11 @@ async function gatewayFor(env: WorkerEnv, publicUrl: string, ctx: WorkerContext)
   return { gateway: { ...scoped, blobs, config }, settings };
 }
 
-function buildGateway(db: Kysely<Database>, settings: WorkerSettings): Gateway {
+function buildGateway(
+  db: Kysely<Database>,
+  settings: WorkerSettings,
+  rateLimits: DurableNamespaceLike | undefined,
+): Gateway {
   const { config, limits } = settings;
   const onError = logFailure("queue error");
   let queue: JobQueue;
@@ -103,7 +116,7 @@ function buildGateway(db: Kysely<Database>, settings: WorkerSettings): Gateway {
     blobs = r2;
     localBlobs = { backend: r2, secret: settings.blobs.secret };
   }
-  return createGateway({
+  const gateway = createGateway({
     // D1 takes at most 100 bound parameters a statement: the stores' default.
     stores: createKyselyStores(db),
     queue,
@@ -118,6 +131,11 @@ function buildGateway(db: Kysely<Database>, settings: WorkerSettings): Gateway {
     ...(localBlobs ? { localBlobs } : {}),
     isolatedRequests: true,
   });
+  // Requests without a valid key are limited per CF-Connecting-IP; with the RATE_LIMITS
+  // Durable Object bound, these and the tenants' buckets hold across isolates.
+  limitAnonymousByAddress(gateway, workerAddressOf);
+  if (rateLimits) shareLimitsThroughDurableObject(gateway, rateLimits);
+  return gateway;
 }
 
 function r2Store(choice: Extract<WorkerSettings["blobs"], { kind: "r2" }>, publicUrl: string) {

@@ -2,14 +2,17 @@ import { createMiddleware } from "hono/factory";
 import { RetryLaterProblem } from "../backpressure.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
-import { type BucketPolicy, TokenBuckets } from "../rate-limit.ts";
+import { type BucketPolicy, remoteBucketsOf, TokenBuckets } from "../rate-limit.ts";
 
 /**
  * Requests without a valid API key, limited per client address: each one answered `401`
  * spends a token of its address's bucket, and once the bucket is empty the address gets
  * `429` instead, before any key lookup for requests that carry no key at all. Only where
  * the entry file says how to find a request's address (node.ts: the socket, or behind
- * GANTRY_TRUSTED_PROXIES their forwarding header); elsewhere nothing is limited here.
+ * GANTRY_TRUSTED_PROXIES their forwarding header; worker.ts: CF-Connecting-IP); elsewhere
+ * nothing is limited here. Where the buckets are remote (a Durable Object on Workers) a
+ * request spends at most one round trip here: one without a key takes its token up front
+ * (it can only be answered 401), one with a key only once it was answered 401.
  */
 export const ANONYMOUS_POLICY: BucketPolicy = { ratePerSecond: 5, burst: 30 };
 
@@ -37,6 +40,17 @@ export const addressLimit = createMiddleware<AppEnv>(async (c, next) => {
   if (!limiter || !address) return next();
   const now = c.var.gateway.now();
   const key = `addr:${address}`;
+  const remote = remoteBucketsOf(c.var.gateway);
+  if (remote) {
+    const keyless = !c.req.header("authorization");
+    if (keyless && !(await remote.take(key, ANONYMOUS_POLICY)).allowed) {
+      throw refuse(ANONYMOUS_POLICY);
+    }
+    await next();
+    if (keyless || c.res.status !== 401) return;
+    if (!(await remote.take(key, ANONYMOUS_POLICY)).allowed) throw refuse(ANONYMOUS_POLICY);
+    return;
+  }
   const exhausted = limiter.buckets.left(key, ANONYMOUS_POLICY, now) < 1;
   if (exhausted && !c.req.header("authorization")) throw refuse(ANONYMOUS_POLICY);
   // Hono has already turned a thrown 401 into its response by the time next() returns.

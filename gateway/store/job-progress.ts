@@ -1,9 +1,36 @@
+import { type Kysely, sql } from "kysely";
+import type { Database } from "../../shared/db/schema.ts";
 import type {
   JobProgress,
   JobProgressEvent,
   JobStatus,
   ProgressReport,
 } from "../../shared/protocol/index.ts";
+
+/**
+ * A running attempt's heartbeat, with its latest progress when given; undefined when the
+ * attempt is not the running one.
+ *
+ * `updated_at` is indexed (jobs_status_updated), so a beat that moves it is no HOT update on
+ * Postgres. Progress comes several times a second: within a second of the last move it
+ * leaves `updated_at` be (the sweeper judges staleness in lease-seconds), and the update,
+ * touching only the unindexed `progress`, stays HOT.
+ */
+export function heartbeat(
+  db: Kysely<Database>,
+  beat: { id: string; attempt: number; now: number; progress?: string },
+) {
+  const { id, attempt, now, progress } = beat;
+  const recent = sql<number>`CASE WHEN updated_at < ${now - 1000} THEN ${now} ELSE updated_at END`;
+  return db
+    .updateTable("jobs")
+    .set(progress === undefined ? { updated_at: now } : { updated_at: recent, progress })
+    .where("id", "=", id)
+    .where("status", "=", "running")
+    .where("attempt", "=", attempt)
+    .returningAll()
+    .executeTakeFirst();
+}
 
 /** `jobs.progress` as stored (migration 0015): the report, its attempt and when it came. */
 export interface StoredProgress {

@@ -11,6 +11,7 @@ import {
   succeedMany,
 } from "./job-batch-updates.ts";
 import { jobInserter, type NewJob } from "./job-inserts.ts";
+import { heartbeat } from "./job-progress.ts";
 import { KyselyJobReads } from "./job-reads.ts";
 import type { JobRow } from "./job-rows.ts";
 import * as switches from "./model-switches.ts";
@@ -232,15 +233,12 @@ export class KyselyJobStore extends KyselyJobReads implements JobStore {
   }
 
   heartbeat(id: string, attempt: number, now: number, progress?: string) {
-    // Neither column is indexed: on Postgres this stays a HOT update.
-    return this.db
-      .updateTable("jobs")
-      .set(progress === undefined ? { updated_at: now } : { updated_at: now, progress })
-      .where("id", "=", id)
-      .where("status", "=", "running")
-      .where("attempt", "=", attempt)
-      .returningAll()
-      .executeTakeFirst();
+    return heartbeat(this.db, {
+      id,
+      attempt,
+      now,
+      ...(progress === undefined ? {} : { progress }),
+    });
   }
 
   succeed(

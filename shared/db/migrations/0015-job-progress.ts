@@ -8,8 +8,9 @@ import type { Migration } from "./types.ts";
  * progress. No `job_events` row per report: progress is latest-only, and a row per tick would
  * grow the event history without bound.
  *
- * The column is in no index, so on Postgres a progress update (like the heartbeat's
- * `updated_at`, also unindexed) stays a HOT update: no index entries are written.
+ * The column is in no index, so on Postgres a progress update that leaves the indexed
+ * `updated_at` alone stays a HOT update, writing no index entries (the store moves
+ * `updated_at` at most once a second on progress beats: gateway/store/job-progress.ts).
  *
  * On Postgres a trigger announces each change of a running job's progress on the change
  * feed's channel (migration 0008), transactionally, as `tenant job progress model <json>`: the

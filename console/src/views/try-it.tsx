@@ -1,6 +1,6 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import type { ModelInfo } from "../../../client/models.ts";
-import { type FeedEvent, progressOf } from "../api.ts";
+import { type FeedEvent, type Job, progressOf } from "../api.ts";
 import { JobOutput } from "../components/output.tsx";
 import { ParamField, type Property } from "../components/param-field.tsx";
 import { ProgressBar, withProgress } from "../components/progress.tsx";
@@ -40,23 +40,30 @@ export function TryView(props: { session: Session }) {
     setItems((list) => list.map((item) => (item.key === key ? { ...item, ...change } : item)));
   }, []);
 
+  // Jobs read back, by item key or job id. A read that left before a job ended may answer
+  // after one that saw its end: what ended stays ended.
+  const merge = useCallback((jobs: Map<string, Job>) => {
+    setItems((list) =>
+      list.map((item) => {
+        const job = jobs.get(item.key) ?? (item.job ? jobs.get(item.job.id) : undefined);
+        if (!job || (item.job && TERMINAL.has(item.job.status) && !TERMINAL.has(job.status)))
+          return item;
+        return { ...item, job };
+      }),
+    );
+  }, []);
   // The batches' jobs, read back and matched to the items by the key in their metadata.
   const refresh = useCallback(
     async (ids: string[]) => {
       for (const id of ids) {
         const jobs = await batchJobs(api, id).catch((failure: unknown) => {
           setError(errorText(failure));
-          return new Map();
+          return new Map<string, Job>();
         });
-        setItems((list) =>
-          list.map((item) => {
-            const job = jobs.get(item.key);
-            return job ? { ...item, job } : item;
-          }),
-        );
+        merge(jobs);
       }
     },
-    [api],
+    [api, merge],
   );
   // Which batches still have a job that is not done: only those are read again.
   const open = useMemo(
@@ -77,7 +84,10 @@ export function TryView(props: { session: Session }) {
     useCallback(
       (event: FeedEvent) => {
         if (open.length === 0 || (!mine.has(event.job_id) && event.model !== model)) return;
-        if (mine.has(event.job_id))
+        if (mine.has(event.job_id) && TERMINAL.has(event.status))
+          // Its end comes with its output: read it at once, not with the next refresh.
+          void api.sdk.jobs.get(event.job_id).then((job) => merge(new Map([[job.id, job as Job]])));
+        else if (mine.has(event.job_id))
           setItems((list) =>
             list.map((item) =>
               item.job?.id === event.job_id && event.seq > 0 && !TERMINAL.has(item.job.status)
@@ -91,7 +101,7 @@ export function TryView(props: { session: Session }) {
           void refresh(open);
         }, REFRESH_MS);
       },
-      [open, mine, model, refresh],
+      [api, open, mine, model, refresh, merge],
     ),
   );
   useProgressFeed(

@@ -1,7 +1,11 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { Kysely } from "kysely";
 import type { Stores } from "../../gateway/store/ports.ts";
 import { artifactBlobKey, uploadBlobKey } from "../../gateway/store/uploads.ts";
-import type { createDiskBlobStore } from "../../shared/blob/disk.ts";
+import { createDiskBlobStore } from "../../shared/blob/disk.ts";
+import type { BlobStore } from "../../shared/blob/port.ts";
 import type { Database } from "../../shared/db/schema.ts";
 import { newId, randomToken } from "../../shared/ids.ts";
 
@@ -11,23 +15,46 @@ export interface RetentionBackend {
   cleanup(): Promise<void>;
 }
 
+/** The blob store the sweeper deletes through, and how the suite stores and checks blobs. */
+export interface RetentionBlobs {
+  store: Pick<BlobStore, "delete" | "head">;
+  put(key: string, bytes: number): Promise<void>;
+  /**
+   * A delete of `key` as this store fails when it cannot be reached (S3: the SDK's own
+   * error, after its retries, from an endpoint nothing listens on); it must reject.
+   */
+  unreachable?: (key: string) => Promise<void>;
+  cleanup(): Promise<void>;
+}
+
+/** Blobs on disk (the Node gateway's default store) in a folder of their own. */
+export async function diskBlobs(): Promise<RetentionBlobs> {
+  const root = mkdtempSync(join(tmpdir(), "gantry-retention-"));
+  const disk = createDiskBlobStore({
+    root,
+    publicBaseUrl: "http://127.0.0.1:1",
+    secret: randomToken(32),
+  });
+  return {
+    store: disk,
+    async put(key, bytes) {
+      const body = new Blob([new Uint8Array(bytes)]).stream();
+      await disk.write(key, body, { contentType: "image/png", maxBytes: bytes, sizeBytes: bytes });
+    },
+    cleanup: async () => rmSync(root, { recursive: true, force: true }),
+  };
+}
+
 export const T0 = 1_760_000_000_000;
 export const HOUR = 3_600_000;
 export const DAY = 24 * HOUR;
 
 /** The rows and blobs the retention suite makes: tenants, uploads, ended jobs. */
 export function retentionFixtures(
-  current: () => { backend: RetentionBackend; disk: ReturnType<typeof createDiskBlobStore> },
+  current: () => { backend: RetentionBackend; blobs: RetentionBlobs },
 ) {
-  const putBlob = async (key: string, bytes: number) => {
-    const body = new Blob([new Uint8Array(bytes)]).stream();
-    await current().disk.write(key, body, {
-      contentType: "image/png",
-      maxBytes: bytes,
-      sizeBytes: bytes,
-    });
-  };
-  const stored = async (key: string) => (await current().disk.head(key)) !== null;
+  const putBlob = (key: string, bytes: number) => current().blobs.put(key, bytes);
+  const stored = async (key: string) => (await current().blobs.store.head(key)) !== null;
 
   const tenant = async (plan: "free" | "pro", overrides: Record<string, number> | null = null) => {
     const id = `ten_${randomToken(6)

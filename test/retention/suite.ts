@@ -1,6 +1,3 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   purgeTenant,
@@ -9,15 +6,23 @@ import {
 } from "../../gateway/retention/sweep-retention.ts";
 import { toJob } from "../../gateway/store/job-rows.ts";
 import { artifactBlobKey, uploadBlobKey } from "../../gateway/store/uploads.ts";
-import { createDiskBlobStore } from "../../shared/blob/disk.ts";
 import type { BlobStore } from "../../shared/blob/port.ts";
 import { randomToken } from "../../shared/ids.ts";
-import { DAY, HOUR, type RetentionBackend, retentionFixtures, T0 } from "./fixtures.ts";
+import {
+  DAY,
+  diskBlobs,
+  HOUR,
+  type RetentionBackend,
+  type RetentionBlobs,
+  retentionFixtures,
+  T0,
+} from "./fixtures.ts";
 
-export type { RetentionBackend } from "./fixtures.ts";
+export type { RetentionBackend, RetentionBlobs } from "./fixtures.ts";
 
 /**
- * Retention on one database with real blobs on disk: each kind of data goes at its
+ * Retention on one database with real blobs (on disk unless `options.blobs` names another
+ * store: S3, R2): each kind of data goes at its
  * plan's (or the tenant's) cutoff and not before, two sweepers share the work without
  * doing any twice, a blob store that fails mid-purge leaves nothing reported as deleted
  * that is still stored, and a tenant purge runs in bounded, resumable steps.
@@ -30,19 +35,21 @@ export type { RetentionBackend } from "./fixtures.ts";
 export function describeRetention(
   name: string,
   open: () => Promise<RetentionBackend>,
-  options: { oneCallAtATime?: boolean } = {},
+  options: { oneCallAtATime?: boolean; blobs?: () => Promise<RetentionBlobs> } = {},
 ) {
   describe(`retention on ${name}`, () => {
     let backend: RetentionBackend;
-    let blobDir: string;
-    let disk: ReturnType<typeof createDiskBlobStore>;
-    /** Keys deleted, in order; deleting one of `failing` throws (the store went away). */
+    let store: RetentionBlobs;
+    /** Keys deleted, in order; deleting one of `failing` fails as the store does unreachable. */
     let deletes: string[] = [];
     let failing = new Set<string>();
     const blobs: Pick<BlobStore, "delete"> = {
       async delete(key) {
-        if (failing.has(key)) throw new Error("blob store unreachable");
-        await disk.delete(key);
+        if (failing.has(key)) {
+          await store.unreachable?.(key);
+          throw new Error("blob store unreachable");
+        }
+        await store.store.delete(key);
         deletes.push(key);
       },
     };
@@ -52,19 +59,17 @@ export function describeRetention(
 
     beforeAll(async () => {
       backend = await open();
-      blobDir = mkdtempSync(join(tmpdir(), "gantry-retention-"));
-      disk = createDiskBlobStore({
-        root: blobDir,
-        publicBaseUrl: "http://127.0.0.1:1",
-        secret: randomToken(32),
-      });
-    });
+      store = await (options.blobs ?? diskBlobs)();
+    }, 60_000);
     afterAll(async () => {
       await backend?.cleanup();
-      rmSync(blobDir, { recursive: true, force: true });
+      await store?.cleanup();
     });
 
-    const { stored, tenant, upload, endedJob } = retentionFixtures(() => ({ backend, disk }));
+    const { stored, tenant, upload, endedJob } = retentionFixtures(() => ({
+      backend,
+      blobs: store,
+    }));
 
     it("deletes an output and its artifacts at the plan's retention, and says so", async () => {
       deletes = [];

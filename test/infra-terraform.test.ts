@@ -12,9 +12,12 @@ import { getReferencesInExpression, parse } from "@cdktf/hcl2json";
 import { beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { PLANS } from "../gateway/plans.ts";
+import { JobRequest } from "../shared/protocol/job.ts";
 import { DEAD_SUFFIX, HIGH_SUFFIX } from "../shared/queue/sqs-queues.ts";
 
 const ROOT = join(import.meta.dirname, "..");
+/** The longest `ttl_seconds` POST /v1/jobs accepts. */
+const MAX_TTL_SECONDS = JobRequest.shape.ttl_seconds.unwrap().maxValue ?? Number.NaN;
 const TERRAFORM = join(ROOT, "infra/terraform");
 
 // ------------------------------------------------------------------ the parsed shape
@@ -316,10 +319,15 @@ describe("infra/terraform/aws", () => {
       expect(days("output_retention_days") * DAY_S).toBeGreaterThanOrEqual(
         limits.output_retention_seconds,
       );
-      // An upload waits (unused at most upload_retention_seconds), its job waits (a day's
-      // TTL by default), then its inputs are kept input_retention_seconds after the job ended.
+      // An upload may wait unused up to upload_retention_seconds before a job names it;
+      // the job may stay queued up to the longest ttl_seconds a request may ask for (not
+      // only the day's default), run up to the plan's timeout once claimed at its
+      // deadline, and its inputs are kept input_retention_seconds after it ended.
       expect(days("input_retention_days") * DAY_S).toBeGreaterThanOrEqual(
-        limits.upload_retention_seconds + DAY_S + limits.input_retention_seconds,
+        limits.upload_retention_seconds +
+          MAX_TTL_SECONDS +
+          limits.max_timeout_seconds +
+          limits.input_retention_seconds,
       );
     }
   });

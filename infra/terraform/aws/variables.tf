@@ -64,9 +64,9 @@ variable "cors_allowed_origins" {
 }
 
 variable "input_retention_days" {
-  description = "Days after which uploaded inputs (keys under inputs/) are deleted: a backstop behind the gateway's own retention (README, Retention), so keep it longer than the longest plan's upload_retention_seconds plus job TTL plus input_retention_seconds, or S3 deletes an input a job still needs."
+  description = "Days after which uploaded inputs (keys under inputs/) are deleted: a backstop behind the gateway's own retention (README, Retention), so keep it longer than the longest plan's upload_retention_seconds plus the longest job TTL (ttl_seconds, at most 7 days) plus its max_timeout_seconds plus input_retention_seconds (enterprise: 7 + 7 + 1 + 1 days), or S3 deletes an input a job still needs. 17: that and a day to spare."
   type        = number
-  default     = 14
+  default     = 17
 
   validation {
     condition     = var.input_retention_days >= 1 && floor(var.input_retention_days) == var.input_retention_days

@@ -3,10 +3,7 @@ import type { Transport } from "./http.ts";
 import type { TypedJob } from "./types.ts";
 
 export interface BatchCreateOptions {
-  /**
-   * Sent as `Idempotency-Key` (generated when absent), as `jobs.create` does, so a gateway
-   * that honours it on batches makes one batch of a retried request.
-   */
+  /** Sent as `Idempotency-Key` (generated when absent), as `jobs.create` does. */
   idempotencyKey?: string;
   signal?: AbortSignal;
 }
@@ -24,6 +21,10 @@ export class Batches {
   /**
    * Makes the batch. Items the gateway refuses are listed in `errors` by their index; the
    * others are queued (unless `atomic`, where one bad item refuses all with a 422).
+   *
+   * Retried only after a refusal (429, 503): the gateway does not deduplicate batches by
+   * their key yet, so a request that may have been carried out (a lost connection, a 502)
+   * is not sent again, where up to 1 000 jobs would be made twice. It throws instead.
    */
   create(request: BatchRequest, options: BatchCreateOptions = {}): Promise<Batch> {
     return this.transport.json<Batch>({
@@ -32,6 +33,7 @@ export class Batches {
       json: request,
       headers: { "idempotency-key": options.idempotencyKey ?? crypto.randomUUID() },
       signal: options.signal,
+      retry: "refusals",
     });
   }
 

@@ -4,7 +4,7 @@
  * real gateway and agent on the embedded default.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { APIError, Gantry } from "../client/index.ts";
+import { APIError, ConnectionError, Gantry } from "../client/index.ts";
 import type { AgentHandle } from "../gpu-agent/agent.ts";
 import { startTestAgent } from "./helpers/test-agent.ts";
 import { startTestGateway, type TestGateway } from "./helpers/test-gateway.ts";
@@ -92,6 +92,45 @@ describe("SDK batches", () => {
       total: 6,
       canceled: 6,
     });
+  });
+
+  it("retries a refusal (429), never a request that may have been carried out (502, lost connection)", async () => {
+    /** A Gantry whose first POST /v1/batches gets `first` instead of reaching the gateway. */
+    const flaky = (first: () => Promise<Response>) => {
+      const posts: string[] = [];
+      const client = new Gantry({
+        baseUrl: gw.url,
+        apiKey: gw.apiKey,
+        fetch: (input, init) => {
+          const request = new Request(input, init);
+          if (request.method !== "POST" || !request.url.endsWith("/v1/batches"))
+            return fetch(request);
+          posts.push(request.headers.get("idempotency-key") ?? "");
+          return posts.length === 1 ? first() : fetch(request);
+        },
+      });
+      return { client, posts };
+    };
+    const problem = async (status: number, headers: Record<string, string> = {}) =>
+      new Response(JSON.stringify({ type: "about:blank", title: "x", status, code: "x" }), {
+        status,
+        headers: { "content-type": "application/problem+json", ...headers },
+      });
+    const request = { model: "noop", items: [{ input: { n: 1 } }] };
+
+    const refused = flaky(() => problem(429, { "retry-after": "0" }));
+    expect((await refused.client.batches.create(request)).request_counts.total).toBe(1);
+    expect(refused.posts).toHaveLength(2);
+    expect(refused.posts[1]).toBe(refused.posts[0]);
+
+    const lost = () =>
+      Promise.reject(new TypeError("fetch failed", { cause: new Error("ECONNRESET") }));
+    for (const first of [() => problem(502), lost]) {
+      const ambiguous = flaky(first);
+      const failure = await ambiguous.client.batches.create(request).catch((e: unknown) => e);
+      expect(failure).toBeInstanceOf(first === lost ? ConnectionError : APIError);
+      expect(ambiguous.posts).toHaveLength(1);
+    }
   });
 
   it("an unknown batch is a 404 APIError", async () => {

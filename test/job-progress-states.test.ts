@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enrollHandAgent, type HandAgent } from "./helpers/signed-agent.ts";
+import { readSse } from "./helpers/sse.ts";
 import { startTestGateway, type TestGateway } from "./helpers/test-gateway.ts";
 
 interface JobBody {
@@ -88,6 +89,30 @@ describe.each(["sqlite", "postgres"] as const)("job progress at each state (%s)"
     const queued = await job(id);
     expect(queued.status).toBe("queued");
     expect(queued.progress ?? null).toBeNull();
+  });
+
+  it("a stream opened on a running job gets its latest report first, then the rest", async () => {
+    const id = await claimed();
+    expect((await beat(id, { fraction: 0.3, stage: "detection" })).status).toBe(200);
+    const stream = await gw.api(`/v1/jobs/${id}/events`);
+    const seen: string[] = [];
+    await readSse(stream, ({ event, data }) => {
+      const body = JSON.parse(data) as { status?: string; stage?: string };
+      seen.push(body.status ?? `${event}:${body.stage}`);
+      // Each step waits for the stream to show the one before.
+      if (seen.length === 3) void beat(id, { fraction: 0.8, stage: "recognition" });
+      if (seen.length === 4) {
+        const done = { v: 1, type: "succeeded", agent_id: agent.agentId, attempt: 1, output: {} };
+        void agent.post(`/jobs/${id}/events`, done);
+      }
+    });
+    expect(seen).toEqual([
+      "queued",
+      "running",
+      "progress:detection",
+      "progress:recognition",
+      "succeeded",
+    ]);
   });
 
   it("refuses a malformed report with 422, never 500", async () => {

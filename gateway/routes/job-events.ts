@@ -56,6 +56,8 @@ export const jobEventRoutes = new Hono<AppEnv>().get("/:id/events", async (c) =>
       for (const row of rows) {
         seq = row.seq;
         running = row.status === "running" ? row.attempt : null;
+        // Back in line since the job was read (a retry): what was read is an earlier life's.
+        if (row.status === "queued" && row.seq > job.last_seq) stored = undefined;
         await stream.writeSSE({
           id: String(row.seq),
           event: "status",

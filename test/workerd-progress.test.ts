@@ -96,7 +96,7 @@ describe("job progress in workerd", () => {
     expect(stream.status).toBe(200);
     const events: { event: string; data: { status?: string; stage?: string } }[] = [];
     let reported = false;
-    await readSse(stream, ({ event, data }) => {
+    await readSse(stream as unknown as Response, ({ event, data }) => {
       events.push({ event, data: JSON.parse(data) });
       // The agent finishes once the stream has shown the progress.
       if (event === "progress" && !reported) {

@@ -2,6 +2,7 @@ import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
 import { promisify } from "node:util";
 import { freePort } from "./fault-own-broker.ts";
 
@@ -54,8 +55,17 @@ export async function startOwnRabbit(label: string): Promise<OwnRabbit> {
   const ctl = async (...args: string[]) => {
     await run(join(BIN, "rabbitmqctl"), ["-n", node, ...args], { env, timeout: 120_000 });
   };
-  await run(join(BIN, "rabbitmq-server"), ["-detached"], { env, cwd: dir, timeout: 60_000 });
-  await ctl("await_startup", "--timeout", "90");
+  const cleanup = async () => {
+    await ctl("stop").catch(() => {});
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await run(join(BIN, "rabbitmq-server"), ["-detached"], { env, cwd: dir, timeout: 60_000 });
+    await untilBooted(ctl);
+  } catch (error) {
+    await cleanup();
+    throw error;
+  }
   return {
     url: `amqp://guest:guest@127.0.0.1:${port}`,
     stop: () => ctl("stop_app"),
@@ -63,9 +73,23 @@ export async function startOwnRabbit(label: string): Promise<OwnRabbit> {
       await ctl("start_app");
       await ctl("await_startup");
     },
-    async cleanup() {
-      await ctl("stop").catch(() => {});
-      rmSync(dir, { recursive: true, force: true });
-    },
+    cleanup,
   };
+}
+
+/**
+ * `-detached` returns before the node has registered with epmd, and `await_startup` fails
+ * at once against a node it cannot reach yet, so it is asked again until the boot is done.
+ */
+async function untilBooted(ctl: (...args: string[]) => Promise<void>): Promise<void> {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    try {
+      await ctl("await_startup", "--timeout", "10");
+      return;
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await delay(500);
+    }
+  }
 }

@@ -22,9 +22,8 @@ export class Batches {
    * Makes the batch. Items the gateway refuses are listed in `errors` by their index; the
    * others are queued (unless `atomic`, where one bad item refuses all with a 422).
    *
-   * Retried only after a refusal (429, 503): the gateway does not deduplicate batches by
-   * their key yet, so a request that may have been carried out (a lost connection, a 502)
-   * is not sent again, where up to 1 000 jobs would be made twice. It throws instead.
+   * Retried like any call, under the same key: the gateway makes a batch once per key, so a
+   * request whose answer was lost is answered again with the batch it made.
    */
   create(request: BatchRequest, options: BatchCreateOptions = {}): Promise<Batch> {
     return this.transport.json<Batch>({
@@ -33,7 +32,6 @@ export class Batches {
       json: request,
       headers: { "idempotency-key": options.idempotencyKey ?? crypto.randomUUID() },
       signal: options.signal,
-      retry: "refusals",
     });
   }
 

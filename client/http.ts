@@ -26,18 +26,10 @@ export interface CallOptions {
   stream?: boolean;
   /** Absolute URLs (presigned) carry their own authorization: no bearer key on them. */
   auth?: boolean;
-  /**
-   * `refusals`: retry only answers that say nothing was done (429, 503), never a lost
-   * connection or another 5xx, after which the request may have been carried out: for
-   * requests the gateway does not deduplicate.
-   */
-  retry?: "refusals";
 }
 
 /** Statuses worth another try: the request may well succeed a moment later. */
 const RETRY_STATUSES = new Set([408, 429, 500, 502, 503, 504]);
-/** The gateway's refusals (rate limit, full queue, paused model): nothing was made. */
-const REFUSAL_STATUSES = new Set([429, 503]);
 const BASE_DELAY_MS = 250;
 const MAX_DELAY_MS = 8_000;
 /** A `Retry-After` beyond this is not waited out: the caller is better told at once. */
@@ -102,8 +94,7 @@ export class Transport {
         const response = await this.once(options);
         if (response.ok || (response.status >= 300 && response.status < 400)) return response;
         const problem = await apiErrorFrom(response);
-        const statuses = options.retry === "refusals" ? REFUSAL_STATUSES : RETRY_STATUSES;
-        if (!statuses.has(problem.status)) throw problem;
+        if (!RETRY_STATUSES.has(problem.status)) throw problem;
         const after = retryAfterMs(response.headers);
         if (after !== null) {
           if (after > MAX_RETRY_AFTER_MS) throw problem;
@@ -112,7 +103,7 @@ export class Transport {
         failure = problem;
       } catch (error) {
         if (options.signal?.aborted) throw options.signal.reason;
-        if (!(error instanceof ConnectionError) || options.retry === "refusals") throw error;
+        if (!(error instanceof ConnectionError)) throw error;
         failure = error;
       }
       if (attempt >= this.options.maxRetries) throw failure;

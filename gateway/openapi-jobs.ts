@@ -128,6 +128,16 @@ export function jobApiPaths() {
     "/v1/batches": {
       post: {
         summary: "Submit up to 1 000 jobs of one model as a batch",
+        parameters: [
+          {
+            name: "Idempotency-Key",
+            in: "header",
+            required: false,
+            description:
+              "The same key and body again (a retry after a lost answer, or two at once) answer the batch already made, with `Idempotent-Replayed: true` and an empty `errors`; another body under the key is `422 idempotency_key_reused`.",
+            schema: { type: "string", maxLength: 255 },
+          },
+        ],
         description:
           "Each item `{input, metadata?, timeout_seconds?}` is checked on its own: a bad one is listed in `errors` by its index and the others are queued (with `atomic: true`, one bad item refuses the batch: `422 batch_invalid` and no job is made; when every item is bad, likewise). A batch-wide `timeout_seconds` applies to the items that name none. `webhook` gets one signed `batch.completed` once every job is terminal.",
         requestBody: {

@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { z } from "zod";
+import { z } from "zod";
 import { HttpProblem } from "../shared/errors.ts";
 import { validationProblem } from "./problem.ts";
 
@@ -39,4 +39,16 @@ export function parseWith<T extends z.ZodType>(
   const result = schema.safeParse(value);
   if (!result.success) throw validationProblem(result.error, where);
   return result.data;
+}
+
+const IdempotencyKey = z
+  .string()
+  .min(1)
+  .max(255)
+  .regex(/^[\x21-\x7e]+$/, "printable ASCII");
+
+/** The request's `Idempotency-Key` header (on every create), checked; null without one. */
+export function idempotencyKeyOf(c: Context): string | null {
+  const raw = c.req.header("idempotency-key");
+  return raw === undefined ? null : parseWith(IdempotencyKey, raw, "Idempotency-Key header");
 }

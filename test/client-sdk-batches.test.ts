@@ -4,7 +4,7 @@
  * real gateway and agent on the embedded default.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { APIError, ConnectionError, Gantry } from "../client/index.ts";
+import { APIError, Gantry } from "../client/index.ts";
 import type { AgentHandle } from "../gpu-agent/agent.ts";
 import { startTestAgent } from "./helpers/test-agent.ts";
 import { startTestGateway, type TestGateway } from "./helpers/test-gateway.ts";
@@ -94,43 +94,39 @@ describe("SDK batches", () => {
     });
   });
 
-  it("retries a refusal (429), never a request that may have been carried out (502, lost connection)", async () => {
-    /** A Gantry whose first POST /v1/batches gets `first` instead of reaching the gateway. */
-    const flaky = (first: () => Promise<Response>) => {
-      const posts: string[] = [];
-      const client = new Gantry({
-        baseUrl: gw.url,
-        apiKey: gw.apiKey,
-        fetch: (input, init) => {
-          const request = new Request(input, init);
-          if (request.method !== "POST" || !request.url.endsWith("/v1/batches"))
-            return fetch(request);
-          posts.push(request.headers.get("idempotency-key") ?? "");
-          return posts.length === 1 ? first() : fetch(request);
-        },
-      });
-      return { client, posts };
-    };
-    const problem = async (status: number, headers: Record<string, string> = {}) =>
-      new Response(JSON.stringify({ type: "about:blank", title: "x", status, code: "x" }), {
-        status,
-        headers: { "content-type": "application/problem+json", ...headers },
-      });
-    const request = { model: "noop", items: [{ input: { n: 1 } }] };
+  it("sends a batch whose answer was lost again under its key, and the gateway makes it once", async () => {
+    /** A Gantry whose first POST /v1/batches reaches the gateway, then loses its answer. */
+    const posts: string[] = [];
+    const made: { id?: string } = {};
+    const client = new Gantry({
+      baseUrl: gw.url,
+      apiKey: gw.apiKey,
+      fetch: async (input, init) => {
+        const request = new Request(input, init);
+        if (request.method !== "POST" || !request.url.endsWith("/v1/batches"))
+          return fetch(request);
+        posts.push(request.headers.get("idempotency-key") ?? "");
+        const response = await fetch(request);
+        if (posts.length > 1) return response;
+        made.id = ((await response.json()) as { id: string }).id;
+        throw new TypeError("fetch failed", { cause: new Error("ECONNRESET") });
+      },
+    });
+    const request = { model: "noop", items: [{ input: { n: 1 } }, { input: { n: 2 } }] };
+    const batch = await client.batches.create(request);
+    expect(posts).toHaveLength(2);
+    expect(posts[1]).toBe(posts[0]);
+    expect(batch.id).toBe(made.id);
+    const jobs = [];
+    for await (const job of gantry.batches.jobs(batch.id)) jobs.push(job);
+    expect(jobs).toHaveLength(2);
 
-    const refused = flaky(() => problem(429, { "retry-after": "0" }));
-    expect((await refused.client.batches.create(request)).request_counts.total).toBe(1);
-    expect(refused.posts).toHaveLength(2);
-    expect(refused.posts[1]).toBe(refused.posts[0]);
-
-    const lost = () =>
-      Promise.reject(new TypeError("fetch failed", { cause: new Error("ECONNRESET") }));
-    for (const first of [() => problem(502), lost]) {
-      const ambiguous = flaky(first);
-      const failure = await ambiguous.client.batches.create(request).catch((e: unknown) => e);
-      expect(failure).toBeInstanceOf(first === lost ? ConnectionError : APIError);
-      expect(ambiguous.posts).toHaveLength(1);
-    }
+    // The same key with another body is the caller's mistake, said plainly.
+    const reused = await gantry.batches
+      .create({ ...request, items: [{ input: { n: 3 } }] }, { idempotencyKey: posts[0] })
+      .catch((error: unknown) => error);
+    expect(reused).toBeInstanceOf(APIError);
+    expect(reused).toMatchObject({ status: 422, code: "idempotency_key_reused" });
   });
 
   it("an unknown batch is a 404 APIError", async () => {

@@ -7,7 +7,8 @@ import {
   type BatchRequest,
 } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
-import type { Tenant } from "../store/tenants.ts";
+import type { BatchRow } from "../store/batches.ts";
+import { hashKey, type Tenant } from "../store/tenants.ts";
 import { assertWebhookUrlAllowed } from "../webhooks/url-policy.ts";
 import { completeIfDone } from "./batch-completion.ts";
 import { batchView } from "./batch-view.ts";
@@ -32,8 +33,12 @@ export async function createBatch(
   gateway: Gateway,
   tenant: Tenant,
   request: BatchRequest,
-  traceparent: string,
-): Promise<Batch> {
+  options: BatchOptions,
+): Promise<MadeBatch> {
+  const key = options.idempotencyKey;
+  const requestHash = key ? await hashKey(JSON.stringify(request)) : null;
+  let earlier = key && requestHash ? await earlierBatch(gateway, tenant, key, requestHash) : null;
+  if (earlier && earlier.total !== null) return replay(gateway, earlier);
   if (request.webhook) {
     assertWebhookUrlAllowed(request.webhook.url, {
       allowInsecure: gateway.config.allowInsecureWebhooks,
@@ -77,19 +82,33 @@ export async function createBatch(
   const good = checked.filter((entry) => entry !== null);
   if (errors.length && (request.atomic || good.length === 0)) throw refused(errors);
   const now = gateway.now();
-  const row = await gateway.stores.jobs.insertBatch({
-    id: newId("bat", now),
-    tenantId: tenant.id,
-    model: request.model,
-    webhook: request.webhook ?? null,
-    metadata: request.metadata ?? null,
-    now,
-  });
+  // An earlier request with this key that did not finish (its answer was lost, or it is
+  // still running) is carried on: each item's own key makes its job once either way.
+  let row: BatchRow | null = earlier;
+  if (!row) {
+    row =
+      (await gateway.stores.jobs.insertBatch({
+        id: newId("bat", now),
+        tenantId: tenant.id,
+        model: request.model,
+        webhook: request.webhook ?? null,
+        metadata: request.metadata ?? null,
+        now,
+        idempotencyKey: key,
+        requestHash,
+      })) ?? null;
+  }
+  if (!row && key && requestHash) {
+    // A concurrent request with the same key won the insert.
+    earlier = row = await earlierBatch(gateway, tenant, key, requestHash);
+    if (earlier && earlier.total !== null) return replay(gateway, earlier);
+  }
+  if (!row) throw new Error("idempotent batch insert conflicted but no batch was found");
   const made = await Promise.all(
     good.map(({ index, item, spec }) =>
       submitJob(gateway, tenant, jobRequest(item), {
-        idempotencyKey: null,
-        traceparent,
+        idempotencyKey: key ? `${key}#${index}` : null,
+        traceparent: options.traceparent,
         batchId: row.id,
         checkedSpec: spec,
       }).then(
@@ -112,7 +131,51 @@ export async function createBatch(
   const completed = await completeIfDone(gateway, row.id, webhookDeps(gateway));
   errors.sort((a, b) => a.index - b.index);
   const view = await batchView(gateway, completed ?? { ...row, total });
-  return { ...view, errors };
+  return { batch: { ...view, errors }, replayed: earlier !== null };
+}
+
+export interface BatchOptions {
+  traceparent: string;
+  /** `Idempotency-Key`: the same key and body again answer the batch already made. */
+  idempotencyKey: string | null;
+}
+
+export interface MadeBatch {
+  batch: Batch;
+  /** True when an earlier request with the same key made (or began) the batch. */
+  replayed: boolean;
+}
+
+async function earlierBatch(gateway: Gateway, tenant: Tenant, key: string, requestHash: string) {
+  const earlier = await gateway.stores.jobs.batchByIdempotencyKey(tenant.id, key);
+  if (earlier && earlier.request_hash !== requestHash) {
+    throw new HttpProblem(
+      422,
+      "idempotency_key_reused",
+      "Idempotency-Key reused",
+      `This Idempotency-Key was used for batch ${earlier.id} with a different request body.`,
+      { batch_id: earlier.id },
+    );
+  }
+  return earlier ?? null;
+}
+
+/**
+ * The answer to a repeated request: the batch as it stands now. The first answer's item
+ * errors are not kept, so `errors` is empty; a batch whose every item was refused is refused
+ * again, as the first time.
+ */
+async function replay(gateway: Gateway, earlier: BatchRow): Promise<MadeBatch> {
+  if (earlier.total === 0) {
+    throw new HttpProblem(
+      422,
+      "batch_invalid",
+      "Invalid batch items",
+      `Every item of batch ${earlier.id}, made with this Idempotency-Key, was refused; fix the items and send them with a new key.`,
+      { batch_id: earlier.id, errors: [] },
+    );
+  }
+  return { batch: { ...(await batchView(gateway, earlier)), errors: [] }, replayed: true };
 }
 
 function refused(errors: BatchItemError[]): HttpProblem {

@@ -8,7 +8,7 @@ import { batchView } from "../jobs/batch-view.ts";
 import { createBatch } from "../jobs/batches.ts";
 import { afterTransition } from "../jobs/lifecycle.ts";
 import { toJob } from "../store/job-rows.ts";
-import { parseJsonBody, parseWith } from "../validation.ts";
+import { idempotencyKeyOf, parseJsonBody, parseWith } from "../validation.ts";
 
 const JobsQuery = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(100),
@@ -28,8 +28,12 @@ async function batchOr404(c: { var: AppEnv["Variables"] }, id: string) {
 export const batchRoutes = new Hono<AppEnv>()
   .post("/", async (c) => {
     const request = await parseJsonBody(c, BatchRequest);
-    const batch = await createBatch(c.var.gateway, c.var.tenant, request, newTraceparent());
+    const { batch, replayed } = await createBatch(c.var.gateway, c.var.tenant, request, {
+      traceparent: newTraceparent(),
+      idempotencyKey: idempotencyKeyOf(c),
+    });
     c.header("location", `/v1/batches/${batch.id}`);
+    if (replayed) c.header("idempotent-replayed", "true");
     return c.json(batch, 202);
   })
   .get("/:id", async (c) => {

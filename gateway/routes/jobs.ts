@@ -17,13 +17,8 @@ import { submitJob } from "../jobs/submit.ts";
 import { preferredWait, waitForJob } from "../jobs/wait.ts";
 import { MAX_METADATA_FILTERS } from "../store/job-metadata.ts";
 import { toJob } from "../store/job-rows.ts";
-import { parseJsonBody, parseWith } from "../validation.ts";
+import { idempotencyKeyOf, parseJsonBody, parseWith } from "../validation.ts";
 
-const IdempotencyKey = z
-  .string()
-  .min(1)
-  .max(255)
-  .regex(/^[\x21-\x7e]+$/, "printable ASCII");
 const TraceParent = z.string().regex(/^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/);
 
 const ListQuery = z.object({
@@ -53,9 +48,7 @@ export function metadataFilters(query: Record<string, string>): [string, string]
 export const jobRoutes = new Hono<AppEnv>()
   .post("/", async (c) => {
     const request = await parseJsonBody(c, JobRequest);
-    const rawKey = c.req.header("idempotency-key");
-    const idempotencyKey =
-      rawKey === undefined ? null : parseWith(IdempotencyKey, rawKey, "Idempotency-Key header");
+    const idempotencyKey = idempotencyKeyOf(c);
     const trace = TraceParent.safeParse(c.req.header("traceparent"));
     const { job, created } = await submitJob(c.var.gateway, c.var.tenant, request, {
       idempotencyKey,

@@ -11,9 +11,16 @@ export interface NewBatch {
   webhook: { url: string } | null;
   metadata: Record<string, string> | null;
   now: number;
+  /** The request's `Idempotency-Key` and the hash of its body, or null without a key. */
+  idempotencyKey: string | null;
+  requestHash: string | null;
 }
 
-export async function insertBatch(db: Kysely<Database>, batch: NewBatch): Promise<BatchRow> {
+/** The new batch, or undefined when the tenant already has one under the same key. */
+export async function insertBatch(
+  db: Kysely<Database>,
+  batch: NewBatch,
+): Promise<BatchRow | undefined> {
   return db
     .insertInto("batches")
     .values({
@@ -28,9 +35,21 @@ export async function insertBatch(db: Kysely<Database>, batch: NewBatch): Promis
       updated_at: batch.now,
       completed_at: null,
       canceled_at: null,
+      idempotency_key: batch.idempotencyKey,
+      request_hash: batch.requestHash,
     })
+    .onConflict((oc) => oc.columns(["tenant_id", "idempotency_key"]).doNothing())
     .returningAll()
-    .executeTakeFirstOrThrow();
+    .executeTakeFirst();
+}
+
+export function batchByIdempotencyKey(db: Kysely<Database>, tenantId: string, key: string) {
+  return db
+    .selectFrom("batches")
+    .selectAll()
+    .where("tenant_id", "=", tenantId)
+    .where("idempotency_key", "=", key)
+    .executeTakeFirst();
 }
 
 /** Every item is in: the batch may now complete. */

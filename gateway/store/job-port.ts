@@ -85,7 +85,9 @@ export interface JobStore {
   /** A model's queued jobs with no message (refused while it was paused), at most `limit`. */
   unpublishedOfModel(model: string, limit: number): Promise<JobRow[]>;
   /** Batches (batches.ts): their rows, and their jobs read by `batch_id`. */
-  insertBatch(batch: NewBatch): Promise<BatchRow>;
+  /** Undefined when the tenant already has a batch under the same `Idempotency-Key`. */
+  insertBatch(batch: NewBatch): Promise<BatchRow | undefined>;
+  batchByIdempotencyKey(tenantId: string, key: string): Promise<BatchRow | undefined>;
   sealBatch(id: string, total: number, now: number): Promise<void>;
   batchForTenant(tenantId: string, id: string): Promise<BatchRow | undefined>;
   batchJobCounts(id: string): Promise<Map<string, number>>;

@@ -70,6 +70,9 @@ export class KyselyJobStore extends KyselyJobReads implements JobStore {
   insertBatch(batch: NewBatch) {
     return batches.insertBatch(this.db, batch);
   }
+  batchByIdempotencyKey(tenantId: string, key: string) {
+    return batches.batchByIdempotencyKey(this.db, tenantId, key);
+  }
 
   sealBatch(id: string, total: number, now: number) {
     return batches.sealBatch(this.db, id, total, now);

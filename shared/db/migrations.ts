@@ -14,6 +14,7 @@ import { batches } from "./migrations/0012-batches.ts";
 import { retention } from "./migrations/0013-retention.ts";
 import { jobTimeout } from "./migrations/0014-job-timeout.ts";
 import { jobProgress } from "./migrations/0015-job-progress.ts";
+import { batchIdempotency } from "./migrations/0016-batch-idempotency.ts";
 import { instant, type Migration, type SqlDialect } from "./migrations/types.ts";
 import type { Database } from "./schema.ts";
 
@@ -36,6 +37,7 @@ const MIGRATIONS: Migration[] = [
   retention,
   jobTimeout,
   jobProgress,
+  batchIdempotency,
 ];
 
 /**

@@ -41,6 +41,9 @@ export interface BatchTable {
   updated_at: number;
   completed_at: number | null;
   canceled_at: number | null;
+  /** The client's `Idempotency-Key` and its request's hash (migration 0016). */
+  idempotency_key: Generated<string | null>;
+  request_hash: Generated<string | null>;
 }
 
 /** An operator's switch on one model (migration 0010). */

@@ -138,6 +138,40 @@ export function describeJobBatches(setting: JobApiSetting): void {
       });
     });
 
+    it("makes a batch once per Idempotency-Key, also when the same request comes twice at once", async () => {
+      const key = `batch-key-${Date.now()}`;
+      const body = { model: "noop", items: [{ input: { n: 1 } }, "bad", { input: { n: 3 } }] };
+      const keyed = () =>
+        ctx.gw.api("/v1/batches", {
+          method: "POST",
+          json: body,
+          headers: { "idempotency-key": key },
+        });
+      const [first, second] = await Promise.all([keyed(), keyed()]);
+      const third = await keyed();
+      const answers = [first, second, third];
+      expect(answers.map((r) => r.status)).toEqual([202, 202, 202]);
+      const batches = (await Promise.all(answers.map((r) => r.json()))) as BatchBody[];
+      expect(new Set(batches.map((b) => b.id)).size).toBe(1);
+      expect(third.headers.get("idempotent-replayed")).toBe("true");
+      const jobs = (await (
+        await ctx.gw.api(`/v1/batches/${batches[0]?.id}/jobs?limit=100`)
+      ).json()) as { data: unknown[] };
+      expect(jobs.data).toHaveLength(2);
+      expect(batches[2]?.request_counts.total).toBe(2);
+
+      const reused = await ctx.gw.api("/v1/batches", {
+        method: "POST",
+        json: { ...body, items: [{ input: { n: 9 } }] },
+        headers: { "idempotency-key": key },
+      });
+      expect(reused.status).toBe(422);
+      expect(await reused.json()).toMatchObject({
+        code: "idempotency_key_reused",
+        batch_id: batches[0]?.id,
+      });
+    });
+
     it("cancels a batch's jobs and ends it canceled", async () => {
       const items = Array.from({ length: 4 }, () => ({ input: { delay_ms: 30_000 } }));
       const created = (await (

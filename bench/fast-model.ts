@@ -15,13 +15,17 @@
  *
  *   npx tsx bench/fast-model.ts [--jobs 64] [--batch 8] [--rounds 3] [--threads 1]
  *                               [--lookahead 16] [--window 10] [--no-inline] [--no-batch-routes]
- *                               [--prepare-threads 0]
+ *                               [--prepare-threads 0] [--cpu-prof DIR]
  *
  * `--no-inline` sends every input by URL only (a download per job, as behind S3);
  * `--no-batch-routes` plays a gateway without the batched claim and event routes;
- * `--prepare-threads N` decodes and normalises on N worker threads in the runner child.
+ * `--prepare-threads N` decodes and normalises on N worker threads in the runner child;
+ * `--cpu-prof DIR` writes CPU profiles there: this process's (supervisor, queue and stub
+ * gateway) over each side's last round, and each runner child's whole life.
  */
-import { readFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
+import { Session } from "node:inspector/promises";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import * as ort from "onnxruntime-node";
 import sharp from "sharp";
@@ -29,11 +33,13 @@ import { softmax, topClasses } from "../gpu-agent/pipelines/classification/index
 import { decodeImage } from "../gpu-agent/pipelines/vision/decode.ts";
 import { IMAGENET, writeRgbPlanes } from "../gpu-agent/pipelines/vision/planes.ts";
 import { resizeAndCenterCrop } from "../gpu-agent/pipelines/vision/resize.ts";
+import { RUNNER_CPU_PROF_ENV } from "../gpu-agent/runner/child-process.ts";
 import { sessionFactory } from "../gpu-agent/runner/providers.ts";
 import { MAX_INLINE_INPUT_BYTES } from "../shared/protocol/agent.ts";
 import { denseClassifierModel, modelFolder } from "../test/helpers/onnx-models.ts";
 import { AgentProfile, formatSummary } from "./agent-profile.ts";
 import { type BenchAgent, type BenchJob, startBenchAgent } from "./ocr-agent-rig.ts";
+import { cpuDelta, formatThreads, processCpuMs, threadCpuMs } from "./process-cpu.ts";
 
 const { values } = parseArgs({
   options: {
@@ -46,6 +52,7 @@ const { values } = parseArgs({
     "no-inline": { type: "boolean", default: false },
     "prepare-threads": { type: "string", default: "0" },
     "no-batch-routes": { type: "boolean", default: false },
+    "cpu-prof": { type: "string" },
   },
 });
 const jobs = Number(values.jobs);
@@ -57,6 +64,10 @@ const windowMs = Number(values.window);
 const SIZE = 224;
 const SHORTER = Math.round(SIZE / 0.875);
 const say = (line: string) => console.log(`[fast-model] ${line}`);
+const profileDir = values["cpu-prof"];
+if (profileDir) process.env[RUNNER_CPU_PROF_ENV] = profileDir;
+const inspector = profileDir ? new Session() : null;
+inspector?.connect();
 
 const folder = modelFolder();
 const file = folder.write("dense.onnx", denseClassifierModel({ size: SIZE, classes: 1000 }));
@@ -120,6 +131,8 @@ interface Side {
   seconds: number;
   bareSeconds: number;
   cpu: { supervisor: number; child: number; bare: number };
+  /** CPU ms by thread kind over the agent runs: this process's and the runner child's. */
+  threads: { own: Map<string, number>; child: Map<string, number> };
   /** Claims and reports per request to the gateway, in the last round. */
   batching: string;
 }
@@ -165,6 +178,7 @@ async function side(maxBatch: number): Promise<Side> {
     seconds: 0,
     bareSeconds: 0,
     cpu: { supervisor: 0, child: 0, bare: 0 },
+    threads: { own: new Map(), child: new Map() },
     batching: "",
   };
 }
@@ -186,12 +200,23 @@ try {
       s.agent.gateway.requests.clear();
       const callsBefore = s.agent.gateway.calls.length;
       const child = s.agent.runners[0]!.pid!;
-      const childBefore = childCpuMs(child);
+      const childBefore = processCpuMs(child);
+      const threadsBefore = { own: threadCpuMs(process.pid), child: threadCpuMs(child) };
+      const profiled = inspector && round === rounds;
+      if (profiled) await inspector.post("Profiler.enable");
+      if (profiled) await inspector.post("Profiler.start");
       const before = process.cpuUsage();
       const { seconds } = await s.agent.run(toJobs());
       const used = process.cpuUsage(before);
+      if (profiled) {
+        const { profile } = await inspector.post("Profiler.stop");
+        const name = join(profileDir!, `supervisor-batch${s.maxBatch}.cpuprofile`);
+        writeFileSync(name, JSON.stringify(profile));
+      }
       s.cpu.supervisor += (used.user + used.system) / 1000;
-      s.cpu.child += childCpuMs(child) - childBefore;
+      s.cpu.child += processCpuMs(child) - childBefore;
+      addInto(s.threads.own, cpuDelta(threadsBefore.own, threadCpuMs(process.pid)));
+      addInto(s.threads.child, cpuDelta(threadsBefore.child, threadCpuMs(child)));
       s.seconds += seconds;
       s.batching = callBatching(s.agent, callsBefore);
       say(
@@ -218,6 +243,10 @@ try {
       `  cpu per image/job: bare ${(s.cpu.bare / total).toFixed(2)} ms | supervisor + stub gateway ` +
         `${(s.cpu.supervisor / total).toFixed(2)} ms | runner child ${(s.cpu.child / total).toFixed(2)} ms`,
     );
+    console.log(`  cpu ms per job by thread, this process: ${formatThreads(s.threads.own, total)}`);
+    console.log(
+      `  cpu ms per job by thread, runner child: ${formatThreads(s.threads.child, total)}`,
+    );
     console.log(`  gateway calls: ${s.batching}`);
     for (const line of formatSummary(s.profile.summary())) console.log(line);
   }
@@ -227,12 +256,6 @@ try {
   folder.cleanup();
 }
 
-/** A process's CPU time so far (user + system, ms), from /proc; 0 elsewhere. */
-function childCpuMs(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-    return (Number(fields[11]) + Number(fields[12])) * 10;
-  } catch {
-    return 0;
-  }
+function addInto(sum: Map<string, number>, add: Map<string, number>): void {
+  for (const [kind, ms] of add) sum.set(kind, (sum.get(kind) ?? 0) + ms);
 }

@@ -21,18 +21,14 @@ export async function runStacked(
 ): Promise<NamedTensors[]> {
   const results: NamedTensors[] = new Array(feeds.length);
   for (const group of groupByShape(feeds)) {
-    if (group.length === 1) {
+    const members = group.map((index) => feeds[index]!);
+    if (group.length === 1 && !(inSharedMemory(members[0]!) && session.runStacked)) {
       const index = group[0]!;
-      results[index] = await session.run(feeds[index]!, outputNames);
+      results[index] = await session.run(ownMemory(feeds[index]!), outputNames);
       continue;
     }
-    const members = group.map((index) => feeds[index]!);
     const counts = members.map(batchOf);
-    const stacked: NamedTensors = {};
-    for (const name of Object.keys(members[0]!)) {
-      stacked[name] = concatBatch(members.map((feed) => feed[name]!));
-    }
-    const outputs = await session.run(stacked, outputNames);
+    const outputs = await runGroup(session, members, outputNames);
     const total = counts.reduce((sum, n) => sum + n, 0);
     const split = group.map((): NamedTensors => ({}));
     for (const [name, output] of Object.entries(outputs)) {
@@ -52,6 +48,42 @@ export async function runStacked(
     });
   }
   return results;
+}
+
+/**
+ * One run of `members` stacked. Inputs in shared memory (the vision prepare threads') go to
+ * the session to stack where it can (the device thread, in a buffer it reuses); others are
+ * concatenated here, so their buffers are not copied once more on their way.
+ */
+function runGroup(
+  session: ModelSession,
+  members: readonly NamedTensors[],
+  outputNames: readonly string[],
+): Promise<NamedTensors> {
+  if (session.runStacked && members.every(inSharedMemory)) {
+    return session.runStacked(members, outputNames);
+  }
+  const stacked: NamedTensors = {};
+  for (const name of Object.keys(members[0]!)) {
+    stacked[name] = concatBatch(members.map((feed) => feed[name]!));
+  }
+  return session.run(stacked, outputNames);
+}
+
+const shared = ({ data }: ort.Tensor): boolean =>
+  ArrayBuffer.isView(data) && data.buffer instanceof SharedArrayBuffer;
+
+const inSharedMemory = (feed: NamedTensors): boolean => Object.values(feed).every(shared);
+
+/** onnxruntime refuses tensors in shared memory ("Invalid argument"): those are copied. */
+function ownMemory(feed: NamedTensors): NamedTensors {
+  if (!Object.values(feed).some(shared)) return feed;
+  return Object.fromEntries(
+    Object.entries(feed).map(([name, tensor]) => [
+      name,
+      shared(tensor) ? concatBatch([tensor]) : tensor,
+    ]),
+  );
 }
 
 /** A request's batch: the first dimension of its first input. */

@@ -60,6 +60,15 @@ export interface ModelSession {
     feeds: ort.InferenceSession.FeedsType,
     fetches: readonly string[],
   ): Promise<ort.InferenceSession.ReturnType>;
+  /**
+   * One run of several feeds concatenated along their first (batch) axis, where the session
+   * can build the batch more cheaply than its caller (the device thread: in a buffer it
+   * reuses). The feeds' other dimensions agree; they stay the caller's, unchanged.
+   */
+  runStacked?(
+    parts: readonly ort.InferenceSession.FeedsType[],
+    fetches?: readonly string[],
+  ): Promise<ort.InferenceSession.ReturnType>;
   release(): Promise<void>;
 }
 

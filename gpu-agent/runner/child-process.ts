@@ -15,6 +15,11 @@ import { ProgressRoutes } from "./progress-routes.ts";
 const CHILD_ENTRY = fileURLToPath(new URL("./child.ts", import.meta.url));
 // Resolved from this file, not the working directory, so an agent started elsewhere works.
 const TSX_LOADER = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+/**
+ * A folder to write each runner child's CPU profile to (`node --cpu-prof`), for
+ * benchmarks (bench/fast-model.ts --cpu-prof): the child writes it when told to stop.
+ */
+export const RUNNER_CPU_PROF_ENV = "GANTRY_RUNNER_CPU_PROF";
 
 /** Why a runner child could not start: the child's own load error, or an early exit. */
 export class RunnerStartError extends Error {
@@ -57,7 +62,7 @@ export function forkChild(
   events: ChildEvents,
 ): { child: Child; started: Promise<void> } {
   const forked = fork(CHILD_ENTRY, [], {
-    execArgv: ["--import", TSX_LOADER],
+    execArgv: ["--import", TSX_LOADER, ...profileArgs(process.env[RUNNER_CPU_PROF_ENV])],
     env: { ...process.env, [RUNNER_CHILD_ENV]: "1" },
     serialization: "advanced",
     stdio: ["ignore", "inherit", "inherit", "ipc"],
@@ -137,6 +142,9 @@ export function forkChild(
   });
   return { child, started };
 }
+
+const profileArgs = (dir: string | undefined): string[] =>
+  dir ? ["--cpu-prof", `--cpu-prof-dir=${dir}`] : [];
 
 /** SIGTERM, then SIGKILL for a child stuck in native code; resolves once it has exited. */
 export async function terminateChild(

@@ -170,3 +170,5 @@ process.on("disconnect", () => process.exit(0));
 // Ctrl-C in a terminal signals the whole process group. The supervisor decides when this
 // runner stops (after draining its job), so the child ignores SIGINT and waits to be told.
 process.on("SIGINT", () => {});
+// A profiled child (RUNNER_CPU_PROF_ENV) writes its profile only on a clean exit.
+if (process.env.GANTRY_RUNNER_CPU_PROF) process.on("SIGTERM", () => process.exit(0));

@@ -7,7 +7,8 @@ import * as ort from "onnxruntime-node";
 
 /**
  * A tensor as it crosses threads. Its data is copied (structured clone), or, when large and
- * its own buffer, handed over (transferred: the sender's copy is detached). Never shared.
+ * its own buffer, handed over (transferred: the sender's copy is detached). Data already in
+ * shared memory (the vision prepare threads' tensors, written once) crosses as it is.
  */
 export interface WireTensor {
   type: ort.Tensor.Type;
@@ -27,6 +28,14 @@ export type DeviceRequest =
       id: number;
       session: number;
       feeds: Record<string, WireTensor>;
+      fetches?: readonly string[];
+    }
+  | {
+      /** One run of `parts` concatenated along the first axis (`ModelSession.runStacked`). */
+      type: "run_stacked";
+      id: number;
+      session: number;
+      parts: Record<string, WireTensor>[];
       fetches?: readonly string[];
     }
   | { type: "release"; id: number; session: number };

@@ -141,15 +141,42 @@ class DeviceSession implements ModelSession {
       { type: "run", session: this.id, feeds: wire, ...(fetches ? { fetches } : {}) },
       handOver(Object.values(wire)),
     );
-    if (reply.type !== "ran") throw unexpected(reply);
-    const outputs: Record<string, ort.Tensor> = {};
-    for (const [name, tensor] of Object.entries(reply.outputs)) outputs[name] = fromWire(tensor);
-    return outputs;
+    return outputsOf(reply);
+  }
+
+  /**
+   * The device thread stacks the parts (device-arena.ts). They are not handed over: they
+   * stay the caller's (a batch that fails runs its requests again alone), and the callers
+   * that use this pass them in shared memory, which crosses without a copy.
+   */
+  async runStacked(
+    parts: readonly ort.InferenceSession.FeedsType[],
+    fetches?: readonly string[],
+  ): Promise<ort.InferenceSession.ReturnType> {
+    const wire = parts.map((feeds) => {
+      const part: Record<string, WireTensor> = {};
+      for (const [name, tensor] of Object.entries(feeds)) part[name] = toWire(tensor);
+      return part;
+    });
+    const reply = await this.thread.call({
+      type: "run_stacked",
+      session: this.id,
+      parts: wire,
+      ...(fetches ? { fetches } : {}),
+    });
+    return outputsOf(reply);
   }
 
   async release(): Promise<void> {
     await this.thread.call({ type: "release", session: this.id });
   }
+}
+
+function outputsOf(reply: DeviceReply): ort.InferenceSession.ReturnType {
+  if (reply.type !== "ran") throw unexpected(reply);
+  const outputs: Record<string, ort.Tensor> = {};
+  for (const [name, tensor] of Object.entries(reply.outputs)) outputs[name] = fromWire(tensor);
+  return outputs;
 }
 
 function unexpected(reply: DeviceReply): Error {

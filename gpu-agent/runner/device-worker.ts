@@ -6,6 +6,7 @@
  */
 import { parentPort } from "node:worker_threads";
 import * as ort from "onnxruntime-node";
+import { BatchArena } from "./device-arena.ts";
 import {
   type DeviceReply,
   type DeviceRequest,
@@ -17,6 +18,7 @@ import {
 
 const sessions = new Map<number, ort.InferenceSession>();
 let nextSession = 1;
+const arena = new BatchArena();
 
 async function handle(request: DeviceRequest): Promise<DeviceReply> {
   switch (request.type) {
@@ -36,23 +38,46 @@ async function handle(request: DeviceRequest): Promise<DeviceReply> {
       };
     }
     case "run": {
-      const session = sessionOf(request.session);
       const feeds: Record<string, ort.Tensor> = {};
-      for (const [name, wire] of Object.entries(request.feeds)) feeds[name] = fromWire(wire);
-      const outputs = request.fetches
-        ? await session.run(feeds, request.fetches)
-        : await session.run(feeds);
-      const wire: Record<string, WireTensor> = {};
-      for (const [name, value] of Object.entries(outputs)) wire[name] = toWire(value);
-      return { type: "ran", id: request.id, outputs: wire };
+      for (const [name, wire] of Object.entries(request.feeds)) {
+        // onnxruntime refuses shared memory: such an input is copied into the arena.
+        feeds[name] = inSharedMemory(wire)
+          ? arena.stack(request.session, name, [wire])
+          : fromWire(wire);
+      }
+      return ran(request.id, sessionOf(request.session), feeds, request.fetches);
+    }
+    case "run_stacked": {
+      const feeds: Record<string, ort.Tensor> = {};
+      for (const name of Object.keys(request.parts[0] ?? {})) {
+        const parts = request.parts.map((part) => part[name]!);
+        feeds[name] = arena.stack(request.session, name, parts);
+      }
+      return ran(request.id, sessionOf(request.session), feeds, request.fetches);
     }
     case "release": {
       await sessionOf(request.session).release();
       sessions.delete(request.session);
+      arena.release(request.session);
       return { type: "released", id: request.id };
     }
   }
 }
+
+async function ran(
+  id: number,
+  session: ort.InferenceSession,
+  feeds: Record<string, ort.Tensor>,
+  fetches: readonly string[] | undefined,
+): Promise<DeviceReply> {
+  const outputs = fetches ? await session.run(feeds, fetches) : await session.run(feeds);
+  const wire: Record<string, WireTensor> = {};
+  for (const [name, value] of Object.entries(outputs)) wire[name] = toWire(value);
+  return { type: "ran", id, outputs: wire };
+}
+
+const inSharedMemory = ({ data }: WireTensor): boolean =>
+  ArrayBuffer.isView(data) && data.buffer instanceof SharedArrayBuffer;
 
 function sessionOf(id: number): ort.InferenceSession {
   const session = sessions.get(id);

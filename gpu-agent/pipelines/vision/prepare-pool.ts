@@ -3,7 +3,8 @@
  * millisecond; decoding, resizing and normalising its images takes longer than that on one
  * thread, so the runner child's main thread, not the device, would set the pace. With a
  * pool, each image of a batch is prepared on a thread of its own while the main thread only
- * moves messages, and the tensor comes back handed over, not copied.
+ * moves messages, and the tensor comes back in shared memory, not copied: the device thread
+ * stacks a batch straight from it (`ModelSession.runStacked`).
  */
 import { Worker } from "node:worker_threads";
 import type { JobError } from "../../../shared/protocol/index.ts";

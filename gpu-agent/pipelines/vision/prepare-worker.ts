@@ -20,7 +20,10 @@ port.on("message", async (task: PrepareTask) => {
       width,
       height,
     });
-    const data = new Float32Array(3 * width * height);
+    // Shared memory: the tensor then crosses to the runner's main thread and on to its device
+    // thread without a copy, and stays readable here and there (a batch that fails may run
+    // its requests again alone). Nothing writes it after this.
+    const data = new Float32Array(new SharedArrayBuffer(3 * width * height * 4));
     writeRgbPlanes(data, 0, cropped.data, width, height, task.normalization);
     reply = { id: task.id, ok: true, data };
   } catch (error) {
@@ -33,6 +36,5 @@ port.on("message", async (task: PrepareTask) => {
             message: error instanceof Error ? error.message : String(error),
           };
   }
-  // The tensor is this thread's to give away: hand it over rather than copy it.
-  port.postMessage(reply, reply.ok ? [reply.data.buffer as ArrayBuffer] : []);
+  port.postMessage(reply);
 });

@@ -28,6 +28,8 @@ export function faultQueue(
     queueType?: "quorum" | "classic";
     /** A broker of the test's own (see `startOwnRabbit`); default the shared one. */
     amqpUrl?: string;
+    /** The models whose queues the test may have declared, for `cleanup`. Default noop. */
+    models?: readonly string[];
   } = {},
 ): FaultQueue {
   const kind = options.kind ?? (process.env.GANTRY_FAULT_QUEUE === "sql" ? "sql" : "amqp");
@@ -50,8 +52,8 @@ export function faultQueue(
     async cleanup() {
       const queue = createAmqpQueue({ url: broker, queueType, prefix });
       try {
-        // Counting declares the model's queues here, which makes them this instance's to delete.
-        await queue.depth("noop");
+        // Counting declares the models' queues here, which makes them this instance's to delete.
+        for (const model of options.models ?? ["noop"]) await queue.depth(model);
         await queue.deleteTopology();
       } finally {
         await queue.close();

@@ -19,7 +19,8 @@ export interface JobApiContext {
 
 /** A gateway and one real agent (two slots, noop and ocr) for the job API scenarios. */
 export async function startJobApi(setting: JobApiSetting, label: string) {
-  const queue = setting.queue === "amqp" ? faultQueue(label, { kind: "amqp" }) : null;
+  const queue =
+    setting.queue === "amqp" ? faultQueue(label, { kind: "amqp", models: ["noop", "ocr"] }) : null;
   const gw = await startTestGateway({
     database: setting.database,
     queueUrl: queue?.gatewayQueueUrl ?? null,

@@ -80,6 +80,42 @@ describe("pre-processing on worker threads", () => {
     ).toEqual([0, false, 1, 2]);
   });
 
+  it("reuses a buffer handed back, with the new image's values, batch after batch", async () => {
+    const pool = new PreparePool(1);
+    const crop = { width: 32, height: 32 };
+    const first = await pool.centerCrop(await image("#ff0000", 50), 36, crop, IMAGENET);
+    const fresh = await pool.centerCrop(await image("#00ff00", 50), 36, crop, IMAGENET);
+    pool.recycle(first);
+    const reused = await pool.centerCrop(await image("#00ff00", 50), 36, crop, IMAGENET);
+    expect(reused).toEqual(fresh);
+    // The same memory as `first`: the pool wrote the new image into it.
+    reused[0] = 42;
+    expect(first[0]).toBe(42);
+    await pool.close();
+
+    // Through the pipeline: each batch's buffers go back to the pool, and the next batches,
+    // written into them, still classify as on the runner's own thread.
+    for (const colours of [
+      ["#ff2000", "#10e040", "#3040ff"],
+      ["#3040ff", "#ff2000"],
+      ["#10e040", "#10e040", "#ff2000", "#3040ff"],
+    ]) {
+      const requests = await Promise.all(
+        colours.map(async (colour, i) => imageRequest("colours", await image(colour, 60 + i * 10))),
+      );
+      const top = (results: PromiseSettledResult<unknown>[]) =>
+        results.map((r) =>
+          r.status === "fulfilled" ? (r.value as ClassificationOutput).predictions : r.reason,
+        );
+      const threaded = top(await onThreads.runBatch!(requests));
+      const local = top(await alone.runBatch!(requests));
+      expect(threaded.map((p) => p[0].class_id)).toEqual(local.map((p) => p[0].class_id));
+      threaded.forEach((p, i) => {
+        expect(p[0].score).toBeCloseTo(local[i][0].score, 6);
+      });
+    }
+  });
+
   it("hands back a tensor the caller owns, and is refused once closed", async () => {
     const pool = new PreparePool(1);
     const data = await pool.centerCrop(

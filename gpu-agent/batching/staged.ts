@@ -13,6 +13,11 @@ export interface PipelineStages<Prepared, Inferred> {
   infer(items: readonly Prepared[]): Promise<Inferred[]>;
   /** Turns one request's model output into the job output. */
   finish(item: Prepared, inferred: Inferred, request: RunRequest): Promise<unknown> | unknown;
+  /**
+   * Called once a batch is done with a prepared request (its result is final, no run alone
+   * can follow): its buffers may be reused for another.
+   */
+  release?(item: Prepared): void;
 }
 
 /**
@@ -71,7 +76,7 @@ export function stagedPipeline<Prepared, Inferred>(
       }
     }
     batch.deviceMs = performance.now() - started;
-    return Promise.allSettled(
+    const results = await Promise.allSettled(
       requests.map(async (request, index) => {
         const before = prepared[index]!;
         if (before.status === "rejected") throw before.reason;
@@ -80,6 +85,8 @@ export function stagedPipeline<Prepared, Inferred>(
         return stages.finish(before.value, outcome.value, request);
       }),
     );
+    for (const { item } of ready) stages.release?.(item);
+    return results;
   }
 
   return {

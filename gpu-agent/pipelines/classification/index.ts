@@ -47,6 +47,8 @@ export type { ClassificationOutput };
 interface Prepared {
   tensor: ort.Tensor;
   topK: number | undefined;
+  /** The tensor came from the prepare pool: its buffer goes back to it after the batch. */
+  pooled: boolean;
 }
 
 /**
@@ -74,20 +76,26 @@ export const classificationPipeline: PipelineDefinition = {
 
     const toTensor = (pixels: Uint8Array) => model.toTensor(pixels, normalization);
     const pool = options.prepare_threads > 0 ? new PreparePool(options.prepare_threads) : null;
-    const prepareImage = async (bytes: Uint8Array): Promise<ort.Tensor> => {
+    const prepareImage = async (bytes: Uint8Array): Promise<Omit<Prepared, "topK">> => {
       if (pool && !pool.broken) {
         const data = await pool.centerCrop(bytes, shorter, crop, normalization);
-        return new ort.Tensor("float32", data, [1, 3, crop.height, crop.width]);
+        return {
+          tensor: new ort.Tensor("float32", data, [1, 3, crop.height, crop.width]),
+          pooled: true,
+        };
       }
       const cropped = await resizeAndCenterCrop(await decodeImage(bytes), shorter, crop);
-      return toTensor(cropped.data);
+      return { tensor: toTensor(cropped.data), pooled: false };
     };
 
     const staged = stagedPipeline<Prepared, ort.Tensor>(
       {
         async prepare(request: RunRequest) {
           const { top_k: topK } = taskParams(classificationTask.params, request);
-          return { tensor: await prepareImage(imageInput(request, modelId)), topK };
+          return { ...(await prepareImage(imageInput(request, modelId))), topK };
+        },
+        release(item) {
+          if (item.pooled) pool?.recycle(item.tensor.data as Float32Array);
         },
         async infer(items) {
           const outputs = await runStacked(

@@ -12,10 +12,14 @@ import { PipelineFailure } from "../pipeline.ts";
 import type { Normalization } from "./planes.ts";
 
 const ENTRY = new URL("./prepare-worker-entry.js", import.meta.url);
+/** Buffers kept per size: a few batches' worth (64 classifier inputs: 38 MB). */
+const MAX_SPARE = 64;
 
 export interface PrepareTask {
   id: number;
   bytes: Uint8Array;
+  /** A tensor buffer done with (`recycle`), to write this one into when its size fits. */
+  into?: SharedArrayBuffer;
   shorter: number;
   crop: { width: number; height: number };
   normalization: Normalization;
@@ -36,6 +40,11 @@ export class PreparePool {
   private readonly pending = new Map<number, (reply: PrepareReply) => void>();
   private nextId = 1;
   private lost: Error | null = null;
+  /**
+   * Tensor buffers handed back, by byte length. A fresh one costs more than normalising
+   * into it (its pages are faulted in and zeroed, then it is garbage in three threads).
+   */
+  private readonly spare = new Map<number, SharedArrayBuffer[]>();
 
   constructor(size: number) {
     this.threads = Array.from({ length: size }, () => {
@@ -71,6 +80,7 @@ export class PreparePool {
     if (this.lost) return Promise.reject(this.lost);
     const thread = this.threads.reduce((a, b) => (b.busy < a.busy ? b : a));
     const id = this.nextId++;
+    const into = this.spare.get(3 * crop.width * crop.height * 4)?.pop();
     return new Promise((resolve, reject) => {
       this.pending.set(id, (reply) => {
         if (reply.ok) resolve(reply.data);
@@ -79,8 +89,28 @@ export class PreparePool {
       });
       thread.busy++;
       // The bytes are copied: the request keeps its own (a retry alone may need them).
-      thread.worker.postMessage({ id, bytes, shorter, crop, normalization } satisfies PrepareTask);
+      thread.worker.postMessage({
+        id,
+        bytes,
+        shorter,
+        crop,
+        normalization,
+        ...(into ? { into } : {}),
+      } satisfies PrepareTask);
     });
+  }
+
+  /**
+   * A tensor from `centerCrop` that nothing reads any more (its batch is done, on the device
+   * thread too): a later image is written into its buffer. Only the caller knows when that
+   * is; a tensor never handed back is left to the garbage collector.
+   */
+  recycle(data: Float32Array): void {
+    const buffer = data.buffer;
+    if (!(buffer instanceof SharedArrayBuffer) || data.byteLength !== buffer.byteLength) return;
+    const spare = this.spare.get(buffer.byteLength) ?? [];
+    if (spare.length < MAX_SPARE) spare.push(buffer);
+    this.spare.set(buffer.byteLength, spare);
   }
 
   /** A thread died or the pool was closed: callers prepare on their own thread instead. */

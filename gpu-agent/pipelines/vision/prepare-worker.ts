@@ -23,7 +23,9 @@ port.on("message", async (task: PrepareTask) => {
     // Shared memory: the tensor then crosses to the runner's main thread and on to its device
     // thread without a copy, and stays readable here and there (a batch that fails may run
     // its requests again alone). Nothing writes it after this.
-    const data = new Float32Array(new SharedArrayBuffer(3 * width * height * 4));
+    const bytes = 3 * width * height * 4;
+    const buffer = task.into?.byteLength === bytes ? task.into : new SharedArrayBuffer(bytes);
+    const data = new Float32Array(buffer);
     writeRgbPlanes(data, 0, cropped.data, width, height, task.normalization);
     reply = { id: task.id, ok: true, data };
   } catch (error) {

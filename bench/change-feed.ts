@@ -10,22 +10,14 @@
  *
  *   npx tsx bench/change-feed.ts [--streams 10000] [--rate 200] [--seconds 10]
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { once } from "node:events";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { createInterface } from "node:readline";
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { sql } from "kysely";
 import { Agent, request } from "undici";
 import { openDatabase } from "../shared/db/open.ts";
-import { dropPostgresSchema } from "../shared/db/postgres.ts";
-import { randomToken } from "../shared/ids.ts";
-import { freshPostgresUrl } from "../test/helpers/test-gateway.ts";
+import { ensureOpenFiles, startFeedRig } from "./feed-rig.ts";
 import { percentile } from "./queue-harness.ts";
 
-const ROOT = join(import.meta.dirname, "..");
 const { values: args } = parseArgs({
   options: {
     streams: { type: "string", default: "10000" },
@@ -37,6 +29,8 @@ const STREAMS = Number(args.streams);
 const RATE = Number(args.rate);
 const SECONDS = Number(args.seconds);
 const say = (line: string) => process.stderr.write(`${line}\n`);
+// Every stream is a socket here (and one in a gateway), plus the jobs followed meanwhile.
+ensureOpenFiles(STREAMS + RATE * 2 + 1_024);
 // A polling gateway under 10 000 streams answers slowly: give connects time, count failures.
 const dispatcher = new Agent({
   connections: null,
@@ -45,40 +39,6 @@ const dispatcher = new Agent({
   headersTimeout: 120_000,
   connectTimeout: 60_000,
 });
-
-interface Gateway {
-  url: string;
-  child: ChildProcess;
-}
-
-async function startGateway(spec: object): Promise<Gateway> {
-  const child = spawn(
-    process.execPath,
-    ["--import", "tsx", join(ROOT, "bench/queue-gateway-process.ts")],
-    {
-      env: { ...process.env, BENCH_GATEWAY: JSON.stringify(spec) },
-      stdio: ["ignore", "pipe", "inherit"],
-    },
-  );
-  const lines = createInterface({ input: child.stdout! });
-  const url = await new Promise<string>((resolve, reject) => {
-    lines.on("line", (line) => {
-      const hit = /^READY (\S+)/.exec(line);
-      if (hit?.[1]) resolve(hit[1]);
-    });
-    child.once("exit", () => reject(new Error("gateway exited")));
-  });
-  return { url, child };
-}
-
-async function stop(child: ChildProcess) {
-  if (child.exitCode !== null) return;
-  const exited = once(child, "exit");
-  child.kill("SIGTERM");
-  const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
-  await exited;
-  clearTimeout(timer);
-}
 
 /** CPU seconds and RSS bytes of one process, from /proc. */
 function usage(pid: number): { cpu: number; rss: number } {
@@ -143,26 +103,9 @@ async function pool<T>(items: T[], concurrency: number, work: (item: T) => Promi
 }
 
 async function runMode(mode: "auto" | "poll") {
-  const postgres = freshPostgresUrl("gantry_bench_feed");
-  const dataDir = mkdtempSync(join(tmpdir(), "gantry-bench-feed-"));
-  const apiKey = `gk_${randomToken(24)}`;
-  const agentToken = `gat_${randomToken(24)}`;
-  const spec = { databaseUrl: postgres.url, queueUrl: null, apiKey, agentToken, dataDir };
   say(`[${mode}] starting two gateways on one Postgres schema…`);
-  const a = await startGateway({ ...spec, changeFeed: mode, models: ["noop", "ocr"] });
-  const b = await startGateway({ ...spec, changeFeed: mode, models: ["noop", "ocr"] });
-  const agent = spawn(process.execPath, [join(ROOT, "bin/gantry-agent.js"), "run"], {
-    env: {
-      ...process.env,
-      GANTRY_GATEWAY_URL: b.url,
-      GANTRY_AGENT_TOKEN: agentToken,
-      GANTRY_QUEUE_URL: postgres.url,
-      GANTRY_MODELS: "noop",
-      GANTRY_EXECUTION_PROVIDERS: "cpu",
-      GANTRY_LOG_LEVEL: "warn",
-    },
-    stdio: ["ignore", "ignore", "inherit"],
-  });
+  const rig = await startFeedRig(mode, ["noop", "ocr"]);
+  const { a, b, apiKey, postgres } = rig;
   const database = await openDatabase(postgres.url, { maxConnections: 2 });
   const streams: { close(): void }[] = [];
   try {
@@ -248,12 +191,8 @@ async function runMode(mode: "auto" | "poll") {
     };
   } finally {
     for (const stream of streams) stream.close();
-    await stop(agent);
-    await stop(b.child);
-    await stop(a.child);
     await database.close();
-    await dropPostgresSchema(postgres.url, postgres.schema);
-    rmSync(dataDir, { recursive: true, force: true });
+    await rig.close();
   }
 }
 

@@ -88,15 +88,21 @@ export class PreparePool {
         else reject(new Error(reply.message));
       });
       thread.busy++;
-      // The bytes are copied: the request keeps its own (a retry alone may need them).
-      thread.worker.postMessage({
-        id,
-        bytes,
-        shorter,
-        crop,
-        normalization,
-        ...(into ? { into } : {}),
-      } satisfies PrepareTask);
+      // A copy of the bytes alone, handed over: the request keeps its own (a retry alone may
+      // need them), and structured clone would copy the whole buffer under a view, which for
+      // an input read off the runner's IPC channel is the whole batch's message.
+      const own = bytes.slice();
+      thread.worker.postMessage(
+        {
+          id,
+          bytes: own,
+          shorter,
+          crop,
+          normalization,
+          ...(into ? { into } : {}),
+        } satisfies PrepareTask,
+        [own.buffer],
+      );
     });
   }
 

@@ -1,5 +1,6 @@
 import { join, resolve } from "node:path";
 import { z } from "zod";
+import type { ChangeFeedMode } from "../gateway/feed/start-feed.ts";
 import { BUILTIN_MODELS, type ModelTask, parseModelTasks } from "../gateway/models.ts";
 import { parseQueueBounds } from "../gateway/queue-bound-settings.ts";
 import { isPostgresUrl, parsePostgresUrl } from "../shared/db/postgres.ts";
@@ -88,7 +89,16 @@ const Settings = z.object({
   GANTRY_MAX_QUEUE_DEPTH_BY_MODEL: z.string().optional(),
   GANTRY_WEBHOOK_ALLOW: allowList,
   GANTRY_INPUT_URL_ALLOW: allowList,
-  GANTRY_CHANGE_FEED: z.enum(["auto", "poll"]).default("auto"),
+  /** auto (LISTEN/NOTIFY on Postgres), poll, or redis://…[?channel=] (pub/sub between gateways). */
+  GANTRY_CHANGE_FEED: z
+    .union([
+      z.enum(["auto", "poll"]),
+      z.custom<`redis://${string}` | `rediss://${string}`>(
+        (value) => typeof value === "string" && /^rediss?:\/\/.+/.test(value),
+        "auto, poll, or a redis:// URL",
+      ),
+    ])
+    .default("auto"),
   /** Where gateways share rate limits: database (Postgres), redis://…, or off. */
   GANTRY_RATE_LIMIT_STORE: z
     .string()
@@ -138,7 +148,7 @@ export interface GantrySettings {
   webhookAllow: string[];
   inputUrlAllow: string[];
   /** `auto`: Postgres LISTEN/NOTIFY wakes streams on every gateway; `poll`: re-read each second. */
-  changeFeed: "auto" | "poll";
+  changeFeed: ChangeFeedMode;
   rateLimitStore: string;
   trustedProxies: string[];
 }

@@ -5,7 +5,6 @@ import pino from "pino";
 import { nodeAgentCrypto } from "../shared/agent-signing-node.ts";
 import { createDiskBlobStore } from "../shared/blob/disk.ts";
 import { type OpenedDatabase, openDatabase } from "../shared/db/open.ts";
-import { listenForChanges } from "../shared/db/pg-listen.ts";
 import type { Database } from "../shared/db/schema.ts";
 import { UserError } from "../shared/errors.ts";
 import { allowListOf } from "../shared/net/allow-list.ts";
@@ -15,6 +14,7 @@ import type { JobQueue, QueueLimits } from "../shared/queue/port.ts";
 import { createApp, createGateway } from "./app.ts";
 import { GatewayConfig, type GatewayConfigInput } from "./config.ts";
 import type { Gateway } from "./context.ts";
+import { type ChangeFeedMode, startChangeFeed } from "./feed/start-feed.ts";
 import { limitAnonymousByAddress } from "./limits/address-limit.ts";
 import { nodeAddressOf } from "./limits/client-address.ts";
 import { type SharedLimitsOptions, startSharedLimits } from "./limits/start.ts";
@@ -60,9 +60,9 @@ export interface NodeGatewayOptions {
   /**
    * `auto` (the default): on Postgres, wake streams and waiters from the database's
    * LISTEN/NOTIFY, so a change made through any gateway reaches them within milliseconds;
-   * `poll`: re-read the store every `feedPollMs` instead (for comparison).
+   * `poll`: re-read the store every `feedPollMs` instead; `redis://…`: see feed/start-feed.ts.
    */
-  changeFeed?: "auto" | "poll";
+  changeFeed?: ChangeFeedMode;
   /** Further gateway settings (queue bounds, TTLs), checked like the rest. */
   config?: Partial<GatewayConfigInput>;
   /** Rate limits shared with the other gateways (limits/start.ts, GANTRY_RATE_LIMIT_STORE). */
@@ -188,19 +188,12 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     assets: diskAssets(),
   });
   app = createApp(gateway);
-  // SQLite has one gateway process, which sees every change itself.
-  gateway.notifier.live = database.dialect === "sqlite";
-  const listener =
-    database.dialect === "postgres" && options.changeFeed !== "poll"
-      ? listenForChanges(options.databaseUrl, {
-          onChange: (change) => gateway.notifier.announceFeed(change),
-          onLive: (live) => {
-            gateway.notifier.live = live;
-            if (live) gateway.notifier.resync();
-          },
-          log,
-        })
-      : null;
+  const listener = await startChangeFeed(
+    gateway.notifier,
+    { dialect: database.dialect, url: options.databaseUrl },
+    options.changeFeed,
+    log,
+  );
   metrics = createGatewayMetrics(gateway);
   limitAnonymousByAddress(gateway, addressOf);
   const sharedLimits = await startSharedLimits(gateway, db, database.dialect, {
@@ -239,7 +232,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     sweepNow: () => sweep(gateway, sweepOptions),
     async close() {
       clearInterval(timer);
-      await listener?.close();
+      await listener.close();
       await sharedLimits?.close();
       await drain(server, stopping, () => inFlight, options.shutdownMs ?? 10_000);
       await Promise.allSettled([...pending, sweeping]);

@@ -31,6 +31,12 @@ export class JobNotifier {
   private readonly resyncs = new Set<() => void>();
   /** True while every committed change of every gateway reaches this notifier. */
   live = false;
+  /**
+   * Carries this gateway's own changes to the other gateways where the database does not
+   * (Redis pub/sub, feed/redis-feed.ts; Postgres's trigger needs none). `announce` calls it,
+   * after the change committed.
+   */
+  relay: ((change: JobChange) => void) | null = null;
   private readonly progress = new Map<string, JobProgressEvent>();
 
   /**
@@ -49,11 +55,21 @@ export class JobNotifier {
   /** A change from the Postgres feed (shared/db/pg-listen.ts); garbled payloads are dropped. */
   announceFeed(announced: AnnouncedChange): void {
     const change = feedChange(announced);
-    if (change) this.announce(change);
+    if (change) this.deliver(change);
   }
 
-  /** A change from the feed (or from this process). */
+  /** A change made by this process, committed: to its waiters, and relayed to the others. */
   announce(change: JobChange): void {
+    this.relay?.(change);
+    this.deliver(change);
+  }
+
+  /** A change another gateway relayed (Redis). */
+  announceRemote(change: JobChange): void {
+    this.deliver(change);
+  }
+
+  private deliver(change: JobChange): void {
     if (change.progress) {
       // On Postgres this gateway's own reports come twice (in process, then from the feed):
       // a late echo must not replace a newer report.

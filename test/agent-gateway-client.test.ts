@@ -194,6 +194,27 @@ describe("gateway client", () => {
     });
   });
 
+  it("fails only the job whose item of a batch answer is malformed", async () => {
+    const other = "job_01jx000000000000000000000b";
+    const results = [
+      { job_id: JOB, ok: true, ack: { v: 1, job_id: JOB, status: "succeeded" } },
+      { job_id: other, ok: true, ack: { v: 1 } },
+    ];
+    const { fetch, requests } = scripted(
+      new Response(JSON.stringify({ v: 1, results }), { status: 200 }),
+    );
+    const agent = client(fetch);
+    const report = { type: "succeeded" as const, attempt: 1, output: 1 };
+    // Made in the same tick: one request on the batched route.
+    const [good, bad] = await Promise.allSettled([
+      agent.report(JOB, report),
+      agent.report(other, report),
+    ]);
+    expect(requests.map((r) => new URL(r.url).pathname)).toEqual(["/internal/v1/jobs/events"]);
+    expect(good).toEqual({ status: "fulfilled", value: { status: "succeeded", duplicate: false } });
+    expect(bad).toMatchObject({ status: "rejected", reason: { code: "gateway_bad_response" } });
+  });
+
   it("rejects a malformed claim", async () => {
     const { fetch } = scripted(new Response(JSON.stringify({ v: 1 }), { status: 200 }));
     await expect(client(fetch).claim(JOB, 1)).rejects.toMatchObject({

@@ -1,10 +1,6 @@
+import { z } from "zod";
 import { naturalBatcher } from "../../shared/natural-batch.ts";
-import {
-  type BatchItemProblem,
-  ClaimBatchResponse,
-  EventBatchResponse,
-  MAX_AGENT_BATCH,
-} from "../../shared/protocol/agent-batch.ts";
+import { BatchItemProblem, MAX_AGENT_BATCH } from "../../shared/protocol/agent-batch.ts";
 
 /** A gateway answer as the client reads it: status, parsed body, problem `code`. */
 export interface Answer {
@@ -95,20 +91,34 @@ export function batchedJobCalls(deps: BatchedJobCallsDeps) {
 }
 
 /**
+ * A batch answer (`ClaimBatchResponse`, `EventBatchResponse`) down to its items. An item's
+ * claim or ack is not checked here: the call it answers checks it with the single route's
+ * schema (client.ts), so each is parsed once, not twice, and a malformed one fails its own
+ * job only.
+ */
+const BatchAnswer = z.object({
+  results: z.array(
+    z.discriminatedUnion("ok", [
+      z.object({ ok: z.literal(true), claim: z.unknown().optional(), ack: z.unknown().optional() }),
+      z.object({ ok: z.literal(false), problem: BatchItemProblem }),
+    ]),
+  ),
+});
+
+/**
  * Splits a batch answer into one answer per item. A refusal of the whole batch (a 403, a
  * 422) is every item's answer; a malformed 200 too, as a bad response.
  */
 function itemAnswers(action: "claim" | "events", answer: Answer, count: number): Answer[] {
   if (answer.status !== 200) return Array.from({ length: count }, () => answer);
-  const schema = action === "claim" ? ClaimBatchResponse : EventBatchResponse;
-  const parsed = schema.safeParse(answer.body);
+  const parsed = BatchAnswer.safeParse(answer.body);
   if (!parsed.success || parsed.data.results.length !== count) {
     const bad = { status: 502, body: null, code: "gateway_bad_response" };
     return Array.from({ length: count }, () => bad);
   }
   return parsed.data.results.map((result) => {
     if (!result.ok) return problemAnswer(result.problem);
-    return { status: 200, body: "claim" in result ? result.claim : result.ack, code: null };
+    return { status: 200, body: action === "claim" ? result.claim : result.ack, code: null };
   });
 }
 

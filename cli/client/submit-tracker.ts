@@ -131,6 +131,8 @@ export class SubmitTracker {
           status = this.seen.get(id) ?? job.status;
         }
         onStatus(status);
+        // The stream gave up (the gateway unreachable after every retry): so does this.
+        if (this.failure) throw this.failure;
         if (!TERMINAL.has(status)) await abortable(terminal, signal);
         if (this.failure) throw this.failure;
         const job = await this.gantry.jobs.get(id, { signal });

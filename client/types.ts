@@ -9,6 +9,7 @@ export type {
   BatchItemError,
   BatchRequest,
   BatchStatus,
+  FeedEvent,
   Job,
   JobError,
   JobEvent,

@@ -1,7 +1,7 @@
 /**
  * Background removal with the real ISNet (`rmbg`): through the agent (sql queue, supervisor,
  * child-process runner, stub gateway) against bare onnxruntime on the same model, image and
- * threads, in one run; then both variants the npm package ships (8-bit `small`, fp16
+ * threads, in one run (the embedded default's variant, medium, when asked for); then both variants the npm package ships (8-bit `small`, fp16
  * `medium`) side by side: their `session.run` speed and how far their masks agree.
  *
  *   npx tsx bench/rmbg-agent.ts [--jobs 6] [--rounds 2] [--threads 2] [--provider cpu] [--variants small,medium]
@@ -41,6 +41,9 @@ const provider = values.provider === "cuda" ? "cuda" : "cpu";
 const say = (line: string) => console.log(`[rmbg-agent] ${line}`);
 const PARAMS = { mask_only: true, format: "webp" };
 
+/** The variant the embedded default serves. */
+const DEFAULT_VARIANT = "medium";
+
 /** The package's two exports, by their resource in dist/resources.json. */
 const VARIANTS: Record<string, { resource: string; sha256: string }> = {
   small: {
@@ -59,8 +62,10 @@ const image = new Uint8Array(photo.png);
 const configs = await variantConfigs(values.variants.split(","));
 
 try {
-  const small = configs.small ?? Object.values(configs)[0]!;
-  await agentAgainstBare(small);
+  // The embedded default's variant (gpu-agent/registry/builtin-models.yaml), when asked for.
+  const [name, config] =
+    Object.entries(configs).find(([n]) => n === DEFAULT_VARIANT) ?? Object.entries(configs)[0]!;
+  await agentAgainstBare(name, config);
   await compareVariants(configs);
 } finally {
   rmSync(dir, { recursive: true, force: true });
@@ -97,8 +102,8 @@ async function loadPipeline(config: ModelConfig) {
   });
 }
 
-async function agentAgainstBare(config: ModelConfig): Promise<void> {
-  say(`bare loop and agent on ISNet small, ${threads} thread(s), ${provider}`);
+async function agentAgainstBare(variant: string, config: ModelConfig): Promise<void> {
+  say(`bare loop and agent on ISNet ${variant}, ${threads} thread(s), ${provider}`);
   const bare = await loadPipeline(config);
   const request = {
     jobId: "bare",
@@ -147,7 +152,7 @@ async function agentAgainstBare(config: ModelConfig): Promise<void> {
     ) as [number, number, number];
     console.log("");
     console.log(
-      `rmbg (ISNet small) through the agent : ${agentRate.toFixed(3)} jobs/s (${n} jobs, 1 slot)`,
+      `rmbg (ISNet ${variant}) through the agent: ${agentRate.toFixed(3)} jobs/s (${n} jobs, 1 slot)`,
     );
     console.log(`bare pipeline loop, same threads     : ${bareRate.toFixed(3)} runs/s`);
     console.log(`session.run alone (the ceiling)      : ${ceilingRate.toFixed(3)} runs/s`);

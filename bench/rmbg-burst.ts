@@ -1,7 +1,7 @@
 /**
  * The founding story's batch: a burst of product photos through the embedded default
  * (`gantry start` as it ships: SQLite jobs and queue, one agent, one slot, `rmbg` on ISNet
- * small), submitted all at once over HTTP; then the wall time from the first submit to the
+ * medium), submitted all at once over HTTP; then the wall time from the first submit to the
  * last result, jobs/s, and the p50/p95 of each job's wait (created → started, the job's
  * `metrics.queue_ms`) and of its run. Beside it, the same machine's bare `session.run` rate,
  * so the jobs/s reads as a share of what the model alone allows.
@@ -34,7 +34,9 @@ const say = (line: string) => console.log(`[rmbg-burst] ${line}`);
 
 const dir = mkdtempSync(join(tmpdir(), "gantry-burst-"));
 const ceiling = await sessionRunRate(3);
-say(`bare session.run on ISNet small: ${ceiling.toFixed(3)} runs/s (${values.threads} thread(s))`);
+say(
+  `bare session.run on the embedded rmbg (ISNet medium): ${ceiling.toFixed(3)} runs/s (${values.threads} thread(s))`,
+);
 const port = await freePort();
 const url = `http://127.0.0.1:${port}`;
 const child = spawn(process.execPath, ["bin/gantry.js", "start"], {

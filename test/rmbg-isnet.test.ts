@@ -16,11 +16,11 @@ import { imageRequest } from "./helpers/onnx-models.ts";
 import { maskIoU, type ProductPhoto, productPhoto } from "./helpers/product-photo.ts";
 
 /**
- * The real ISNet (the `rmbg` model of the embedded default, 8-bit small variant) on a
+ * The real ISNet (the `rmbg` model of the embedded default, the fp16 medium variant) on a
  * generated product photo. Each run costs about 1.5 s on two cores, so the runs are few
  * (one per input format) and every assertion about a run shares it.
  */
-const ISNET_SMALL_SHA256 = "7001d60734fdc112dd9c062635fb59cd401fb82a9d4213134bce4dbd655c803a";
+const ISNET_DEFAULT_SHA256 = "b6e8497ba978a6f5fbb647e419d2696cd80df5a23cb6a8ea532021911bd76acb";
 
 const dir = mkdtempSync(join(tmpdir(), "gantry-isnet-"));
 const device = new DeviceThread();
@@ -80,9 +80,9 @@ afterAll(async () => {
 // A loaded CI box has been seen to take 20-40 s a run on two shared cores.
 describe("rmbg: ISNet from the npm package's chunks", { timeout: 180_000 }, () => {
   it("is assembled once into the model cache and matches its sha256", async () => {
-    expect(modelFile).toBe(join(dir, "cache", ISNET_SMALL_SHA256, "model"));
+    expect(modelFile).toBe(join(dir, "cache", ISNET_DEFAULT_SHA256, "model"));
     const bytes = readFileSync(modelFile);
-    expect(createHash("sha256").update(bytes).digest("hex")).toBe(ISNET_SMALL_SHA256);
+    expect(createHash("sha256").update(bytes).digest("hex")).toBe(ISNET_DEFAULT_SHA256);
     const before = statSync(modelFile).mtimeMs;
     const again = await resolveModels(null, { cacheDir: join(dir, "cache"), include: ["rmbg"] });
     expect(again[0]?.files.model).toBe(modelFile);

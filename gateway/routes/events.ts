@@ -84,14 +84,17 @@ export const eventRoutes = new Hono<AppEnv>().get("/", async (c) => {
       caughtUp = true;
       outbox.push(live.splice(0));
       await outbox.run(gateway.now() + MAX_STREAM_MS, gateway.now);
-      if (outbox.overflowed) await endOverflowed(outbox, c.env);
+      if (outbox.overflowed) {
+        // Counted when dropped, not once the client has taken the notice (or was cut).
+        feed.stats.dropped++;
+        await endOverflowed(outbox, c.env);
+      }
       await stopping.hint();
     } finally {
       clearInterval(heartbeat);
       joined.leave();
       feed.stats.openStreams--;
       feed.stats.eventsSent += outbox.sent;
-      if (outbox.overflowed) feed.stats.dropped++;
     }
   });
 });

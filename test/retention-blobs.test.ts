@@ -15,6 +15,7 @@ import { migrate } from "../shared/db/migrations.ts";
 import type { Database } from "../shared/db/schema.ts";
 import { randomToken } from "../shared/ids.ts";
 import { EMULATOR_CREDENTIALS, EMULATOR_REGION, startS3Emulator } from "./helpers/aws-emulators.ts";
+import { D1_SQL_WORKER, d1OverFetch } from "./helpers/d1-over-fetch.ts";
 import { openTestDatabase } from "./helpers/test-gateway.ts";
 import { describeRetention, type RetentionBlobs } from "./retention/suite.ts";
 
@@ -64,7 +65,7 @@ let mf: Miniflare | null = null;
 const miniflare = () => {
   mf ??= new Miniflare({
     modules: true,
-    script: "export default { fetch: () => new Response(null, { status: 404 }) };",
+    script: D1_SQL_WORKER,
     d1Databases: ["DB"],
     r2Buckets: ["BLOBS"],
   });
@@ -75,7 +76,7 @@ describeRetention(
   "D1 with R2 blobs (Miniflare)",
   async () => {
     const db = new Kysely<Database>({
-      dialect: new D1Dialect({ database: await miniflare().getD1Database("DB") }),
+      dialect: new D1Dialect({ database: d1OverFetch(miniflare()) }),
     });
     await migrate(db, "sqlite");
     return { db, stores: createKyselyStores(db), cleanup: () => db.destroy() };

@@ -4,6 +4,7 @@ import { Miniflare } from "miniflare";
 import { createKyselyStores } from "../gateway/store/kysely-stores.ts";
 import { migrate } from "../shared/db/migrations.ts";
 import type { Database } from "../shared/db/schema.ts";
+import { D1_SQL_WORKER, d1OverFetch } from "./helpers/d1-over-fetch.ts";
 import { openTestDatabase } from "./helpers/test-gateway.ts";
 import { describeRetention } from "./retention/suite.ts";
 
@@ -24,11 +25,11 @@ describeRetention(
   async () => {
     const mf = new Miniflare({
       modules: true,
-      script: "export default { fetch: () => new Response(null, { status: 404 }) };",
+      script: D1_SQL_WORKER,
       d1Databases: ["DB"],
     });
     const db = new Kysely<Database>({
-      dialect: new D1Dialect({ database: await mf.getD1Database("DB") }),
+      dialect: new D1Dialect({ database: d1OverFetch(mf) }),
     });
     await migrate(db, "sqlite");
     return {

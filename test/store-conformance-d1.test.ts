@@ -5,6 +5,7 @@ import { createKyselyStores } from "../gateway/store/kysely-stores.ts";
 import { migrate } from "../shared/db/migrations.ts";
 import type { Database } from "../shared/db/schema.ts";
 import { describeStoreConformance } from "./conformance/stores.ts";
+import { D1_SQL_WORKER, d1OverFetch } from "./helpers/d1-over-fetch.ts";
 
 /**
  * D1 as the Workers gateway sees it: Miniflare's D1 (workerd's own SQLite behind the D1
@@ -14,12 +15,12 @@ import { describeStoreConformance } from "./conformance/stores.ts";
 describeStoreConformance("D1 (Miniflare)", async () => {
   const mf = new Miniflare({
     modules: true,
-    script: "export default { fetch: () => new Response(null, { status: 404 }) };",
+    script: D1_SQL_WORKER,
     d1Databases: ["DB"],
   });
   try {
     const db = new Kysely<Database>({
-      dialect: new D1Dialect({ database: await mf.getD1Database("DB") }),
+      dialect: new D1Dialect({ database: d1OverFetch(mf) }),
     });
     await migrate(db, "sqlite");
     return {

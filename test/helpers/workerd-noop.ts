@@ -1,0 +1,101 @@
+import { Miniflare } from "miniflare";
+import { signAgentRequest } from "../../shared/agent-signing.ts";
+import { randomToken } from "../../shared/ids.ts";
+import { AgentCredentials } from "../../shared/protocol/index.ts";
+import { bundleGatewayWorker, gatewayWorkerOptions } from "./workerd.ts";
+
+const ORIGIN = "http://gantry.test";
+
+/**
+ * The Workers gateway in workerd (D1, R2) serving `noop`, driven by hand: the tenant's API
+ * calls and an agent's signed calls, with no agent process, so a test decides when each
+ * claim, heartbeat and report happens.
+ */
+export interface NoopWorker {
+  /** A tenant API call with the bootstrap key; `json` is sent as the body. */
+  api(
+    path: string,
+    init?: { method?: string; json?: unknown; headers?: Record<string, string> },
+  ): ReturnType<Miniflare["dispatchFetch"]>;
+  /** Enrolls an agent with the agent token and registers it for `noop`. */
+  agent(name: string): Promise<AgentCredentials>;
+  /** An agent's signed POST to `/internal/v1{path}`. */
+  signed(
+    credentials: AgentCredentials,
+    path: string,
+    json: unknown,
+  ): ReturnType<Miniflare["dispatchFetch"]>;
+  close(): Promise<void>;
+}
+
+export async function startNoopWorker(): Promise<NoopWorker> {
+  const apiKey = `gk_${randomToken(24)}`;
+  const agentToken = `gat_${randomToken(24)}`;
+  const bundle = await bundleGatewayWorker();
+  const mf = new Miniflare({
+    workers: [
+      gatewayWorkerOptions(bundle, {
+        name: "gateway",
+        r2: true,
+        bindings: {
+          GANTRY_BLOB_SECRET: randomToken(32),
+          GANTRY_MODELS: "noop",
+          GANTRY_AGENT_TOKEN: agentToken,
+          GANTRY_BOOTSTRAP_API_KEY: apiKey,
+        },
+      }),
+    ],
+  });
+  await mf.ready;
+  const post = (url: string, headers: Record<string, string>, body: string) =>
+    mf.dispatchFetch(url, {
+      method: "POST",
+      headers: { ...headers, "content-type": "application/json" },
+      body,
+    });
+  const signed: NoopWorker["signed"] = async (credentials, path, json) => {
+    const url = `${ORIGIN}/internal/v1${path}`;
+    const body = JSON.stringify(json);
+    const headers = await signAgentRequest({
+      agentId: credentials.agent_id,
+      secret: credentials.secret,
+      method: "POST",
+      url,
+      body,
+    });
+    return post(url, headers, body);
+  };
+  return {
+    api: (path, init = {}) =>
+      mf.dispatchFetch(`${ORIGIN}${path}`, {
+        method: init.method ?? "GET",
+        headers: {
+          authorization: `Bearer ${apiKey}`,
+          "content-type": "application/json",
+          ...init.headers,
+        },
+        ...(init.json === undefined ? {} : { body: JSON.stringify(init.json) }),
+      }),
+    async agent(name) {
+      const enrolled = await post(
+        `${ORIGIN}/internal/v1/agents/enroll`,
+        { authorization: `Bearer ${agentToken}` },
+        JSON.stringify({ v: 1, name }),
+      );
+      const credentials = AgentCredentials.parse(await enrolled.json());
+      const registered = await signed(credentials, "/agents/register", {
+        v: 1,
+        models: ["noop"],
+        provider: "cpu",
+        slots: 1,
+      });
+      if (registered.status !== 200) throw new Error(`register answered ${registered.status}`);
+      return credentials;
+    },
+    signed,
+    async close() {
+      await mf.dispose();
+      bundle.remove();
+    },
+  };
+}

@@ -13,7 +13,7 @@ import { assertWebhookUrlAllowed } from "../webhooks/url-policy.ts";
 import { completeIfDone } from "./batch-completion.ts";
 import { batchView } from "./batch-view.ts";
 import { webhookDeps } from "./lifecycle.ts";
-import { checkModelAndInputs, submitJob } from "./submit.ts";
+import { checkModelAndInputs, sameRequest, submitJob } from "./submit.ts";
 
 const itemError = (index: number, error: unknown): BatchItemError => {
   if (error instanceof HttpProblem) {
@@ -86,24 +86,22 @@ export async function createBatch(
   // still running) is carried on: each item's own key makes its job once either way.
   let row: BatchRow | null = earlier;
   if (!row) {
-    row =
-      (await gateway.stores.jobs.insertBatch({
-        id: newId("bat", now),
-        tenantId: tenant.id,
-        model: request.model,
-        webhook: request.webhook ?? null,
-        metadata: request.metadata ?? null,
-        now,
-        idempotencyKey: key,
-        requestHash,
-      })) ?? null;
-  }
-  if (!row && key && requestHash) {
-    // A concurrent request with the same key won the insert.
-    earlier = row = await earlierBatch(gateway, tenant, key, requestHash);
+    const inserted = await gateway.stores.jobs.insertBatch({
+      id: newId("bat", now),
+      tenantId: tenant.id,
+      model: request.model,
+      webhook: request.webhook ?? null,
+      metadata: request.metadata ?? null,
+      now,
+      idempotencyKey: key,
+      requestHash,
+    });
+    // Only a keyed insert conflicts: a concurrent request with the same key won it.
+    earlier = inserted ? null : await earlierBatch(gateway, tenant, key ?? "", requestHash ?? "");
+    row = inserted ?? earlier;
+    if (!row) throw new Error("idempotent batch insert conflicted but no batch was found");
     if (earlier && earlier.total !== null) return replay(gateway, earlier);
   }
-  if (!row) throw new Error("idempotent batch insert conflicted but no batch was found");
   const made = await Promise.all(
     good.map(({ index, item, spec }) =>
       submitJob(gateway, tenant, jobRequest(item), {
@@ -148,16 +146,7 @@ export interface MadeBatch {
 
 async function earlierBatch(gateway: Gateway, tenant: Tenant, key: string, requestHash: string) {
   const earlier = await gateway.stores.jobs.batchByIdempotencyKey(tenant.id, key);
-  if (earlier && earlier.request_hash !== requestHash) {
-    throw new HttpProblem(
-      422,
-      "idempotency_key_reused",
-      "Idempotency-Key reused",
-      `This Idempotency-Key was used for batch ${earlier.id} with a different request body.`,
-      { batch_id: earlier.id },
-    );
-  }
-  return earlier ?? null;
+  return sameRequest("batch", earlier, requestHash);
 }
 
 /**

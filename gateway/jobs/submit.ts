@@ -110,14 +110,26 @@ async function markUploadUsed(gateway: Gateway, request: JobRequest, now: number
 
 async function replay(gateway: Gateway, tenant: Tenant, key: string, requestHash: string) {
   const earlier = await gateway.stores.jobs.byIdempotencyKey(tenant.id, key);
+  return sameRequest("job", earlier, requestHash);
+}
+
+/**
+ * What an earlier request under the same `Idempotency-Key` made, if its body was this one;
+ * another body under the key is the caller's mistake. The answer names what the key made
+ * (`job_id`, `batch_id`): a resumed client (`gantry submit`) adopts it.
+ */
+export function sameRequest<Row extends { id: string; request_hash: string | null }>(
+  kind: "job" | "batch",
+  earlier: Row | undefined,
+  requestHash: string,
+): Row | null {
   if (earlier && earlier.request_hash !== requestHash) {
     throw new HttpProblem(
       422,
       "idempotency_key_reused",
       "Idempotency-Key reused",
-      `This Idempotency-Key was used for job ${earlier.id} with a different request body.`,
-      // A resumed client (`gantry submit`) adopts the job its earlier run made.
-      { job_id: earlier.id },
+      `This Idempotency-Key was used for ${kind} ${earlier.id} with a different request body.`,
+      { [`${kind}_id`]: earlier.id },
     );
   }
   return earlier ?? null;

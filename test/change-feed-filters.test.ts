@@ -1,10 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AgentHandle } from "../gpu-agent/agent.ts";
-import { collectFeed, type StreamedEvent, statusesByJob } from "./helpers/feed-client.ts";
+import {
+  collectFeed,
+  NO_POLLING,
+  type StreamedEvent,
+  statusesByJob,
+} from "./helpers/feed-client.ts";
 import { startTestAgent } from "./helpers/test-agent.ts";
 import { startTestGateway, type TestGateway } from "./helpers/test-gateway.ts";
-
-const NO_POLLING = { feedPollMs: 600_000, feedSafetyPollMs: 600_000 };
 
 const succeeded = (jobs: () => readonly string[]) => (events: readonly StreamedEvent[]) => {
   const byJob = statusesByJob(events);

@@ -1,14 +1,10 @@
 import { createClient } from "redis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { AgentHandle } from "../gpu-agent/agent.ts";
+import { describe, expect, it } from "vitest";
 import { randomToken } from "../shared/ids.ts";
-import { collectFeed, statusesByJob } from "./helpers/feed-client.ts";
+import { collectFeed, statusesByJob, twoGatewaysOnPostgres } from "./helpers/feed-client.ts";
 import { followJob } from "./helpers/sse.ts";
-import { startTestAgent } from "./helpers/test-agent.ts";
-import { startTestGateway, type TestGateway } from "./helpers/test-gateway.ts";
+import type { TestGateway } from "./helpers/test-gateway.ts";
 
-// Polling so slow that only the change feed can bring news within a test's time.
-const NO_POLLING = { feedPollMs: 600_000, feedSafetyPollMs: 600_000 };
 const REDIS = process.env.GANTRY_TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 
 type Api = TestGateway["api"];
@@ -17,36 +13,8 @@ describe("GANTRY_CHANGE_FEED=redis://…: two gateways on Postgres, told of chan
   // A channel of its own: other tests share the server.
   const channel = `gantry-test-${randomToken(10)}`;
   const feed = `${REDIS}?channel=${channel}` as `redis://${string}`;
-  let a: TestGateway;
-  let b: TestGateway;
-  let agent: AgentHandle;
-  beforeAll(async () => {
-    // LISTEN/NOTIFY is off in this mode: Redis is the only way A hears of B's changes.
-    a = await startTestGateway({
-      database: "postgres",
-      models: ["noop"],
-      config: NO_POLLING,
-      changeFeed: feed,
-    });
-    b = await startTestGateway({
-      database: { url: a.databaseUrl },
-      models: ["noop"],
-      config: NO_POLLING,
-      changeFeed: feed,
-    });
-    agent = await startTestAgent(b, { models: ["noop"] });
-  });
-  afterAll(async () => {
-    await agent?.stop();
-    await b?.close();
-    await a?.close();
-  });
-
-  const bApi: Api = (path, init = {}) => {
-    const headers = new Headers(init.headers);
-    headers.set("authorization", `Bearer ${a.apiKey}`);
-    return b.api(path, { ...init, headers });
-  };
+  // LISTEN/NOTIFY is off in this mode: Redis is the only way A hears of B's changes.
+  const { pair, bApi } = twoGatewaysOnPostgres(feed);
   const submit = async (api: Api, n: number) => {
     const response = await api("/v1/jobs", {
       method: "POST",
@@ -57,23 +25,23 @@ describe("GANTRY_CHANGE_FEED=redis://…: two gateways on Postgres, told of chan
   };
 
   it("a job streamed from A sees what the agent reported to B", async () => {
-    expect(a.gateway.notifier.live).toBe(true);
-    const id = await submit(a.api, 1);
-    const { statuses } = await followJob(a.api, id);
+    expect(pair.a.gateway.notifier.live).toBe(true);
+    const id = await submit(pair.a.api, 1);
+    const { statuses } = await followJob(pair.a.api, id);
     expect(statuses.at(-1)).toBe("succeeded");
   });
 
   it("GET /v1/events on A carries changes made through B", async () => {
     const jobs: string[] = [];
     const events = await collectFeed(
-      a.api,
+      pair.a.api,
       (seen) => {
         const byJob = statusesByJob(seen);
         return jobs.length === 4 && jobs.every((id) => byJob.get(id)?.at(-1) === "succeeded");
       },
       {
         onOpen: async () => {
-          for (let i = 0; i < 4; i++) jobs.push(await submit(i % 2 ? a.api : bApi, i));
+          for (let i = 0; i < 4; i++) jobs.push(await submit(i % 2 ? pair.a.api : bApi, i));
         },
       },
     );
@@ -97,12 +65,16 @@ describe("GANTRY_CHANGE_FEED=redis://…: two gateways on Postgres, told of chan
     } finally {
       await admin.quit();
     }
-    for (let i = 0; i < 200 && !(a.gateway.notifier.live && b.gateway.notifier.live); i++) {
+    for (
+      let i = 0;
+      i < 200 && !(pair.a.gateway.notifier.live && pair.b.gateway.notifier.live);
+      i++
+    ) {
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
-    expect(a.gateway.notifier.live).toBe(true);
-    const id = await submit(a.api, 2);
-    const { statuses } = await followJob(a.api, id);
+    expect(pair.a.gateway.notifier.live).toBe(true);
+    const id = await submit(pair.a.api, 2);
+    const { statuses } = await followJob(pair.a.api, id);
     expect(statuses.at(-1)).toBe("succeeded");
   });
 });

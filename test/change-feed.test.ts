@@ -1,13 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compareCursors } from "../gateway/store/tenant-events.ts";
 import type { AgentHandle } from "../gpu-agent/agent.ts";
-import { collectFeed, type StreamedEvent, statusesByJob } from "./helpers/feed-client.ts";
+import {
+  collectFeed,
+  NO_POLLING,
+  type StreamedEvent,
+  statusesByJob,
+  twoGatewaysOnPostgres,
+} from "./helpers/feed-client.ts";
 import { followJob } from "./helpers/sse.ts";
 import { startTestAgent } from "./helpers/test-agent.ts";
 import { startTestGateway, type TestGateway } from "./helpers/test-gateway.ts";
 
 // Polling so slow that only the change feed can bring news within a test's time.
-const NO_POLLING = { feedPollMs: 600_000, feedSafetyPollMs: 600_000 };
 
 type Api = (path: string, init?: RequestInit & { json?: unknown }) => Promise<Response>;
 
@@ -90,45 +95,20 @@ describe.each(["sqlite", "postgres"] as const)("GET /v1/events on %s", (database
 });
 
 describe("two gateways on Postgres", () => {
-  let a: TestGateway;
-  let b: TestGateway;
-  let agent: AgentHandle;
-  beforeAll(async () => {
-    a = await startTestGateway({ database: "postgres", models: ["noop"], config: NO_POLLING });
-    b = await startTestGateway({
-      database: { url: a.databaseUrl },
-      models: ["noop"],
-      config: NO_POLLING,
-    });
-    // The agent reports to B only: A hears of its results through the database alone.
-    agent = await startTestAgent(b, { models: ["noop"] });
-  });
-  afterAll(async () => {
-    await agent?.stop();
-    await b?.close();
-    await a?.close();
-  });
-
-  // A's key is valid on B: one database.
-  const bApi: Api = (path, init = {}) => {
-    const headers = new Headers(init.headers);
-    headers.set("authorization", `Bearer ${a.apiKey}`);
-    if (init.json !== undefined) headers.set("content-type", "application/json");
-    const body = init.json !== undefined ? JSON.stringify(init.json) : (init.body ?? null);
-    return fetch(b.url + path, { ...init, headers, body });
-  };
+  // The agent reports to B only: A hears of its results through the database alone.
+  const { pair, bApi } = twoGatewaysOnPostgres();
 
   it("a job streamed from A sees what the agent reported to B", async () => {
-    const id = await submit(a, 1);
-    const { statuses } = await followJob(a.api, id);
+    const id = await submit(pair.a, 1);
+    const { statuses } = await followJob(pair.a.api, id);
     expect(statuses.at(-1)).toBe("succeeded");
   });
 
   it("GET /v1/events on A carries changes made through B, and resumes on B", async () => {
     const jobs: string[] = [];
-    const onA = await collectFeed(a.api, done(jobs), {
+    const onA = await collectFeed(pair.a.api, done(jobs), {
       onOpen: async () => {
-        for (let i = 0; i < 8; i++) jobs.push(await submit(i % 2 ? a : { api: bApi }, i));
+        for (let i = 0; i < 8; i++) jobs.push(await submit(i % 2 ? pair.a : { api: bApi }, i));
       },
     });
     expectInOrder(onA, jobs);

@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Gantry, type JobUpdate } from "../client/index.ts";
-import type { AgentHandle } from "../gpu-agent/agent.ts";
+import { twoGatewaysOnPostgres } from "./helpers/feed-client.ts";
 import { startJobApi } from "./helpers/job-api-suite.ts";
 import { renderTextPng } from "./helpers/render-text.ts";
 import { readSse } from "./helpers/sse.ts";
-import { startTestAgent } from "./helpers/test-agent.ts";
-import { startTestGateway, type TestGateway, uploadFile } from "./helpers/test-gateway.ts";
+import { type TestGateway, uploadFile } from "./helpers/test-gateway.ts";
 
 type Api = TestGateway["api"];
 interface Streamed {
@@ -190,40 +189,22 @@ describe.each([
 });
 
 describe("job progress across two gateways on Postgres", () => {
-  // Polling so slow that only the change feed can bring progress within the test's time.
-  const NO_POLLING = { feedPollMs: 600_000, feedSafetyPollMs: 600_000 };
-  let a: TestGateway;
-  let b: TestGateway;
-  let agent: AgentHandle;
-  beforeAll(async () => {
-    a = await startTestGateway({ database: "postgres", models: ["noop"], config: NO_POLLING });
-    b = await startTestGateway({
-      database: { url: a.databaseUrl },
-      models: ["noop"],
-      config: NO_POLLING,
-    });
-    // The agent heartbeats to B only: A hears of progress through the database alone.
-    agent = await startTestAgent(b, { models: ["noop"] });
-  });
-  afterAll(async () => {
-    await agent?.stop();
-    await b?.close();
-    await a?.close();
-  });
+  // The agent heartbeats to B only: A hears of progress through the database alone.
+  const { pair } = twoGatewaysOnPostgres();
 
   it("a stream on A sees the progress an agent reported through B", async () => {
-    const id = await submit(a.api, {
+    const id = await submit(pair.a.api, {
       model: "noop",
       input: { delay_ms: 1_000, progress_every_ms: 100 },
     });
-    const events = await streamJob(a.api, id);
+    const events = await streamJob(pair.a.api, id);
     const progress = expectProgressBeforeEnd(events);
     expect(progress.every((e) => e.data.stage === "sleeping" && e.data.job_id === id)).toBe(true);
   });
 
   it("GET /v1/events on A carries the progress reported through B", async () => {
-    const events = await feedUntilDone(a.api, "", () =>
-      submit(a.api, { model: "noop", input: { delay_ms: 600, progress_every_ms: 50 } }),
+    const events = await feedUntilDone(pair.a.api, "", () =>
+      submit(pair.a.api, { model: "noop", input: { delay_ms: 600, progress_every_ms: 50 } }),
     );
     expectProgressBeforeEnd(events);
   });

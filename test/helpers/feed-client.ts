@@ -1,4 +1,8 @@
+import { afterAll, beforeAll } from "vitest";
+import type { AgentHandle } from "../../gpu-agent/agent.ts";
 import { readSse } from "./sse.ts";
+import { startTestAgent } from "./test-agent.ts";
+import { startTestGateway, type TestGateway } from "./test-gateway.ts";
 
 export interface StreamedEvent {
   id: string;
@@ -52,4 +56,38 @@ export function statusesByJob(events: readonly StreamedEvent[]): Map<string, str
     byJob.set(event.job_id, list);
   }
   return byJob;
+}
+
+/** Polling so slow that only the change feed can bring news within a test's time. */
+export const NO_POLLING = { feedPollMs: 600_000, feedSafetyPollMs: 600_000 };
+
+/**
+ * Two gateways on one Postgres database, with `NO_POLLING`, and one noop agent that reports
+ * to B only: A hears of its work through the change feed alone. Registers its own
+ * `beforeAll`/`afterAll` in the calling `describe`; `changeFeed` as `startTestGateway`'s.
+ * `bApi` calls B with A's key (valid on B: one database).
+ */
+export function twoGatewaysOnPostgres(changeFeed?: `redis://${string}`) {
+  const pair = {} as { a: TestGateway; b: TestGateway; agent: AgentHandle };
+  const options = {
+    models: ["noop"],
+    config: NO_POLLING,
+    ...(changeFeed ? { changeFeed } : {}),
+  };
+  beforeAll(async () => {
+    pair.a = await startTestGateway({ database: "postgres", ...options });
+    pair.b = await startTestGateway({ database: { url: pair.a.databaseUrl }, ...options });
+    pair.agent = await startTestAgent(pair.b, { models: ["noop"] });
+  });
+  afterAll(async () => {
+    await pair.agent?.stop();
+    await pair.b?.close();
+    await pair.a?.close();
+  });
+  const bApi: TestGateway["api"] = (path, init = {}) => {
+    const headers = new Headers(init.headers);
+    headers.set("authorization", `Bearer ${pair.a.apiKey}`);
+    return pair.b.api(path, { ...init, headers });
+  };
+  return { pair, bApi };
 }

@@ -7,7 +7,14 @@
 import type { Browser } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { AgentHandle } from "../gpu-agent/agent.ts";
-import { launchBrowser, openPage, shoot, signIn, type WatchedPage } from "./helpers/browser.ts";
+import {
+  closeChecked,
+  launchBrowser,
+  openPage,
+  shoot,
+  signIn,
+  type WatchedPage,
+} from "./helpers/browser.ts";
 import { renderTextPng } from "./helpers/render-text.ts";
 import { startTestAgent } from "./helpers/test-agent.ts";
 import { startTestGateway, type TestGateway } from "./helpers/test-gateway.ts";
@@ -32,10 +39,7 @@ afterAll(async () => {
 afterEach(async () => {
   const page = watched;
   watched = null;
-  if (!page) return;
-  await page.close();
-  expect(page.foreign, "requests to other hosts").toEqual([]);
-  expect(page.errors, "script errors").toEqual([]);
+  await closeChecked(page);
 });
 
 async function open() {

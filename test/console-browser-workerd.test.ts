@@ -12,7 +12,14 @@ import type { Browser } from "playwright-core";
 import sharp from "sharp";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { randomToken } from "../shared/ids.ts";
-import { launchBrowser, openPage, shoot, signIn, type WatchedPage } from "./helpers/browser.ts";
+import {
+  closeChecked,
+  launchBrowser,
+  openPage,
+  shoot,
+  signIn,
+  type WatchedPage,
+} from "./helpers/browser.ts";
 import { renderTextPng } from "./helpers/render-text.ts";
 import { enrollHandAgent, type HandAgent } from "./helpers/signed-agent.ts";
 import { bundleGatewayWorker, gatewayWorkerOptions, type WorkerBundle } from "./helpers/workerd.ts";
@@ -59,10 +66,7 @@ afterAll(async () => {
 afterEach(async () => {
   const page = watched;
   watched = null;
-  if (!page) return;
-  await page.close();
-  expect(page.foreign, "requests to other hosts").toEqual([]);
-  expect(page.errors, "script errors").toEqual([]);
+  await closeChecked(page);
 });
 
 const poll = <T>(read: () => Promise<T>) => expect.poll(read, { timeout: 30_000 });

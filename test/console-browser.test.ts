@@ -10,6 +10,7 @@ import type { Browser } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { AgentHandle } from "../gpu-agent/agent.ts";
 import {
+  closeChecked,
   dropFiles,
   launchBrowser,
   openPage,
@@ -50,10 +51,7 @@ afterAll(async () => {
 afterEach(async () => {
   const page = watched;
   watched = null;
-  if (!page) return;
-  await page.close();
-  expect(page.foreign, "requests to other hosts").toEqual([]);
-  expect(page.errors, "script errors").toEqual([]);
+  await closeChecked(page);
 });
 
 async function open(key = gw.apiKey) {

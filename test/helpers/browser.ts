@@ -8,6 +8,7 @@ import { mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Browser, chromium, type Page } from "playwright-core";
+import { expect } from "vitest";
 
 export const ARTIFACTS_DIR =
   process.env.GANTRY_ARTIFACTS_DIR ?? join(tmpdir(), "gantry-browser-artifacts");
@@ -54,6 +55,14 @@ export async function openPage(browser: Browser, origin: string): Promise<Watche
   });
   page.on("pageerror", (error) => errors.push(error.message));
   return { page, foreign, errors, requests, close: () => context.close() };
+}
+
+/** Closes a page a test left open, then checks it stayed on the gateway and threw no error. */
+export async function closeChecked(page: WatchedPage | null): Promise<void> {
+  if (!page) return;
+  await page.close();
+  expect(page.foreign, "requests to other hosts").toEqual([]);
+  expect(page.errors, "script errors").toEqual([]);
 }
 
 /** Runs `step`; on failure saves `<name>.png` (full page) beside the others, then rethrows. */

@@ -17,6 +17,7 @@ import { randomToken } from "../shared/ids.ts";
 import { EMULATOR_CREDENTIALS, EMULATOR_REGION, startS3Emulator } from "./helpers/aws-emulators.ts";
 import { D1_SQL_WORKER, d1OverFetch } from "./helpers/d1-over-fetch.ts";
 import { openTestDatabase } from "./helpers/test-gateway.ts";
+import { writeZeros } from "./retention/fixtures.ts";
 import { describeRetention, type RetentionBlobs } from "./retention/suite.ts";
 
 async function s3Blobs(): Promise<RetentionBlobs> {
@@ -92,14 +93,7 @@ describeRetention(
       });
       return {
         store: r2,
-        async put(key, bytes) {
-          const body = new Blob([new Uint8Array(bytes)]).stream();
-          await r2.write(key, body, {
-            contentType: "image/png",
-            maxBytes: bytes,
-            sizeBytes: bytes,
-          });
-        },
+        put: writeZeros(r2),
         async cleanup() {
           await mf?.dispose();
           mf = null;

@@ -5,6 +5,7 @@ import type { Kysely } from "kysely";
 import type { Stores } from "../../gateway/store/ports.ts";
 import { artifactBlobKey, uploadBlobKey } from "../../gateway/store/uploads.ts";
 import { createDiskBlobStore } from "../../shared/blob/disk.ts";
+import type { LocalBlobBackend } from "../../shared/blob/local-backend.ts";
 import type { BlobStore } from "../../shared/blob/port.ts";
 import type { Database } from "../../shared/db/schema.ts";
 import { newId, randomToken } from "../../shared/ids.ts";
@@ -27,6 +28,14 @@ export interface RetentionBlobs {
   cleanup(): Promise<void>;
 }
 
+/** `put` through a store's own write (disk, R2): `bytes` zero bytes as a PNG. */
+export function writeZeros(store: LocalBlobBackend): RetentionBlobs["put"] {
+  return async (key, bytes) => {
+    const body = new Blob([new Uint8Array(bytes)]).stream();
+    await store.write(key, body, { contentType: "image/png", maxBytes: bytes, sizeBytes: bytes });
+  };
+}
+
 /** Blobs on disk (the Node gateway's default store) in a folder of their own. */
 export async function diskBlobs(): Promise<RetentionBlobs> {
   const root = mkdtempSync(join(tmpdir(), "gantry-retention-"));
@@ -37,10 +46,7 @@ export async function diskBlobs(): Promise<RetentionBlobs> {
   });
   return {
     store: disk,
-    async put(key, bytes) {
-      const body = new Blob([new Uint8Array(bytes)]).stream();
-      await disk.write(key, body, { contentType: "image/png", maxBytes: bytes, sizeBytes: bytes });
-    },
+    put: writeZeros(disk),
     cleanup: async () => rmSync(root, { recursive: true, force: true }),
   };
 }

@@ -554,4 +554,26 @@ describe("infra/terraform/cloudflare", () => {
     expect(Variable.parse(cf.variables.get("sweeper_cron")).default).toBe("* * * * *");
     expect(wrangler).toMatch(/crons = \["\* \* \* \* \*"\]/);
   });
+
+  it("binds the RATE_LIMITS Durable Object with wrangler.toml's class and migration", () => {
+    const script = resource(
+      cf,
+      "cloudflare_workers_script.gateway",
+      z.object({
+        migrations: z.object({ new_tag: z.string(), new_sqlite_classes: z.array(z.string()) }),
+      }),
+    );
+    const bound = /name\s*=\s*"RATE_LIMITS",\s*class_name\s*=\s*"(\w+)"/.exec(
+      stringsIn(cf.locals.get("rate_limit_bindings")).join("\n"),
+    );
+    const wranglerClass = /name = "RATE_LIMITS"\s*\nclass_name = "(\w+)"/.exec(wrangler)?.[1];
+    expect(bound?.[1]).toBe(wranglerClass);
+    expect(script.migrations.new_sqlite_classes).toEqual([wranglerClass]);
+    expect(wrangler).toMatch(
+      new RegExp(
+        `tag = "${script.migrations.new_tag}"\\s*\\nnew_sqlite_classes = \\["${wranglerClass}"\\]`,
+      ),
+    );
+    expect(Variable.parse(cf.variables.get("shared_rate_limits")).default).toBe(true);
+  });
 });

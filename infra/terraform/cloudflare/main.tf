@@ -28,6 +28,13 @@ locals {
   ]
 
   uses_aws = var.sqs_queue_url != null || var.s3_bucket != null
+
+  # Shared rate limits (README, Shared limits): the RATE_LIMITS Durable Object, class
+  # GantryRateLimiter, the same binding and migration as wrangler.toml. Without it each
+  # isolate keeps its own buckets.
+  rate_limit_bindings = var.shared_rate_limits ? [
+    { type = "durable_object_namespace", name = "RATE_LIMITS", class_name = "GantryRateLimiter" },
+  ] : []
 }
 
 resource "cloudflare_d1_database" "gantry" {
@@ -67,9 +74,18 @@ resource "cloudflare_workers_script" "gateway" {
       { type = "secret_text", name = "GANTRY_AGENT_TOKEN", text = var.agent_token },
       { type = "secret_text", name = "GANTRY_BLOB_SECRET", text = var.blob_secret },
     ],
+    local.rate_limit_bindings,
     local.optional_vars,
     local.optional_secrets,
   )
+
+  # Creates the class's namespace on the first upload; tag v1 is wrangler.toml's, so a
+  # Worker wrangler deployed first is already at it and the upload changes nothing. The
+  # migration stays when shared_rate_limits goes false: a namespace, once made, is kept.
+  migrations = {
+    new_tag            = "v1"
+    new_sqlite_classes = ["GantryRateLimiter"]
+  }
 
   observability = {
     enabled = true

@@ -167,6 +167,12 @@ variable "sqs_queue_url" {
   }
 }
 
+variable "shared_rate_limits" {
+  description = "Bind the RATE_LIMITS Durable Object (class GantryRateLimiter), so a tenant's rate limit and the per-address limit hold across all the Worker's isolates; false: each isolate limits on its own (N isolates, N times the plan)."
+  type        = bool
+  default     = true
+}
+
 variable "s3_bucket" {
   description = "GANTRY_S3_BUCKET: keep blobs in this S3 bucket (presigned S3 URLs) instead of R2. Null: R2."
   type        = string

@@ -9,6 +9,7 @@
 import { parseArgs } from "node:util";
 import { cpuPerJob, cpuSnapshot } from "./queue-cpu.ts";
 import { httpClient, ms, percentile, startStack, submitJob } from "./queue-harness.ts";
+import { describePhases, readPhases } from "./submit-phases.ts";
 
 const { values } = parseArgs({
   options: {
@@ -41,16 +42,23 @@ try {
   say(`warming up for ${values.warmup} s…`);
   await hammer(Number(values.warmup));
   say(`${connections} connections for ${values.seconds} s…`);
+  const phasesBefore = await readPhases(stack.url);
   const cpuBefore = cpuSnapshot(stack.pids());
   const { latencies, elapsedS } = await hammer(Number(values.seconds));
   const cpuLine = cpuPerJob(cpuBefore, cpuSnapshot(stack.pids()), latencies.length);
+  const phasesAfter = await readPhases(stack.url);
   const rate = latencies.length / elapsedS;
   say(
     `accepted ${latencies.length} jobs in ${elapsedS.toFixed(1)} s: ${rate.toFixed(0)} jobs/s; ` +
       `latency p50 ${ms(percentile(latencies, 50))}, p99 ${ms(percentile(latencies, 99))}, ` +
       `max ${ms(percentile(latencies, 100))} (${stack.description}, ${connections} connections)`,
   );
+  say(
+    `targets: ≥ 5000 jobs/s (${rate.toFixed(0)}), p99 < 20 ms (${ms(percentile(latencies, 99))}) at 64 connections`,
+  );
   say(cpuLine);
+  const meanMs = latencies.reduce((sum, value) => sum + value, 0) / latencies.length;
+  say(describePhases(phasesBefore, phasesAfter, meanMs));
 } finally {
   await pool.close();
   await stack.close();

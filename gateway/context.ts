@@ -65,7 +65,18 @@ export interface GatewayRuntime {
    * absent, `/console` answers 404.
    */
   assets?: StaticAssets;
+  /**
+   * Hears how long each phase of an accepted `POST /v1/jobs` took (Node: a Prometheus
+   * histogram, `gantry_gateway_submit_phase_seconds`), so its latency can be taken apart.
+   */
+  observeSubmit?: (phase: SubmitPhase, seconds: number) => void;
 }
+
+/**
+ * `checks`: model, inputs and limits, up to the insert; `commit`: the insert, waiting for
+ * the group commit it rides in; `publish`: the queue's confirm.
+ */
+export type SubmitPhase = "checks" | "commit" | "publish";
 
 export type StaticAssets = (path: string) => Promise<Response | null>;
 

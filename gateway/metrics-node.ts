@@ -1,6 +1,6 @@
-import { Counter, Gauge, Registry } from "prom-client";
+import { Counter, Gauge, Histogram, type Metric, Registry } from "prom-client";
 import { JobStatus } from "../shared/protocol/job.ts";
-import type { Gateway } from "./context.ts";
+import type { Gateway, SubmitPhase } from "./context.ts";
 import { RETENTION_KINDS, retentionStats } from "./retention/stats.ts";
 
 /**
@@ -11,6 +11,7 @@ export const GATEWAY_METRIC_NAMES = [
   "gantry_gateway_jobs",
   "gantry_gateway_queue_depth",
   "gantry_gateway_webhook_deliveries",
+  "gantry_gateway_submit_phase_seconds",
 ] as const;
 
 /** What a webhook delivery row's `state` can be; zero-filled so a panel never has gaps. */
@@ -30,9 +31,14 @@ type MetricsSource = Pick<Gateway, "stores" | "queue" | "models" | "log" | "feed
  * each replica reports the same figures and nothing drifts from counting events in memory.
  * A source that fails is logged and left out of that scrape rather than failing all of it.
  */
-export function createGatewayMetrics(gateway: MetricsSource): GatewayMetrics {
+export function createGatewayMetrics(
+  gateway: MetricsSource,
+  /** Metrics made before the gateway existed (submitPhases). */
+  made: Metric[] = [],
+): GatewayMetrics {
   const registry = new Registry();
   const registers = [registry];
+  for (const metric of made) registry.registerMetric(metric);
   const warn = (what: string, error: unknown) =>
     gateway.log.warn({ err: String(error) }, `metrics: could not read ${what}`);
 
@@ -154,4 +160,22 @@ export function createGatewayMetrics(gateway: MetricsSource): GatewayMetrics {
       return new Response(body, { headers: { "content-type": registry.contentType } });
     },
   };
+}
+
+/**
+ * Where an accepted `POST /v1/jobs` spends its time (the gateway's `observeSubmit`), by
+ * phase. Made before the gateway, which takes `observe`; handed to createGatewayMetrics.
+ */
+export function submitPhases(): {
+  metric: Histogram<"phase">;
+  observe(phase: SubmitPhase, seconds: number): void;
+} {
+  const metric = new Histogram({
+    name: "gantry_gateway_submit_phase_seconds",
+    help: "Time an accepted POST /v1/jobs spent in each phase: checks, commit (the group commit it rode in), publish (the queue's confirm).",
+    labelNames: ["phase"],
+    buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [],
+  });
+  return { metric, observe: (phase, seconds) => metric.observe({ phase }, seconds) };
 }

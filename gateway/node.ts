@@ -18,7 +18,7 @@ import { type ChangeFeedMode, startChangeFeed } from "./feed/start-feed.ts";
 import { limitAnonymousByAddress } from "./limits/address-limit.ts";
 import { nodeAddressOf } from "./limits/client-address.ts";
 import { type SharedLimitsOptions, startSharedLimits } from "./limits/start.ts";
-import { createGatewayMetrics } from "./metrics-node.ts";
+import { createGatewayMetrics, submitPhases } from "./metrics-node.ts";
 import { diskAssets } from "./node-assets.ts";
 import { readIncomingBody } from "./node-body.ts";
 import { createKyselyStores } from "./store/kysely-stores.ts";
@@ -165,8 +165,10 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     // Whole seconds in the claim; the sweeper and the queue use the exact lease.
     ...(options.leaseSeconds ? { leaseSeconds: Math.ceil(options.leaseSeconds) } : {}),
   });
+  const phases = submitPhases();
   const gateway = createGateway({
     stopping: stopping.signal,
+    observeSubmit: phases.observe,
     // SQLite's bound is 32766 and Postgres's 65535: batches of a few hundred jobs.
     stores: createKyselyStores(db, { maxParameters: 10_000 }),
     queue,
@@ -194,7 +196,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     options.changeFeed,
     log,
   );
-  metrics = createGatewayMetrics(gateway);
+  metrics = createGatewayMetrics(gateway, [phases.metric]);
   limitAnonymousByAddress(gateway, addressOf);
   const sharedLimits = await startSharedLimits(gateway, db, database.dialect, {
     ...options.sharedLimits,

@@ -161,6 +161,13 @@ describe("gateway metrics", () => {
       expect(sample(text, 'gantry_gateway_queue_depth{model="noop",state="unacked"}')).toBe(0);
       expect(sample(text, 'gantry_gateway_queue_depth{model="ocr",state="ready"}')).toBe(0);
       expect(sample(text, 'gantry_gateway_webhook_deliveries{outcome="delivered"}')).toBe(0);
+
+      // The Node gateway's own /metrics also times the accepted submit's phases.
+      const served = await (await fetch(`${gateway.url}/metrics`)).text();
+      for (const phase of ["checks", "commit", "publish"]) {
+        const series = `gantry_gateway_submit_phase_seconds_count{phase="${phase}"}`;
+        expect(sample(served, series), series).toBe(1);
+      }
     } finally {
       await gateway.close();
     }

@@ -111,10 +111,14 @@ try {
   if (autovacuum.rows[0]?.autovacuum !== "on") {
     const seconds = Number(values["vacuum-seconds"]);
     say(
-      `autovacuum is off on this server: the soak runs VACUUM on jobs, job_events every ${seconds} s`,
+      `autovacuum is off on this server: the soak runs VACUUM on the schema's tables every ${seconds} s`,
     );
+    // Every table of the schema, as autovacuum would: agent_nonces turns over too.
+    const tables = await sql<{ relname: string }>`
+      SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema()`.execute(stack.db);
+    const list = sql.join(tables.rows.map((row) => sql.id(row.relname)));
     vacuumTimer = setInterval(() => {
-      sql`VACUUM jobs, job_events`.execute(stack.db).then(
+      sql`VACUUM ${list}`.execute(stack.db).then(
         () => manualVacuums++,
         (error: unknown) => say(`VACUUM failed: ${String(error)}`),
       );

@@ -2,6 +2,8 @@
  * Prefixed, sortable ids (`job_…`, `upl_…`): 10 characters of time then 16 of randomness,
  * Crockford base32 in lowercase, like ULID. Runtime-free: Web Crypto only.
  */
+import { randomIdBytes } from "./random-bytes.ts";
+
 const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
 
 export type IdPrefix = "job" | "upl" | "ten" | "key" | "whd" | "agt" | "bat";
@@ -13,7 +15,7 @@ export function newId(prefix: IdPrefix, now = Date.now()): string {
     time = ALPHABET[t % 32] + time;
     t = Math.floor(t / 32);
   }
-  const random = crypto.getRandomValues(new Uint8Array(16));
+  const random = randomIdBytes(16);
   let tail = "";
   for (const byte of random) tail += ALPHABET[byte % 32];
   return `${prefix}_${time}${tail}`;

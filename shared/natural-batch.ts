@@ -29,12 +29,6 @@ export interface NaturalBatcherOptions<T> {
    * not waited on (bookkeeping), where fewer, larger flushes beat prompt ones. Default 0.
    */
   lingerMs?: number;
-  /**
-   * Flushes that may run at once (default 1). With 2, an item that arrives while one flush
-   * runs goes out in the other at once, instead of waiting for the first to end: for a
-   * round trip whose latency the caller waits on (a commit), at the price of smaller batches.
-   */
-  concurrency?: number;
 }
 
 /**
@@ -48,10 +42,9 @@ export function naturalBatcher<T, R>(
 ): NaturalBatcher<T, R> {
   const maxBatch = options.maxBatch ?? 500;
   const { weigh, maxWeight = Number.POSITIVE_INFINITY } = options;
-  const concurrency = options.concurrency ?? 1;
   let waiting: Waiting<T, R>[] = [];
-  /** Flush loops scheduled or running: while all are busy, new items wait for one. */
-  let loops = 0;
+  /** A flush is scheduled or running: new items wait for it. */
+  let flushing = false;
 
   function nextBatch(): Waiting<T, R>[] {
     const batch = waiting.slice(0, maxBatch);
@@ -75,7 +68,7 @@ export function naturalBatcher<T, R>(
         for (const entry of batch) entry.reject(error);
       }
     }
-    loops--;
+    flushing = false;
   }
 
   return {
@@ -83,8 +76,8 @@ export function naturalBatcher<T, R>(
       const result = new Promise<R>((resolve, reject) => waiting.push({ item, resolve, reject }));
       // Started on the next microtask (or after the linger), so items added meanwhile share
       // the first flush.
-      if (loops < concurrency) {
-        loops++;
+      if (!flushing) {
+        flushing = true;
         const start = options.lingerMs
           ? new Promise((resolve) => setTimeout(resolve, options.lingerMs))
           : Promise.resolve();

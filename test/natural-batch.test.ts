@@ -21,34 +21,6 @@ describe("naturalBatcher", () => {
     expect(flushed).toEqual([[1], [2, 3, 4]]);
   });
 
-  it("with concurrency 2, sends what arrives during a flush at once in a second flush", async () => {
-    const flushed: number[][] = [];
-    const releases: (() => void)[] = [];
-    const batcher = naturalBatcher<number, number>(
-      async (items) => {
-        flushed.push(items);
-        await new Promise<void>((resolve) => releases.push(resolve));
-        return items;
-      },
-      { concurrency: 2 },
-    );
-    const first = batcher.add(1);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    const second = batcher.add(2);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    // Both loops busy: these two wait and then go out together.
-    const later = [3, 4].map((n) => batcher.add(n));
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    expect(flushed).toEqual([[1], [2]]);
-    releases[0]?.();
-    expect(await first).toBe(1);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    expect(flushed).toEqual([[1], [2], [3, 4]]);
-    releases[1]?.();
-    releases[2]?.();
-    expect(await Promise.all([second, ...later])).toEqual([2, 3, 4]);
-  });
-
   it("bounds a batch and rejects only the items of a failed flush", async () => {
     const flushed: string[][] = [];
     const batcher = naturalBatcher<string, string>(

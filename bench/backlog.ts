@@ -167,6 +167,7 @@ try {
   const total = JOBS + BARE_JOBS;
   let done = 0;
   let lastSaid = performance.now();
+  let doneAtLastSaid = 0;
   let rssPeak = rssDeep;
   while (done < total) {
     await new Promise((resolve) => setTimeout(resolve, 1_000));
@@ -178,9 +179,14 @@ try {
     done = Number(row.n);
     rssPeak = Math.max(rssPeak, rssMiB(gatewayPid));
     if (performance.now() - lastSaid > 10_000) {
-      lastSaid = performance.now();
-      const rate = done / ((performance.now() - drainStarted) / 1000);
-      say(`  ${done}/${total} succeeded (${rate.toFixed(0)} jobs/s so far)…`);
+      const now = performance.now();
+      const recent = ((done - doneAtLastSaid) * 1000) / (now - lastSaid);
+      const rate = done / ((now - drainStarted) / 1000);
+      say(
+        `  ${done}/${total} succeeded: ${recent.toFixed(0)} jobs/s in the last ${((now - lastSaid) / 1000).toFixed(0)} s, ${rate.toFixed(0)} so far…`,
+      );
+      lastSaid = now;
+      doneAtLastSaid = done;
     }
   }
   const drainSeconds = (performance.now() - drainStarted) / 1000;

@@ -42,6 +42,18 @@ function chunks<T>(items: readonly T[], perItem: number, fixed: number, maxParam
 
 const asInteger = (value: number) => sql`CAST(${value} AS integer)`;
 
+/**
+ * `jobs.<column>` read so that no index can serve a condition on it (`status || ''`,
+ * `expires_at + 0`). These statements find their rows by id, through the batch and the
+ * lock subquery; a condition on an indexed column (status, model, expires_at) offers the
+ * planner a second path, and with statistics from before a backlog (the last ANALYZE saw
+ * almost no queued jobs) it costs that path at one row and takes it. Measured during
+ * bench/backlog.ts on Postgres: a 200-job claim scanned 88 000 queued rows once per id,
+ * 11 s, against 27 ms by id. The same SQL runs on SQLite and D1, where it costs nothing.
+ */
+const bare = (column: "status" | "model" | "expires_at") =>
+  column === "expires_at" ? sql`(jobs.expires_at + 0)` : sql`(${sql.ref(`jobs.${column}`)} || '')`;
+
 const isPostgres = (db: Kysely<Database>) => db.getExecutor().adapter instanceof PostgresAdapter;
 
 /**
@@ -126,9 +138,10 @@ export async function claimMany(
           db,
           part.map((item) => item.id),
         )}
-        AND jobs.expires_at >= ${claim.now}
-        AND jobs.model IN (${sql.join([...claim.models])})
-        AND (jobs.status = 'queued' OR (jobs.status = 'running' AND jobs.attempt < b.b_attempt))
+        AND ${bare("expires_at")} >= ${claim.now}
+        AND ${bare("model")} IN (${sql.join([...claim.models])})
+        AND (${bare("status")} = 'queued'
+          OR (${bare("status")} = 'running' AND jobs.attempt < b.b_attempt))
       RETURNING ${returningJob}`.execute(db);
     claimed.push(...rows);
   }
@@ -168,7 +181,7 @@ export async function succeedMany(
           db,
           part.map((item) => item.id),
         )}
-        AND jobs.status = 'running'
+        AND ${bare("status")} = 'running'
         AND jobs.attempt = b.b_attempt
         AND jobs.agent_id = ${report.agentId}
       RETURNING ${returningJob}`.execute(db);

@@ -115,7 +115,9 @@ try {
     );
     // Every table of the schema, as autovacuum would: agent_nonces turns over too.
     const tables = await sql<{ relname: string }>`
-      SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema()`.execute(stack.db);
+      SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema()`.execute(
+      stack.db,
+    );
     const list = sql.join(tables.rows.map((row) => sql.id(row.relname)));
     vacuumTimer = setInterval(() => {
       sql`VACUUM ${list}`.execute(stack.db).then(

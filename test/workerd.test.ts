@@ -14,16 +14,17 @@ import {
   readWorkerSettings,
   type WorkerEnv,
 } from "../gateway/worker-settings.ts";
-import { signAgentRequest } from "../shared/agent-signing.ts";
 import type { R2BucketLike } from "../shared/blob/r2.ts";
 import type { Database } from "../shared/db/schema.ts";
 import { randomToken } from "../shared/ids.ts";
-import { AgentCredentials, Claim } from "../shared/protocol/index.ts";
+import { Claim } from "../shared/protocol/index.ts";
 import { parseSqsQueueUrl } from "../shared/queue/sqs-url.ts";
+import { enrollHandAgent, type HandAgent } from "./helpers/signed-agent.ts";
 import {
   bundleGatewayWorker,
   describeSize,
   gatewayWorkerOptions,
+  miniflareFetcher,
   type WorkerBundle,
 } from "./helpers/workerd.ts";
 
@@ -81,32 +82,13 @@ function api(path: string, init: Init = {}, key: string = apiKey) {
 }
 
 /** This test's agent: enrolled with the agent token on first use, then signing. */
-let agentCredentials: AgentCredentials | null = null;
+let handAgentOf: HandAgent | null = null;
 
+/** A signed POST of `json` to `/internal/v1{path}` by the test's agent. */
 async function agent(path: string, json: unknown) {
-  if (!agentCredentials) {
-    const enrolled = await mf.dispatchFetch(`${ORIGIN}/internal/v1/agents/enroll`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${agentToken}`, "content-type": "application/json" },
-      body: JSON.stringify({ v: 1, name: "workerd-test" }),
-    });
-    expect(enrolled.status).toBe(201);
-    agentCredentials = AgentCredentials.parse(await enrolled.json());
-  }
-  const url = `${ORIGIN}/internal/v1${path}`;
-  const body = JSON.stringify(json);
-  const signed = await signAgentRequest({
-    agentId: agentCredentials.agent_id,
-    secret: agentCredentials.secret,
-    method: "POST",
-    url,
-    body,
-  });
-  return mf.dispatchFetch(url, {
-    method: "POST",
-    headers: { ...signed, "content-type": "application/json" },
-    body,
-  });
+  const fetcher = miniflareFetcher(mf);
+  handAgentOf ??= await enrollHandAgent(ORIGIN, agentToken, { name: "workerd-test", fetcher });
+  return handAgentOf.post(path, json);
 }
 
 /** What both Miniflare's and the global Response offer. */
@@ -241,7 +223,7 @@ describe("gateway in workerd", () => {
       slots: 1,
     });
     expect(registered.status).toBe(200);
-    const agentId = agentCredentials?.agent_id;
+    const agentId = handAgentOf?.agentId;
     const claimed = await agent(`/jobs/${job.id}/claim`, { v: 1, agent_id: agentId, attempt: 1 });
     expect(claimed.status).toBe(200);
     const claim = Claim.parse(await claimed.json());
@@ -299,7 +281,7 @@ describe("gateway in workerd", () => {
     expect(stream.status).toBe(200);
     const job = await submit({ model: "noop", input: {} });
     await agent("/agents/register", { v: 1, models: ["noop"], provider: "cpu", slots: 1 });
-    const agentId = agentCredentials?.agent_id;
+    const agentId = handAgentOf?.agentId;
     expect(
       (await agent(`/jobs/${job.id}/claim`, { v: 1, agent_id: agentId, attempt: 1 })).status,
     ).toBe(200);

@@ -1,8 +1,8 @@
 import { Miniflare } from "miniflare";
-import { signAgentRequest } from "../../shared/agent-signing.ts";
 import { randomToken } from "../../shared/ids.ts";
 import { AgentCredentials } from "../../shared/protocol/index.ts";
-import { bundleGatewayWorker, gatewayWorkerOptions } from "./workerd.ts";
+import { handAgent } from "./signed-agent.ts";
+import { bundleGatewayWorker, gatewayWorkerOptions, miniflareFetcher } from "./workerd.ts";
 
 const ORIGIN = "http://gantry.test";
 
@@ -20,11 +20,7 @@ export interface NoopWorker {
   /** Enrolls an agent with the agent token and registers it for `noop`. */
   agent(name: string): Promise<AgentCredentials>;
   /** An agent's signed POST to `/internal/v1{path}`. */
-  signed(
-    credentials: AgentCredentials,
-    path: string,
-    json: unknown,
-  ): ReturnType<Miniflare["dispatchFetch"]>;
+  signed(credentials: AgentCredentials, path: string, json: unknown): Promise<Response>;
   close(): Promise<void>;
 }
 
@@ -53,18 +49,9 @@ export async function startNoopWorker(): Promise<NoopWorker> {
       headers: { ...headers, "content-type": "application/json" },
       body,
     });
-  const signed: NoopWorker["signed"] = async (credentials, path, json) => {
-    const url = `${ORIGIN}/internal/v1${path}`;
-    const body = JSON.stringify(json);
-    const headers = await signAgentRequest({
-      agentId: credentials.agent_id,
-      secret: credentials.secret,
-      method: "POST",
-      url,
-      body,
-    });
-    return post(url, headers, body);
-  };
+  const fetcher = miniflareFetcher(mf);
+  const signed: NoopWorker["signed"] = (credentials, path, json) =>
+    handAgent(ORIGIN, credentials.agent_id, credentials.secret, fetcher).post(path, json);
   return {
     api: (path, init = {}) =>
       mf.dispatchFetch(`${ORIGIN}${path}`, {

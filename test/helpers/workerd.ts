@@ -9,7 +9,8 @@ import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { gzipSync } from "node:zlib";
 import { build, type Plugin } from "esbuild";
-import type { WorkerOptions } from "miniflare";
+import type { Miniflare, WorkerOptions } from "miniflare";
+import type { Fetcher } from "./signed-agent.ts";
 
 const ROOT = join(import.meta.dirname, "../..");
 
@@ -147,4 +148,12 @@ function findNodeGlobals(inputs: string[]): string[] {
       });
   }
   return found;
+}
+
+/**
+ * Requests into a Miniflare's Worker as a plain `fetch` (signed-agent.ts's hand agents take
+ * one). Miniflare has its own Request and Response types, the same objects at run time.
+ */
+export function miniflareFetcher(mf: Miniflare): Fetcher {
+  return (url, init) => mf.dispatchFetch(url, init as never) as unknown as Promise<Response>;
 }

@@ -3,7 +3,7 @@
  * (`gantry_gateway_submit_phase_seconds` on `/metrics`): the mean of each phase between two
  * readings, and the share of submits that took longer than a bound. What the client saw
  * beyond the three phases is HTTP, routing, auth, body parsing and the load generator.
- * Not a benchmark itself: queue-submit.ts and queue-e2e.ts read it.
+ * Not a benchmark itself: queue-submit.ts reads it.
  */
 import type { SubmitPhase } from "../gateway/context.ts";
 

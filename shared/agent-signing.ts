@@ -17,6 +17,7 @@
  * The path is the URL's pathname as the gateway receives it, without the query. The body
  * hash covers the exact bytes sent (an empty body hashes the empty string).
  */
+import { toHex } from "./hex.ts";
 
 export const AGENT_HEADERS = {
   agentId: "gantry-agent-id",
@@ -58,9 +59,6 @@ export interface AgentCrypto {
 }
 
 const encoder = new TextEncoder();
-
-const toHex = (bytes: Uint8Array) =>
-  Array.from(bytes, (byte) => byte.toString(16).padStart(2, "0")).join("");
 
 /**
  * Imported HMAC keys by secret: importing is the dearest part of a Web Crypto HMAC, and a

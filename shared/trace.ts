@@ -5,6 +5,7 @@
  * Workers and the agent on Node share it.
  */
 
+import { toHex } from "./hex.ts";
 import { randomIdBytes } from "./random-bytes.ts";
 
 /** A parsed `traceparent`, version 00. */
@@ -20,7 +21,6 @@ export interface TraceContext {
 // Version 00 only: a later version may add fields, which this project would not forward.
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 const ALL_ZERO = /^0+$/;
-const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, "0"));
 
 /**
  * The trace context in a `traceparent` header, or null when it is absent or invalid. Per
@@ -64,7 +64,5 @@ function randomHex(bytes: number): string {
   const buffer = randomIdBytes(bytes);
   // An all-zero id is invalid; 2^-64 at worst, but cheap to rule out.
   if (buffer.every((byte) => byte === 0)) buffer[0] = 1;
-  let hex = "";
-  for (const byte of buffer) hex += HEX[byte];
-  return hex;
+  return toHex(buffer);
 }

@@ -1,6 +1,7 @@
 import type { Kysely, Selectable } from "kysely";
 import { z } from "zod";
 import type { ApiKeyTable, Database } from "../../shared/db/schema.ts";
+import { toHex } from "../../shared/hex.ts";
 import { newId, randomToken } from "../../shared/ids.ts";
 
 /**
@@ -35,7 +36,7 @@ export interface ApiKeyView {
 /** SHA-256 of a string, hex. */
 export async function hashKey(key: string): Promise<string> {
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(key));
-  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+  return toHex(new Uint8Array(digest));
 }
 
 export const newApiKey = (): string => KEY_PREFIX + randomToken(24);

@@ -5,9 +5,7 @@
  * beyond the three phases is HTTP, routing, auth, body parsing and the load generator.
  * Not a benchmark itself: queue-submit.ts reads it.
  */
-import type { SubmitPhase } from "../gateway/context.ts";
-
-const PHASES: readonly SubmitPhase[] = ["checks", "commit", "publish"];
+import { SUBMIT_PHASES, type SubmitPhase } from "../gateway/context.ts";
 
 /** Per phase: seconds summed, submits counted, and counts by bucket bound (`le`). */
 export type PhaseReading = Map<
@@ -49,7 +47,7 @@ export function describePhases(
 ): string {
   const parts: string[] = [];
   let accounted = 0;
-  for (const phase of PHASES) {
+  for (const phase of SUBMIT_PHASES) {
     const a = after.get(phase);
     const b = before.get(phase);
     if (!a) continue;

@@ -76,7 +76,8 @@ export interface GatewayRuntime {
  * `checks`: model, inputs and limits, up to the insert; `commit`: the insert, waiting for
  * the group commit it rides in; `publish`: the queue's confirm.
  */
-export type SubmitPhase = "checks" | "commit" | "publish";
+export const SUBMIT_PHASES = ["checks", "commit", "publish"] as const;
+export type SubmitPhase = (typeof SUBMIT_PHASES)[number];
 
 export type StaticAssets = (path: string) => Promise<Response | null>;
 

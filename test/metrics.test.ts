@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { SUBMIT_PHASES } from "../gateway/context.ts";
 import { createGatewayMetrics, GATEWAY_METRIC_NAMES } from "../gateway/metrics-node.ts";
 import type { ExecutionProvider } from "../gpu-agent/inference/types.ts";
 import { AGENT_METRIC_NAMES, type ClaimedEvent, createAgentMetrics } from "../gpu-agent/metrics.ts";
@@ -164,7 +165,7 @@ describe("gateway metrics", () => {
 
       // The Node gateway's own /metrics also times the accepted submit's phases.
       const served = await (await fetch(`${gateway.url}/metrics`)).text();
-      for (const phase of ["checks", "commit", "publish"]) {
+      for (const phase of SUBMIT_PHASES) {
         const series = `gantry_gateway_submit_phase_seconds_count{phase="${phase}"}`;
         expect(sample(served, series), series).toBe(1);
       }

@@ -9,13 +9,13 @@
  *   npx tsx bench/backlog.ts [--jobs 100000] [--agents 2] [--slots 1] [--lookahead 200]
  *                            [--connections 32] [--samples 40] [--bare-jobs 300]
  *
- * Stack: bench/queue-harness.ts (gateway and agents in their own processes, Postgres +
+ * Stack: bench/lib/queue-harness.ts (gateway and agents in their own processes, Postgres +
  * RabbitMQ, or the sql queue when RabbitMQ is not reachable).
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import type { Pool } from "undici";
-import { httpClient, ms, percentile, startStack, submitJob } from "./queue-harness.ts";
+import { httpClient, ms, percentile, startStack, submitJob } from "./lib/queue-harness.ts";
 
 const { values } = parseArgs({
   options: {

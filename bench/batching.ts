@@ -10,11 +10,11 @@
  */
 import { parseArgs } from "node:util";
 import * as ort from "onnxruntime-node";
-import sharp from "sharp";
 import { ocrAssetPaths } from "../gpu-agent/pipelines/ocr/assets.ts";
 import { sessionFactory } from "../gpu-agent/runner/providers.ts";
 import { denseClassifierModel, modelFolder } from "../test/helpers/onnx-models.ts";
-import { type BenchJob, startBenchAgent } from "./ocr-agent-rig.ts";
+import { distinctJpegs } from "./lib/images.ts";
+import { type BenchJob, startBenchAgent } from "./lib/ocr-agent-rig.ts";
 
 const { values } = parseArgs({
   options: {
@@ -71,20 +71,7 @@ try {
   );
 
   // Through the agent: distinct images, each decoded, resized and cropped in the runner.
-  const images = await Promise.all(
-    Array.from({ length: jobs }, (_, i) =>
-      sharp({
-        create: {
-          width: 320 + (i % 5) * 16,
-          height: 240 + (i % 3) * 16,
-          channels: 3,
-          background: { r: (i * 37) % 256, g: (i * 91) % 256, b: (i * 53) % 256 },
-        },
-      })
-        .jpeg()
-        .toBuffer(),
-    ),
-  );
+  const images = await distinctJpegs(jobs);
   const toJobs = (): BenchJob[] =>
     images.map((bytes) => ({
       model: "dense",

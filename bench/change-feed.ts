@@ -15,8 +15,8 @@ import { parseArgs } from "node:util";
 import { sql } from "kysely";
 import { Agent, request } from "undici";
 import { openDatabase } from "../shared/db/open.ts";
-import { ensureOpenFiles, startFeedRig } from "./feed-rig.ts";
-import { percentile } from "./queue-harness.ts";
+import { ensureOpenFiles, startFeedRig } from "./lib/feed-rig.ts";
+import { percentile } from "./lib/queue-harness.ts";
 
 const { values: args } = parseArgs({
   options: {

@@ -28,7 +28,6 @@ import { Session } from "node:inspector/promises";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import * as ort from "onnxruntime-node";
-import sharp from "sharp";
 import { softmax, topClasses } from "../gpu-agent/pipelines/classification/index.ts";
 import { decodeImage } from "../gpu-agent/pipelines/vision/decode.ts";
 import { IMAGENET, writeRgbPlanes } from "../gpu-agent/pipelines/vision/planes.ts";
@@ -37,9 +36,10 @@ import { RUNNER_CPU_PROF_ENV } from "../gpu-agent/runner/child-process.ts";
 import { sessionFactory } from "../gpu-agent/runner/providers.ts";
 import { MAX_INLINE_INPUT_BYTES } from "../shared/protocol/agent.ts";
 import { denseClassifierModel, modelFolder } from "../test/helpers/onnx-models.ts";
-import { AgentProfile, formatSummary } from "./agent-profile.ts";
-import { type BenchAgent, type BenchJob, startBenchAgent } from "./ocr-agent-rig.ts";
-import { cpuDelta, formatThreads, processCpuMs, threadCpuMs } from "./process-cpu.ts";
+import { AgentProfile, formatSummary } from "./lib/agent-profile.ts";
+import { distinctJpegs } from "./lib/images.ts";
+import { type BenchAgent, type BenchJob, startBenchAgent } from "./lib/ocr-agent-rig.ts";
+import { cpuDelta, formatThreads, processCpuMs, threadCpuMs } from "./lib/process-cpu.ts";
 
 const { values } = parseArgs({
   options: {
@@ -71,21 +71,7 @@ inspector?.connect();
 
 const folder = modelFolder();
 const file = folder.write("dense.onnx", denseClassifierModel({ size: SIZE, classes: 1000 }));
-const images = await Promise.all(
-  Array.from({ length: jobs }, (_, i) =>
-    sharp({
-      create: {
-        width: 320 + (i % 5) * 16,
-        height: 240 + (i % 3) * 16,
-        channels: 3,
-        background: { r: (i * 37) % 256, g: (i * 91) % 256, b: (i * 53) % 256 },
-      },
-    })
-      .jpeg()
-      .toBuffer()
-      .then((bytes) => new Uint8Array(bytes)),
-  ),
-);
+const images = await distinctJpegs(jobs);
 
 const session = await sessionFactory("cpu", threads)(file);
 const inputName = session.inputNames[0]!;

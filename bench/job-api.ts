@@ -13,7 +13,7 @@
 import { parseArgs } from "node:util";
 import { sql } from "kysely";
 import { newId } from "../shared/ids.ts";
-import { httpClient, ms, percentile, startStack, submitJob } from "./queue-harness.ts";
+import { httpClient, ms, percentile, startStack, submitJob } from "./lib/queue-harness.ts";
 
 const { values } = parseArgs({
   options: {

@@ -15,7 +15,7 @@ import { parseArgs } from "node:util";
 import { ocrAssetPaths } from "../gpu-agent/pipelines/ocr/assets.ts";
 import { OcrEngine } from "../gpu-agent/pipelines/ocr/index.ts";
 import { sessionFactory } from "../gpu-agent/runner/providers.ts";
-import { type BenchJob, startBenchAgent } from "./ocr-agent-rig.ts";
+import { type BenchJob, startBenchAgent } from "./lib/ocr-agent-rig.ts";
 import { defaultBenchImage } from "./ocr-bare.ts";
 
 const { values } = parseArgs({

@@ -19,16 +19,25 @@
  * at 60 (measured: 866–911 jobs/s with 60 against 1297–1314 with 200, at less CPU per job,
  * the batches being larger). For GPU jobs the default (one per slot) is right.
  *
+ * Then the rows each job wrote to Postgres, table by table (bench/lib/pg-writes.ts).
+ *
  * The paced phase lasts 30 s (6000 jobs at 200/s): a p99 over 2000 jobs is the 20th slowest,
  * so a single 100 ms hiccup of the VM or the broker would decide it on its own.
  *
  *   npx tsx bench/queue-e2e.ts [--rate 200] [--seconds 30] [--jobs 5000] [--agents 1]
  *                              [--slots 1] [--lookahead 200] [--connections 64]
  *                              [--bullmq-concurrency 16] [--queue-type quorum|classic]
+ *                              [--tracing off|on|both]
+ *
+ * `--tracing both` runs Gantry twice, tracing off then on (OpenTelemetry over OTLP
+ * http/protobuf to a local endpoint that only counts what it gets, bench/lib/otlp-sink.ts),
+ * and prints what tracing costs: throughput and latency on against off.
  */
 import { parseArgs } from "node:util";
-import { bullmq, redisClientInstalled } from "./queue-bullmq-peer.ts";
-import { cpuSnapshot } from "./queue-cpu.ts";
+import { bullmq, redisClientInstalled } from "./lib/bullmq-peer.ts";
+import { startOtlpSink } from "./lib/otlp-sink.ts";
+import { writeCounts, writesPerJob } from "./lib/pg-writes.ts";
+import { cpuSnapshot } from "./lib/queue-cpu.ts";
 import {
   httpClient,
   ms,
@@ -36,8 +45,8 @@ import {
   startStack,
   submitJob,
   waitSucceeded,
-} from "./queue-harness.ts";
-import { type Figures, loadShapes, type System } from "./queue-load.ts";
+} from "./lib/queue-harness.ts";
+import { type Figures, loadShapes, type System } from "./lib/queue-load.ts";
 
 const { values } = parseArgs({
   options: {
@@ -51,6 +60,7 @@ const { values } = parseArgs({
     "bullmq-concurrency": { type: "string", default: "16" },
     only: { type: "string" },
     "queue-type": { type: "string", default: "quorum" },
+    tracing: { type: "string", default: "off" },
   },
 });
 const rate = Number(values.rate);
@@ -72,30 +82,59 @@ async function gantry(stack: Stack): Promise<System> {
 
 const results: Record<string, { paced?: Figures; saturated?: Figures }> = {};
 
-if (values.only !== "bullmq") {
+/** One Gantry stack measured, its processes traced to a local OTLP endpoint when `traced`. */
+async function measureGantry(name: string, traced: boolean) {
+  const sink = traced ? await startOtlpSink() : null;
+  // The gateway and agent processes inherit these (bench/lib/queue-harness.ts).
+  if (sink) {
+    process.env.OTEL_EXPORTER_OTLP_ENDPOINT = sink.url;
+    process.env.OTEL_EXPORTER_OTLP_PROTOCOL = "http/protobuf";
+  }
   const stack = await startStack(say, {
     queueType: values["queue-type"] === "classic" ? "classic" : "quorum",
   });
   try {
     const agents = Number(values.agents);
-    say(`starting ${agents} agent process(es) with ${values.slots} slot(s) each…`);
+    say(`${name}: starting ${agents} agent process(es) with ${values.slots} slot(s) each…`);
     const lookahead = Number(values.lookahead);
     for (let i = 0; i < agents; i++) {
       await stack.startAgent({ slots: Number(values.slots), lookahead });
     }
-    const system = await gantry(stack);
+    const system = { ...(await gantry(stack)), name };
     await warmUp(system);
-    results.Gantry = { paced: await paced(system, pacedJobs) };
-    report("Gantry", "paced", results.Gantry.paced!);
-    results.Gantry.saturated = await saturated(system, saturationJobs);
-    report("Gantry", "saturated", results.Gantry.saturated);
+    const writesBefore = await writeCounts(stack.db, say);
+    const paced_ = await paced(system, pacedJobs);
+    report(name, "paced", paced_);
+    const saturated_ = await saturated(system, saturationJobs);
+    report(name, "saturated", saturated_);
+    results[name] = { paced: paced_, saturated: saturated_ };
+    const writesAfter = await writeCounts(stack.db, say);
+    for (const line of writesPerJob(writesBefore, writesAfter, pacedJobs + saturationJobs)) {
+      say(line);
+    }
     say(
-      `Gantry ran on ${stack.description}; ${agents} agent(s) × ${values.slots} slot(s), ` +
+      `${name} ran on ${stack.description}; ${agents} agent(s) × ${values.slots} slot(s), ` +
         `look-ahead ${values.lookahead}`,
     );
   } finally {
     await stack.close();
+    if (sink) {
+      say(
+        `${name}: the OTLP endpoint took ${sink.exports} exports, ${(sink.bytes / 1e6).toFixed(1)} MB`,
+      );
+      delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
+      delete process.env.OTEL_EXPORTER_OTLP_PROTOCOL;
+      await sink.close();
+    }
   }
+}
+
+if (values.only !== "bullmq") {
+  if (values.tracing !== "on") await measureGantry("Gantry", false);
+  if (values.tracing !== "off") await measureGantry("Gantry traced", true);
+  const off = results.Gantry;
+  const on = results["Gantry traced"];
+  if (off && on) compare("tracing (on / off)", on, off);
 }
 
 if (values.only !== "gantry" && !redisClientInstalled()) {
@@ -128,20 +167,25 @@ function report(name: string, phase: string, figures: Figures) {
   );
 }
 
-const ours = results.Gantry;
-const peer = results.BullMQ;
-if (ours && peer) {
-  say("summary (Gantry / BullMQ):");
+/** Each phase of `a` against `b`: throughput, p50 and p99, with the ratios. */
+function compare(title: string, a: (typeof results)[string], b: (typeof results)[string]) {
+  say(`${title}:`);
   for (const phase of ["paced", "saturated"] as const) {
-    const a = ours[phase];
-    const b = peer[phase];
-    if (!a || !b) continue;
+    const x = a[phase];
+    const y = b[phase];
+    if (!x || !y) continue;
     say(
-      `  ${phase.padEnd(9)} throughput ${a.jobsPerSecond.toFixed(0)} / ${b.jobsPerSecond.toFixed(0)} jobs/s ` +
-        `(×${(a.jobsPerSecond / b.jobsPerSecond).toFixed(2)}); p50 ${ms(a.p50)} / ${ms(b.p50)}; ` +
-        `p99 ${ms(a.p99)} / ${ms(b.p99)} (×${(a.p99 / b.p99).toFixed(1)})`,
+      `  ${phase.padEnd(9)} throughput ${x.jobsPerSecond.toFixed(0)} / ${y.jobsPerSecond.toFixed(0)} jobs/s ` +
+        `(×${(x.jobsPerSecond / y.jobsPerSecond).toFixed(2)}); p50 ${ms(x.p50)} / ${ms(y.p50)}; ` +
+        `p99 ${ms(x.p99)} / ${ms(y.p99)} (×${(x.p99 / y.p99).toFixed(1)})`,
     );
   }
+}
+
+const ours = results.Gantry ?? results["Gantry traced"];
+const peer = results.BullMQ;
+if (ours && peer) {
+  compare("summary (Gantry / BullMQ)", ours, peer);
   const ratio =
     (ours.saturated?.jobsPerSecond ?? Number.NaN) / (peer.saturated?.jobsPerSecond ?? 1);
   say(

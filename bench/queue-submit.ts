@@ -7,9 +7,9 @@
  *   npx tsx bench/queue-submit.ts [--connections 64] [--seconds 10] [--warmup 2]
  */
 import { parseArgs } from "node:util";
-import { cpuPerJob, cpuSnapshot } from "./queue-cpu.ts";
-import { httpClient, ms, percentile, startStack, submitJob } from "./queue-harness.ts";
-import { describePhases, readPhases } from "./submit-phases.ts";
+import { cpuPerJob, cpuSnapshot } from "./lib/queue-cpu.ts";
+import { httpClient, ms, percentile, startStack, submitJob } from "./lib/queue-harness.ts";
+import { describePhases, readPhases } from "./lib/submit-phases.ts";
 
 const { values } = parseArgs({
   options: {
@@ -42,11 +42,11 @@ try {
   say(`warming up for ${values.warmup} s…`);
   await hammer(Number(values.warmup));
   say(`${connections} connections for ${values.seconds} s…`);
-  const phasesBefore = await readPhases(stack.url);
+  const phasesBefore = await readPhases(stack.metricsUrl);
   const cpuBefore = cpuSnapshot(stack.pids());
   const { latencies, elapsedS } = await hammer(Number(values.seconds));
   const cpuLine = cpuPerJob(cpuBefore, cpuSnapshot(stack.pids()), latencies.length);
-  const phasesAfter = await readPhases(stack.url);
+  const phasesAfter = await readPhases(stack.metricsUrl);
   const rate = latencies.length / elapsedS;
   say(
     `accepted ${latencies.length} jobs in ${elapsedS.toFixed(1)} s: ${rate.toFixed(0)} jobs/s; ` +

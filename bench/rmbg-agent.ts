@@ -23,7 +23,7 @@ import type { OutputWithArtifacts } from "../gpu-agent/pipelines/pipeline.ts";
 import { resolveModels, toModelConfigs } from "../gpu-agent/registry/index.ts";
 import { sessionFactory } from "../gpu-agent/runner/providers.ts";
 import { maskIoU, productPhoto } from "../test/helpers/product-photo.ts";
-import { type BenchJob, startBenchAgent } from "./ocr-agent-rig.ts";
+import { type BenchJob, startBenchAgent } from "./lib/ocr-agent-rig.ts";
 
 const { values } = parseArgs({
   options: {

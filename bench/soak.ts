@@ -19,7 +19,7 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { sql } from "kysely";
-import { httpClient, ms, percentile, startStack, submitJob } from "./queue-harness.ts";
+import { httpClient, ms, percentile, startStack, submitJob } from "./lib/queue-harness.ts";
 
 const { values } = parseArgs({
   options: {

@@ -18,15 +18,15 @@
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { bullmq, redisClientInstalled } from "./queue-bullmq-peer.ts";
-import { httpClient, ms, submitJob, waitSucceeded } from "./queue-harness.ts";
-import { type Figures, loadShapes, type System } from "./queue-load.ts";
+import { bullmq, redisClientInstalled } from "./lib/bullmq-peer.ts";
+import { httpClient, ms, submitJob, waitSucceeded } from "./lib/queue-harness.ts";
+import { type Figures, loadShapes, type System } from "./lib/queue-load.ts";
 import {
   BROKER_PROCESS,
   startTransportStack,
   TRANSPORTS,
   type Transport,
-} from "./transports-stack.ts";
+} from "./lib/transports-stack.ts";
 
 const { values } = parseArgs({
   options: {

@@ -1,5 +1,5 @@
 import type { Kysely } from "kysely";
-import { KyselyAgentStore } from "../gateway/agents/store.ts";
+import { KyselyAgentStore } from "../gateway/store/agents.ts";
 import type { Database } from "../shared/db/schema.ts";
 import { type EmbeddedSecrets, saveSecrets } from "./secrets.ts";
 

@@ -1,13 +1,22 @@
-import { existsSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { startNodeGateway } from "../gateway/node.ts";
+import { startNodeGateway } from "../gateway/runtime/node/index.ts";
 import { ensureTenantWithKey } from "../gateway/store/tenants.ts";
 import { type AgentHandle, startAgent } from "../gpu-agent/agent.ts";
 import { parseAgentConfig } from "../gpu-agent/config.ts";
 import { reportCliError } from "../shared/cli-errors.ts";
+import { sqlitePath } from "../shared/db/open.ts";
+import { isPostgresUrl } from "../shared/db/postgres.ts";
 import { UserError } from "../shared/errors.ts";
 import { createCliLogger, logFormatFor } from "../shared/log.ts";
+import {
+  ensurePrivateDir,
+  octalMode,
+  PRIVATE_FILE_MODE,
+  type Tightened,
+  tightenFiles,
+} from "../shared/private-files.ts";
 import { runAgentsCommand } from "./agents.ts";
 import { startBanner } from "./banner.ts";
 import { CLIENT_COMMANDS, runClientCommand } from "./client/program.ts";
@@ -31,9 +40,11 @@ Usage:
                     a job for every file, with progress; resumable
   gantry jobs list|get|cancel|watch   jobs of your tenant
   gantry models     the models served and their parameters
+  gantry usage [--by model,key,day] [--from DAY] [--to DAY] [--json]
+                    your device time this month, and what your budget has left
   gantry --help
 
-Settings come from GANTRY_* environment variables; the README lists them all.
+Settings come from GANTRY_* environment variables; docs/settings.md lists them all.
 `;
 
 export async function main(argv = process.argv.slice(2), env = process.env): Promise<void> {
@@ -61,6 +72,20 @@ export async function main(argv = process.argv.slice(2), env = process.env): Pro
   }
 }
 
+/**
+ * The data directory 0700 and what is in it 0600, made so or tightened; a
+ * SQLite database kept elsewhere (GANTRY_DATABASE_URL) has its files tightened too.
+ */
+function privateDataDir(settings: GantrySettings): Tightened[] {
+  const { tightened } = ensurePrivateDir(settings.dataDir);
+  if (isPostgresUrl(settings.databaseUrl)) return tightened;
+  const database = sqlitePath(settings.databaseUrl);
+  if (database === ":memory:") return tightened;
+  const files = [database, `${database}-wal`, `${database}-shm`];
+  const seen = new Set(tightened.map((entry) => entry.path));
+  return [...tightened, ...tightenFiles(files).filter((entry) => !seen.has(entry.path))];
+}
+
 async function run(command: "start" | "gateway", settings: GantrySettings, env: NodeJS.ProcessEnv) {
   const tty = process.stdout.isTTY === true;
   const logger = createCliLogger({
@@ -70,6 +95,14 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
     colorize: tty,
   });
   const say = (line: string) => process.stderr.write(`gantry: ${line}\n`);
+  // Before anything is written into it: the database holds agent and webhook secrets.
+  const tightened = privateDataDir(settings);
+  for (const { path, from, to } of tightened) {
+    logger.warn(
+      { path, from: octalMode(from), to: octalMode(to) },
+      `tightened ${path} from ${octalMode(from)} to ${octalMode(to)}: the data directory is for the gateway's user only`,
+    );
+  }
   const secrets = loadOrCreateSecrets(settings.dataDir);
   const agentToken = settings.agentToken ?? secrets.agentToken;
   say(`starting the gateway on ${settings.host}:${settings.port} (data in ${settings.dataDir})…`);
@@ -81,6 +114,8 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
     changeFeed: settings.changeFeed,
     sharedLimits: { store: settings.rateLimitStore },
     trustedProxies: settings.trustedProxies,
+    metricsPort: settings.metricsPort,
+    metricsHost: settings.metricsHost,
     queueUrl: settings.queueUrl,
     maxAttempts: settings.maxAttempts,
     leaseSeconds: settings.leaseSeconds,
@@ -91,6 +126,8 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
     config: {
       modelTasks: settings.modelTasks,
       maxQueueDepth: settings.maxQueueDepth,
+      releaseWindow: settings.releaseWindow,
+      usageRetentionDays: settings.usageRetentionDays,
       queueBounds: settings.queueBounds,
       webhookAllow: settings.webhookAllow,
       inputUrlAllow: settings.inputUrlAllow,
@@ -103,6 +140,7 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
   say(
     `jobs in ${node.dialect === "postgres" ? "Postgres" : "SQLite"}; queue: ${node.queueDescription}`,
   );
+  if (node.metricsUrl) say(`Prometheus metrics on ${node.metricsUrl}`);
   const apiKey = settings.apiKey ?? secrets.apiKey;
   await ensureTenantWithKey(node.db, {
     id: "ten_default",
@@ -134,12 +172,20 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
         description: node.queueDescription,
         close: async () => {},
       }),
+      // GANTRY_METRICS_PORT is the gateway's listener: the agent's metrics join it there.
+      ...(node.addMetrics ? { metricsHost: node.addMetrics } : {}),
+      // Its calls to the gateway stay in the process: no socket, signature check or nonce.
+      gatewayFetch: node.agentFetch(own.agentId),
     });
   }
 
   const examplePath = join(settings.dataDir, "example.png");
-  if (!existsSync(examplePath))
-    writeFileSync(examplePath, await renderTextPng(["Hello from Gantry", "OCR 2026 works"]));
+  if (!existsSync(examplePath)) {
+    writeFileSync(examplePath, await renderTextPng(["Hello from Gantry", "OCR 2026 works"]), {
+      mode: PRIVATE_FILE_MODE,
+    });
+    chmodSync(examplePath, PRIVATE_FILE_MODE);
+  }
   process.stdout.write(
     startBanner({
       url: node.url,

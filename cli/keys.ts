@@ -1,5 +1,4 @@
 import { existsSync } from "node:fs";
-import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { DEFAULT_PLAN, PLAN_NAMES, PlanName } from "../gateway/plans.ts";
 import { TenantId } from "../gateway/routes/admin.ts";
@@ -16,6 +15,7 @@ import { newWebhookSecret } from "../gateway/webhooks/secret.ts";
 import { openDatabase, sqlitePath } from "../shared/db/open.ts";
 import { isPostgresUrl } from "../shared/db/postgres.ts";
 import { UserError } from "../shared/errors.ts";
+import { readDatabaseUrl } from "./settings.ts";
 
 export const KEYS_HELP = `gantry keys: make, list and revoke API keys, straight in the database.
 
@@ -69,8 +69,7 @@ export async function runKeysCommand(
   if (action !== "create" && action !== "list" && action !== "revoke") {
     throw new UserError(`unknown keys command "${action}"\n${KEYS_HELP}`);
   }
-  const databaseUrl =
-    env.GANTRY_DATABASE_URL?.trim() || join(resolve(env.GANTRY_DATA_DIR || ".gantry"), "gantry.db");
+  const databaseUrl = readDatabaseUrl(env);
   // A mistyped data dir must not quietly become a new, empty database.
   if (!isPostgresUrl(databaseUrl) && !existsSync(sqlitePath(databaseUrl))) {
     throw new UserError(

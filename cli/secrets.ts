@@ -1,10 +1,11 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { newApiKey } from "../gateway/store/api-keys.ts";
 import { newWebhookSecret } from "../gateway/webhooks/secret.ts";
 import { UserError } from "../shared/errors.ts";
 import { randomToken } from "../shared/ids.ts";
+import { ensurePrivateDir, PRIVATE_FILE_MODE } from "../shared/private-files.ts";
 
 /** The embedded default's secrets, made once and kept in the data dir (mode 0600). */
 const EmbeddedSecrets = z.object({
@@ -40,7 +41,9 @@ export function loadOrCreateSecrets(dataDir: string): EmbeddedSecrets & { create
 
 /** Writes the secrets file (mode 0600), replacing what was there. */
 export function saveSecrets(dataDir: string, secrets: EmbeddedSecrets): void {
-  mkdirSync(dataDir, { recursive: true });
+  ensurePrivateDir(dataDir);
   const file = join(dataDir, "secrets.json");
-  writeFileSync(file, `${JSON.stringify(secrets, null, 2)}\n`, { mode: 0o600 });
+  writeFileSync(file, `${JSON.stringify(secrets, null, 2)}\n`, { mode: PRIVATE_FILE_MODE });
+  // `mode` only applies to a new file, and through the umask: set it outright.
+  chmodSync(file, PRIVATE_FILE_MODE);
 }

@@ -115,8 +115,9 @@ export type TenantStreamEvent =
  * A dropped or ended connection is reopened with `Last-Event-ID` (backing off while it keeps
  * failing), so nothing is missed or repeated; `maxRetries` bounds failed reconnections in a
  * row. Past the resume window the gateway answers 410: that throws `ResumeWindowError` (read
- * the jobs' state, then start afresh without `lastEventId`). End it with the signal or by
- * leaving the loop.
+ * the jobs' state, then start afresh without `lastEventId`). Ids are opaque and bound to the
+ * tenant: a `lastEventId` the gateway did not send this tenant throws `APIError` 400
+ * `invalid_last_event_id`. End it with the signal or by leaving the loop.
  */
 export async function* tenantEvents(
   transport: Transport,

@@ -8,6 +8,7 @@ import { isDone, Jobs } from "./jobs.ts";
 import { Models } from "./models.ts";
 import type { JobUpdate, OutputOf } from "./types.ts";
 import { Artifacts, Uploads } from "./uploads.ts";
+import { Usage } from "./usage.ts";
 import { verifyWebhook } from "./webhooks.ts";
 
 export type { BatchCreateOptions, BatchJobsOptions } from "./batches.ts";
@@ -19,6 +20,7 @@ export type { CreateOptions, ListOptions, WaitOptions } from "./jobs.ts";
 export type { ModelInfo } from "./models.ts";
 export type * from "./types.ts";
 export type { UploadOptions } from "./uploads.ts";
+export type { UsageOptions, UsageReport, UsageRow } from "./usage.ts";
 export type { WebhookHeaders } from "./webhooks.ts";
 
 export interface GantryOptions {
@@ -66,6 +68,7 @@ export class Gantry {
   readonly uploads: Uploads;
   readonly artifacts: Artifacts;
   readonly models: Models;
+  readonly usage: Usage;
   readonly webhooks = { verify: verifyWebhook };
   readonly baseUrl: string;
   private readonly transport: Transport;
@@ -89,6 +92,7 @@ export class Gantry {
     this.uploads = new Uploads(transport);
     this.artifacts = new Artifacts(transport);
     this.models = new Models(transport);
+    this.usage = new Usage(transport);
   }
 
   /**

@@ -132,7 +132,13 @@ export class Jobs {
       for await (const event of this.events(id, options.signal ? { signal: options.signal } : {})) {
         const update: JobUpdate =
           event.type === "status"
-            ? { job_id: event.data.job_id, status: event.data.status, attempt: event.data.attempt }
+            ? {
+                job_id: event.data.job_id,
+                status: event.data.status,
+                attempt: event.data.attempt,
+                ...(event.data.waiting_reason ? { waiting_reason: event.data.waiting_reason } : {}),
+                ...(event.data.waiting_detail ? { waiting_detail: event.data.waiting_detail } : {}),
+              }
             : progressUpdate(event.data);
         options.onProgress?.(update);
       }

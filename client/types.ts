@@ -57,6 +57,9 @@ export interface JobUpdate {
   attempt?: number;
   /** Jobs ahead of this one in its model's queue. */
   queue_position?: number;
+  /** Why a queued job waits (`behind_jobs`, `tenant_concurrency_limit`, …), and in words. */
+  waiting_reason?: string;
+  waiting_detail?: string;
   /** 0 to 1, as the model reports it while running (a `progress` event's `fraction`). */
   progress?: number;
   /** What the model is doing now (`detection`, `recognition`, …), with `progress`. */

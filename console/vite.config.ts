@@ -1,6 +1,7 @@
-import { copyFileSync, mkdirSync } from "node:fs";
+import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { defineConfig, type Plugin } from "vite";
+import { staticAssetHeaders } from "../gateway/http/page-policy.ts";
 
 /**
  * The console (console/index.html) and the API reference's script (docs/docs.ts), built
@@ -24,13 +25,28 @@ function swaggerUi(): Plugin {
   };
 }
 
+/**
+ * dist/web/_headers: on Workers, static assets serve the console's files without running
+ * the Worker, so their page policy (CSP with frame-ancestors, nosniff) comes from this file,
+ * which wrangler reads from the assets directory (and Miniflare too). Never served itself.
+ */
+function staticHeaders(): Plugin {
+  return {
+    name: "gantry-static-headers",
+    apply: "build",
+    writeBundle() {
+      writeFileSync(here("../dist/web/_headers"), staticAssetHeaders());
+    },
+  };
+}
+
 export default defineConfig({
   root: here("."),
   base: "/console/",
   publicDir: false,
   logLevel: "warn",
   oxc: { jsx: { runtime: "automatic", importSource: "preact" } },
-  plugins: [swaggerUi()],
+  plugins: [swaggerUi(), staticHeaders()],
   build: {
     outDir: OUT,
     emptyOutDir: true,
@@ -39,7 +55,7 @@ export default defineConfig({
     rollupOptions: {
       input: { console: here("index.html"), docs: here("docs/docs.ts") },
       output: {
-        // The docs page is written by the gateway (gateway/docs-page.ts): a stable name.
+        // The docs page is written by the gateway (gateway/openapi/docs-page.ts): a stable name.
         entryFileNames: (chunk) => (chunk.name === "docs" ? "docs.js" : "assets/[name]-[hash].js"),
       },
     },

@@ -1,37 +1,27 @@
 import { Hono } from "hono";
 import { HttpProblem, UserError } from "../shared/errors.ts";
-import { requireApiKey, requireScope } from "./auth.ts";
-import { cachedCounts } from "./cached-count.ts";
 import { modelSpecs } from "./config.ts";
 import type { Gateway, GatewayRuntime } from "./context.ts";
 import type { AppEnv } from "./env.ts";
+import { CURSOR_SECRET_NAME, cursorTokens } from "./feed/cursor-token.ts";
 import { TenantFeed } from "./feed/tenant-feed.ts";
-import { jsonBodyLimit } from "./json-body.ts";
+import { requireApiKey, requireScope } from "./http/auth.ts";
+import { jsonBodyLimit } from "./http/json-body.ts";
+import { PAGE_HEADERS } from "./http/page-policy.ts";
+import { answerWith, problemFor, problemResponse } from "./http/problem.ts";
 import { addressLimit } from "./limits/address-limit.ts";
+import { cachedCounts } from "./limits/cached-count.ts";
+import { rateLimit } from "./limits/rate-limit.ts";
 import { JobNotifier } from "./notifier.ts";
-import { answerWith, problemFor, problemResponse } from "./problem.ts";
-import { rateLimit } from "./rate-limit.ts";
-import { adminRoutes } from "./routes/admin.ts";
-import { adminAgentRoutes } from "./routes/admin-agents.ts";
-import { adminDeadLetterRoutes } from "./routes/admin-dead-letters.ts";
-import { adminModelRoutes } from "./routes/admin-models.ts";
 import { agentRoutes } from "./routes/agent.ts";
 import { agentBatchRoutes } from "./routes/agent-batch.ts";
-import { batchRoutes } from "./routes/batches.ts";
+import { agentQueueRoutes } from "./routes/agent-queue.ts";
 import { blobRoutes } from "./routes/blobs.ts";
 import { consoleRoutes } from "./routes/console.ts";
-import { eventRoutes } from "./routes/events.ts";
-import { jobArtifactRoutes } from "./routes/job-artifacts.ts";
-import { jobEventRoutes } from "./routes/job-events.ts";
-import { jobInputRoutes } from "./routes/job-inputs.ts";
-import { jobRetryRoutes } from "./routes/job-retry.ts";
-import { jobWebhookRoutes } from "./routes/job-webhooks.ts";
-import { jobRoutes } from "./routes/jobs.ts";
 import { metaRoutes } from "./routes/meta.ts";
-import { modelRoutes } from "./routes/models.ts";
-import { uploadRoutes } from "./routes/uploads.ts";
-import { webhookRoutes } from "./routes/webhooks.ts";
+import { v1Routes } from "./routes/v1.ts";
 import { ttlCache } from "./ttl-cache.ts";
+import { budgetHeader } from "./usage/budget.ts";
 
 export function createGateway(runtime: GatewayRuntime): Gateway {
   const notifier = new JobNotifier();
@@ -49,6 +39,7 @@ export function createGateway(runtime: GatewayRuntime): Gateway {
       },
       runtime.now,
     ),
+    feedCursors: cursorTokens(() => runtime.stores.sharedSecret(CURSOR_SECRET_NAME, runtime.now())),
     models: modelSpecs(runtime.config),
     notifier,
     apiKeys: ttlCache(runtime.config.apiKeyCacheMs, runtime.now),
@@ -66,6 +57,13 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
   app.use(async (c, next) => {
     c.set("gateway", gateway);
     await next();
+    // Any HTML this app answers carries the page policy (page-policy.ts), whichever route
+    // made it; a response with a policy of its own (blobs: a sandbox) keeps it.
+    const type = c.res.headers.get("content-type") ?? "";
+    if (/^text\/html\b/i.test(type) && !c.res.headers.has("content-security-policy")) {
+      c.res = new Response(c.res.body, c.res);
+      for (const [name, value] of Object.entries(PAGE_HEADERS)) c.res.headers.set(name, value);
+    }
   });
   app.onError((error, c) => {
     const answer = problemFor(error, c.req.path);
@@ -96,24 +94,17 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
   app.route("/", consoleRoutes);
   app.route("/internal/v1", agentRoutes);
   app.route("/internal/v1", agentBatchRoutes);
+  app.route("/internal/v1", agentQueueRoutes);
   // Who (401, and per address for requests without a valid key), then how often (429,
   // counted even for what the key may not do), then what (403).
-  const api = new Hono<AppEnv>().use(addressLimit, requireApiKey, rateLimit, requireScope);
-  api.route("/uploads", uploadRoutes);
-  api.route("/jobs", jobRoutes);
-  api.route("/batches", batchRoutes);
-  api.route("/jobs", jobEventRoutes);
-  api.route("/jobs", jobRetryRoutes);
-  api.route("/jobs", jobWebhookRoutes);
-  api.route("/jobs", jobArtifactRoutes);
-  api.route("/jobs", jobInputRoutes);
-  api.route("/webhooks", webhookRoutes);
-  api.route("/events", eventRoutes);
-  api.route("/models", modelRoutes);
-  api.route("/admin/agents", adminAgentRoutes);
-  api.route("/admin/dead-letters", adminDeadLetterRoutes);
-  api.route("/admin/models", adminModelRoutes);
-  api.route("/admin", adminRoutes);
+  const api = new Hono<AppEnv>().use(
+    addressLimit,
+    requireApiKey,
+    budgetHeader,
+    rateLimit,
+    requireScope,
+  );
+  api.route("/", v1Routes);
   app.route("/v1", api);
   return app;
 }

@@ -54,6 +54,14 @@ export const GatewayConfig = z
      * before `POST /v1/jobs` answers 503; `queueBounds` sets it per model.
      */
     maxQueueDepth: z.number().int().positive().default(10_000),
+    /** How long the hourly usage rollup is kept (gateway/store/usage.ts): 13 months. */
+    usageRetentionDays: z.number().int().positive().max(3660).default(396),
+    /**
+     * Fair release (gateway/jobs/release.ts): the most jobs of one model released to the
+     * broker and not yet taken by an agent, or as many as its agents run at once when that
+     * is more. The rest wait in the store, where they can still be ordered fairly.
+     */
+    releaseWindow: z.number().int().positive().default(32),
     queueBounds: z.record(z.string(), z.number().int().positive()).default({}),
     /** How long a queue depth reading is reused, so each submit does not ask the broker. */
     queueDepthCacheMs: z.number().int().min(0).default(1_000),

@@ -2,13 +2,16 @@ import type { AgentCrypto } from "../shared/agent-signing.ts";
 import type { BlobRouteDeps } from "../shared/blob/local-backend.ts";
 import type { BlobStore } from "../shared/blob/port.ts";
 import type { JobQueue } from "../shared/queue/port.ts";
-import type { AgentRow } from "./agents/store.ts";
-import type { CachedCounts } from "./cached-count.ts";
+import type { QueueLeases } from "../shared/queue/sql/index.ts";
+import type { Tracer } from "../shared/tracing/tracer.ts";
 import type { GatewayConfig } from "./config.ts";
+import type { CursorTokens } from "./feed/cursor-token.ts";
 import type { TenantFeed } from "./feed/tenant-feed.ts";
+import type { CachedCounts } from "./limits/cached-count.ts";
 import type { ModelSpec } from "./models.ts";
 import type { JobNotifier } from "./notifier.ts";
-import type { Stores } from "./store/ports.ts";
+import type { AgentRow } from "./store/agents.ts";
+import type { Stores } from "./store/kysely-stores.ts";
 import type { AuthenticatedKey, Tenant } from "./store/tenants.ts";
 import type { TtlCache } from "./ttl-cache.ts";
 
@@ -31,9 +34,14 @@ export interface Log {
  * few capabilities (clock, fetch, background work) that differ between Node and Workers.
  */
 export interface GatewayRuntime {
-  /** Jobs, tenants and keys, uploads, agents, webhooks: the ports in store/ports.ts. */
+  /** Jobs, tenants and keys, uploads, agents, webhooks: what store/kysely-stores.ts makes. */
   stores: Stores;
   queue: JobQueue;
+  /**
+   * With the `sql` queue: its messages leased by receipt, which the gateway serves to agents
+   * that hold no queue URL (routes/agent-queue.ts). Absent with a broker.
+   */
+  queueLeases?: QueueLeases;
   blobs: BlobStore;
   config: GatewayConfig;
   log: Log;
@@ -70,6 +78,11 @@ export interface GatewayRuntime {
    * histogram, `gantry_gateway_submit_phase_seconds`), so its latency can be taken apart.
    */
   observeSubmit?: (phase: SubmitPhase, seconds: number) => void;
+  /**
+   * Spans of the job's trace (its submit, each webhook attempt): OpenTelemetry on Node when
+   * OTEL_EXPORTER_OTLP_ENDPOINT is set (shared/tracing/otel-node.ts); absent, none.
+   */
+  tracer?: Tracer;
 }
 
 /**
@@ -87,6 +100,8 @@ export interface Gateway extends GatewayRuntime {
   notifier: JobNotifier;
   /** One reader per tenant behind `GET /v1/events` streams (feed/tenant-feed.ts). */
   feed: TenantFeed;
+  /** Seals and opens the ids `GET /v1/events` sends (feed/cursor-token.ts). */
+  feedCursors: CursorTokens;
   /** API keys verified lately, so each request need not hash and look its key up. */
   apiKeys: TtlCache<{ tenant: Tenant; key: AuthenticatedKey }>;
   /** Agent rows read lately by signature checks (secret, revocation, models). */

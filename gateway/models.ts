@@ -117,7 +117,7 @@ export function parseModelTasks(raw: string | undefined): Record<string, ModelTa
     const parsed = ModelTask.safeParse(task);
     if (id === "" || rest.length > 0 || !parsed.success) {
       throw new Error(
-        `GANTRY_MODEL_TASKS entry "${pair.trim()}" must be id=task, the task one of ${MODEL_TASKS.join(", ")}.`,
+        `entry "${pair.trim()}" must be id=task, the task one of ${MODEL_TASKS.join(", ")}`,
       );
     }
     tasks[id] = parsed.data;

@@ -43,6 +43,18 @@ const PlanLimitsShape = z.strictObject({
   output_retention_seconds: RetentionSeconds,
   job_retention_seconds: RetentionSeconds,
   upload_retention_seconds: RetentionSeconds,
+  /**
+   * Device time billed per calendar month (UTC) before new jobs are refused with 429
+   * `budget_exhausted` (gateway/usage/budget.ts); null sets no cap.
+   */
+  monthly_gpu_seconds: z.number().int().positive().max(1_000_000_000).nullable(),
+  /**
+   * Fair share inside a priority band (gateway/jobs/fair-order.ts): a tenant's portion of a
+   * model's agents against the other tenants waiting in the same band, by weight.
+   */
+  share_weight: z.number().positive().max(10_000),
+  /** Jobs `running` at once, across every gateway and agent; the rest wait `queued`. */
+  max_running_jobs: z.number().int().positive().max(1_000_000),
 });
 
 const bandIsOrdered = (limits: z.infer<typeof PlanLimitsShape>) =>
@@ -79,6 +91,9 @@ export const PLANS: Record<PlanName, PlanLimits> = {
     output_retention_seconds: DAY,
     job_retention_seconds: 7 * DAY,
     upload_retention_seconds: DAY,
+    share_weight: 1,
+    max_running_jobs: 2,
+    monthly_gpu_seconds: 10 * HOUR,
   },
   pro: {
     priority_min: 3,
@@ -93,6 +108,9 @@ export const PLANS: Record<PlanName, PlanLimits> = {
     output_retention_seconds: 7 * DAY,
     job_retention_seconds: 30 * DAY,
     upload_retention_seconds: DAY,
+    share_weight: 1,
+    max_running_jobs: 32,
+    monthly_gpu_seconds: 300 * HOUR,
   },
   enterprise: {
     priority_min: 5,
@@ -107,6 +125,9 @@ export const PLANS: Record<PlanName, PlanLimits> = {
     output_retention_seconds: 30 * DAY,
     job_retention_seconds: 90 * DAY,
     upload_retention_seconds: 7 * DAY,
+    share_weight: 1,
+    max_running_jobs: 512,
+    monthly_gpu_seconds: null,
   },
 };
 

@@ -1,14 +1,18 @@
 import pino, { type Logger } from "pino";
-import { type OpenedQueue, type OpenQueueOptions, openQueue } from "../shared/queue/open.ts";
+import { type OpenedQueue, type OpenQueueOptions, openQueue } from "../shared/queue/open/index.ts";
+import { startTracing } from "../shared/tracing/otel-node.ts";
 import type { WaitBackoffOptions } from "./backoff.ts";
 import type { AgentConfig } from "./config.ts";
+import { planRunners } from "./devices/runner-plan.ts";
 import type { GatewayClient, GatewayError } from "./gateway/client.ts";
 import { linkGateway } from "./gateway/link.ts";
-import { serveAgentMetrics } from "./metrics-server.ts";
+import { openGatewayQueue } from "./gateway/queue.ts";
+import { type MetricsHost, serveAgentMetrics } from "./metrics-server.ts";
 import { formatProgress, resolveModels, toModelConfigs } from "./registry/index.ts";
+import { declaredMb } from "./runner/child-models.ts";
 import { type ChildRunnerOptions, createChildRunner } from "./runner/child-runner.ts";
 import type { Runner } from "./runner/types.ts";
-import { createSupervisor, type Supervisor, type SupervisorOptions } from "./supervisor.ts";
+import { createSupervisor, type Supervisor, type SupervisorOptions } from "./supervisor/index.ts";
 import { queueDown, untilReachable } from "./until-reachable.ts";
 
 /** Seams for tests and for the all-in-one `gantry start`; each defaults to the real thing. */
@@ -32,6 +36,11 @@ export interface AgentDeps {
   peerBackoff?: WaitBackoffOptions;
   /** Gives up waiting for the queue or the gateway at start (`gantry start` on Ctrl-C). */
   signal?: AbortSignal;
+  /**
+   * With `GANTRY_METRICS_PORT` set, serve the agent's metrics here instead of on a listener
+   * of its own: `gantry start` adds them to the gateway's, which holds that port.
+   */
+  metricsHost?: MetricsHost;
 }
 
 export interface AgentHandle {
@@ -59,6 +68,8 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
   const logger = deps.logger ?? pino({ name: "gantry-agent" });
   const progress = deps.progress ?? (() => {});
   const log = logger.child({ agent_id: config.agentId });
+  // OpenTelemetry, only when OTEL_EXPORTER_OTLP_ENDPOINT asks for it (else not even loaded).
+  const tracing = await startTracing("gantry-agent");
 
   // A queue (or gateway) that is down at start is waited for: it is restarting, or was
   // started after this agent. Only a bad setting ends the start.
@@ -68,17 +79,23 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
     ...(deps.peerBackoff ? { backoff: deps.peerBackoff } : {}),
     ...(deps.signal ? { signal: deps.signal } : {}),
   };
-  const opened = await untilReachable(
-    "queue",
-    () =>
-      (deps.openQueue ?? openQueue)(config.queueUrl, {
-        limits: { maxAttempts: config.maxAttempts, leaseMs: config.leaseMs },
-        logger: log,
-      }),
-    { ...waiting, transient: queueDown },
-  );
-  progress(`connected to queue ${opened.description}`);
-  log.info({ queue: opened.description }, "connected to queue");
+  // Without a queue URL the jobs come from the gateway's own queue, opened once linked.
+  const { queueUrl } = config;
+  let opened: OpenedQueue | null = null;
+  if (queueUrl) {
+    opened = await untilReachable(
+      "queue",
+      () =>
+        (deps.openQueue ?? openQueue)(queueUrl, {
+          limits: { maxAttempts: config.maxAttempts, leaseMs: config.leaseMs },
+          logger: log,
+        }),
+      { ...waiting, transient: queueDown },
+    );
+    progress(`connected to queue ${opened.description}`);
+    log.info({ queue: opened.description }, "connected to queue");
+  }
+  const closeQueue = () => opened?.close().catch(() => {});
 
   const modelConfigs = toModelConfigs(
     await resolveModels(config.modelsFile ?? null, {
@@ -88,14 +105,21 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
     }),
   );
   const createRunner = deps.createRunner ?? createChildRunner;
-  const runners = Array.from({ length: config.slots }, (_, index) =>
+  const plan = await planRunners(config);
+  for (const gpu of plan.gpus) {
+    const { index, name, memoryFreeMiB } = gpu.info;
+    const budget = plan.budgets.get(index);
+    progress(`GPU ${index}: ${name}, ${memoryFreeMiB} MiB free, models may take ${budget} MiB`);
+  }
+  const runners = plan.runners.map((placed, index) =>
     createRunner({
       models: config.models,
       threads: config.threads,
       providers: config.executionProviders,
       modelConfigs,
       batchWindowMs: config.batchWindowMs,
-      logger: log.child({ runner: index }),
+      logger: log.child({ runner: index, ...(placed.gpu ? { gpu: placed.gpu.index } : {}) }),
+      ...placed,
     }),
   );
   try {
@@ -111,14 +135,15 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
             : "runner started",
         );
         const note = fellBack ? `; ${config.executionProviders[0]} unavailable` : "";
+        const where = runner.gpu === undefined ? "" : ` GPU ${runner.gpu}`;
         progress(
-          `runner ${index + 1}/${runners.length} started on ${runner.provider} (pid ${runner.pid}${note})`,
+          `runner ${index + 1}/${runners.length} started on ${runner.provider}${where} (pid ${runner.pid}${note})`,
         );
       }),
     );
   } catch (error) {
     await Promise.allSettled(runners.map((runner) => runner.stop()));
-    await opened.close().catch(() => {});
+    await closeQueue();
     throw error;
   }
 
@@ -145,12 +170,21 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
     });
   } catch (error) {
     await Promise.allSettled(runners.map((runner) => runner.stop()));
-    await opened.close().catch(() => {});
+    await closeQueue();
     throw error;
   }
   const gateway = link.gateway;
+  try {
+    opened ??= await openGatewayQueue(gateway, config, log);
+  } catch (error) {
+    await Promise.allSettled(runners.map((runner) => runner.stop()));
+    await gateway.close?.();
+    throw error;
+  }
+  if (!queueUrl) progress(`taking jobs from ${opened.description}`);
+  const queue = opened;
   const supervisor = createSupervisor({
-    queue: opened.queue,
+    queue: queue.queue,
     gateway,
     runners,
     config,
@@ -159,12 +193,14 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
     ...(deps.inputUrls ? { inputUrls: deps.inputUrls } : {}),
     ...(config.lookahead === undefined ? {} : { lookahead: config.lookahead }),
     ...(deps.peerBackoff ? { gatewayBackoff: deps.peerBackoff } : {}),
+    pool: { ...plan.pool, declaredMb: (model) => declaredMb(modelConfigs[model]) },
+    ...(tracing ? { tracer: tracing.tracer } : {}),
   });
   try {
     await supervisor.start();
   } catch (error) {
     await Promise.allSettled(runners.map((runner) => runner.stop()));
-    await opened.close().catch(() => {});
+    await closeQueue();
     throw error;
   }
   const heartbeats = link.startHeartbeats(supervisor);
@@ -173,6 +209,7 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
     { supervisor, runners },
     log,
     progress,
+    deps.metricsHost,
   );
   progress(`waiting for jobs (models: ${config.models.join(", ")}; slots: ${runners.length})`);
 
@@ -192,7 +229,9 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
         await heartbeats.stop();
         await metrics.stop();
         await Promise.allSettled(runners.map((runner) => runner.stop()));
-        await opened.close();
+        await queue.close();
+        await gateway.close?.();
+        await tracing?.shutdown();
         log.info("agent stopped");
         markStopped(revoked ? "revoked" : "requested");
       })();

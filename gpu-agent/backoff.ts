@@ -48,16 +48,4 @@ export function peerRetryDelayMs(round: number, options: WaitBackoffOptions = {}
   return Math.round(ceiling / 2 + random() * (ceiling / 2));
 }
 
-/** Resolves after `ms`, or at once when `signal` aborts (the caller then checks why). */
-export function pause(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
-}
+export { pause } from "../shared/pause.ts";

@@ -1,13 +1,19 @@
 import { parseArgs } from "node:util";
-import pino from "pino";
 import { reportCliError } from "../shared/cli-errors.ts";
 import { UserError } from "../shared/errors.ts";
-import { createCliLogger, LOG_FORMATS, type LogFormat, logFormatFor } from "../shared/log.ts";
+import { createCliLogger, logFormatFor } from "../shared/log.ts";
+import { settingsHelp } from "../shared/settings/describe.ts";
+import { settingsIn } from "../shared/settings/index.ts";
 import { type AgentHandle, startAgent } from "./agent.ts";
-import { type AgentConfigFlags, parseAgentConfig } from "./config.ts";
+import {
+  AGENT_SETTINGS,
+  type AgentConfig,
+  type AgentConfigFlags,
+  parseAgentConfig,
+} from "./config.ts";
 import { doctorCommand } from "./doctor/command.ts";
 
-const HELP = `gantry-agent: pulls inference jobs from the queue and runs them on this host's GPUs.
+const USAGE = `gantry-agent: pulls inference jobs from the queue and runs them on this host's GPUs.
 
 Usage:
   gantry-agent run [options]     start the agent (stops gracefully on SIGTERM / Ctrl-C)
@@ -15,33 +21,26 @@ Usage:
                                  (needs no settings: unset ones are listed with what to set;
                                  --json prints the rows as JSON)
   gantry-agent --help            show this help
-
-Options (each overrides its environment variable):
-  --gateway URL      gateway base URL                      GANTRY_GATEWAY_URL
-  --queue URL        amqp://, sqs://, redis://, nats://, postgres://, SQLite  GANTRY_QUEUE_URL
-  --models LIST      models to serve, comma-separated      GANTRY_MODELS (ocr)
-  --slots N          runner processes = jobs at once       GANTRY_SLOTS (1)
-  --threads N        onnxruntime threads per runner, 0=auto GANTRY_THREADS (0)
-  --agent-id ID      this agent's name                     GANTRY_AGENT_ID (host-pid)
-
-Environment only:
-  GANTRY_AGENT_TOKEN                  the fleet's enrollment token (or GANTRY_AGENT_ID + GANTRY_AGENT_SECRET)
-  GANTRY_AGENT_SECRET                 this agent's own secret, from "gantry agents create"
-  GANTRY_EXECUTION_PROVIDERS          providers to try in order (cuda,cpu)
-  GANTRY_MAX_ATTEMPTS                 deliveries before a job fails for good (5)
-  GANTRY_HEARTBEAT_INTERVAL_SECONDS   lease extension and heartbeat period (10)
-  GANTRY_LEASE_SECONDS                how long a delivery is held per extension (60)
-  GANTRY_DRAIN_TIMEOUT_SECONDS        time in-flight jobs get on shutdown (60)
-  GANTRY_MAX_INPUT_BYTES              largest input file accepted (67108864)
-  GANTRY_INPUT_URL_ALLOW              private hosts/CIDRs tenants' input URLs may reach (none: public https only)
-  GANTRY_MODELS_FILE                  models.yaml: ONNX files (sha256-checked) behind model ids
-  GANTRY_MODEL_CACHE_DIR              where registry files are cached (./model-cache)
-  GANTRY_LOOKAHEAD                    jobs claimed and downloaded ahead per slot (slots)
-  GANTRY_BATCH_WINDOW_MS              wait for more jobs of a batchable model (10)
-  GANTRY_METRICS_PORT                 serve Prometheus /metrics on this port (off)
-  GANTRY_LOG_LEVEL                    pino log level of the logs on stdout (info)
-  GANTRY_LOG_FORMAT                   pretty (readable lines) or json; default: pretty in a terminal
 `;
+
+/** The flags that override a setting, from the settings table: `--slots` → `slots`. */
+const SETTING_FLAGS = new Map(
+  settingsIn(AGENT_SETTINGS).flatMap(({ key, info }) =>
+    info.flag ? [[info.flag.replace(/^--/, ""), key] as const] : [],
+  ),
+);
+
+function isAgentSetting(key: string): key is keyof typeof AGENT_SETTINGS {
+  return Object.hasOwn(AGENT_SETTINGS, key);
+}
+
+/** parseArgs options for those flags: each takes a value. */
+const FLAG_OPTIONS: Record<string, { type: "string" }> = {};
+for (const name of SETTING_FLAGS.keys()) FLAG_OPTIONS[name] = { type: "string" };
+
+const HELP = `${USAGE}
+Settings, from the environment; a flag overrides its variable (docs/settings.md):
+${settingsHelp(AGENT_SETTINGS)}`;
 
 /** Runs `gantry-agent` with these arguments; sets `process.exitCode` on failure. */
 export async function main(
@@ -72,19 +71,17 @@ async function dispatch(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
   if ((command !== "run" && command !== "doctor") || extra.length > 0) {
     throw new UserError(`unknown command "${positionals.join(" ")}"; try "gantry-agent run"`);
   }
-  const flags: AgentConfigFlags = {
-    gatewayUrl: values.gateway,
-    queueUrl: values.queue,
-    models: values.models,
-    slots: values.slots,
-    threads: values.threads,
-    agentId: values["agent-id"],
-  };
+  const flags: AgentConfigFlags = {};
+  for (const [name, value] of Object.entries(values)) {
+    const key = SETTING_FLAGS.get(name);
+    if (key !== undefined && isAgentSetting(key) && typeof value === "string") flags[key] = value;
+  }
   if (command === "doctor") {
-    if (!(await doctorCommand(env, flags, {}, { json: values.json }))) process.exitCode = 1;
+    if (!(await doctorCommand(env, flags, {}, { json: values.json === true })))
+      process.exitCode = 1;
     return;
   }
-  await run(parseAgentConfig(env, flags), env);
+  await run(parseAgentConfig(env, flags));
 }
 
 function parse(argv: string[]) {
@@ -94,35 +91,17 @@ function parse(argv: string[]) {
     options: {
       help: { type: "boolean", short: "h" },
       json: { type: "boolean" },
-      gateway: { type: "string" },
-      queue: { type: "string" },
-      models: { type: "string" },
-      slots: { type: "string" },
-      threads: { type: "string" },
-      "agent-id": { type: "string" },
+      ...FLAG_OPTIONS,
     },
   });
 }
 
-async function run(
-  config: ReturnType<typeof parseAgentConfig>,
-  env: NodeJS.ProcessEnv,
-): Promise<void> {
-  const level = env.GANTRY_LOG_LEVEL || "info";
-  if (!Object.hasOwn(pino.levels.values, level) && level !== "silent") {
-    throw new UserError(`GANTRY_LOG_LEVEL: unknown level ${JSON.stringify(level)}`);
-  }
-  const format = env.GANTRY_LOG_FORMAT || undefined;
-  if (format !== undefined && !LOG_FORMATS.includes(format as LogFormat)) {
-    throw new UserError(
-      `GANTRY_LOG_FORMAT: must be pretty or json (got ${JSON.stringify(format)})`,
-    );
-  }
+async function run(config: AgentConfig): Promise<void> {
   const tty = process.stdout.isTTY === true;
   const logger = createCliLogger({
     name: "gantry-agent",
-    level,
-    format: logFormatFor(format as LogFormat | undefined, tty),
+    level: config.logLevel,
+    format: logFormatFor(config.logFormat, tty),
     colorize: tty,
   });
   const say = (line: string) => process.stderr.write(`gantry-agent: ${line}\n`);

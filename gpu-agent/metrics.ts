@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { GPU_METRIC_NAMES, registerGpuMetrics } from "./metrics-gpus.ts";
 import type { Runner } from "./runner/types.ts";
-import type { Supervisor, SupervisorEvent } from "./supervisor-types.ts";
+import type { Supervisor, SupervisorEvent } from "./supervisor/types.ts";
 
 /**
  * The agent's Prometheus metric names: the Grafana dashboard and its test use this list, so
@@ -15,6 +16,7 @@ export const AGENT_METRIC_NAMES = [
   "gantry_agent_slots",
   "gantry_agent_slots_busy",
   "gantry_agent_jobs_held",
+  ...GPU_METRIC_NAMES,
 ] as const;
 
 /**
@@ -37,6 +39,8 @@ export interface AgentMetricsOptions {
   now?: () => number;
   /** Monotonic milliseconds for run times; tests pin it. */
   monotonic?: () => number;
+  /** Each GPU's readings (nvidia-smi by default); tests stub it. */
+  readGpus?: Parameters<typeof registerGpuMetrics>[2];
 }
 
 export interface AgentMetrics {
@@ -121,7 +125,7 @@ export function createAgentMetrics(options: AgentMetricsOptions): AgentMetrics {
     },
   });
 
-  /** Jobs held while the gateway is unreachable, by the call they wait to make (hold.ts). */
+  /** Jobs held while the gateway is unreachable, by the call they wait to make (supervisor/hold.ts). */
   const held = new Map<string, "claim" | "report">();
   new Gauge({
     name: "gantry_agent_jobs_held",
@@ -177,5 +181,12 @@ export function createAgentMetrics(options: AgentMetricsOptions): AgentMetrics {
     }
   });
 
-  return { registry, close: unsubscribe };
+  const unsubscribeGpus = registerGpuMetrics(registry, supervisor, options.readGpus);
+  return {
+    registry,
+    close() {
+      unsubscribe();
+      unsubscribeGpus();
+    },
+  };
 }

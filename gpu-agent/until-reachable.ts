@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import { UserError } from "../shared/errors.ts";
-import { QueueUnreachableError } from "../shared/queue/open.ts";
+import { QueueUnreachableError } from "../shared/queue/open/index.ts";
 import { pause, peerRetryDelayMs, type WaitBackoffOptions } from "./backoff.ts";
 import { GatewayError } from "./gateway/client.ts";
 

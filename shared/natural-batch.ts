@@ -29,6 +29,12 @@ export interface NaturalBatcherOptions<T> {
    * not waited on (bookkeeping), where fewer, larger flushes beat prompt ones. Default 0.
    */
   lingerMs?: number;
+  /**
+   * Every item flushed alone and at once, never waiting on another's flush: for a runtime
+   * where one request's I/O must not settle another request's promise (Workers, whose
+   * isolate serves many requests with one set of stores).
+   */
+  direct?: boolean;
 }
 
 /**
@@ -73,6 +79,7 @@ export function naturalBatcher<T, R>(
 
   return {
     add(item) {
+      if (options.direct) return flush([item]).then((results) => results[0] as R);
       const result = new Promise<R>((resolve, reject) => waiting.push({ item, resolve, reject }));
       // Started on the next microtask (or after the linger), so items added meanwhile share
       // the first flush.

@@ -55,6 +55,15 @@ export function childSpan(parent: string | TraceContext): string {
   return formatTraceparent({ ...context, spanId: randomHex(8) });
 }
 
+/**
+ * The trace a request belongs to: its own valid `traceparent` (the W3C header, honoured on
+ * every API request that makes a job), else a fresh one started here.
+ */
+export function requestTraceparent(header: string | null | undefined): string {
+  const context = parseTraceparent(header);
+  return context ? formatTraceparent(context) : newTraceparent();
+}
+
 /** The trace id in a header, for log lines (`trace_id`); undefined when there is none. */
 export function traceIdOf(header: string | null | undefined): string | undefined {
   return parseTraceparent(header)?.traceId;

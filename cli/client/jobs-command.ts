@@ -26,6 +26,10 @@ export async function jobsGet(id: string, flags: { json?: boolean }, env: NodeJS
   process.stdout.write(
     flags.json ? `${JSON.stringify(job)}\n` : `${JSON.stringify(job, null, 2)}\n`,
   );
+  // A person reading a queued job sees why it waits on its own line (stderr: stdout stays JSON).
+  if (!flags.json && job.status === "queued" && job.waiting_detail) {
+    process.stderr.write(`waiting: ${job.waiting_reason} (${job.waiting_detail})\n`);
+  }
 }
 
 export async function jobsCancel(id: string, flags: { json?: boolean }, env: NodeJS.ProcessEnv) {

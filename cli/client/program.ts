@@ -5,9 +5,10 @@ import { collectParam } from "./common.ts";
 import { jobsCancel, jobsGet, jobsList, jobsWatch, modelsCommand } from "./jobs-command.ts";
 import { runCommand } from "./run-command.ts";
 import { submitCommand } from "./submit-command.ts";
+import { usageCommand } from "./usage-command.ts";
 
 /** The commands that talk to a gateway through the SDK (`GANTRY_URL`, `GANTRY_KEY`). */
-export const CLIENT_COMMANDS = new Set(["run", "submit", "jobs", "models"]);
+export const CLIENT_COMMANDS = new Set(["run", "submit", "jobs", "models", "usage"]);
 
 function program(env: NodeJS.ProcessEnv): Command {
   const root = new Command("gantry")
@@ -67,6 +68,14 @@ function program(env: NodeJS.ProcessEnv): Command {
     .description("the models served and their parameters")
     .option("--json")
     .action((flags) => modelsCommand(flags, env));
+  root
+    .command("usage")
+    .description("your device time per model and day this month, and what your budget has left")
+    .option("--from <date>", "first day (2026-12-01) or instant; default this month's start")
+    .option("--to <date>", "up to (not including); default now")
+    .option("--by <groups>", "model, key and/or day, comma-separated", "model,day")
+    .option("--json", "the report as JSON")
+    .action((flags) => usageCommand(flags, env));
   return root;
 }
 

@@ -12,6 +12,9 @@ import {
   saveArtifacts,
 } from "./common.ts";
 
+/** How often `gantry run` asks why a queued job waits. */
+const WAITING_POLL_MS = 2_000;
+
 export interface RunFlags {
   param?: Record<string, unknown>;
   json?: boolean;
@@ -27,6 +30,8 @@ export function describeUpdate(update: JobUpdate): string {
     parts.push(update.stage ? `${update.stage} ${done}` : done);
   }
   if (update.attempt && update.attempt > 1) parts.push(`attempt ${update.attempt}`);
+  // Why it waits, as the gateway says (GET /v1/jobs/{id}): one line a person reads.
+  if (update.status === "queued" && update.waiting_detail) parts.push(update.waiting_detail);
   return `${update.job_id}: ${parts.join(", ")}`;
 }
 
@@ -52,14 +57,38 @@ export async function runCommand(
   if (!interactive && !flags.json) process.stderr.write(`${first}\n`);
   let last = "";
   let jobId = "";
-  const onProgress = (update: JobUpdate) => {
-    jobId = update.job_id;
+  let queued = false;
+  const show = (update: JobUpdate) => {
     const line = describeUpdate(update);
     if (line === last) return;
     last = line;
     if (spinner) spinner.text = line;
     else if (!flags.json) process.stderr.write(`${line}\n`);
   };
+  const onProgress = (update: JobUpdate) => {
+    jobId = update.job_id;
+    queued = update.status === "queued";
+    show(update);
+  };
+  // The event stream says when the job changes, not why a queued one waits: while it is
+  // queued, its reason is read every few seconds (waiting_reason, waiting_detail).
+  const reasons = setInterval(() => {
+    if (!queued || !jobId || flags.json) return;
+    gantry.jobs.get(jobId).then(
+      (job) => {
+        if (!queued || job.status !== "queued") return;
+        show({
+          job_id: job.id,
+          status: job.status,
+          attempt: job.attempt,
+          ...(job.queue_position === undefined ? {} : { queue_position: job.queue_position }),
+          ...(job.waiting_reason ? { waiting_reason: job.waiting_reason } : {}),
+          ...(job.waiting_detail ? { waiting_detail: job.waiting_detail } : {}),
+        });
+      },
+      () => {},
+    );
+  }, WAITING_POLL_MS);
   const controller = new AbortController();
   const onSigint = () => controller.abort(new Error("interrupted"));
   process.once("SIGINT", onSigint);
@@ -95,6 +124,7 @@ export async function runCommand(
     process.stderr.write(`gantry: ${error.message}\n${error.code}\n`);
     process.exitCode = JOB_FAILED_EXIT;
   } finally {
+    clearInterval(reasons);
     process.off("SIGINT", onSigint);
   }
 }

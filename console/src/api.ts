@@ -142,8 +142,13 @@ export class ConsoleApi {
         }
       } catch (error) {
         if (signal.aborted) return;
-        // 410: the resume window is gone; start afresh (the views reload what they show).
-        if (error instanceof APIError && error.status === 410) lastEventId = undefined;
+        // 410: the resume window is gone; start afresh (the views reload what they show). So
+        // too for an id the gateway no longer opens (sealed before an upgrade or a new key).
+        if (
+          error instanceof APIError &&
+          (error.status === 410 || error.code === "invalid_last_event_id")
+        )
+          lastEventId = undefined;
         else if (error instanceof APIError && error.status < 500 && error.status !== 429)
           throw error;
       }

@@ -1,6 +1,5 @@
 import type { AgentView } from "../../shared/protocol/index.ts";
-import type { AgentStore } from "../store/ports.ts";
-import type { AgentRow } from "./store.ts";
+import type { AgentRow, KyselyAgentStore } from "../store/agents.ts";
 import { toAgentView } from "./view.ts";
 
 /**
@@ -9,7 +8,7 @@ import { toAgentView } from "./view.ts";
  * the `gantry agents` command alike.
  */
 export async function agentViews(
-  agents: AgentStore,
+  agents: Pick<KyselyAgentStore, "runningJobs">,
   rows: AgentRow[],
   waitingByModel: ReadonlyMap<string, number>,
   now: number,

@@ -2,8 +2,8 @@ import { createMiddleware } from "hono/factory";
 import { type AgentCrypto, webAgentCrypto } from "../../shared/agent-signing.ts";
 import { HttpProblem } from "../../shared/errors.ts";
 import type { AppEnv } from "../env.ts";
-import { primeBodyText } from "../json-body.ts";
-import type { AgentRow } from "./store.ts";
+import { primeBodyText } from "../http/json-body.ts";
+import type { AgentRow } from "../store/agents.ts";
 import { verifyAgentRequest } from "./verify.ts";
 
 const encoder = new TextEncoder();
@@ -14,12 +14,35 @@ export interface AgentEnv {
 }
 
 /**
+ * The agents of open sessions (runtime/node/sessions.ts), keyed by the `env` their calls are
+ * dispatched with: an object made here, which no request from outside can carry. Each call
+ * asks for the agent afresh (a short cache), so a revocation or registration is seen.
+ */
+const sessionAgents = new WeakMap<object, () => Promise<AgentRow>>();
+
+export function sessionEnv(agent: () => Promise<AgentRow>): object {
+  const env = {};
+  sessionAgents.set(env, agent);
+  return env;
+}
+
+function sessionOf(env: unknown): (() => Promise<AgentRow>) | undefined {
+  return typeof env === "object" && env !== null ? sessionAgents.get(env) : undefined;
+}
+
+/**
  * Signed agent requests only (see shared/agent-signing.ts). Refusals are logged with the
  * agent id and the reason, so an operator sees a revoked box still knocking; signatures
  * and secrets are never logged.
  */
 export const requireSignedAgent = createMiddleware<AgentEnv>(async (c, next) => {
   const gateway = c.var.gateway;
+  // A call on an agent session: the agent signed the session's handshake, not each call.
+  const session = sessionOf(c.env);
+  if (session) {
+    c.set("agent", await session());
+    return next();
+  }
   const body = new Uint8Array(await c.req.arrayBuffer());
   try {
     const agent = await verifyAgentRequest(

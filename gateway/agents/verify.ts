@@ -6,9 +6,8 @@ import {
   webAgentCrypto,
 } from "../../shared/agent-signing.ts";
 import { HttpProblem } from "../../shared/errors.ts";
-import type { AgentStore } from "../store/ports.ts";
+import type { AgentRow, KyselyAgentStore } from "../store/agents.ts";
 import type { TtlCache } from "../ttl-cache.ts";
-import type { AgentRow } from "./store.ts";
 
 /** The parts of an HTTP request a signature check reads. */
 export interface IncomingAgentRequest {
@@ -51,7 +50,7 @@ const TIMESTAMP = /^\d{1,12}$/;
  * `agentCrypto` is the runtime's hashing: Web Crypto by default (Workers), node:crypto on Node.
  */
 export async function verifyAgentRequest(
-  agents: AgentStore,
+  agents: Pick<KyselyAgentStore, "byId" | "recordNonce">,
   request: IncomingAgentRequest,
   now: number,
   agentCrypto: AgentCrypto = webAgentCrypto,

@@ -1,5 +1,6 @@
 import type { AgentState, AgentView } from "../../shared/protocol/index.ts";
-import { type AgentRow, registeredModels } from "./store.ts";
+import type { AgentRow } from "../store/agents.ts";
+import { loadedModels, registeredModels, reportedDevices } from "./reports.ts";
 
 /** Assumed when an agent did not say how often it heartbeats (the agent's own default). */
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 10_000;
@@ -90,6 +91,8 @@ export function toAgentView(row: AgentRow, facts: AgentFacts, now: number): Agen
     run_time_ms_avg: row.run_time_ms_avg,
     vram_used_mb: row.vram_used_mb,
     vram_total_mb: row.vram_total_mb,
+    devices: reportedDevices(row),
+    loaded_models: loadedModels(row),
     heartbeat_interval_seconds:
       row.heartbeat_interval_ms === null ? null : row.heartbeat_interval_ms / 1000,
     last_heartbeat_at: iso(row.last_heartbeat_at),

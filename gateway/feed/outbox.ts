@@ -1,5 +1,6 @@
 import type { SSEStreamingApi } from "hono/streaming";
 import type { FeedEvent, JobProgressEvent, JobStatus } from "../../shared/protocol/index.ts";
+import type { Waiting } from "../jobs/waiting.ts";
 import { compareCursors, type FeedCursor, type TenantEventRow } from "../store/tenant-events.ts";
 import { ProgressFilter } from "./progress-filter.ts";
 
@@ -41,6 +42,8 @@ export class Outbox {
   private readonly aborted: Promise<void>;
   /** When the write now pending began; null when none is. */
   private writingSince: number | null = null;
+  /** Rows of a resume's catch-up: their `queued` is history, with no reason to give now. */
+  private readonly history = new WeakSet<TenantEventRow>();
   sent = 0;
   overflowed = false;
 
@@ -49,7 +52,11 @@ export class Outbox {
     private readonly filter: FeedFilter,
     private readonly closed: AbortController,
     private readonly limit: number,
+    /** The SSE id a row goes out with: its cursor, sealed for the tenant (cursor-token.ts). */
+    private readonly idOf: (row: TenantEventRow) => Promise<string>,
     private readonly now: () => number = Date.now,
+    /** Why a job whose live event says `queued` waits (feed-waiting.ts); none: not said. */
+    private readonly whyWaiting?: (row: TenantEventRow) => Promise<Waiting>,
   ) {
     const anyStatus = { ...filter, statuses: null };
     this.progressFilter = new ProgressFilter({
@@ -73,9 +80,10 @@ export class Outbox {
     if (this.last === null || compareCursors(cursor, this.last) > 0) this.last = cursor;
   }
 
-  push(rows: readonly TenantEventRow[]): void {
+  push(rows: readonly TenantEventRow[], options: { history?: boolean } = {}): void {
     if (this.overflowed) return;
     for (const row of rows) {
+      if (options.history) this.history.add(row);
       if (this.last !== null && compareCursors(row.cursor, this.last) <= 0) continue;
       this.last = row.cursor;
       this.progressFilter.seen(row);
@@ -116,17 +124,17 @@ export class Outbox {
         this.queue = this.queue.slice(this.head);
         this.head = 0;
       }
+      const message =
+        "cursor" in item
+          ? { id: await this.idOf(item), event: "status", data: await this.statusData(item) }
+          : { event: "progress", data: JSON.stringify(item) };
+      // Sealing the id yields: the stream may have closed (or overflowed) meanwhile.
+      if (this.closed.signal.aborted) break;
       this.writingSince = this.now();
       let done = false;
-      const written = this.stream
-        .writeSSE(
-          "cursor" in item
-            ? { id: item.cursor, event: "status", data: toFeedEvent(item) }
-            : { event: "progress", data: JSON.stringify(item) },
-        )
-        .finally(() => {
-          done = true;
-        });
+      const written = this.stream.writeSSE(message).finally(() => {
+        done = true;
+      });
       while (!done && !this.closed.signal.aborted) {
         let timer: ReturnType<typeof setTimeout> | undefined;
         await Promise.race([
@@ -142,6 +150,11 @@ export class Outbox {
       this.writingSince = null;
       this.sent++;
     }
+  }
+
+  private async statusData(row: TenantEventRow): Promise<string> {
+    const live = row.status === "queued" && this.whyWaiting && !this.history.has(row);
+    return toFeedEvent(row, live ? await this.whyWaiting?.(row) : undefined);
   }
 
   /** Writes as rows come, until `deadline` or `closed`. */
@@ -172,7 +185,7 @@ export class Outbox {
   }
 }
 
-function toFeedEvent(row: TenantEventRow): string {
+function toFeedEvent(row: TenantEventRow, waiting?: Waiting): string {
   const event: FeedEvent = {
     job_id: row.job_id,
     seq: row.seq,
@@ -181,6 +194,7 @@ function toFeedEvent(row: TenantEventRow): string {
     attempt: row.attempt,
     error: row.error ? JSON.parse(row.error) : null,
     model: row.model,
+    ...waiting,
   };
   return JSON.stringify(event);
 }

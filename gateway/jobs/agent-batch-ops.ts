@@ -5,13 +5,17 @@ import type {
   EventBatchRequest,
   EventBatchResult,
 } from "../../shared/protocol/index.ts";
-import { type AgentRow, registeredModels } from "../agents/store.ts";
+import { registeredModels } from "../agents/reports.ts";
 import type { Gateway } from "../context.ts";
-import { problemFor } from "../problem.ts";
+import { problemFor } from "../http/problem.ts";
+import type { AgentRow } from "../store/agents.ts";
 import type { JobRow } from "../store/job-rows.ts";
+import { runUsageOf } from "../usage/run-usage.ts";
+import { afterBilledRun } from "../usage/thresholds.ts";
 import { buildClaim, checkBodyAgent, claimJob, reportJob } from "./agent-ops.ts";
 import { afterTransition } from "./lifecycle.ts";
 import { pausedModels } from "./model-switches.ts";
+import { traceQueueWait } from "./queue-trace.ts";
 
 type Settled<T> = { ok: true; value: T } | { ok: false; problem: BatchItemProblem };
 
@@ -65,7 +69,10 @@ export async function claimJobs(
   return Promise.all(
     request.claims.map(async ({ job_id, attempt }) => {
       const row = take(rows, job_id, attempt);
-      if (row) afterTransition(gateway, row);
+      if (row) {
+        afterTransition(gateway, row);
+        traceQueueWait(gateway, row);
+      }
       const outcome = await settle(gateway, job_id, () =>
         row
           ? buildClaim(gateway, row)
@@ -90,7 +97,7 @@ export async function reportJobs(
   checkBodyAgent(agent, request.agent_id);
   const successes = request.events.flatMap(({ job_id, event }) =>
     event.type === "succeeded" && event.agent_id === agent.id
-      ? [{ id: job_id, attempt: event.attempt, output: event.output }]
+      ? [{ id: job_id, attempt: event.attempt, output: event.output, run: runUsageOf(event) }]
       : [],
   );
   const done =
@@ -98,6 +105,10 @@ export async function reportJobs(
       ? await gateway.stores.jobs.succeedMany(successes, { agentId: agent.id, now: gateway.now() })
       : [];
   const rows = new Map(done.map((row) => [row.id, row]));
+  // Each success is a billed run: its tenant's budget may have crossed a threshold.
+  for (const tenantId of new Set(done.map((row) => row.tenant_id))) {
+    afterBilledRun(gateway, tenantId);
+  }
   return Promise.all(
     request.events.map(async ({ job_id, event }) => {
       const row = event.type === "succeeded" ? take(rows, job_id, event.attempt) : undefined;

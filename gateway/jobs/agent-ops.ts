@@ -6,15 +6,19 @@ import type {
   HeartbeatRequest,
 } from "../../shared/protocol/index.ts";
 import { InputRef, REPORT_ENVELOPE_BYTES } from "../../shared/protocol/index.ts";
-import { type AgentRow, registeredModels, statusOfJobHeartbeat } from "../agents/store.ts";
+import { registeredModels, statusOfJobHeartbeat } from "../agents/reports.ts";
 import type { Gateway } from "../context.ts";
+import type { AgentRow } from "../store/agents.ts";
 import { storedProgress } from "../store/job-progress.ts";
-import { type JobRow, toJob } from "../store/job-rows.ts";
-import type { Transition } from "../store/ports.ts";
+import { type JobRow, type Transition, toJob } from "../store/job-rows.ts";
 import { artifactBlobKey, uploadBlobKey } from "../store/uploads.ts";
+import { runUsageOf } from "../usage/run-usage.ts";
+import { afterBilledRun } from "../usage/thresholds.ts";
 import { inlineUpload } from "./inline-inputs.ts";
 import { afterTransition, announceProgress } from "./lifecycle.ts";
 import { forgetSwitches, pausedClaimRefusal, pausedModels } from "./model-switches.ts";
+import { traceQueueWait } from "./queue-trace.ts";
+import { releaseModel } from "./release.ts";
 
 /** Presigned input URLs live a little longer than a lease: the download may be slow. */
 const INPUT_URL_SECONDS = 15 * 60;
@@ -27,6 +31,11 @@ function refusal(current: JobRow | null, attempt: number): HttpProblem {
   if (status === "expired") return conflict("job_expired", "The job expired before it started.");
   if (status === "succeeded" || status === "failed") {
     return conflict("job_finished", `The job already ${status}.`);
+  }
+  if (status === "queued" && current.released_at === null) {
+    // A message of an earlier life (a stale attempt's, redelivered): the job waits for the
+    // releaser, which publishes it afresh (gateway/jobs/release.ts).
+    return conflict("job_held", "The job waits for its release; this message is stale.");
   }
   return conflict(
     "stale_attempt",
@@ -68,6 +77,7 @@ export async function claimJob(
   agent: AgentRow,
   jobId: string,
   request: ClaimRequest,
+  again = false,
 ): Promise<Claim> {
   checkBodyAgent(agent, request.agent_id);
   const models = registeredModels(agent);
@@ -82,6 +92,7 @@ export async function claimJob(
       : { ok: false, current: (await gateway.stores.jobs.byId(jobId)) ?? null };
   if (result.ok) {
     afterTransition(gateway, result.job);
+    traceQueueWait(gateway, result.job);
     return buildClaim(gateway, result.job);
   }
   const current = result.current;
@@ -107,6 +118,19 @@ export async function claimJob(
       "model_not_registered",
       `Agent ${agent.id} has not registered model ${current.model}: register it first (POST /internal/v1/agents/register).`,
     );
+  }
+  if (
+    !again &&
+    current.status === "queued" &&
+    current.expires_at >= now &&
+    models.includes(current.model)
+  ) {
+    // The claim found the job held: its release may be under way (a submit answers before
+    // its pass ends; a delivery or a claim by id can race it), or may have landed since the
+    // claim's read. The model's pass decides, as for any job (never past a limit): wait for
+    // it, then try once more.
+    if (current.released_at === null) await releaseModel(gateway, current.model);
+    return claimJob(gateway, agent, jobId, request, true);
   }
   if (current.status === "queued" && current.expires_at < now) {
     const expired = await gateway.stores.jobs.expire(jobId, now);
@@ -213,16 +237,20 @@ export async function reportJob(
   // Only the agent holding the attempt may settle it: the UPDATE's condition checks that,
   // and a refusal reads the job to say why.
   let result: Transition;
+  // What the run used rides in the same statement (usage/run-usage.ts).
+  const run = runUsageOf(event);
+  const jobs = gateway.stores.jobs;
   if (event.type === "succeeded") {
-    result = await gateway.stores.jobs.succeed(jobId, event.attempt, event.output, now, agent.id);
+    result = await jobs.succeed(jobId, event.attempt, event.output, now, agent.id, run);
   } else if (event.type === "failed") {
     const { error, will_retry } = event;
-    result = await gateway.stores.jobs.fail(jobId, event.attempt, error, will_retry, now, agent.id);
+    result = await jobs.fail(jobId, event.attempt, error, will_retry, now, agent.id, run);
   } else {
-    result = await gateway.stores.jobs.release(jobId, event.attempt, now, agent.id);
+    result = await jobs.release(jobId, event.attempt, now, agent.id, run);
   }
   if (result.ok) {
     afterTransition(gateway, result.job);
+    if (run?.billable) afterBilledRun(gateway, result.job.tenant_id);
     return { v: 1 as const, job_id: jobId, status: result.job.status };
   }
   const current = result.current;

@@ -2,7 +2,7 @@ import type { BatchWebhookPayload } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import type { BatchRow } from "../store/batches.ts";
 import type { JobRow } from "../store/job-rows.ts";
-import type { DeliverDeps } from "../webhooks/deliveries.ts";
+import { type DeliverDeps, deliverOne } from "../webhooks/deliveries.ts";
 import { batchView } from "./batch-view.ts";
 
 /**
@@ -56,5 +56,5 @@ async function sendBatchWebhook(
     { tenantId: row.tenant_id, jobId: row.id, eventType: payload.type, url, payload, eventSeq: 1 },
     now,
   );
-  await webhooks.deliverOne(id, deps);
+  await deliverOne(webhooks, id, deps);
 }

@@ -5,15 +5,17 @@ import {
   BatchItem,
   type BatchItemError,
   type BatchRequest,
+  type JobRequest,
 } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
+import { admitJobs, type JobSlot } from "../limits/backpressure.ts";
 import type { BatchRow } from "../store/batches.ts";
 import { hashKey, type Tenant } from "../store/tenants.ts";
 import { assertWebhookUrlAllowed } from "../webhooks/url-policy.ts";
 import { completeIfDone } from "./batch-completion.ts";
 import { batchView } from "./batch-view.ts";
 import { webhookDeps } from "./lifecycle.ts";
-import { checkModelAndInputs, sameRequest, submitJob } from "./submit.ts";
+import { type CheckedJob, checkModelAndInputs, sameRequest, submitJob } from "./submit.ts";
 
 const itemError = (index: number, error: unknown): BatchItemError => {
   if (error instanceof HttpProblem) {
@@ -28,6 +30,11 @@ const itemError = (index: number, error: unknown): BatchItemError => {
  * then every good item submitted at once. The submits' inserts share statements (the job
  * inserter's group commit), so a thousand items cost a few INSERTs, not a thousand. A batch
  * whose every item is refused is a 422 listing why, not an empty batch.
+ *
+ * Room in the tenant's queued-jobs bound and the model's queue bound is taken for the batch
+ * as a whole before anything is made (`admitJobs`): the first items that fit are queued and
+ * the rest refused by index; an `atomic` batch that does not fit whole, or a batch of which
+ * nothing fits, is refused as a single submit is (429 / 503 with Retry-After).
  */
 export async function createBatch(
   gateway: Gateway,
@@ -37,7 +44,7 @@ export async function createBatch(
 ): Promise<MadeBatch> {
   const key = options.idempotencyKey;
   const requestHash = key ? await hashKey(JSON.stringify(request)) : null;
-  let earlier = key && requestHash ? await earlierBatch(gateway, tenant, key, requestHash) : null;
+  const earlier = key && requestHash ? await earlierBatch(gateway, tenant, key, requestHash) : null;
   if (earlier && earlier.total !== null) return replay(gateway, earlier);
   if (request.webhook) {
     assertWebhookUrlAllowed(request.webhook.url, {
@@ -64,6 +71,7 @@ export async function createBatch(
       ...(request.priority === undefined ? {} : { priority: request.priority }),
       ...(request.ttl_seconds === undefined ? {} : { ttl_seconds: request.ttl_seconds }),
       ...(timeout === undefined ? {} : { timeout_seconds: timeout }),
+      ...(item.fairness_key === undefined ? {} : { fairness_key: item.fairness_key }),
     };
   };
   // Checked before the batch is made, so that one whose every item is bad makes nothing;
@@ -71,7 +79,7 @@ export async function createBatch(
   const checked = await Promise.all(
     items.map(({ index, item }) =>
       checkModelAndInputs(gateway, tenant, jobRequest(item)).then(
-        (spec) => ({ index, item, spec }),
+        (checked) => ({ index, item, checked }),
         (error: unknown) => {
           errors.push(itemError(index, error));
           return null;
@@ -81,6 +89,89 @@ export async function createBatch(
   );
   const good = checked.filter((entry) => entry !== null);
   if (errors.length && (request.atomic || good.length === 0)) throw refused(errors);
+  // Room in the tenant's and the model's bounds, for the batch as a whole: the first items
+  // that fit are queued, the rest refused by index (with `atomic`, the whole batch is).
+  const { admission, slotFor } = await admitItems(gateway, tenant, request, good, earlier, key);
+  try {
+    // Refused as a single submit is (429 or 503, with Retry-After) when nothing can be made.
+    const none = good.every(({ index }) => slotFor(index) === undefined);
+    if (admission.refusal && (request.atomic || none)) throw admission.refusal;
+    return await makeBatch(gateway, tenant, request, options, {
+      good,
+      errors,
+      earlier,
+      requestHash,
+      slotFor,
+      refusal: admission.refusal,
+      jobRequest,
+    });
+  } finally {
+    // Whatever no item used: a refused batch, items refused or replayed.
+    admission.release();
+  }
+}
+
+interface Checked {
+  index: number;
+  item: BatchItem;
+  checked: CheckedJob;
+}
+
+/**
+ * Holds room for the items that will make a job: all good ones, less, when an unfinished
+ * keyed batch is carried on, those whose job its first request made already (they are
+ * replayed, not queued again). `slotFor(index)` is an item's place, undefined when the
+ * bounds had no room for it (then `admission.refusal` says why).
+ */
+async function admitItems(
+  gateway: Gateway,
+  tenant: Tenant,
+  request: BatchRequest,
+  good: Checked[],
+  earlier: BatchRow | null,
+  key: string | null,
+) {
+  let needRoom = good;
+  if (earlier && key) {
+    const made = await Promise.all(
+      good.map(({ index }) => gateway.stores.jobs.byIdempotencyKey(tenant.id, `${key}#${index}`)),
+    );
+    needRoom = good.filter((_, i) => made[i] === undefined);
+  }
+  const admission = await admitJobs(gateway, tenant, request.model, needRoom.length);
+  const slots = new Map<number, JobSlot>();
+  needRoom.forEach(({ index }, i) => {
+    const slot = admission.slots[i];
+    if (slot) slots.set(index, slot);
+  });
+  const replayed = new Set(good.map(({ index }) => index));
+  for (const { index } of needRoom) replayed.delete(index);
+  return {
+    admission,
+    /** The item's place; null when it needs none (replayed); undefined when none was left. */
+    slotFor: (index: number): JobSlot | null | undefined =>
+      replayed.has(index) ? null : slots.get(index),
+  };
+}
+
+async function makeBatch(
+  gateway: Gateway,
+  tenant: Tenant,
+  request: BatchRequest,
+  options: BatchOptions,
+  made: {
+    good: Checked[];
+    errors: BatchItemError[];
+    earlier: BatchRow | null;
+    requestHash: string | null;
+    slotFor: (index: number) => JobSlot | null | undefined;
+    refusal: HttpProblem | null;
+    jobRequest: (item: BatchItem) => JobRequest;
+  },
+): Promise<MadeBatch> {
+  const key = options.idempotencyKey;
+  const { good, errors, requestHash, slotFor, refusal, jobRequest } = made;
+  let earlier = made.earlier;
   const now = gateway.now();
   // An earlier request with this key that did not finish (its answer was lost, or it is
   // still running) is carried on: each item's own key makes its job once either way.
@@ -102,23 +193,34 @@ export async function createBatch(
     if (!row) throw new Error("idempotent batch insert conflicted but no batch was found");
     if (earlier && earlier.total !== null) return replay(gateway, earlier);
   }
-  const made = await Promise.all(
-    good.map(({ index, item, spec }) =>
-      submitJob(gateway, tenant, jobRequest(item), {
+  const submitted = await Promise.all(
+    good.map(({ index, item, checked }) => {
+      const slot = slotFor(index);
+      if (slot === undefined && (!key || !refusal)) {
+        // Past the room the bounds had: refused as a single submit would be.
+        errors.push(itemError(index, refusal));
+        return false;
+      }
+      return submitJob(gateway, tenant, jobRequest(item), {
         idempotencyKey: key ? `${key}#${index}` : null,
         traceparent: options.traceparent,
+        ...(options.keyId ? { keyId: options.keyId } : {}),
         batchId: row.id,
-        checkedSpec: spec,
+        checked,
+        ...(slot ? { slot } : {}),
+        // A keyed item with no room may still be a concurrent request's job: replayed
+        // if so, else refused.
+        ...(slot === undefined && refusal ? { refusal } : {}),
       }).then(
         () => true,
         (error: unknown) => {
           errors.push(itemError(index, error));
           return false;
         },
-      ),
-    ),
+      );
+    }),
   );
-  const total = made.filter(Boolean).length;
+  const total = submitted.filter(Boolean).length;
   await gateway.stores.jobs.sealBatch(row.id, total, gateway.now());
   if (total === 0) {
     // Every submit was refused (the queue is full, the model was paused meanwhile).
@@ -134,6 +236,8 @@ export async function createBatch(
 
 export interface BatchOptions {
   traceparent: string;
+  /** The API key that made it, for usage per key. */
+  keyId?: string;
   /** `Idempotency-Key`: the same key and body again answer the batch already made. */
   idempotencyKey: string | null;
 }

@@ -3,12 +3,31 @@ import type { Gateway } from "../context.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
 import { modelPace } from "./model-pace.ts";
 import { queuedAhead } from "./queue-position.ts";
+import { type TenantLoads, waitingOf } from "./waiting.ts";
+
+/**
+ * Listings: each queued job of the page with its `waiting_reason` and `waiting_detail`
+ * (and its `queue_position` when it waits behind jobs); other jobs as stored.
+ */
+export async function listedJobs(gateway: Gateway, rows: JobRow[]): Promise<Job[]> {
+  const loads: TenantLoads = new Map();
+  return Promise.all(
+    rows.map(async (row) => {
+      const job = toJob(row);
+      if ((row.status as JobStatus) !== "queued") return job;
+      const ahead = await queuedAhead(gateway, row);
+      const waiting = await waitingOf(gateway, row, ahead, loads);
+      const behind = waiting.waiting_reason === "behind_jobs";
+      return { ...job, ...(behind ? { queue_position: ahead + 1 } : {}), ...waiting };
+    }),
+  );
+}
 
 /**
  * The job resource as `GET /v1/jobs/{id}` shows it: the stored job, plus where a queued
  * one stands (its place in line and when it should start, from the model's recent pace)
- * and which agent ran a started one. Lists and webhooks carry the stored job only: these
- * cost a read or two each.
+ * and which agent ran a started one. Lists carry the waiting fields only (`listedJobs`),
+ * webhooks the stored job: the pace and the agent cost a read or two each.
  */
 export async function jobView(gateway: Gateway, row: JobRow): Promise<Job> {
   const job = toJob(row);
@@ -18,6 +37,7 @@ export async function jobView(gateway: Gateway, row: JobRow): Promise<Job> {
       modelPace(gateway, row.model),
     ]);
     job.queue_position = ahead + 1;
+    Object.assign(job, await waitingOf(gateway, row, ahead));
     const rate = pace.startsPerSecond;
     job.estimated_start_at =
       rate === null ? null : new Date(gateway.now() + (ahead / rate) * 1000).toISOString();

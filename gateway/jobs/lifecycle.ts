@@ -1,11 +1,16 @@
 import { allowListOf } from "../../shared/net/allow-list.ts";
-import type { JobStatus, QueueMessage, WebhookEventType } from "../../shared/protocol/index.ts";
+import type { JobStatus, WebhookEventType } from "../../shared/protocol/index.ts";
 import { isTerminal, WebhookSubscription } from "../../shared/protocol/index.ts";
+import { traceIdOf } from "../../shared/trace.ts";
 import type { Gateway } from "../context.ts";
 import { parseStoredProgress, toProgressEvent } from "../store/job-progress.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
-import type { DeliverDeps } from "../webhooks/deliveries.ts";
+import { type DeliverDeps, deliverOne } from "../webhooks/deliveries.ts";
+import { webhookTrace } from "../webhooks/trace.ts";
 import { afterBatchJobChange } from "./batch-completion.ts";
+import { kickRelease } from "./release.ts";
+
+export { publishJob, queueMessageOf } from "./publish.ts";
 
 const DEFAULT_WEBHOOK_EVENTS: WebhookEventType[] = [
   "job.succeeded",
@@ -13,47 +18,6 @@ const DEFAULT_WEBHOOK_EVENTS: WebhookEventType[] = [
   "job.canceled",
   "job.expired",
 ];
-
-export function queueMessageOf(row: JobRow): QueueMessage {
-  return {
-    v: 1,
-    id: row.id,
-    model: row.model,
-    priority: row.priority,
-    attempt: row.attempt,
-    deadline: new Date(row.expires_at).toISOString(),
-    ...(row.traceparent ? { traceparent: row.traceparent } : {}),
-  };
-}
-
-/**
- * Publishes a committed job. A failure here loses nothing: the job stays unpublished and
- * the sweeper's outbox pass publishes it again.
- *
- * With `markInBackground` the answer does not wait for the published mark: a submit's 202
- * only needs the commit and the broker's confirm. A mark that never lands means at worst
- * one extra copy of the message from the outbox, which agents already tolerate (a claim of
- * a job that is no longer queued is refused).
- */
-export async function publishJob(
-  gateway: Gateway,
-  row: JobRow,
-  options: { markInBackground?: boolean } = {},
-): Promise<boolean> {
-  try {
-    await gateway.queue.publish(queueMessageOf(row));
-    const marked = gateway.stores.jobs.markPublished(row.id, gateway.now());
-    if (options.markInBackground) gateway.background(marked);
-    else await marked;
-    return true;
-  } catch (error) {
-    gateway.log.error(
-      { job_id: row.id, err: String(error) },
-      "publish failed; the sweeper will retry",
-    );
-    return false;
-  }
-}
 
 /**
  * Wakes this gateway's streams of the job with its new progress. Other gateways hear of it
@@ -77,7 +41,12 @@ export function afterTransition(gateway: Gateway, row: JobRow): void {
     seq: row.last_seq,
     status: row.status,
   });
-  gateway.log.info({ job_id: row.id, status: row.status, attempt: row.attempt }, "job changed");
+  const trace_id = traceIdOf(row.traceparent);
+  const fields = { job_id: row.id, status: row.status, attempt: row.attempt, trace_id };
+  gateway.log.info(fields, "job changed");
+  // A claim frees room in the model's release window; an end, a place under the tenant's
+  // `max_running_jobs`: either may let held jobs go (release.ts).
+  if (row.status !== "queued") kickRelease(gateway, row.model);
   if (row.batch_id) afterBatchJobChange(gateway, row, webhookDeps(gateway));
   const subscribed = subscribedWebhook(row.webhook, row.status);
   if (!subscribed) return;
@@ -104,7 +73,7 @@ function webhookEventOf(status: JobStatus): WebhookEventType | null {
 /**
  * Records the delivery, then sends it. A gateway that dies between the state change and
  * this insert loses nothing: the change is in the webhook outbox (a trigger wrote it with
- * the change), and another gateway's sweeper records the delivery (sweep-webhooks.ts);
+ * the change), and another gateway's sweeper records the delivery (sweep/webhooks.ts);
  * `eventSeq` keeps it to one delivery whichever comes first.
  */
 async function sendWebhook(gateway: Gateway, row: JobRow, url: string, type: WebhookEventType) {
@@ -123,7 +92,7 @@ async function sendWebhook(gateway: Gateway, row: JobRow, url: string, type: Web
       },
       now,
     );
-    await webhooks.deliverOne(id, webhookDeps(gateway));
+    await deliverOne(webhooks, id, webhookDeps(gateway));
   } catch (error) {
     gateway.log.error({ job_id: row.id, err: String(error) }, "webhook delivery failed");
   }
@@ -132,7 +101,8 @@ async function sendWebhook(gateway: Gateway, row: JobRow, url: string, type: Web
 /**
  * How this gateway sends webhooks: its fetch (on Node outside embedded mode, one that
  * refuses private addresses at connect time), its clock, the tenants' signing secrets
- * (both during a rotation's overlap), and the URL policy, checked again before each attempt.
+ * (both during a rotation's overlap), the URL policy, checked again before each attempt, and
+ * its log, which alone hears how a connection failed.
  */
 export function webhookDeps(gateway: Gateway): DeliverDeps {
   return {
@@ -143,5 +113,7 @@ export function webhookDeps(gateway: Gateway): DeliverDeps {
       allowInsecure: gateway.config.allowInsecureWebhooks,
       allow: allowListOf(gateway.config.webhookAllow),
     },
+    log: gateway.log,
+    ...webhookTrace(gateway),
   };
 }

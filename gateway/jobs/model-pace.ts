@@ -1,4 +1,5 @@
 import type { Gateway } from "../context.ts";
+import { sharedReadings } from "./shared-readings.ts";
 
 /** How far back a model's starts count towards its pace. */
 export const PACE_WINDOW_MS = 5 * 60_000;
@@ -17,28 +18,20 @@ export interface ModelPace {
   sampled: number;
 }
 
-// Keyed by the notifier, which every per-request copy of a gateway shares (as rate-limit.ts
-// does): on Workers each request gets its own Gateway object around the isolate's parts.
-const cache = new WeakMap<object, Map<string, { pace: ModelPace; until: number }>>();
+// No pace is not kept: reading an empty index range is cheap, and the first starts of an
+// idle model then show at once.
+const paces = sharedReadings<ModelPace>({
+  periodMs: PACE_CACHE_MS,
+  keep: (pace) => pace.startsPerSecond !== null,
+});
 
 /** A model's recent pace, from its jobs' starts (an index range: migration 0009). */
-export async function modelPace(gateway: Gateway, model: string): Promise<ModelPace> {
-  let byModel = cache.get(gateway.notifier);
-  if (!byModel) {
-    byModel = new Map();
-    cache.set(gateway.notifier, byModel);
-  }
-  const now = gateway.now();
-  const hit = byModel.get(model);
-  if (hit && hit.until > now) return hit.pace;
-  const starts = await gateway.stores.jobs.recentStarts(model, now - PACE_WINDOW_MS, PACE_SAMPLE);
-  const pace = paceOf(starts, now);
-  // No pace is not kept: reading an empty index range is cheap, and the first starts of an
-  // idle model then show at once.
-  if (pace.startsPerSecond === null) return pace;
-  if (byModel.size > 1_000) byModel.clear();
-  byModel.set(model, { pace, until: now + PACE_CACHE_MS });
-  return pace;
+export function modelPace(gateway: Gateway, model: string): Promise<ModelPace> {
+  return paces.get(gateway, model, async () => {
+    const now = gateway.now();
+    const starts = await gateway.stores.jobs.recentStarts(model, now - PACE_WINDOW_MS, PACE_SAMPLE);
+    return paceOf(starts, now);
+  });
 }
 
 function paceOf(starts: { started_at: number; queue_ms: number }[], now: number): ModelPace {

@@ -1,13 +1,24 @@
-import { registeredModels } from "../agents/store.ts";
+import { registeredModels } from "../agents/reports.ts";
 import type { Gateway } from "../context.ts";
 import { modelPace } from "./model-pace.ts";
 import { pausedModels } from "./model-switches.ts";
+import { sharedReadings } from "./shared-readings.ts";
 
 /** Agents older than this many missed beats are not counted as serving a model. */
 const GONE_AFTER_BEATS = 3;
 const DEFAULT_BEAT_MS = 5_000;
 /** The most agents read to count a model's (the fleet listing pages past this). */
 const AGENTS_READ = 500;
+
+/** Counting a model's jobs reads its whole queue: once per period for every reader. */
+const counts = sharedReadings<{ queued: number; running: number }>({
+  periodMs: (gateway) => gateway.config.queueDepthCacheMs,
+});
+
+/** A model's queued and running jobs, from the reading every reader shares. */
+export function modelJobCounts(gateway: Gateway, model: string) {
+  return counts.get(gateway, model, () => gateway.stores.jobs.modelJobCounts(model));
+}
 
 export interface ModelState {
   paused: boolean;
@@ -27,9 +38,9 @@ export interface ModelState {
 /** A model's live state, as `GET /v1/models/{id}` shows it. */
 export async function modelState(gateway: Gateway, model: string): Promise<ModelState> {
   const now = gateway.now();
-  const [paused, counts, pace, agents] = await Promise.all([
+  const [paused, jobCounts, pace, agents] = await Promise.all([
     pausedModels(gateway),
-    gateway.stores.jobs.modelJobCounts(model),
+    modelJobCounts(gateway, model),
     modelPace(gateway, model),
     gateway.stores.agents.list({ limit: AGENTS_READ }),
   ]);
@@ -46,8 +57,8 @@ export async function modelState(gateway: Gateway, model: string): Promise<Model
     reject_new: switched?.reject_new === 1,
     paused_at: switched?.paused_at ? new Date(switched.paused_at).toISOString() : null,
     reason: switched?.reason ?? null,
-    queued: counts.queued,
-    running: counts.running,
+    queued: jobCounts.queued,
+    running: jobCounts.running,
     agents: serving.length,
     starts_per_minute: perSecond === null ? null : Math.round(perSecond * 60 * 10) / 10,
     wait_p50_ms: pace.waitP50Ms,

@@ -1,6 +1,6 @@
 import { HttpProblem } from "../../shared/errors.ts";
-import { RetryLaterProblem } from "../backpressure.ts";
 import type { Gateway } from "../context.ts";
+import { RetryLaterProblem } from "../limits/backpressure.ts";
 import type { JobRow } from "../store/job-rows.ts";
 import type { ModelSwitchRow } from "../store/model-switches.ts";
 

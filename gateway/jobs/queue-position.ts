@@ -1,5 +1,6 @@
 import type { Gateway } from "../context.ts";
 import type { JobRow } from "../store/job-rows.ts";
+import { sharedReadings } from "./shared-readings.ts";
 
 /** A checkpoint every this many queued jobs of a model. */
 const EVERY = 1_000;
@@ -9,45 +10,12 @@ const CHECKPOINTS_MS = 2_000;
 const BOUND = 5_000;
 
 type Checkpoint = { id: string; priority: number; rank: number };
-type Reading = { checkpoints: Checkpoint[]; until: number; loading?: Promise<Checkpoint[]> };
-// Keyed by the notifier, which every per-request copy of a gateway shares (rate-limit.ts).
-const lines = new WeakMap<object, Map<string, Reading>>();
+
+const lines = sharedReadings<Checkpoint[]>({ periodMs: CHECKPOINTS_MS });
 
 /** True when checkpoint `c` is ahead of `job` in the order agents take jobs. */
 const ahead = (c: Checkpoint, job: Pick<JobRow, "id" | "priority">) =>
   c.priority > job.priority || (c.priority === job.priority && c.id < job.id);
-
-async function checkpoints(gateway: Gateway, model: string): Promise<Checkpoint[]> {
-  let byModel = lines.get(gateway.notifier);
-  if (!byModel) {
-    byModel = new Map();
-    lines.set(gateway.notifier, byModel);
-  }
-  const now = gateway.now();
-  const cached = byModel.get(model);
-  if (cached && cached.until > now) return cached.checkpoints;
-  if (cached?.loading) return cached.checkpoints.length ? cached.checkpoints : cached.loading;
-  const loading = gateway.stores.jobs.queueCheckpoints(model, EVERY);
-  const table = byModel;
-  table.set(model, { checkpoints: cached?.checkpoints ?? [], until: 0, loading });
-  const refreshed = loading.then(
-    (fresh) => {
-      if (table.size > 1_000) table.clear();
-      table.set(model, { checkpoints: fresh, until: gateway.now() + CHECKPOINTS_MS });
-      return fresh;
-    },
-    (error: unknown) => {
-      table.delete(model);
-      throw error;
-    },
-  );
-  // Stale checkpoints are served while fresh ones load: a reader waits only for the first.
-  if (cached?.checkpoints.length) {
-    gateway.background(refreshed);
-    return cached.checkpoints;
-  }
-  return refreshed;
-}
 
 /**
  * How many queued jobs of its model an agent takes before `job`. Exact and live within
@@ -58,7 +26,7 @@ async function checkpoints(gateway: Gateway, model: string): Promise<Checkpoint[
  */
 export async function queuedAhead(gateway: Gateway, job: JobRow): Promise<number> {
   const jobs = gateway.stores.jobs;
-  const marks = await checkpoints(gateway, job.model);
+  const marks = await lines.get(gateway, job.model, () => jobs.queueCheckpoints(job.model, EVERY));
   let nearest: Checkpoint | undefined;
   for (const mark of marks) {
     if (!ahead(mark, job)) break;

@@ -1,11 +1,11 @@
 import { HttpProblem, notFound } from "../../shared/errors.ts";
 import type { JobStatus } from "../../shared/protocol/index.ts";
-import { assertQueueHasRoom, noteJobQueued } from "../backpressure.ts";
 import type { Gateway } from "../context.ts";
+import { admitJob, type JobSlot } from "../limits/backpressure.ts";
 import type { JobRow } from "../store/job-rows.ts";
 import type { Tenant } from "../store/tenants.ts";
-import { afterTransition, publishJob } from "./lifecycle.ts";
-import { assertTenantHasRoom } from "./submit.ts";
+import { afterTransition } from "./lifecycle.ts";
+import { releaseSoon } from "./release.ts";
 
 const RETRYABLE: readonly JobStatus[] = ["failed", "expired", "canceled"];
 
@@ -35,14 +35,18 @@ export async function retryJob(
     );
   }
   // A job that cannot be retried gets its 409 below, not a 503 for a queue it never joins.
+  let slot: JobSlot | null = null;
   if (bounded && RETRYABLE.includes(current.status as JobStatus)) {
-    await assertTenantHasRoom(gateway, bounded);
-    await assertQueueHasRoom(gateway, current.model);
+    slot = await admitJob(gateway, bounded, current.model);
   }
   const now = gateway.now();
   const ttl = current.expires_at - current.created_at;
-  const result = await jobs.retry(tenantId, id, now, now + ttl);
+  const result = await jobs.retry(tenantId, id, now, now + ttl, true).catch((error: unknown) => {
+    slot?.release();
+    throw error;
+  });
   if (!result.ok) {
+    slot?.release();
     throw new HttpProblem(
       409,
       "job_not_retryable",
@@ -50,9 +54,15 @@ export async function retryJob(
       `The job is ${result.current?.status ?? current.status}; only failed, expired or canceled jobs can be retried.`,
     );
   }
-  noteJobQueued(gateway, current.model, tenantId);
+  if (slot) slot.queued();
+  else {
+    // An operator's redrive, unbounded: still counted into this process's readings.
+    gateway.admission.queueDepth.bump(current.model);
+    gateway.admission.tenantQueued.bump(tenantId);
+  }
   afterTransition(gateway, result.job);
-  // A failed publish leaves the job unpublished: the outbox pass publishes it later.
-  await publishJob(gateway, result.job, { markInBackground: true });
+  // Held again, as a new job is: released in fair order (release.ts); a failed pass leaves
+  // it held for the sweep's.
+  await releaseSoon(gateway, result.job.model);
   return result.job;
 }

@@ -2,8 +2,10 @@ import { HttpProblem } from "../../shared/errors.ts";
 import { newId } from "../../shared/ids.ts";
 import { allowListOf } from "../../shared/net/allow-list.ts";
 import type { JobRequest } from "../../shared/protocol/index.ts";
-import { assertQueueHasRoom, noteJobQueued, RetryLaterProblem } from "../backpressure.ts";
+import { newTraceparent, parseTraceparent } from "../../shared/trace.ts";
+import { noopTracer, type TraceSpan } from "../../shared/tracing/tracer.ts";
 import type { Gateway, SubmitPhase } from "../context.ts";
+import { admitJob, type JobSlot } from "../limits/backpressure.ts";
 import type { ModelSpec } from "../models.ts";
 import { jobPriority } from "../plans.ts";
 import type { JobRow } from "../store/job-rows.ts";
@@ -11,17 +13,28 @@ import { hashKey, type Tenant } from "../store/tenants.ts";
 import { uploadBlobKey } from "../store/uploads.ts";
 import { assertWebhookUrlAllowed } from "../webhooks/url-policy.ts";
 import { assertInputUrlsAllowed } from "./input-urls.ts";
-import { afterTransition, publishJob } from "./lifecycle.ts";
+import { afterTransition } from "./lifecycle.ts";
 import { assertModelAccepting } from "./model-switches.ts";
-import { jobTimeout } from "./timeout.ts";
+import { kickRelease } from "./release.ts";
+import { type JobTimeout, jobTimeout } from "./timeout.ts";
 
 export interface SubmitOptions {
   idempotencyKey: string | null;
+  /** The request's `traceparent` as sent: absent or invalid, the job's trace starts here. */
   traceparent: string | null;
+  /** The API key that sent it: usage is rolled up per key (store/usage.ts). */
+  keyId?: string;
   /** The batch the job is an item of (gateway/jobs/batches.ts). */
   batchId?: string;
   /** The model and inputs were checked already (`checkModelAndInputs`): a batch's items. */
-  checkedSpec?: ModelSpec;
+  checked?: CheckedJob;
+  /**
+   * Room already held for this job in the tenant's and the model's bounds (a batch takes
+   * room for all its items at once: `admitJobs`). Used or given back by the submit.
+   */
+  slot?: JobSlot;
+  /** No room was held for this job: refused with this, unless it replays an earlier one. */
+  refusal?: HttpProblem;
 }
 
 export interface Submitted {
@@ -44,14 +57,49 @@ export async function submitJob(
   request: JobRequest,
   options: SubmitOptions,
 ): Promise<Submitted> {
-  const phases = phaseClock(gateway);
+  const held: { slot: JobSlot | null } = { slot: options.slot ?? null };
+  // A child of the request's trace context; the job keeps this span's, so the agent's run
+  // of it is a child of its submit (with tracing off, the request's context unchanged).
+  const parent = parseTraceparent(options.traceparent) ? options.traceparent : null;
+  const span = (gateway.tracer ?? noopTracer).startSpan("submit", {
+    parent,
+    kind: "server",
+    attributes: { "gantry.model": request.model, "gantry.tenant_id": tenant.id },
+  });
+  try {
+    // Without a valid parent the span starts the trace (tracing off: a trace starts here).
+    const traced = { ...options, traceparent: span.traceparent ?? newTraceparent() };
+    const submitted = await submitHeld(gateway, tenant, request, traced, held, span);
+    span.setAttributes({ "gantry.job_id": submitted.job.id, "gantry.created": submitted.created });
+    return submitted;
+  } catch (error) {
+    span.fail(error instanceof Error ? error.message : String(error));
+    throw error;
+  } finally {
+    // Not queued (refused, failed, or an earlier request's job replayed): room given back.
+    held.slot?.release();
+    span.end();
+  }
+}
+
+async function submitHeld(
+  gateway: Gateway,
+  tenant: Tenant,
+  request: JobRequest,
+  options: SubmitOptions,
+  held: { slot: JobSlot | null },
+  span: TraceSpan,
+): Promise<Submitted> {
+  const phases = phaseClock(gateway, span);
   // Only a keyed request can be replayed, so only a keyed one needs its body's hash.
   const requestHash = options.idempotencyKey ? await hashKey(JSON.stringify(request)) : null;
   if (options.idempotencyKey && requestHash) {
     const earlier = await replay(gateway, tenant, options.idempotencyKey, requestHash);
     if (earlier) return { job: earlier, created: false };
   }
-  const spec = options.checkedSpec ?? (await checkModelAndInputs(gateway, tenant, request));
+  if (options.refusal) throw options.refusal;
+  const { spec, timeout } =
+    options.checked ?? (await checkModelAndInputs(gateway, tenant, request));
   await assertModelAccepting(gateway, spec.id);
   assertInputUrlsAllowed(request.input, gateway.config);
   if (request.webhook) {
@@ -60,11 +108,10 @@ export async function submitJob(
       allow: allowListOf(gateway.config.webhookAllow),
     });
   }
-  await assertTenantHasRoom(gateway, tenant);
-  await assertQueueHasRoom(gateway, spec.id);
+  // The tenant's queued jobs and the model's queue depth: 429 / 503 when either is full.
+  held.slot ??= await admitJob(gateway, tenant, spec.id);
   const now = gateway.now();
   const ttlSeconds = request.ttl_seconds ?? gateway.config.defaultTtlSeconds;
-  const timeout = jobTimeout(spec, tenant, request.timeout_seconds);
   phases.lap("checks");
   const row = await gateway.stores.jobs.insert({
     id: newId("job", now),
@@ -77,12 +124,15 @@ export async function submitJob(
     idempotencyKey: options.idempotencyKey,
     requestHash,
     traceparent: options.traceparent,
+    keyId: options.keyId ?? null,
     now,
     expiresAt: now + ttlSeconds * 1000,
     metadata: request.metadata ?? null,
     batchId: options.batchId ?? null,
     timeoutSeconds: timeout.seconds,
     timeoutDefault: timeout.fromDefault,
+    fairnessKey: request.fairness_key ?? null,
+    held: true,
   });
   if (!row) {
     // A concurrent request with the same key won the insert.
@@ -91,23 +141,34 @@ export async function submitJob(
     throw new Error("idempotent insert conflicted but no job was found");
   }
   phases.lap("commit");
+  // Committed: from now on the job is part of the counts, no longer a place held.
+  held.slot.queued();
   await markUploadUsed(gateway, request, now);
-  noteJobQueued(gateway, spec.id, tenant.id);
   afterTransition(gateway, row);
-  await publishJob(gateway, row, { markInBackground: true });
+  // Released in fair order with the model's other held jobs, by a pass that starts now (a
+  // lone tenant's job goes out in it); the answer waits only for the commit (release.ts).
+  kickRelease(gateway, row.model);
   phases.lap("publish");
   return { job: row, created: true };
 }
 
-/** Times the phases of one submit for `observeSubmit`; costs nothing when none listens. */
-function phaseClock(gateway: Gateway) {
+/**
+ * Times the phases of one submit for `observeSubmit` and as child spans of the submit's;
+ * costs nothing when neither listens.
+ */
+function phaseClock(gateway: Gateway, span: TraceSpan) {
   const observe = gateway.observeSubmit;
-  let last = observe ? performance.now() : 0;
+  const traced = Boolean(gateway.tracer);
+  let last = observe || traced ? performance.now() : 0;
   return {
     lap(phase: SubmitPhase) {
-      if (!observe) return;
+      if (!observe && !traced) return;
       const now = performance.now();
-      observe(phase, (now - last) / 1000);
+      observe?.(phase, (now - last) / 1000);
+      if (traced) {
+        const startTime = performance.timeOrigin + last;
+        span.child(phase, { startTime }).end(performance.timeOrigin + now);
+      }
       last = now;
     },
   };
@@ -153,35 +214,17 @@ export function sameRequest<Row extends { id: string; request_hash: string | nul
   return earlier ?? null;
 }
 
-/**
- * The plan's bound on jobs waiting at once. Counted, then inserted: concurrent submits can
- * pass it by a few, which is fine for a bound that exists to stop floods. The count comes
- * from a reading at most `queueDepthCacheMs` old (plus what this process queued since), and
- * is read afresh before a refusal: jobs that started or were canceled meanwhile make room.
- */
-export async function assertTenantHasRoom(gateway: Gateway, tenant: Tenant): Promise<void> {
-  const max = tenant.limits.max_queued_jobs;
-  const load = () => gateway.stores.jobs.queuedCount(tenant.id);
-  const counts = gateway.admission.tenantQueued;
-  let queued = await counts.read(tenant.id, load);
-  if (queued >= max) queued = await counts.read(tenant.id, load, { fresh: true });
-  if (queued < max) return;
-  const retryAfter = gateway.config.retryAfterSeconds;
-  throw new RetryLaterProblem(
-    429,
-    "too_many_queued_jobs",
-    "Too many queued jobs",
-    `You have ${queued} jobs queued; your plan (${tenant.plan}) allows ${max}. ` +
-      "Submit more once some have started, or cancel some.",
-    retryAfter,
-  );
+/** A job request whose model, inputs and timeout were checked: what a submit needs of them. */
+export interface CheckedJob {
+  spec: ModelSpec;
+  timeout: JobTimeout;
 }
 
 export async function checkModelAndInputs(
   gateway: Gateway,
   tenant: Tenant,
   request: JobRequest,
-): Promise<ModelSpec> {
+): Promise<CheckedJob> {
   const spec = gateway.models.get(request.model);
   if (!spec) {
     const known = [...gateway.models.keys()].join(", ");
@@ -202,8 +245,8 @@ export async function checkModelAndInputs(
     );
   }
   checkModelInput(spec, request.input);
-  jobTimeout(spec, tenant, request.timeout_seconds);
-  if (!image?.startsWith("upl_")) return spec;
+  const timeout = jobTimeout(spec, tenant, request.timeout_seconds);
+  if (!image?.startsWith("upl_")) return { spec, timeout };
   const upload = await gateway.stores.uploads.forTenant(tenant.id, image);
   if (!upload) {
     throw new HttpProblem(422, "unknown_upload", "Unknown upload", `No upload ${image}.`);
@@ -225,7 +268,7 @@ export async function checkModelAndInputs(
       `Upload ${image} has not been received yet: PUT the file to its upload URL first.`,
     );
   }
-  return spec;
+  return { spec, timeout };
 }
 
 /** The model's own schema for `input`: a 422 that lists every problem, by path. */

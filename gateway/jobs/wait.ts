@@ -1,3 +1,4 @@
+import { pause } from "../../shared/pause.ts";
 import { isTerminal, type JobStatus } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import type { JobRow } from "../store/job-rows.ts";
@@ -56,29 +57,15 @@ export async function waitForJob(
     if (left <= 0) break;
     // Listening starts before the read, so a change between the two is not missed.
     const recheck = gateway.notifier.live ? SAFETY_NET_MS : RECHECK_MS;
+    // Workers: a wake from another request (the agent's report) would carry this request's
+    // next read into that request's I/O context, which workerd forbids; so a waiter there
+    // polls on a timer of its own, one primary-key read per tick, never a scan.
     const wake = gateway.isolatedRequests
-      ? ownTimer(Math.min(left, RECHECK_MS), signal)
+      ? pause(Math.min(left, RECHECK_MS), signal)
       : gateway.notifier.next(current.id, Math.min(left, recheck), signal);
     current = (await gateway.stores.jobs.byId(current.id)) ?? current;
     if (isTerminal(current.status as JobStatus)) break;
     await wake;
   }
   return current;
-}
-
-/**
- * Workers: a wake from another request (the agent's report) would carry this request's
- * next read into that request's I/O context, which workerd forbids; so a waiter there polls
- * on a timer of its own (RECHECK_MS), one primary-key read per tick, never a scan.
- */
-function ownTimer(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener("abort", done);
-  });
 }

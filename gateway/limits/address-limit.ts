@@ -1,15 +1,15 @@
 import { createMiddleware } from "hono/factory";
-import { RetryLaterProblem } from "../backpressure.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
-import { type BucketPolicy, remoteBucketsOf, TokenBuckets } from "../rate-limit.ts";
+import { RetryLaterProblem } from "./backpressure.ts";
+import { type BucketPolicy, remoteBucketsOf, TokenBuckets } from "./rate-limit.ts";
 
 /**
  * Requests without a valid API key, limited per client address: each one answered `401`
  * spends a token of its address's bucket, and once the bucket is empty the address gets
  * `429` instead, before any key lookup for requests that carry no key at all. Only where
- * the entry file says how to find a request's address (node.ts: the socket, or behind
- * GANTRY_TRUSTED_PROXIES their forwarding header; worker.ts: CF-Connecting-IP); elsewhere
+ * the entry file says how to find a request's address (runtime/node: the socket, or behind
+ * GANTRY_TRUSTED_PROXIES their forwarding header; runtime/workers: CF-Connecting-IP); elsewhere
  * nothing is limited here. Where the buckets are remote (a Durable Object on Workers) a
  * request spends at most one round trip here: one without a key takes its token up front
  * (it can only be answered 401), one with a key only once it was answered 401.

@@ -1,52 +1,147 @@
-import { type Kysely, sql } from "kysely";
-import type { Database } from "../../shared/db/schema.ts";
-import type { SharedCounters } from "./shared-rate.ts";
+import { FORGET_GATEWAY_MS, type SharedBucket, type SharedBucketStore } from "./shared-bucket.ts";
 
 /**
- * The shared counters in Postgres: one UNLOGGED table (the counts are disposable: a crash
- * that loses them forgets a few seconds of spending, which only lets a burst through), one
- * upsert per round for every bucket, keys in order so that two gateways' rounds lock rows
- * in the same order and never deadlock. Made here rather than by a migration because only
- * gateways that share limits through Postgres use it.
+ * Where gateways keep the buckets they share (shared-bucket.ts): Redis, or this process's
+ * memory for tests. The Postgres store speaks SQL, so it lives with the store
+ * (store/rate-counters.ts).
  */
-export async function postgresCounters(db: Kysely<Database>): Promise<SharedCounters> {
-  await sql`CREATE UNLOGGED TABLE IF NOT EXISTS gantry_rate_counters (
-    key text PRIMARY KEY, spent bigint NOT NULL)`.execute(db);
-  return {
-    async add(deltas) {
-      const keys = [...deltas.keys()].sort();
-      const rows = sql.join(keys.map((key) => sql`(${key}, ${deltas.get(key) ?? 0})`));
-      const result = await sql<{ key: string; spent: string | number }>`
-        INSERT INTO gantry_rate_counters AS c (key, spent) VALUES ${rows}
-        ON CONFLICT (key) DO UPDATE SET spent = c.spent + EXCLUDED.spent
-        RETURNING key, spent`.execute(db);
-      return new Map(result.rows.map((row) => [row.key, Number(row.spent)]));
-    },
-    close: async () => {},
-  };
-}
 
-/** The shared counters in Redis: INCRBY per bucket in one pipeline, kept a day after use. */
-export async function redisCounters(url: string): Promise<SharedCounters> {
+/**
+ * Compares each bucket with what the gateway read and, for every one unchanged since, stores
+ * its new value (or removes it); answers the positions (1-based) of those another gateway
+ * changed meanwhile, which the gateway reads and settles again. KEYS: the set of bucket
+ * names, then each bucket's key. ARGV: for each, its name, what was read ("" for none) and
+ * its new value ("" to remove).
+ */
+const COMPARE_AND_SET = `
+local changed = {}
+for i = 2, #KEYS do
+  local at = (i - 2) * 3
+  local current = redis.call('GET', KEYS[i])
+  if not current then current = '' end
+  if current ~= ARGV[at + 2] then
+    table.insert(changed, i - 1)
+  elseif ARGV[at + 3] == '' then
+    redis.call('DEL', KEYS[i])
+    redis.call('SREM', KEYS[1], ARGV[at + 1])
+  else
+    redis.call('SET', KEYS[i], ARGV[at + 3], 'PX', 86400000)
+    redis.call('SADD', KEYS[1], ARGV[at + 1])
+    redis.call('PEXPIRE', KEYS[1], 86400000)
+  end
+end
+return changed`;
+
+/**
+ * The shared buckets in Redis: one JSON value per tenant (kept a day after its last change)
+ * and a set naming them, changed by compare-and-set in one script per round (a bucket
+ * another gateway changed in between is read and settled again); the gateways alive in a
+ * sorted set by when each was last heard from. Every name starts with `prefix`.
+ */
+export async function redisBuckets(
+  url: string,
+  prefix = "gantry:rate",
+): Promise<SharedBucketStore> {
   const { createClient } = await import("redis");
   const client = createClient({ url });
   client.on("error", () => {
-    // Reported by the failing round (SharedRateSync's onError); the client reconnects.
+    // Reported by the failing round (SharedRateLimiter's onError); the client reconnects.
   });
   await client.connect();
+  const names = `${prefix}:buckets`;
+  const gateways = `${prefix}:gateways`;
+  const bucketKey = (key: string) => `${prefix}:bucket:${key}`;
+  const parse = (text: string | null | undefined) =>
+    text ? (JSON.parse(text) as SharedBucket) : null;
   return {
-    async add(deltas) {
-      const multi = client.multi();
-      const keys = [...deltas.keys()];
-      for (const key of keys) {
-        multi.incrBy(`gantry:rate:${key}`, deltas.get(key) ?? 0);
-        multi.expire(`gantry:rate:${key}`, 86_400);
+    async heartbeat(gateway, now, liveMs) {
+      const replies = await client
+        .multi()
+        .zAdd(gateways, { score: now, value: gateway }, { comparison: "GT" })
+        .zRemRangeByScore(gateways, "-inf", now - FORGET_GATEWAY_MS)
+        .zRangeByScore(gateways, now - liveMs, "+inf")
+        // Gone with the last gateway: nothing of a store no gateway uses stays behind.
+        .pExpire(gateways, FORGET_GATEWAY_MS)
+        .exec();
+      return (replies[2] as unknown as string[]).map(String);
+    },
+    async leave(gateway) {
+      await client.zRem(gateways, gateway);
+    },
+    async update(keys, change) {
+      const result = new Map<string, SharedBucket | null>();
+      let pending = [...new Set(keys)];
+      for (let attempt = 0; pending.length > 0; attempt++) {
+        if (attempt >= 20) throw new Error("rate limits: buckets kept changing under the round");
+        const read = await client.mGet(pending.map(bucketKey));
+        const writes = pending.map((key, i) => {
+          const before = read[i] ?? "";
+          const after = change(key, parse(before));
+          return { key, before, after: after === null ? "" : JSON.stringify(after), value: after };
+        });
+        const changed = (await client.eval(COMPARE_AND_SET, {
+          keys: [names, ...pending.map(bucketKey)],
+          arguments: writes.flatMap((write) => [write.key, write.before, write.after]),
+        })) as number[];
+        const retry = new Set(changed.map((position) => Number(position) - 1));
+        writes.forEach((write, i) => {
+          if (!retry.has(i)) result.set(write.key, write.value);
+        });
+        pending = pending.filter((_, i) => retry.has(i));
       }
-      const replies = await multi.exec();
-      return new Map(keys.map((key, i) => [key, Number(replies[i * 2])]));
+      return result;
+    },
+    async list() {
+      const keys = await client.sMembers(names);
+      const found = new Map<string, SharedBucket>();
+      for (let i = 0; i < keys.length; i += 500) {
+        const chunk = keys.slice(i, i + 500);
+        const values = await client.mGet(chunk.map(bucketKey));
+        const expired: string[] = [];
+        chunk.forEach((key, j) => {
+          const bucket = parse(values[j]);
+          if (bucket) found.set(key, bucket);
+          else expired.push(key);
+        });
+        // Expired values leave their names behind: tidy them away.
+        if (expired.length > 0) await client.sRem(names, expired);
+      }
+      return found;
     },
     async close() {
       await client.quit().catch(() => {});
     },
+  };
+}
+
+/** The shared buckets in this process's memory: for tests of several limiters together. */
+export function memoryBuckets(): SharedBucketStore & { buckets: Map<string, SharedBucket> } {
+  const buckets = new Map<string, SharedBucket>();
+  const seen = new Map<string, number>();
+  const copy = (bucket: SharedBucket | null | undefined) =>
+    bucket ? (JSON.parse(JSON.stringify(bucket)) as SharedBucket) : null;
+  return {
+    buckets,
+    async heartbeat(gateway, now, liveMs) {
+      seen.set(gateway, Math.max(now, seen.get(gateway) ?? now));
+      return [...seen].filter(([, at]) => at >= now - liveMs).map(([id]) => id);
+    },
+    async leave(gateway) {
+      seen.delete(gateway);
+    },
+    async update(keys, change) {
+      const result = new Map<string, SharedBucket | null>();
+      for (const key of keys) {
+        const next = change(key, copy(buckets.get(key)));
+        if (next) buckets.set(key, copy(next) as SharedBucket);
+        else buckets.delete(key);
+        result.set(key, copy(next));
+      }
+      return result;
+    },
+    async list() {
+      return new Map([...buckets].map(([key, bucket]) => [key, copy(bucket) as SharedBucket]));
+    },
+    close: async () => {},
   };
 }

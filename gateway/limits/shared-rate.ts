@@ -1,46 +1,157 @@
-import type { SpendListener, TokenBuckets } from "../rate-limit.ts";
+import type { BucketPolicy, BucketVerdict, LocalLimiter } from "./rate-limit.ts";
+import {
+  available,
+  EPSILON,
+  type RoundContext,
+  type RoundReport,
+  type SharedBucket,
+  type SharedBucketStore,
+  settleRound,
+} from "./shared-bucket.ts";
 
 /**
- * Rate limits that hold across gateways without a write per request. Each gateway keeps
- * its own token buckets (rate-limit.ts) and answers from them at once; every `intervalMs`
- * it adds what it spent since the last round to a shared counter per bucket (Postgres or
- * Redis: one statement or one pipeline per round, for every bucket together) and takes
- * out of its own buckets what the others spent meanwhile. So each gateway's buckets track
- * the tenant's one bucket, late by at most a round: behind N gateways a tenant gets its
- * plan's rate plus at most a round's worth from each other gateway, not N times it.
+ * Rate limits that hold across gateways without a round trip per request.
+ *
+ * A tenant has one token bucket, kept in a shared store (Postgres or Redis: see
+ * shared-counters.ts). No request waits on it: each gateway answers from the tokens it
+ * holds for the tenant, and every `intervalMs` (a round: a few statements for every tenant
+ * together) gives back what it did not spend and takes a new grant, a 1/N share of what the
+ * bucket holds, N being the gateways alive. Tokens a gateway holds are out of the bucket, so
+ * the gateways together can spend no more than the bucket holds plus its refill: the plan
+ * (burst + rate × time), however many gateways there are, not one burst per gateway.
+ *
+ * A gateway that has not heard of a tenant yet (nothing in the store at its last round: the
+ * bucket was full, or no gateway had used it) starts with a 1/N share of the burst, so N
+ * gateways meeting a new tenant at once take one burst between them; one that has heard of
+ * it starts with a 1/N share of what the bucket held then. Tokens taken that way are
+ * reported at the next round and come out of the bucket; a bucket made by such a report
+ * sets aside the shares the other gateways may have taken meanwhile.
+ *
+ * The price: a burst through one gateway out of N gets a 1/N share at once, and the rest
+ * round by round as the shares come back (a client told to retry after a second finds most
+ * of it). A sustained rate is not cut: what one gateway does not take stays in the bucket.
+ *
+ * If the store cannot be reached for a while the gateway refills its own holdings at a
+ * 1/N share of the rate, up to a 1/N share of the burst (still the plan across N gateways),
+ * and reports those tokens when the store is back.
  */
-export interface SharedCounters {
-  /** Adds each delta (0: only read) to its key's total; returns every key's new total. */
-  add(deltas: ReadonlyMap<string, number>): Promise<Map<string, number>>;
-  close(): Promise<void>;
+
+/** A bucket no request touched here for this long is given back and no longer synced. */
+const IDLE_MS = 30_000;
+/** Every this many rounds, buckets no gateway holds and that are full again are removed. */
+const TIDY_ROUNDS = 50;
+
+interface Ledger {
+  /** Tokens this gateway may spend (below zero: owed to the bucket). */
+  tokens: number;
+  policy: BucketPolicy;
+  lastUse: number;
+  /** Tokens taken here without the store since the last report (see RoundReport.made). */
+  made: number;
+  /** Tokens given back by the round in flight: its grant replaces them. */
+  returning: number;
+  /** When the tokens were last refilled here (only while the store is out of reach). */
+  refilledAt: number;
+  /** A take found too few tokens since the last report. */
+  short: boolean;
 }
 
-/** A bucket no request touched for this long is no longer synced (it refills alone). */
-const IDLE_MS = 30_000;
+export interface SharedRateOptions {
+  /** This gateway's name in the store: unique among the gateways sharing it. */
+  gatewayId: string;
+  /** How often a round runs. */
+  intervalMs: number;
+  now: () => number;
+  onError: (error: unknown) => void;
+}
 
-export class SharedRateSync implements SpendListener {
-  /** Spent here and not yet added to the shared counters. */
-  private readonly unsent = new Map<string, number>();
-  /** The shared total each key had after our last round. */
-  private readonly seen = new Map<string, number>();
-  private readonly lastUse = new Map<string, number>();
+export class SharedRateLimiter implements LocalLimiter {
+  private readonly ledgers = new Map<string, Ledger>();
+  /** The buckets in the store at the last round: what a first sight takes a share of. */
+  private heard = new Map<string, SharedBucket>();
+  private live: ReadonlySet<string>;
+  private lastRound = Number.NEGATIVE_INFINITY;
+  /** The last round failed: the store is out of reach until one succeeds. */
+  private failing = true;
+  private rounds = 0;
   private timer: ReturnType<typeof setInterval> | null = null;
   private round: Promise<void> | null = null;
+  /** A gateway not heard from for this long is gone: its holdings are dropped. */
+  private readonly liveMs: number;
+  /** Without a round for this long (or after a failed one), holdings refill here. */
+  private readonly staleMs: number;
 
   constructor(
-    private readonly buckets: TokenBuckets,
-    private readonly counters: SharedCounters,
-    private readonly options: {
-      intervalMs: number;
-      now: () => number;
-      onError: (e: unknown) => void;
-    },
-  ) {}
+    private readonly store: SharedBucketStore,
+    private readonly options: SharedRateOptions,
+  ) {
+    this.live = new Set([options.gatewayId]);
+    this.liveMs = Math.max(2_000, 10 * options.intervalMs);
+    this.staleMs = Math.max(2_000, 10 * options.intervalMs);
+  }
 
-  /** One token spent here from `key`'s bucket. */
-  spent(key: string): void {
-    this.unsent.set(key, (this.unsent.get(key) ?? 0) + 1);
-    this.lastUse.set(key, this.options.now());
+  /** N: the gateways alive at the last round (at least this one). */
+  get gateways(): number {
+    return Math.max(1, this.live.size);
+  }
+
+  take(key: string, policy: BucketPolicy, now: number, cost = 1): BucketVerdict {
+    let ledger = this.ledgers.get(key);
+    if (!ledger) {
+      const heard = this.heard.get(key);
+      const share =
+        (heard ? Math.min(policy.burst, available(heard, now, this.live)) : policy.burst) /
+        this.gateways;
+      ledger = {
+        tokens: share,
+        policy,
+        lastUse: now,
+        made: share,
+        returning: 0,
+        refilledAt: now,
+        short: false,
+      };
+      this.ledgers.set(key, ledger);
+    }
+    ledger.policy = policy;
+    ledger.lastUse = now;
+    if (this.failing || now - this.lastRound > this.staleMs) {
+      // The store is out of reach: a 1/N share of the plan, refilled here.
+      const cap = policy.burst / this.gateways;
+      const gain =
+        ((policy.ratePerSecond / this.gateways) * Math.max(0, now - ledger.refilledAt)) / 1000;
+      const refill = Math.max(0, Math.min(gain, cap - ledger.tokens));
+      ledger.tokens += refill;
+      ledger.made += refill;
+    }
+    ledger.refilledAt = now;
+    const allowed = ledger.tokens >= cost;
+    if (allowed) ledger.tokens -= cost;
+    else ledger.short = true;
+    return this.verdict(key, ledger, allowed, cost, now);
+  }
+
+  private verdict(
+    key: string,
+    ledger: Ledger,
+    allowed: boolean,
+    cost: number,
+    now: number,
+  ): BucketVerdict {
+    const { burst, ratePerSecond } = ledger.policy;
+    const rate = ratePerSecond / this.gateways;
+    const need = Math.max(0, cost - ledger.tokens);
+    const heard = this.heard.get(key);
+    // A share of what the bucket holds comes at the next round; else its refill must.
+    const nextShare = heard ? available(heard, now, this.live) / this.gateways : 0;
+    const wait = nextShare >= need ? 1 : Math.ceil((need - nextShare) / rate);
+    return {
+      allowed,
+      limit: burst,
+      remaining: Math.max(0, Math.floor(ledger.tokens)),
+      retryAfterSeconds: allowed ? 0 : Math.max(1, wait),
+      resetSeconds: Math.max(0, Math.ceil((burst / this.gateways - ledger.tokens) / rate)),
+    };
   }
 
   start(): void {
@@ -54,44 +165,109 @@ export class SharedRateSync implements SpendListener {
     this.timer.unref?.();
   }
 
-  /** One round: send what was spent here, learn what was spent elsewhere. */
-  async sync(): Promise<void> {
-    const now = this.options.now();
-    const deltas = new Map<string, number>();
-    for (const [key, used] of this.lastUse) {
-      if (now - used > IDLE_MS && !this.unsent.has(key)) {
-        this.lastUse.delete(key);
-        this.seen.delete(key);
-        continue;
-      }
-      deltas.set(key, this.unsent.get(key) ?? 0);
-    }
-    if (deltas.size === 0) return;
-    for (const [key, sent] of deltas) {
-      const left = (this.unsent.get(key) ?? 0) - sent;
-      if (left > 0) this.unsent.set(key, left);
-      else this.unsent.delete(key);
-    }
-    let totals: Map<string, number>;
+  /** One round: every tenant served here given back and granted anew, in one exchange. */
+  async sync(options: { leaving?: boolean } = {}): Promise<void> {
     try {
-      totals = await this.counters.add(deltas);
+      await this.exchange(options);
+      this.failing = false;
     } catch (error) {
-      // Unsent again: the next round carries it (the shared store was unreachable).
-      for (const [key, sent] of deltas) this.unsent.set(key, (this.unsent.get(key) ?? 0) + sent);
+      this.failing = true;
       throw error;
-    }
-    for (const [key, total] of totals) {
-      const before = this.seen.get(key);
-      this.seen.set(key, total);
-      if (before === undefined) continue;
-      const elsewhere = total - before - (deltas.get(key) ?? 0);
-      if (elsewhere > 0) this.buckets.spend(key, elsewhere);
     }
   }
 
+  private async exchange(options: { leaving?: boolean }): Promise<void> {
+    const { gatewayId: gateway, now: clock } = this.options;
+    const now = clock();
+    const live = new Set(await this.store.heartbeat(gateway, now, this.liveMs));
+    live.add(gateway);
+    this.live = live;
+    const reports = new Map<string, RoundReport & { lastUse: number }>();
+    for (const [key, ledger] of this.ledgers) {
+      reports.set(key, {
+        policy: ledger.policy,
+        tokens: ledger.tokens,
+        made: ledger.made,
+        wants: !options.leaving && now - ledger.lastUse <= IDLE_MS,
+        short: ledger.short,
+        lastUse: ledger.lastUse,
+      });
+      ledger.returning = ledger.tokens;
+      ledger.made = 0;
+      ledger.short = false;
+    }
+    const context: RoundContext = {
+      gateway,
+      now,
+      live,
+      shares: this.gateways,
+      reserveMs: 3 * this.options.intervalMs,
+    };
+    let settled: Map<string, SharedBucket | null>;
+    try {
+      settled = reports.size
+        ? await this.store.update([...reports.keys()].sort(), (key, bucket) => {
+            const report = reports.get(key);
+            return report ? settleRound(bucket, report, context) : bucket;
+          })
+        : new Map();
+    } catch (error) {
+      // Nothing given back nor granted: the next round reports it all again.
+      for (const [key, report] of reports) {
+        const ledger = this.ledgers.get(key);
+        if (!ledger) continue;
+        ledger.made += report.made;
+        ledger.short ||= report.short === true;
+        ledger.returning = 0;
+      }
+      throw error;
+    }
+    for (const [key, report] of reports) {
+      const ledger = this.ledgers.get(key);
+      if (!ledger) continue;
+      const grant = settled.get(key)?.held[gateway] ?? 0;
+      // Spent while the round ran comes out of the grant.
+      ledger.tokens += grant - ledger.returning;
+      ledger.returning = 0;
+      if (!report.wants && ledger.lastUse === report.lastUse && ledger.made === 0) {
+        this.ledgers.delete(key);
+      }
+    }
+    this.lastRound = clock();
+    if (options.leaving) return;
+    this.heard = await this.store.list();
+    this.rounds += 1;
+    if (this.rounds % TIDY_ROUNDS === 0) await this.tidy(now);
+  }
+
+  /** Removes buckets no gateway alive holds that are full again. */
+  private async tidy(now: number): Promise<void> {
+    const full = [...this.heard]
+      .filter(([, bucket]) => {
+        const holders = Object.keys(bucket.held).some((id) => this.live.has(id));
+        return !holders && available(bucket, now, this.live) >= bucket.burst - EPSILON;
+      })
+      .map(([key]) => key);
+    if (full.length === 0) return;
+    await this.store.update(full, (_key, bucket) => {
+      if (!bucket) return null;
+      const holders = Object.keys(bucket.held).some((id) => this.live.has(id));
+      return !holders && available(bucket, now, this.live) >= bucket.burst - EPSILON
+        ? null
+        : bucket;
+    });
+  }
+
+  /** Stops the rounds, gives back what this gateway holds and leaves the gateways alive. */
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     await this.round;
-    await this.counters.close();
+    try {
+      await this.sync({ leaving: true });
+      await this.store.leave(this.options.gatewayId);
+    } catch (error) {
+      this.options.onError(error);
+    }
+    await this.store.close();
   }
 }

@@ -1,5 +1,4 @@
-import { Hono } from "hono";
-import { z } from "zod";
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { notFound } from "../../shared/errors.ts";
 import {
   type AgentCreated,
@@ -7,14 +6,62 @@ import {
   type AgentList,
 } from "../../shared/protocol/index.ts";
 import { agentViews } from "../agents/listing.ts";
-import { type AgentRow, registeredModels } from "../agents/store.ts";
+import { registeredModels } from "../agents/reports.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
-import { parseJsonBody, parseWith } from "../validation.ts";
+import { parseJsonBody, parseWith } from "../http/validation.ts";
+import { documented, json, problems } from "../openapi/parts.ts";
+import type { AgentRow } from "../store/agents.ts";
 
 const ListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(500).default(100),
   cursor: z.string().max(64).optional(),
+});
+
+const AgentParams = z.object({ id: z.string().regex(/^agt_/) });
+const listRoute = createRoute({
+  method: "get",
+  path: "/",
+  operationId: "listAgents",
+  summary: "GPU agents: models, provider, slots busy, run time, VRAM, last heartbeat, state",
+  request: { query: ListQuery },
+  responses: {
+    200: { description: "Agents", content: json("AgentList") },
+    ...problems(401, 403),
+  },
+});
+const createAgentRoute = createRoute({
+  method: "post",
+  path: "/",
+  operationId: "createAgent",
+  summary: "Create agent credentials (the secret is shown once)",
+  request: { body: { required: false, content: json("AgentCreateRequest") } },
+  responses: {
+    201: { description: "The agent and its secret", content: json("AgentCreated") },
+    ...problems(401, 403, 422),
+  },
+});
+const getRoute = createRoute({
+  method: "get",
+  path: "/{id}",
+  operationId: "getAgent",
+  summary: "One agent",
+  request: { params: AgentParams },
+  responses: {
+    200: { description: "The agent", content: json("AgentView") },
+    ...problems(401, 403, 404),
+  },
+});
+const revokeRoute = createRoute({
+  method: "post",
+  path: "/{id}/revoke",
+  operationId: "revokeAgent",
+  summary: "Revoke an agent: it is refused from its next request",
+  request: { params: AgentParams },
+  responses: {
+    200: { description: "The agent", content: json("AgentView") },
+    ...problems(401, 403, 404),
+  },
 });
 
 /**
@@ -23,8 +70,14 @@ const ListQuery = z.object({
  * so an operator sees which box is idle, busy, overloaded or gone; creates agents with
  * their own secret (shown once); revokes them, which stops them at their next request.
  */
-export const adminAgentRoutes = new Hono<AppEnv>()
-  .get("/", async (c) => {
+export const adminAgentRoutes = documented(
+  new OpenAPIHono<AppEnv>(),
+  listRoute,
+  createAgentRoute,
+  getRoute,
+  revokeRoute,
+)
+  .get(listRoute.getRoutingPath(), async (c) => {
     const gateway = c.var.gateway;
     const query = parseWith(ListQuery, c.req.query(), "query");
     const rows = await gateway.stores.agents.list({
@@ -38,7 +91,7 @@ export const adminAgentRoutes = new Hono<AppEnv>()
     };
     return c.json(body);
   })
-  .post("/", async (c) => {
+  .post(createAgentRoute.getRoutingPath(), async (c) => {
     const gateway = c.var.gateway;
     const request = await parseJsonBody(c, AgentCreateRequest);
     const { row, secret } = await gateway.stores.agents.create({
@@ -54,14 +107,14 @@ export const adminAgentRoutes = new Hono<AppEnv>()
     const body: AgentCreated = { ...view!, agent_id: row.id, secret };
     return c.json(body, 201, { location: `/v1/admin/agents/${row.id}` });
   })
-  .get("/:id", async (c) => {
+  .get(getRoute.getRoutingPath(), async (c) => {
     const gateway = c.var.gateway;
     const row = await gateway.stores.agents.byId(c.req.param("id"));
     if (!row) throw notFound("Agent", c.req.param("id"));
     const [view] = await views(gateway, [row]);
     return c.json(view);
   })
-  .post("/:id/revoke", async (c) => {
+  .post(revokeRoute.getRoutingPath(), async (c) => {
     const gateway = c.var.gateway;
     const row = await gateway.stores.agents.revoke(c.req.param("id"), gateway.now());
     gateway.agentRows.delete(c.req.param("id"));

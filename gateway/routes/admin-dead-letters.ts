@@ -1,26 +1,68 @@
-import { Hono } from "hono";
-import { z } from "zod";
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { HttpProblem } from "../../shared/errors.ts";
 import {
   type DeadLetter,
-  type DeadLetterList,
+  DeadLetterList,
   JobId,
   ModelId,
   RedriveRequest,
-  type RedriveResult,
+  RedriveResult,
 } from "../../shared/protocol/index.ts";
 import type { AppEnv } from "../env.ts";
+import { parseJsonBody, parseWith } from "../http/validation.ts";
 import { retryJob } from "../jobs/retry.ts";
+import { documented, inline, problems } from "../openapi/parts.ts";
 import type { DeadLetterFilter } from "../store/dead-letters.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
-import { parseJsonBody, parseWith } from "../validation.ts";
 
 const ListQuery = z.object({
   model: ModelId.optional(),
-  code: z.string().min(1).max(100).optional(),
+  code: z
+    .string()
+    .min(1)
+    .max(100)
+    .optional()
+    .openapi({ param: { example: "timeout" } }),
   since: z.iso.datetime().optional(),
   limit: z.coerce.number().int().min(1).max(100).default(20),
   cursor: JobId.optional(),
+});
+
+const listRoute = createRoute({
+  method: "get",
+  path: "/",
+  operationId: "listDeadLetters",
+  summary: "Jobs that failed for good, every tenant (admin)",
+  description:
+    "Oldest first. Filters: `model`, `code` (the error's code), `since` (failed at or after).",
+  request: { query: ListQuery },
+  responses: {
+    200: { description: "A page of dead letters", content: inline(DeadLetterList) },
+    ...problems(401, 403, 422),
+  },
+});
+const redriveRoute = createRoute({
+  method: "post",
+  path: "/redrive",
+  operationId: "redriveDeadLetters",
+  summary: "Queue matching dead letters again, in bounded passes (admin)",
+  description:
+    "Retries up to `limit` (≤ 500) matching jobs, as `POST /v1/jobs/{id}/retry` would. Call again with `next_cursor` until it is null.",
+  request: {
+    body: {
+      required: true,
+      content: {
+        "application/json": {
+          ...inline(RedriveRequest, "input")["application/json"],
+          example: { model: "ocr", code: "timeout", limit: 100 },
+        },
+      },
+    },
+  },
+  responses: {
+    200: { description: "What this pass did", content: inline(RedriveResult) },
+    ...problems(401, 403, 422),
+  },
 });
 
 const deadLetter = (row: JobRow): DeadLetter => ({ ...toJob(row), tenant_id: row.tenant_id });
@@ -44,8 +86,8 @@ function filterOf(query: {
  * every tenant; the operator's view, under `/v1/admin`. Oldest first, so that a redrive
  * pass walks them once and resumes from its cursor.
  */
-export const adminDeadLetterRoutes = new Hono<AppEnv>()
-  .get("/", async (c) => {
+export const adminDeadLetterRoutes = documented(new OpenAPIHono<AppEnv>(), listRoute, redriveRoute)
+  .get(listRoute.getRoutingPath(), async (c) => {
     const query = parseWith(ListQuery, c.req.query(), "query");
     const rows = await c.var.gateway.stores.jobs.deadLetters({
       ...filterOf(query),
@@ -64,7 +106,7 @@ export const adminDeadLetterRoutes = new Hono<AppEnv>()
    * `POST /v1/jobs/{id}/retry`). Bounded per call; `next_cursor` resumes. A redriven job is
    * no longer failed, so a pass that is repeated without its cursor does not redrive twice.
    */
-  .post("/redrive", async (c) => {
+  .post(redriveRoute.getRoutingPath(), async (c) => {
     const request = await parseJsonBody(c, RedriveRequest);
     const gateway = c.var.gateway;
     const rows = await gateway.stores.jobs.deadLetters({

@@ -1,13 +1,14 @@
-import { Hono } from "hono";
-import { z } from "zod";
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { notFound } from "../../shared/errors.ts";
 import { JobId } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
+import { parseJsonBody } from "../http/validation.ts";
 import { afterTransition, publishJob } from "../jobs/lifecycle.ts";
 import { modelState } from "../jobs/model-state.ts";
 import { forgetSwitches } from "../jobs/model-switches.ts";
-import { parseJsonBody } from "../validation.ts";
+import { releaseSoon } from "../jobs/release.ts";
+import { documented, inline, problems } from "../openapi/parts.ts";
 
 const PauseRequest = z.strictObject({
   reject_new: z.boolean().default(false),
@@ -18,6 +19,60 @@ const PurgeRequest = z.strictObject({
   limit: z.number().int().min(1).max(1_000).default(500),
   // A job id, as next_cursor gives: garbage must not quietly restart the pass.
   cursor: JobId.optional(),
+});
+
+const ModelParams = z.object({ id: z.string() });
+
+const pauseRoute = createRoute({
+  method: "post",
+  path: "/{id}/pause",
+  operationId: "pauseModel",
+  summary: "Pause a model (admin)",
+  description:
+    "Agents' claims of its jobs are refused (`409 model_paused`) and the jobs wait; with `reject_new: true`, `POST /v1/jobs` answers `503 model_paused` with `Retry-After`. Other gateways see the switch within a second.",
+  request: {
+    params: ModelParams,
+    body: {
+      required: false,
+      content: {
+        "application/json": {
+          ...inline(PauseRequest, "input")["application/json"],
+          example: { reject_new: true, reason: "GPU pool overloaded" },
+        },
+      },
+    },
+  },
+  responses: {
+    200: { description: "The model's live state" },
+    ...problems(401, 403, 404, 422),
+  },
+});
+const resumeRoute = createRoute({
+  method: "post",
+  path: "/{id}/resume",
+  operationId: "resumeModel",
+  summary: "Resume a paused model (admin): its waiting jobs are published again",
+  request: { params: ModelParams },
+  responses: {
+    200: { description: "The model's live state, with `republished`" },
+    ...problems(401, 403, 404),
+  },
+});
+const purgeRoute = createRoute({
+  method: "post",
+  path: "/{id}/purge",
+  operationId: "purgeModel",
+  summary: "Cancel a model's queued jobs, `limit` (≤ 1 000) per call (admin)",
+  description:
+    "`{limit?, cursor?}` → `{canceled, next_cursor}`; call again with the cursor until it is null.",
+  request: {
+    params: ModelParams,
+    body: { required: false, content: inline(PurgeRequest, "input") },
+  },
+  responses: {
+    200: { description: "What this pass canceled" },
+    ...problems(401, 403, 404, 422),
+  },
 });
 
 /** Republished at once on resume; the outbox sweep publishes any beyond. */
@@ -45,8 +100,13 @@ async function optionalBody<T extends z.ZodType>(
  * `503 model_paused`. Resume: the waiting jobs are published again. Purge: cancels the
  * model's queued jobs, `limit` per call, resumable by `cursor`.
  */
-export const adminModelRoutes = new Hono<AppEnv>()
-  .post("/:id/pause", async (c) => {
+export const adminModelRoutes = documented(
+  new OpenAPIHono<AppEnv>(),
+  pauseRoute,
+  resumeRoute,
+  purgeRoute,
+)
+  .post(pauseRoute.getRoutingPath(), async (c) => {
     const gateway = c.var.gateway;
     const model = servedModel(gateway, c.req.param("id"));
     const request = await optionalBody(c, PauseRequest);
@@ -58,7 +118,7 @@ export const adminModelRoutes = new Hono<AppEnv>()
     forgetSwitches(gateway);
     return c.json({ id: model, object: "model_state", ...(await modelState(gateway, model)) });
   })
-  .post("/:id/resume", async (c) => {
+  .post(resumeRoute.getRoutingPath(), async (c) => {
     const gateway = c.var.gateway;
     const model = servedModel(gateway, c.req.param("id"));
     await gateway.stores.jobs.resumeModel(model, gateway.now());
@@ -68,10 +128,12 @@ export const adminModelRoutes = new Hono<AppEnv>()
     for (const row of await gateway.stores.jobs.unpublishedOfModel(model, RESUME_REPUBLISH)) {
       if (await publishJob(gateway, row)) republished++;
     }
+    // Its held jobs waited for the resume too.
+    await releaseSoon(gateway, model);
     const state = await modelState(gateway, model);
     return c.json({ id: model, object: "model_state", ...state, republished });
   })
-  .post("/:id/purge", async (c) => {
+  .post(purgeRoute.getRoutingPath(), async (c) => {
     const gateway = c.var.gateway;
     const model = servedModel(gateway, c.req.param("id"));
     const request = await optionalBody(c, PurgeRequest);

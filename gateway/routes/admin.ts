@@ -1,13 +1,13 @@
-import { Hono } from "hono";
-import { z } from "zod";
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { HttpProblem, notFound } from "../../shared/errors.ts";
 import { newId } from "../../shared/ids.ts";
 import type { AppEnv } from "../env.ts";
+import { parseJsonBody, parseWith } from "../http/validation.ts";
+import { anyObject, documented, inline, problems } from "../openapi/parts.ts";
 import { DEFAULT_PLAN, PlanName, PlanOverrides } from "../plans.ts";
-import { purgeTenant } from "../retention/sweep-retention.ts";
 import { Scope, toApiKeyView } from "../store/api-keys.ts";
 import { overridesOf, overridesProblem, planOf, toTenantView } from "../store/tenants.ts";
-import { parseJsonBody, parseWith } from "../validation.ts";
+import { purgeTenant } from "../sweep/retention/sweep-retention.ts";
 import { newWebhookSecret } from "../webhooks/secret.ts";
 
 /**
@@ -41,6 +41,109 @@ const ListQuery = z.object({
   cursor: TenantId.optional(),
 });
 
+const TenantParams = z.object({ id: TenantId });
+/** An admin route: its answer's shape left open, its request the zod schemas it is read with. */
+const route = <M extends "get" | "post" | "patch", P extends string>(
+  operationId: string,
+  method: M,
+  path: P,
+  summary: string,
+  answer: [status: number, description: string],
+  problemStatuses: number[],
+  request: { body?: z.ZodType; params?: z.ZodObject; query?: z.ZodObject } = {},
+  description?: string,
+) =>
+  createRoute({
+    operationId,
+    method,
+    path,
+    summary,
+    ...(description ? { description } : {}),
+    request: {
+      ...(request.params ? { params: request.params } : {}),
+      ...(request.query ? { query: request.query } : {}),
+      ...(request.body ? { body: { required: true, content: inline(request.body, "input") } } : {}),
+    },
+    responses: { [answer[0]]: anyObject(answer[1]), ...problems(...problemStatuses) },
+  });
+const createTenant = route(
+  "createTenant",
+  "post",
+  "/tenants",
+  "Create a tenant with a plan",
+  [201, "The tenant"],
+  [401, 403, 409, 422],
+  { body: CreateTenant },
+);
+const listTenants = route(
+  "listTenants",
+  "get",
+  "/tenants",
+  "List tenants",
+  [200, "Tenants"],
+  [401, 403],
+  {
+    query: ListQuery,
+  },
+);
+const getTenant = route(
+  "getTenant",
+  "get",
+  "/tenants/{id}",
+  "A tenant",
+  [200, "The tenant"],
+  [401, 403, 404],
+  {
+    params: TenantParams,
+  },
+);
+const updateTenant = route(
+  "updateTenant",
+  "patch",
+  "/tenants/{id}",
+  "Change a tenant's plan or limits",
+  [200, "The tenant"],
+  [401, 403, 404, 422],
+  { params: TenantParams, body: UpdateTenant },
+);
+const purge = route(
+  "purgeTenant",
+  "post",
+  "/tenants/{id}/purge",
+  "Delete a tenant's stored data, one bounded step (repeat until `done`)",
+  [200, "What this step removed, and whether more remains"],
+  [401, 403, 404],
+  { params: TenantParams },
+  "Deletes ended jobs (outputs, artifacts, inputs, rows, events, webhook records) and uploads no queued or running job names, up to a batch per kind. `active_jobs` counts what is kept: cancel those jobs, then purge again. `held_back` counts rows waiting for their retry after a failed delete; not `done` while any are left.",
+);
+const createKey = route(
+  "createApiKey",
+  "post",
+  "/tenants/{id}/keys",
+  "Create an API key (shown once)",
+  [201, "The key, with its secret value this once"],
+  [401, 403, 404, 422],
+  { params: TenantParams, body: CreateKey },
+);
+const listKeys = route(
+  "listApiKeys",
+  "get",
+  "/tenants/{id}/keys",
+  "List a tenant's keys (prefixes only)",
+  [200, "Keys"],
+  [401, 403, 404],
+  { params: TenantParams },
+);
+const revokeKey = route(
+  "revokeApiKey",
+  "post",
+  "/keys/{id}/revoke",
+  "Revoke an API key",
+  [200, "The key"],
+  [401, 403, 404],
+  { params: z.object({ id: z.string().regex(/^key_/) }) },
+);
+
 function invalidLimits(detail: string) {
   return new HttpProblem(422, "invalid_limits", "Invalid plan limits", detail);
 }
@@ -51,13 +154,23 @@ async function tenantOr404(c: { var: AppEnv["Variables"] }, id: string) {
   return row;
 }
 
-export const adminRoutes = new Hono<AppEnv>()
+export const adminRoutes = documented(
+  new OpenAPIHono<AppEnv>(),
+  createTenant,
+  listTenants,
+  getTenant,
+  updateTenant,
+  purge,
+  createKey,
+  listKeys,
+  revokeKey,
+)
   // A key revoked or a plan changed here applies to this gateway's next request at once.
   .use(async (c, next) => {
     await next();
     if (c.req.method !== "GET") c.var.gateway.apiKeys.clear();
   })
-  .post("/tenants", async (c) => {
+  .post(createTenant.getRoutingPath(), async (c) => {
     const gateway = c.var.gateway;
     const request = await parseJsonBody(c, CreateTenant);
     const problem = overridesProblem(request.plan, request.limits ?? null);
@@ -78,7 +191,7 @@ export const adminRoutes = new Hono<AppEnv>()
     c.header("location", `/v1/admin/tenants/${row.id}`);
     return c.json(toTenantView(row), 201);
   })
-  .get("/tenants", async (c) => {
+  .get(listTenants.getRoutingPath(), async (c) => {
     const query = parseWith(ListQuery, c.req.query(), "query");
     const rows = await c.var.gateway.stores.tenants.list({
       limit: query.limit + 1,
@@ -91,8 +204,10 @@ export const adminRoutes = new Hono<AppEnv>()
       next_cursor: rows.length > query.limit ? (page.at(-1)?.id ?? null) : null,
     });
   })
-  .get("/tenants/:id", async (c) => c.json(toTenantView(await tenantOr404(c, c.req.param("id")))))
-  .patch("/tenants/:id", async (c) => {
+  .get(getTenant.getRoutingPath(), async (c) =>
+    c.json(toTenantView(await tenantOr404(c, c.req.param("id")))),
+  )
+  .patch(updateTenant.getRoutingPath(), async (c) => {
     const gateway = c.var.gateway;
     const current = await tenantOr404(c, c.req.param("id"));
     const change = await parseJsonBody(c, UpdateTenant);
@@ -111,7 +226,7 @@ export const adminRoutes = new Hono<AppEnv>()
     return c.json(toTenantView(row));
   })
   // A tenant leaving: one bounded step of deleting its data; call again until `done`.
-  .post("/tenants/:id/purge", async (c) => {
+  .post(purge.getRoutingPath(), async (c) => {
     const gateway = c.var.gateway;
     const tenant = await tenantOr404(c, c.req.param("id"));
     const result = await purgeTenant(gateway, tenant.id, gateway.now());
@@ -123,9 +238,10 @@ export const adminRoutes = new Hono<AppEnv>()
       removed: { rows: result.removed.rows, bytes: result.removed.bytes },
       failures: result.removed.failures,
       active_jobs: result.activeJobs,
+      held_back: result.heldBack,
     });
   })
-  .post("/tenants/:id/keys", async (c) => {
+  .post(createKey.getRoutingPath(), async (c) => {
     const gateway = c.var.gateway;
     const tenant = await tenantOr404(c, c.req.param("id"));
     const request = await parseJsonBody(c, CreateKey);
@@ -145,12 +261,12 @@ export const adminRoutes = new Hono<AppEnv>()
     c.header("cache-control", "no-store");
     return c.json({ ...toApiKeyView(created.row), key: created.key }, 201);
   })
-  .get("/tenants/:id/keys", async (c) => {
+  .get(listKeys.getRoutingPath(), async (c) => {
     const tenant = await tenantOr404(c, c.req.param("id"));
     const rows = await c.var.gateway.stores.tenants.listKeys(tenant.id);
     return c.json({ object: "list", data: rows.map(toApiKeyView) });
   })
-  .post("/keys/:id/revoke", async (c) => {
+  .post(revokeKey.getRoutingPath(), async (c) => {
     const gateway = c.var.gateway;
     const row = await gateway.stores.tenants.revokeKey(c.req.param("id"), gateway.now());
     if (!row) throw notFound("API key", c.req.param("id"));

@@ -6,8 +6,8 @@ import {
   type EventBatchResponse,
 } from "../../shared/protocol/index.ts";
 import { type AgentEnv, requireSignedAgent } from "../agents/middleware.ts";
+import { parseJsonBody } from "../http/validation.ts";
 import { claimJobs, reportJobs } from "../jobs/agent-batch-ops.ts";
-import { parseJsonBody } from "../validation.ts";
 
 /**
  * The batched forms of claim and report (see shared/protocol/agent-batch.ts), mounted beside

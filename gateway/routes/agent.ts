@@ -8,8 +8,8 @@ import {
   HeartbeatRequest,
 } from "../../shared/protocol/index.ts";
 import { type AgentEnv, requireEnrollmentToken, requireSignedAgent } from "../agents/middleware.ts";
+import { parseJsonBody } from "../http/validation.ts";
 import { claimJob, heartbeatJob, reportJob } from "../jobs/agent-ops.ts";
-import { parseJsonBody } from "../validation.ts";
 
 /**
  * The internal API agents call, mounted at /internal/v1. Enrollment takes the fleet's

@@ -20,7 +20,7 @@ import {
   verifyBlobRequest,
 } from "../../shared/blob/signed-url.ts";
 import { HttpProblem } from "../../shared/errors.ts";
-import { problemResponse } from "../problem.ts";
+import { problemResponse } from "../http/problem.ts";
 
 export type { BlobRouteDeps };
 

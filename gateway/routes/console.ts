@@ -1,26 +1,13 @@
 import { Hono } from "hono";
 import { HttpProblem } from "../../shared/errors.ts";
 import type { AppEnv } from "../env.ts";
+import { PAGE_HEADERS } from "../http/page-policy.ts";
 
 /**
  * The web console (`/console`, a single-page app built from console/ into dist/web) and the
- * files of the API reference. Every script, style and font comes from this origin: the
- * policy below makes the browser refuse anything else, so the console works offline.
+ * files of the API reference. Every file here carries the page policy (page-policy.ts):
+ * the app's routes and `/console/index.html` alike, scripts and styles too.
  */
-export const CONSOLE_CSP = [
-  "default-src 'self'",
-  "script-src 'self'",
-  // Preact and uPlot set styles from script; Swagger UI writes a few inline style attributes.
-  "style-src 'self' 'unsafe-inline'",
-  // Input previews and outputs are object URLs of what the console fetched.
-  "img-src 'self' blob: data:",
-  // Artifacts may redirect to a bucket (S3) the console fetches through the SDK.
-  "connect-src 'self' https:",
-  "object-src 'none'",
-  "base-uri 'none'",
-  "frame-ancestors 'none'",
-].join("; ");
-
 const INDEX = "/console/index.html";
 
 /** A path of the app's own routes (no file extension) is the app's page; others are files. */
@@ -39,10 +26,8 @@ export const consoleRoutes = new Hono<AppEnv>()
       throw new HttpProblem(404, "not_found", "Not found", detail);
     }
     const response = new Response(file.body, file);
-    if (isAppRoute(path)) {
-      response.headers.set("content-security-policy", CONSOLE_CSP);
-      response.headers.set("cache-control", "no-cache");
-    }
-    response.headers.set("x-content-type-options", "nosniff");
+    if (isAppRoute(path)) response.headers.set("cache-control", "no-cache");
+    // Every file, not only the app's routes: `/console/index.html` is the same page.
+    for (const [name, value] of Object.entries(PAGE_HEADERS)) response.headers.set(name, value);
     return response;
   });

@@ -1,6 +1,8 @@
-import { Hono } from "hono";
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { HttpProblem, notFound } from "../../shared/errors.ts";
 import type { AppEnv } from "../env.ts";
+import { ARTIFACT_NAME, storedArtifact } from "../jobs/artifacts.ts";
+import { documented, presignedRedirect, problems } from "../openapi/parts.ts";
 import { toJob } from "../store/job-rows.ts";
 import { artifactBlobKey } from "../store/uploads.ts";
 
@@ -8,60 +10,57 @@ import { artifactBlobKey } from "../store/uploads.ts";
 const ARTIFACT_URL_SECONDS = 5 * 60;
 
 /**
- * Artifact names are output keys (`image_png`). No dots or slashes: the name becomes part of
- * a blob key, and `result.json` beside it is the job output, served by `GET /v1/jobs/{id}`.
- */
-const ARTIFACT_NAME = /^[A-Za-z0-9_-]{1,64}$/;
-
-/**
- * Whether the output references an artifact stored beside it: the agent merges
- * `{ content_type, size_bytes, sha256 }` under the artifact's name, plus `base64` when it
- * travelled inline (no upload URL), in which case the output itself holds the bytes.
- */
-function storedArtifact(output: unknown, name: string): boolean {
-  if (typeof output !== "object" || output === null || !Object.hasOwn(output, name)) return false;
-  const reference: unknown = (output as Record<string, unknown>)[name];
-  return (
-    typeof reference === "object" &&
-    reference !== null &&
-    typeof (reference as Record<string, unknown>).content_type === "string" &&
-    !("base64" in reference)
-  );
-}
-
-/**
  * `GET /v1/jobs/{id}/artifacts/{name}`: a `302` to a short-lived presigned GET of a binary
  * output (a PNG cutout), so the bytes never pass through the gateway when blobs live in S3.
  */
-export const jobArtifactRoutes = new Hono<AppEnv>().get("/:id/artifacts/:name", async (c) => {
-  const gateway = c.var.gateway;
-  const id = c.req.param("id");
-  const name = c.req.param("name");
-  // Another tenant's job answers like a missing one: ids are not secrets, jobs are.
-  const row = await gateway.stores.jobs.forTenant(c.var.tenant.id, id);
-  if (!row) throw notFound("Job", id);
-  if (row.status !== "succeeded") {
-    throw new HttpProblem(
-      409,
-      "job_not_succeeded",
-      "Job has no artifacts yet",
-      `Job ${id} is ${row.status}: artifacts exist once it has succeeded.`,
-    );
-  }
-  if ((row.data_expired_at ?? null) !== null) {
-    throw new HttpProblem(
-      410,
-      "output_expired",
-      "Output expired",
-      `Job ${id}'s output and artifacts were deleted by its retention.`,
-    );
-  }
-  if (!ARTIFACT_NAME.test(name) || !storedArtifact(toJob(row).output, name)) {
-    throw notFound("Artifact", name);
-  }
-  const url = await gateway.blobs.presignGet(artifactBlobKey(id, name), {
-    expiresInSeconds: ARTIFACT_URL_SECONDS,
-  });
-  c.header("cache-control", "no-store");
-  return c.redirect(url, 302);
+const artifactRoute = createRoute({
+  method: "get",
+  path: "/{id}/artifacts/{name}",
+  operationId: "getJobArtifact",
+  summary: "Download a binary output (artifact) of a succeeded job",
+  description:
+    "Redirects (302) to a short-lived URL of the artifact the job output names, such as `image` and `mask` for background removal. The output's entry gives its content_type, size_bytes and sha256.",
+  request: {
+    params: z.object({ id: z.string().regex(/^job_/), name: z.string().regex(ARTIFACT_NAME) }),
+  },
+  responses: {
+    ...presignedRedirect("The artifact"),
+    ...problems(401, 404, 409, 410),
+  },
 });
+
+export const jobArtifactRoutes = documented(new OpenAPIHono<AppEnv>(), artifactRoute).get(
+  artifactRoute.getRoutingPath(),
+  async (c) => {
+    const gateway = c.var.gateway;
+    const id = c.req.param("id");
+    const name = c.req.param("name");
+    // Another tenant's job answers like a missing one: ids are not secrets, jobs are.
+    const row = await gateway.stores.jobs.forTenant(c.var.tenant.id, id);
+    if (!row) throw notFound("Job", id);
+    if (row.status !== "succeeded") {
+      throw new HttpProblem(
+        409,
+        "job_not_succeeded",
+        "Job has no artifacts yet",
+        `Job ${id} is ${row.status}: artifacts exist once it has succeeded.`,
+      );
+    }
+    if ((row.data_expired_at ?? null) !== null) {
+      throw new HttpProblem(
+        410,
+        "output_expired",
+        "Output expired",
+        `Job ${id}'s output and artifacts were deleted by its retention.`,
+      );
+    }
+    if (!storedArtifact(toJob(row).output, name)) {
+      throw notFound("Artifact", name);
+    }
+    const url = await gateway.blobs.presignGet(artifactBlobKey(id, name), {
+      expiresInSeconds: ARTIFACT_URL_SECONDS,
+    });
+    c.header("cache-control", "no-store");
+    return c.redirect(url, 302);
+  },
+);

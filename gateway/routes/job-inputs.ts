@@ -1,6 +1,7 @@
-import { Hono } from "hono";
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { HttpProblem, notFound } from "../../shared/errors.ts";
 import type { AppEnv } from "../env.ts";
+import { documented, presignedRedirect, problems } from "../openapi/parts.ts";
 import { toJob } from "../store/job-rows.ts";
 
 /** As for artifacts: the redirect is followed at once, a leaked URL soon stops working. */
@@ -24,24 +25,49 @@ const inputExpired = (id: string) =>
  * console's job view) can show what a job was given, not only the tab that uploaded it. An
  * input given as an https URL is not stored by Gantry: 404, the URL is in `input` itself.
  */
-export const jobInputRoutes = new Hono<AppEnv>().get("/:id/inputs/:name", async (c) => {
-  const gateway = c.var.gateway;
-  const id = c.req.param("id");
-  const name = c.req.param("name");
-  // Another tenant's job answers like a missing one: ids are not secrets, jobs are.
-  const row = await gateway.stores.jobs.forTenant(c.var.tenant.id, id);
-  if (!row) throw notFound("Job", id);
-  const input = toJob(row).input as Record<string, unknown>;
-  const value = INPUT_NAME.test(name) && Object.hasOwn(input, name) ? input[name] : undefined;
-  if (typeof value !== "string" || !UPLOAD_ID.test(value)) throw notFound("Input", name);
-  if ((row.inputs_purged_at ?? null) !== null) throw inputExpired(id);
-  // The job names the upload, so a missing one was deleted by retention (the uploads
-  // stage may reach it before the job's own inputs stage marks the job).
-  const upload = await gateway.stores.uploads.forTenant(row.tenant_id, value);
-  if (!upload) throw inputExpired(id);
-  const url = await gateway.blobs.presignGet(upload.blob_key, {
-    expiresInSeconds: INPUT_URL_SECONDS,
-  });
-  c.header("cache-control", "no-store");
-  return c.redirect(url, 302);
+const inputRoute = createRoute({
+  method: "get",
+  path: "/{id}/inputs/{name}",
+  operationId: "getJobInput",
+  summary: "Download a stored input of a job (its image)",
+  description:
+    "Redirects (302) to a short-lived URL of the upload the job's input names under `name` (`image`), as artifacts are served. `404` for a job or input that does not exist, and for an input given as an https URL (Gantry stores no copy; the URL is in `input`). `410 input_expired` once retention deleted it (the job then shows `input_expired: true`).",
+  request: {
+    params: z.object({
+      id: z.string().regex(/^job_/),
+      name: z
+        .string()
+        .regex(INPUT_NAME)
+        .openapi({ param: { examples: { image: { value: "image" } } } }),
+    }),
+  },
+  responses: {
+    ...presignedRedirect("The input"),
+    ...problems(401, 403, 404, 410),
+  },
 });
+
+export const jobInputRoutes = documented(new OpenAPIHono<AppEnv>(), inputRoute).get(
+  inputRoute.getRoutingPath(),
+  async (c) => {
+    const gateway = c.var.gateway;
+    const id = c.req.param("id");
+    const name = c.req.param("name");
+    // Another tenant's job answers like a missing one: ids are not secrets, jobs are.
+    const row = await gateway.stores.jobs.forTenant(c.var.tenant.id, id);
+    if (!row) throw notFound("Job", id);
+    const input = toJob(row).input as Record<string, unknown>;
+    const value = INPUT_NAME.test(name) && Object.hasOwn(input, name) ? input[name] : undefined;
+    if (typeof value !== "string" || !UPLOAD_ID.test(value)) throw notFound("Input", name);
+    if ((row.inputs_purged_at ?? null) !== null) throw inputExpired(id);
+    // The job names the upload, so a missing one was deleted by retention (the uploads
+    // stage may reach it before the job's own inputs stage marks the job).
+    const upload = await gateway.stores.uploads.forTenant(row.tenant_id, value);
+    if (!upload) throw inputExpired(id);
+    const url = await gateway.blobs.presignGet(upload.blob_key, {
+      expiresInSeconds: INPUT_URL_SECONDS,
+    });
+    c.header("cache-control", "no-store");
+    return c.redirect(url, 302);
+  },
+);

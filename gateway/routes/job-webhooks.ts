@@ -1,16 +1,49 @@
-import { Hono } from "hono";
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { HttpProblem, notFound } from "../../shared/errors.ts";
 import type { WebhookDeliveryList } from "../../shared/protocol/webhook-api.ts";
 import type { AppEnv } from "../env.ts";
 import { webhookDeps } from "../jobs/lifecycle.ts";
+import { documented, JobIdParams, json, problems } from "../openapi/parts.ts";
+import { redeliver } from "../webhooks/redeliver.ts";
 import { toWebhookDelivery } from "../webhooks/views.ts";
+
+const deliveriesRoute = createRoute({
+  method: "get",
+  path: "/{id}/webhooks",
+  operationId: "listJobWebhookDeliveries",
+  summary: "List a job's webhook deliveries and their attempts",
+  request: { params: JobIdParams },
+  responses: {
+    200: { description: "Deliveries, oldest first", content: json("WebhookDeliveryList") },
+    ...problems(401, 403, 404),
+  },
+});
+const redeliverRoute = createRoute({
+  method: "post",
+  path: "/{id}/webhooks/{delivery_id}/redeliver",
+  operationId: "redeliverWebhook",
+  summary: "Send a webhook delivery again",
+  description:
+    "One more attempt now: same payload and webhook-id, fresh signature, even to a disabled endpoint (a success re-enables it). Answers once the attempt is made.",
+  request: {
+    params: JobIdParams.extend({ delivery_id: z.string().regex(/^whd_/) }),
+  },
+  responses: {
+    202: { description: "The delivery with its new attempt", content: json("WebhookDelivery") },
+    ...problems(401, 403, 404, 409),
+  },
+});
 
 /**
  * A job's webhook deliveries, mounted at /v1/jobs. Another tenant's job is a 404 here as
  * everywhere: the job is looked up for the caller's tenant before anything else.
  */
-export const jobWebhookRoutes = new Hono<AppEnv>()
-  .get("/:id/webhooks", async (c) => {
+export const jobWebhookRoutes = documented(
+  new OpenAPIHono<AppEnv>(),
+  deliveriesRoute,
+  redeliverRoute,
+)
+  .get(deliveriesRoute.getRoutingPath(), async (c) => {
     const gateway = c.var.gateway;
     const id = c.req.param("id");
     if (!(await gateway.stores.jobs.forTenant(c.var.tenant.id, id))) throw notFound("Job", id);
@@ -18,15 +51,16 @@ export const jobWebhookRoutes = new Hono<AppEnv>()
     const body: WebhookDeliveryList = { object: "list", data: deliveries.map(toWebhookDelivery) };
     return c.json(body);
   })
-  .post("/:id/webhooks/:delivery/redeliver", async (c) => {
+  .post(redeliverRoute.getRoutingPath(), async (c) => {
     const gateway = c.var.gateway;
     const tenantId = c.var.tenant.id;
     const jobId = c.req.param("id");
-    const deliveryId = c.req.param("delivery");
+    const deliveryId = c.req.param("delivery_id");
     if (!(await gateway.stores.jobs.forTenant(tenantId, jobId))) throw notFound("Job", jobId);
     // The attempt is made before answering (it is bounded by the 15 s webhook timeout), so
     // the answer already shows how it went.
-    const result = await gateway.stores.webhooks.redeliver(
+    const result = await redeliver(
+      gateway.stores.webhooks,
       { tenantId, jobId, deliveryId },
       webhookDeps(gateway),
     );

@@ -1,5 +1,4 @@
-import { Hono } from "hono";
-import { z } from "zod";
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { HttpProblem, notFound } from "../../shared/errors.ts";
 import {
   isTerminal,
@@ -9,24 +8,46 @@ import {
   JobRequest,
   JobStatus,
 } from "../../shared/protocol/index.ts";
-import { newTraceparent } from "../../shared/trace.ts";
 import type { AppEnv } from "../env.ts";
-import { jobView } from "../jobs/job-view.ts";
+import { idempotencyKeyOf, parseJsonBody, parseWith } from "../http/validation.ts";
+import { jobView, listedJobs } from "../jobs/job-view.ts";
 import { afterTransition } from "../jobs/lifecycle.ts";
 import { submitJob } from "../jobs/submit.ts";
 import { preferredWait, waitForJob } from "../jobs/wait.ts";
+import { documented, JobIdParams, json, problems } from "../openapi/parts.ts";
 import { MAX_METADATA_FILTERS } from "../store/job-metadata.ts";
 import { toJob } from "../store/job-rows.ts";
-import { idempotencyKeyOf, parseJsonBody, parseWith } from "../validation.ts";
-
-const TraceParent = z.string().regex(/^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/);
 
 const ListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(20),
   cursor: JobId.optional(),
   status: JobStatus.optional(),
-  model: z.string().min(1).max(64).optional(),
+  model: z.string().min(1).max(64).optional().describe("Only this model's jobs."),
 });
+
+/** The `Prefer` header of `POST /v1/jobs` (RFC 7240). */
+const preferWaitParam = {
+  name: "Prefer",
+  in: "header" as const,
+  required: false,
+  description:
+    "`wait` (60 s) or `wait=N` (seconds, at most 60): hold the answer until the job is terminal or the time is up. `200` with the finished job, or the usual `202` with its state then (`Preference-Applied: wait=N`). A malformed preference is ignored.",
+  schema: { type: "string" as const },
+  examples: { wait: { value: "wait=10" } },
+};
+
+/** `metadata.KEY=VALUE` on `GET /v1/jobs` (OpenAPI's deepObject style). */
+const metadataFilterParam = {
+  name: "metadata",
+  in: "query" as const,
+  required: false,
+  style: "deepObject" as const,
+  explode: true,
+  description:
+    "Only jobs whose metadata holds each `metadata.KEY=VALUE` given (at most 4; `422 too_many_filters` past that).",
+  schema: { type: "object" as const, additionalProperties: { type: "string" as const } },
+  examples: { customer: { value: { customer: "acme" } } },
+};
 
 /** `metadata.KEY=VALUE` query parameters, checked as metadata is on submit. */
 export function metadataFilters(query: Record<string, string>): [string, string][] {
@@ -45,15 +66,94 @@ export function metadataFilters(query: Record<string, string>): [string, string]
   return pairs;
 }
 
-export const jobRoutes = new Hono<AppEnv>()
-  .post("/", async (c) => {
+const submitRoute = createRoute({
+  method: "post",
+  path: "/",
+  operationId: "submitJob",
+  summary: "Submit a job",
+  parameters: [preferWaitParam],
+  request: {
+    headers: z.object({
+      "Idempotency-Key": z.string().max(255).optional(),
+      traceparent: z.string().optional(),
+    }),
+    body: {
+      required: true,
+      description:
+        "`timeout_seconds` bounds each attempt's run: past it the agent stops the run (killing its runner if inference does not return) and the job fails with `timeout` (retried only for models that declare timeouts transient). Omitted: the model's default. More than the plan's `max_timeout_seconds`: `422 timeout_too_long`.",
+      content: {
+        "application/json": {
+          ...json("JobRequest")["application/json"],
+          example: {
+            model: "ocr",
+            input: { image: "upl_01jq8y3k2m4n5p6q7r8s9t0v1w" },
+            timeout_seconds: 30,
+            metadata: { invoice: "inv-42" },
+          },
+        },
+      },
+    },
+  },
+  responses: {
+    200: {
+      description: "Under `Prefer: wait`: the job finished within the wait",
+      headers: { "Preference-Applied": { schema: { type: "string" } } },
+      content: json("Job"),
+    },
+    202: { description: "Accepted and queued", content: json("Job") },
+    ...problems(400, 401, 403, 409, 413, 415, 422, 429, 503),
+  },
+});
+const listRoute = createRoute({
+  method: "get",
+  path: "/",
+  operationId: "listJobs",
+  summary: "List jobs, newest first",
+  parameters: [metadataFilterParam],
+  request: { query: ListQuery },
+  responses: {
+    200: { description: "A page of jobs", content: json("JobList") },
+    ...problems(401, 422),
+  },
+});
+const getRoute = createRoute({
+  method: "get",
+  path: "/{id}",
+  operationId: "getJob",
+  summary: "Get a job",
+  request: { params: JobIdParams },
+  responses: {
+    200: { description: "The job", content: json("Job") },
+    ...problems(401, 404),
+  },
+});
+const cancelRoute = createRoute({
+  method: "post",
+  path: "/{id}/cancel",
+  operationId: "cancelJob",
+  summary: "Cancel a queued or running job",
+  request: { params: JobIdParams },
+  responses: {
+    200: { description: "Canceled", content: json("Job") },
+    ...problems(401, 404, 409),
+  },
+});
+
+export const jobRoutes = documented(
+  new OpenAPIHono<AppEnv>(),
+  submitRoute,
+  listRoute,
+  getRoute,
+  cancelRoute,
+)
+  .post(submitRoute.getRoutingPath(), async (c) => {
     const request = await parseJsonBody(c, JobRequest);
     const idempotencyKey = idempotencyKeyOf(c);
-    const trace = TraceParent.safeParse(c.req.header("traceparent"));
     const { job, created } = await submitJob(c.var.gateway, c.var.tenant, request, {
       idempotencyKey,
-      // Every job gets a trace: the client's, or a new one started here.
-      traceparent: trace.success ? trace.data : newTraceparent(),
+      keyId: c.var.apiKey.id,
+      // Every job gets a trace: the client's, or a new one its submit starts.
+      traceparent: c.req.header("traceparent") ?? null,
     });
     c.header("location", `/v1/jobs/${job.id}`);
     if (!created) c.header("idempotent-replayed", "true");
@@ -64,7 +164,7 @@ export const jobRoutes = new Hono<AppEnv>()
     const view = await jobView(c.var.gateway, now);
     return c.json(view, isTerminal(now.status as JobStatus) ? 200 : 202);
   })
-  .get("/", async (c) => {
+  .get(listRoute.getRoutingPath(), async (c) => {
     const query = parseWith(ListQuery, c.req.query(), "query");
     const metadata = metadataFilters(c.req.query());
     const rows = await c.var.gateway.stores.jobs.list(c.var.tenant.id, {
@@ -77,17 +177,17 @@ export const jobRoutes = new Hono<AppEnv>()
     const page = rows.slice(0, query.limit);
     const list: JobList = {
       object: "list",
-      data: page.map(toJob),
+      data: await listedJobs(c.var.gateway, page),
       next_cursor: rows.length > query.limit ? (page.at(-1)?.id ?? null) : null,
     };
     return c.json(list);
   })
-  .get("/:id", async (c) => {
+  .get(getRoute.getRoutingPath(), async (c) => {
     const row = await c.var.gateway.stores.jobs.forTenant(c.var.tenant.id, c.req.param("id"));
     if (!row) throw notFound("Job", c.req.param("id"));
     return c.json(await jobView(c.var.gateway, row));
   })
-  .post("/:id/cancel", async (c) => {
+  .post(cancelRoute.getRoutingPath(), async (c) => {
     const gateway = c.var.gateway;
     const id = c.req.param("id");
     const result = await gateway.stores.jobs.cancel(c.var.tenant.id, id, gateway.now());

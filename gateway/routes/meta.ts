@@ -1,8 +1,8 @@
 import { Hono } from "hono";
-import { docsPage } from "../docs-page.ts";
 import type { AppEnv } from "../env.ts";
-import { openApiDocument } from "../openapi.ts";
-import { CONSOLE_CSP } from "./console.ts";
+import { PAGE_HEADERS } from "../http/page-policy.ts";
+import { docsPage } from "../openapi/docs-page.ts";
+import { openApiDocument } from "../openapi/index.ts";
 
 export const metaRoutes = new Hono<AppEnv>()
   .get("/healthz", (c) => c.json({ status: "ok" }))
@@ -33,7 +33,7 @@ export const metaRoutes = new Hono<AppEnv>()
   })
   .get("/openapi.json", (c) => c.json(openApiDocument(c.var.gateway.config.publicUrl)))
   .get("/docs", (c) => {
-    // Swagger UI and its style come from this gateway only (see routes/console.ts).
-    c.header("content-security-policy", CONSOLE_CSP);
+    // Swagger UI and its style come from this gateway only (see page-policy.ts).
+    for (const [name, value] of Object.entries(PAGE_HEADERS)) c.header(name, value);
     return c.html(docsPage(openApiDocument(c.var.gateway.config.publicUrl)));
   });

@@ -1,11 +1,12 @@
-import { Hono } from "hono";
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { notFound } from "../../shared/errors.ts";
-import { queueBound } from "../backpressure.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
 import { modelState } from "../jobs/model-state.ts";
 import { jobTimeout } from "../jobs/timeout.ts";
+import { queueBound } from "../limits/backpressure.ts";
 import { inputJsonSchema, type ModelSpec, outputJsonSchema } from "../models.ts";
+import { anyObject, documented, problems } from "../openapi/parts.ts";
 import type { Tenant } from "../store/tenants.ts";
 import { maxUploadBytes } from "./uploads.ts";
 
@@ -38,14 +39,40 @@ function modelView(gateway: Gateway, tenant: Tenant, spec: ModelSpec) {
   };
 }
 
+/** Any valid key may read the models, so the only refusal past the key is the rate. */
+const limited = {
+  429: {
+    description:
+      "Rate limited: retry after `Retry-After` seconds (RateLimit-* headers say how much is left).",
+    headers: { "Retry-After": { schema: { type: "integer" as const } } },
+  },
+};
+const listRoute = createRoute({
+  method: "get",
+  path: "/",
+  operationId: "listModels",
+  summary: "The models served, their input schema and your limits",
+  description:
+    "Each model runs a `task`; its `input_schema` and `output_schema` are also in the components as `<Task>Input` and `<Task>Output` (`OcrInput`, `BackgroundRemovalOutput`).",
+  responses: { 200: anyObject("Models"), ...problems(401), ...limited },
+});
+const getRoute = createRoute({
+  method: "get",
+  path: "/{id}",
+  operationId: "getModel",
+  summary: "One model",
+  request: { params: z.object({ id: z.string() }) },
+  responses: { 200: anyObject("The model"), ...problems(401, 404), ...limited },
+});
+
 /** `GET /v1/models` and `GET /v1/models/{id}`: mounted at /v1/models; any valid key. */
-export const modelRoutes = new Hono<AppEnv>()
-  .get("/", (c) => {
+export const modelRoutes = documented(new OpenAPIHono<AppEnv>(), listRoute, getRoute)
+  .get(listRoute.getRoutingPath(), (c) => {
     const { gateway, tenant } = c.var;
     const data = [...gateway.models.values()].map((spec) => modelView(gateway, tenant, spec));
     return c.json({ object: "list", data });
   })
-  .get("/:id", async (c) => {
+  .get(getRoute.getRoutingPath(), async (c) => {
     const { gateway, tenant } = c.var;
     const spec = gateway.models.get(c.req.param("id"));
     if (!spec) throw notFound("Model", c.req.param("id"));

@@ -1,24 +1,50 @@
-import { Hono } from "hono";
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { HttpProblem, notFound } from "../../shared/errors.ts";
 import { newId } from "../../shared/ids.ts";
 import { type Upload, UploadRequest, type UploadStatus } from "../../shared/protocol/index.ts";
 import { UNDECODED_IMAGE_TYPES } from "../../shared/tasks/task.ts";
 import type { AppEnv } from "../env.ts";
+import { parseJsonBody } from "../http/validation.ts";
 import { acceptedContentTypes } from "../models.ts";
+import { documented, json, problems } from "../openapi/parts.ts";
 import { uploadBlobKey } from "../store/uploads.ts";
-import { parseJsonBody } from "../validation.ts";
 
 /** The largest upload a tenant may make: its plan's ceiling, within the gateway's own. */
 export function maxUploadBytes(gatewayMax: number, planMax: number): number {
   return Math.min(gatewayMax, planMax);
 }
 
+const presignRoute = createRoute({
+  method: "post",
+  path: "/",
+  operationId: "createUpload",
+  summary: "Presign an upload",
+  description: "Returns a URL to PUT the file to, bound to its size and content type.",
+  request: { body: { required: true, content: json("UploadRequest") } },
+  responses: {
+    201: { description: "Presigned upload", content: json("Upload") },
+    ...problems(401, 413, 415, 422),
+  },
+});
+
+const statusRoute = createRoute({
+  method: "get",
+  path: "/{id}",
+  operationId: "getUpload",
+  summary: "Whether an upload's file has arrived",
+  request: { params: z.object({ id: z.string().regex(/^upl_/) }) },
+  responses: {
+    200: { description: "The upload", content: json("UploadStatus") },
+    ...problems(401, 404),
+  },
+});
+
 /**
  * Presigned uploads. Uploads name no model, so the content type is checked here against
  * every served model's allowlist, and against the job's model when a job uses the upload.
  */
-export const uploadRoutes = new Hono<AppEnv>()
-  .post("/", async (c) => {
+export const uploadRoutes = documented(new OpenAPIHono<AppEnv>(), presignRoute, statusRoute)
+  .post(presignRoute.getRoutingPath(), async (c) => {
     const { gateway, tenant } = c.var;
     const request = await parseJsonBody(c, UploadRequest);
     const accepted = acceptedContentTypes(gateway.models);
@@ -66,7 +92,7 @@ export const uploadRoutes = new Hono<AppEnv>()
     };
     return c.json(upload, 201);
   })
-  .get("/:id", async (c) => {
+  .get(statusRoute.getRoutingPath(), async (c) => {
     const { gateway, tenant } = c.var;
     const id = c.req.param("id");
     // Another tenant's upload is simply not found, like its jobs.

@@ -2,12 +2,13 @@ import { type Kysely, PostgresAdapter, type RawBuilder, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import { naturalBatcher } from "../../shared/natural-batch.ts";
 import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
+import { lostRunChange, type RunUsage } from "./usage.ts";
 
 /**
  * State changes of many jobs in one statement: what an agent's batched claims and reports
  * become. One `UPDATE … FROM (rows) … RETURNING` instead of one statement and one commit
  * per job; on Postgres that is an order of magnitude less work per job for the database and
- * for the gateway's driver. The conditions are the single-job ones (job-store.ts), row by
+ * for the gateway's driver. The conditions are the single-job ones (job-transitions.ts), row by
  * row; a job that does not meet them is simply not returned, and the caller settles it
  * alone, which also says why.
  *
@@ -41,6 +42,7 @@ function chunks<T>(items: readonly T[], perItem: number, fixed: number, maxParam
 }
 
 const asInteger = (value: number) => sql`CAST(${value} AS integer)`;
+const asText = (value: string | undefined) => sql`CAST(${value ?? null} AS text)`;
 
 /**
  * `jobs.<column>` read so that no index can serve a condition on it (`status || ''`,
@@ -72,7 +74,7 @@ function lockedInOrder(db: Kysely<Database>, ids: readonly string[], skipLocked 
  * period, 10 s by default), so the marks of 50 ms of submits share one UPDATE instead of
  * one commit each.
  */
-export function publishedMarker(db: Kysely<Database>, maxParameters: number) {
+export function publishedMarker(db: Kysely<Database>, maxParameters: number, direct = false) {
   const batcher = naturalBatcher<{ id: string; now: number }, void>(
     async (marks) => {
       const now = Math.max(...marks.map((mark) => mark.now));
@@ -84,7 +86,7 @@ export function publishedMarker(db: Kysely<Database>, maxParameters: number) {
       );
       return marks.map(() => undefined);
     },
-    { lingerMs: 50 },
+    { lingerMs: 50, direct },
   );
   return (id: string, now: number) => batcher.add({ id, now });
 }
@@ -131,7 +133,7 @@ export async function claimMany(
       UPDATE jobs SET
         status = 'running', attempt = b.b_attempt, agent_id = ${claim.agentId},
         started_at = ${claim.now}, error = NULL, updated_at = ${claim.now},
-        last_seq = last_seq + 1
+        last_seq = last_seq + 1, wasted_gpu_ms = ${lostRunChange().wasted_gpu_ms}
       FROM ${batch}
       WHERE jobs.id = b.b_id
         AND ${lockedInOrder(
@@ -140,7 +142,7 @@ export async function claimMany(
         )}
         AND ${bare("expires_at")} >= ${claim.now}
         AND ${bare("model")} IN (${sql.join([...claim.models])})
-        AND (${bare("status")} = 'queued'
+        AND ((${bare("status")} = 'queued' AND jobs.released_at IS NOT NULL)
           OR (${bare("status")} = 'running' AND jobs.attempt < b.b_attempt))
       RETURNING ${returningJob}`.execute(db);
     claimed.push(...rows);
@@ -152,6 +154,8 @@ export interface SuccessItem {
   id: string;
   attempt: number;
   output: unknown;
+  /** What the run used (a success is always billed; usage.ts). */
+  run?: RunUsage;
 }
 
 /** The batched `JobStore.succeed`, for the running attempts `agentId` holds. */
@@ -162,19 +166,28 @@ export async function succeedMany(
   report: { agentId: string; now: number },
 ): Promise<JobRow[]> {
   const succeeded: JobRow[] = [];
-  for (const part of chunks(items, 4, 4, maxParameters)) {
+  for (const part of chunks(items, 8, 4, maxParameters)) {
     const batch = rowsTable(
       part.map((item) => [
         sql`${item.id}`,
         asInteger(item.attempt),
         sql`${JSON.stringify(item.output ?? null)}`,
+        asInteger(Math.max(0, Math.round(item.run?.gpuMs ?? 0))),
+        asText(item.run?.provider),
+        asText(item.run?.device),
+        item.run?.loadMs ? asInteger(Math.round(item.run.loadMs)) : sql`CAST(NULL AS integer)`,
       ]),
-      ["b_id", "b_attempt", "b_output"],
+      ["b_id", "b_attempt", "b_output", "b_gpu_ms", "b_provider", "b_device", "b_load_ms"],
     );
+    // Each success is a billed run: its time and count ride in the change, and the trigger
+    // of migration 0022 rolls them up in this same statement.
     const { rows } = await sql<JobRow>`
       UPDATE jobs SET
         status = 'succeeded', output = b.b_output, finished_at = ${report.now},
-        updated_at = ${report.now}, last_seq = last_seq + 1
+        updated_at = ${report.now}, last_seq = last_seq + 1,
+        gpu_ms = jobs.gpu_ms + b.b_gpu_ms, billed_runs = jobs.billed_runs + 1,
+        provider = COALESCE(b.b_provider, jobs.provider),
+        device = COALESCE(b.b_device, jobs.device), load_ms = b.b_load_ms
       FROM ${batch}
       WHERE jobs.id = b.b_id
         AND ${lockedInOrder(

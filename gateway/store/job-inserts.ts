@@ -21,6 +21,15 @@ export interface NewJob {
   /** Its execution limit; `timeoutDefault` when that is its task's default. */
   timeoutSeconds?: number | null;
   timeoutDefault?: boolean;
+  /** The API key that submitted it: usage is rolled up per key (migration 0022). */
+  keyId?: string | null;
+  /** Shares the tenant's portion among its own users (gateway/jobs/fair-order.ts). */
+  fairnessKey?: string | null;
+  /**
+   * True: the job waits in the store until the fair release picks it (job-release.ts);
+   * false (the default): it is released at once, for a caller that publishes it itself.
+   */
+  held?: boolean;
 }
 
 /** The row's columns, each a bound parameter of the INSERT. */
@@ -51,6 +60,9 @@ function toRow(job: NewJob): Insertable<JobTable> {
     batch_id: job.batchId ?? null,
     timeout_seconds: job.timeoutSeconds ?? null,
     timeout_default: job.timeoutSeconds == null ? null : job.timeoutDefault ? 1 : 0,
+    key_id: job.keyId ?? null,
+    fairness_key: job.fairnessKey ?? null,
+    released_at: job.held ? null : job.now,
   };
 }
 
@@ -65,7 +77,7 @@ type Inserted = { row: JobRow | null } | { error: unknown };
  * `maxParameters` is the database's bound on parameters per statement (D1: 100, which
  * makes batches of four).
  */
-export function jobInserter(db: Kysely<Database>, maxParameters: number) {
+export function jobInserter(db: Kysely<Database>, maxParameters: number, direct = false) {
   const insertRows = (rows: Insertable<JobTable>[]) =>
     db
       .insertInto("jobs")
@@ -92,7 +104,7 @@ export function jobInserter(db: Kysely<Database>, maxParameters: number) {
         );
       }
     },
-    { maxBatch: Math.max(1, Math.floor(maxParameters / JOB_COLUMNS.length)) },
+    { maxBatch: Math.max(1, Math.floor(maxParameters / JOB_COLUMNS.length)), direct },
   );
 
   /** Inserts a job; null when the tenant already used this Idempotency-Key. */

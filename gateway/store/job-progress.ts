@@ -11,7 +11,7 @@ import type {
  * A running attempt's heartbeat, with its latest progress when given; undefined when the
  * attempt is not the running one.
  *
- * `updated_at` is indexed (jobs_status_updated), so a beat that moves it is no HOT update on
+ * `updated_at` is indexed (jobs_running_updated), so a beat that moves it is no HOT update on
  * Postgres. Progress comes several times a second: within a second of the last move it
  * leaves `updated_at` be (the sweeper judges staleness in lease-seconds), and the update,
  * touching only the unindexed `progress`, stays HOT.

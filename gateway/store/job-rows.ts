@@ -9,6 +9,7 @@ import type {
   JobStatus,
   WebhookSubscription,
 } from "../../shared/protocol/index.ts";
+import { traceIdOf } from "../../shared/trace.ts";
 import { progressOfRow } from "./job-progress.ts";
 
 export type JobRow = Selectable<JobTable>;
@@ -40,6 +41,15 @@ export const JOB_COLUMNS = [
   "batch_id",
   "timeout_seconds",
   "timeout_default",
+  "key_id",
+  "gpu_ms",
+  "wasted_gpu_ms",
+  "billed_runs",
+  "provider",
+  "device",
+  "fairness_key",
+  "released_at",
+  "load_ms",
 ] as const satisfies readonly (keyof JobTable)[];
 
 export type JobEventRow = Selectable<JobEventTable>;
@@ -68,7 +78,9 @@ export function toJob(row: JobRow): Job {
     expires_at: iso(row.expires_at),
     ...(row.metadata === null ? {} : { metadata: JSON.parse(row.metadata) as JobMetadata }),
     ...(row.timeout_seconds === null ? {} : { timeout_seconds: row.timeout_seconds }),
+    ...((row.fairness_key ?? null) === null ? {} : { fairness_key: row.fairness_key ?? "" }),
     ...(row.started_at === null ? {} : { metrics: metricsOf(row, row.started_at) }),
+    ...(traceIdOf(row.traceparent) ? { trace_id: traceIdOf(row.traceparent) } : {}),
     ...(row.started_at === null ? {} : { progress: progressOfRow(row) }),
     ...expiredData(row),
   };
@@ -98,6 +110,20 @@ function metricsOf(row: JobRow, startedAt: number): JobMetrics {
     queue_ms: startedAt - row.created_at,
     run_ms: finished === null ? null : finished - startedAt,
     total_ms: finished === null ? null : finished - row.created_at,
+    ...runUsageOf(row),
+  };
+}
+
+/** What its runs used (migration 0022); rows read before it have none of these. */
+function runUsageOf(
+  row: JobRow,
+): Pick<JobMetrics, "gpu_ms" | "wasted_gpu_ms" | "provider" | "device" | "load_ms"> {
+  return {
+    gpu_ms: Number(row.gpu_ms ?? 0),
+    ...(Number(row.wasted_gpu_ms ?? 0) > 0 ? { wasted_gpu_ms: Number(row.wasted_gpu_ms) } : {}),
+    ...(row.provider ? { provider: row.provider } : {}),
+    ...(row.device ? { device: row.device } : {}),
+    ...(row.load_ms ? { load_ms: Number(row.load_ms) } : {}),
   };
 }
 
@@ -111,3 +137,6 @@ export function toJobEvent(row: JobEventRow): JobEvent {
     error: parseOrNull<JobError>(row.error),
   };
 }
+
+/** What a state change did: the job after it, or why it could not happen. */
+export type Transition = { ok: true; job: JobRow } | { ok: false; current: JobRow | null };

@@ -1,8 +1,9 @@
-import type { Kysely, UpdateQueryBuilder, UpdateResult } from "kysely";
+import type { Kysely } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
-import type { JobError, JobStatus } from "../../shared/protocol/index.ts";
+import type { JobError } from "../../shared/protocol/index.ts";
 import type { NewBatch } from "./batches.ts";
 import * as batches from "./batches.ts";
+import { type DeadLetterFilter, deadLetters } from "./dead-letters.ts";
 import {
   type ClaimItem,
   claimMany,
@@ -10,37 +11,29 @@ import {
   type SuccessItem,
   succeedMany,
 } from "./job-batch-updates.ts";
+import { jobCountsByStatus, queuedJobCount } from "./job-counts.ts";
 import { jobInserter, type NewJob } from "./job-inserts.ts";
 import { heartbeat } from "./job-progress.ts";
-import { KyselyJobReads } from "./job-reads.ts";
+import type { JobListOptions } from "./job-reads.ts";
+import * as reads from "./job-reads.ts";
+import * as release from "./job-release.ts";
 import type { JobRow } from "./job-rows.ts";
+import { countQueued, type QueuedRange, queueCheckpoints, recentStarts } from "./job-standing.ts";
+import * as changes from "./job-transitions.ts";
 import * as switches from "./model-switches.ts";
-import type { JobStore, Transition } from "./ports.ts";
+import type { RunUsage } from "./usage.ts";
 
 export type { NewJob } from "./job-inserts.ts";
 
-type JobUpdate = UpdateQueryBuilder<Database, "jobs", "jobs", UpdateResult>;
-
-const ACTIVE: JobStatus[] = ["queued", "running"];
-/** What `POST /v1/jobs/{id}/retry` may put back in the queue. */
-export const RETRYABLE: JobStatus[] = ["failed", "expired", "canceled"];
-
-/** The running attempt `attempt`, held by `agentId` when one is named. */
-function currentAttempt(query: JobUpdate, attempt: number, agentId?: string): JobUpdate {
-  const running = query.where("status", "=", "running").where("attempt", "=", attempt);
-  return agentId === undefined ? running : running.where("agent_id", "=", agentId);
-}
-
 /**
- * The JobStore port (ports.ts) on Kysely (SQLite, Postgres, D1): jobs and their event log;
- * this file makes the changes, job-reads.ts holds the reads.
- *
- * Every state change is one conditional UPDATE … RETURNING that also bumps `last_seq`; a
- * database trigger appends its event in the same statement (migration 0005). No interactive
- * transactions, because D1 has none; the condition in the UPDATE is what keeps concurrent
- * agents and clients from racing.
+ * Jobs and their event log on Kysely (SQLite, Postgres, D1), as `Stores["jobs"]`: a state
+ * change bumps `last_seq` and appends its event. It holds no SQL of its own: it binds its
+ * database to plain query functions, one per statement, kept by concept (job-reads.ts,
+ * job-transitions.ts, job-inserts.ts, batches.ts, model-switches.ts, …), the way
+ * graphile-worker keeps its queries. Only the batched inserts and published-marks hold state
+ * (the batch being gathered), so they are built once, here.
  */
-export class KyselyJobStore extends KyselyJobReads implements JobStore {
+export class KyselyJobStore {
   private readonly inserter: (job: NewJob) => Promise<JobRow | null>;
   private readonly marker: (id: string, now: number) => Promise<void>;
 
@@ -50,11 +43,13 @@ export class KyselyJobStore extends KyselyJobReads implements JobStore {
    */
   private readonly maxParameters: number;
 
-  constructor(db: Kysely<Database>, options: { maxParameters?: number } = {}) {
-    super(db);
+  constructor(
+    private readonly db: Kysely<Database>,
+    options: { maxParameters?: number; isolatedRequests?: boolean } = {},
+  ) {
     this.maxParameters = options.maxParameters ?? 100;
-    this.inserter = jobInserter(db, this.maxParameters);
-    this.marker = publishedMarker(db, this.maxParameters);
+    this.inserter = jobInserter(db, this.maxParameters, options.isolatedRequests);
+    this.marker = publishedMarker(db, this.maxParameters, options.isolatedRequests);
   }
 
   /** Inserts a job; returns null when the tenant already used this Idempotency-Key. */
@@ -67,156 +62,202 @@ export class KyselyJobStore extends KyselyJobReads implements JobStore {
     return this.marker(id, now);
   }
 
+  byId(id: string) {
+    return reads.byId(this.db, id);
+  }
+  /** A tenant's job; another tenant's job is simply not found. */
+  forTenant(tenantId: string, id: string) {
+    return reads.forTenant(this.db, tenantId, id);
+  }
+  byIdempotencyKey(tenantId: string, key: string) {
+    return reads.byIdempotencyKey(this.db, tenantId, key);
+  }
+  /** Newest first. */
+  list(tenantId: string, options: JobListOptions) {
+    return reads.list(this.db, tenantId, options);
+  }
+  eventsAfter(jobId: string, afterSeq: number) {
+    return reads.eventsAfter(this.db, jobId, afterSeq);
+  }
+  /** How many of a tenant's jobs wait in the queue: what `max_queued_jobs` bounds. */
+  queuedCount(tenantId: string) {
+    return queuedJobCount(this.db, tenantId);
+  }
+  /** Jobs per status, every tenant together (the metrics). Statuses with none are absent. */
+  countsByStatus() {
+    return jobCountsByStatus(this.db);
+  }
+  /** A release pass of `model` (job-release.ts): `choose`'s picks marked released, safely. */
+  releaseJobs(model: string, window: number, choose: release.Chooser, now: number) {
+    return release.releaseJobs(this.db, model, window, choose, now);
+  }
+  /** A tenant's running and released jobs, every model (its `max_running_jobs` count). */
+  activeCount(tenantId: string) {
+    return release.activeCount(this.db, tenantId);
+  }
+  /** Models with jobs held for release, at most `limit`. */
+  heldModels(limit: number) {
+    return release.heldModels(this.db, limit);
+  }
+  /** Released jobs, released before `olderThan`, whose message was never confirmed: the outbox. */
+  unpublished(olderThan: number, limit: number, exceptModels?: readonly string[]) {
+    return reads.unpublished(this.db, olderThan, limit, exceptModels);
+  }
+  /** Queued jobs published before `publishedBefore`, in id order after `afterId` (sweep/lost.ts). */
+  publishedQueued(publishedBefore: number, afterId: string | null, limit: number) {
+    return reads.publishedQueued(this.db, publishedBefore, afterId, limit);
+  }
+  overdueQueued(now: number, limit: number) {
+    return reads.overdueQueued(this.db, now, limit);
+  }
+  /** Running jobs not heard from (claim, heartbeat) since `staleBefore`. */
+  staleRunning(staleBefore: number, limit: number) {
+    return reads.staleRunning(this.db, staleBefore, limit);
+  }
+  /**
+   * Queued jobs claimed before (a retry) that neither changed nor were published since
+   * `before`, longest silent first: their message may be dead-lettered (sweep/dead.ts).
+   */
+  silentQueued(before: number, limit: number) {
+    return reads.silentQueued(this.db, before, limit);
+  }
+  /** How many times the job was claimed, counted from its events. */
+  claims(id: string) {
+    return reads.claims(this.db, id);
+  }
+  /** Failed jobs of every tenant, in id order, matching the filter (dead-letters.ts). */
+  deadLetters(filter: DeadLetterFilter) {
+    return deadLetters(this.db, filter);
+  }
+  /** Queued jobs of a model in one band range, counting at most `limit` (job-standing.ts). */
+  countQueued(model: string, range: QueuedRange, limit: number) {
+    return countQueued(this.db, model, range, limit);
+  }
+  /** Every `every`-th queued job of a model in line order, with its rank. */
+  queueCheckpoints(model: string, every: number) {
+    return queueCheckpoints(this.db, model, every);
+  }
+  /** A model's jobs started since `since`, newest first, at most `limit`, with their waits. */
+  recentStarts(model: string, since: number, limit: number) {
+    return recentStarts(this.db, model, since, limit);
+  }
+
+  /** Undefined when the tenant already has a batch under the same `Idempotency-Key`. */
   insertBatch(batch: NewBatch) {
     return batches.insertBatch(this.db, batch);
   }
   batchByIdempotencyKey(tenantId: string, key: string) {
     return batches.batchByIdempotencyKey(this.db, tenantId, key);
   }
-
   sealBatch(id: string, total: number, now: number) {
     return batches.sealBatch(this.db, id, total, now);
   }
-
   batchForTenant(tenantId: string, id: string) {
     return batches.batchForTenant(this.db, tenantId, id);
   }
-
   batchJobCounts(id: string) {
     return batches.batchJobCounts(this.db, id);
   }
-
   completeBatch(id: string, now: number) {
     return batches.completeBatch(this.db, id, now);
   }
-
   markBatchCanceled(id: string, now: number) {
     return batches.markBatchCanceled(this.db, id, now);
   }
-
   batchJobs(id: string, options: { limit: number; after?: string; active?: boolean }) {
     return batches.batchJobs(this.db, id, options);
   }
 
+  /** Models paused by the operator, and their switches (model-switches.ts). */
   pausedModels() {
     return switches.pausedModels(this.db);
   }
-
   pauseModel(model: string, options: { rejectNew: boolean; reason: string | null }, now: number) {
     return switches.pauseModel(this.db, model, options, now);
   }
-
+  /** False when the model was not paused. */
   resumeModel(model: string, now: number) {
     return switches.resumeModel(this.db, model, now);
   }
-
+  /** A queued job's message is gone (a refused claim): the outbox is to publish it again. */
   markUnpublished(id: string) {
     return switches.markUnpublished(this.db, id);
   }
-
+  /** Queued job ids of a model, in id order after `after`. */
   queuedIds(model: string, after: string | null, limit: number) {
     return switches.queuedIds(this.db, model, after, limit);
   }
-
   modelJobCounts(model: string) {
     return switches.modelJobCounts(this.db, model);
   }
-
+  /** Marks every queued job of the model unpublished (its resume: model-switches.ts). */
   unpublishModel(model: string) {
     return switches.unpublishModel(this.db, model);
   }
-
+  /** A model's queued jobs with no message (refused while it was paused), at most `limit`. */
   unpublishedOfModel(model: string, limit: number) {
     return switches.unpublishedOfModel(this.db, model, limit);
   }
 
   /**
-   * Takes a stale running job back: to `queued` (unpublished, so the outbox covers a failed
-   * republish) when `retry`, else to `failed`. Only if no heartbeat came in since `staleBefore`
-   * and the attempt is still the one judged stale: a racing heartbeat or claim wins.
+   * A stale running job back to `queued` (unpublished) when `retry`, else `failed`; only if
+   * still silent since `staleBefore` and still on the attempt judged stale.
    */
-  reclaimStale(
-    row: JobRow,
-    staleBefore: number,
-    error: JobError,
-    retry: boolean,
-    now: number,
-  ): Promise<Transition> {
-    const change = retry
-      ? { status: "queued", error: JSON.stringify(error), published_at: null }
-      : { status: "failed", error: JSON.stringify(error), finished_at: now };
-    return this.transition(row.id, change, now, (q) =>
-      q
-        .where("status", "=", "running")
-        .where("attempt", "=", row.attempt)
-        .where("updated_at", "<", staleBefore),
-    );
+  reclaimStale(row: JobRow, staleBefore: number, error: JobError, retry: boolean, now: number) {
+    return changes.reclaimStale(this.db, row, staleBefore, error, retry, now);
   }
-
-  failQueued(row: JobRow, error: JobError, now: number): Promise<Transition> {
-    const change = { status: "failed", error: JSON.stringify(error), finished_at: now };
-    return this.transition(row.id, change, now, (q) =>
-      q.where("status", "=", "queued").where("last_seq", "=", row.last_seq),
-    );
+  /** A queued job whose message is gone for good to `failed`, if unchanged since `row`. */
+  failQueued(row: JobRow, error: JobError, now: number) {
+    return changes.failQueued(this.db, row, error, now);
   }
-
-  retry(tenantId: string, id: string, now: number, expiresAt: number): Promise<Transition> {
-    const fresh = {
-      status: "queued",
-      attempt: 0,
-      agent_id: null,
-      output: null,
-      error: null,
-      started_at: null,
-      finished_at: null,
-      published_at: null,
-      expires_at: expiresAt,
-      progress: null,
-    };
-    return this.transition(id, fresh, now, (q) =>
-      q.where("tenant_id", "=", tenantId).where("status", "in", RETRYABLE),
-    );
-  }
-
-  cancel(tenantId: string, id: string, now: number): Promise<Transition> {
-    return this.transition(id, { status: "canceled", finished_at: now }, now, (q) =>
-      q.where("tenant_id", "=", tenantId).where("status", "in", ACTIVE),
-    );
-  }
-
-  expire(id: string, now: number): Promise<Transition> {
-    return this.transition(id, { status: "expired", finished_at: now }, now, (q) =>
-      q.where("status", "=", "queued").where("expires_at", "<", now),
-    );
-  }
-
   /**
-   * An agent takes the job for delivery `attempt`. A queued job, or a running one whose
-   * earlier attempt was lost (its agent died and the queue redelivered), can be claimed.
+   * A failed, expired or canceled job of this tenant back to `queued` under the same id:
+   * attempts start again, the result and error are cleared, its events stay. `held`: it
+   * waits in the store for the fair release (job-release.ts) instead of being released.
    */
-  claim(
+  retry(tenantId: string, id: string, now: number, expiresAt: number, held = false) {
+    return changes.retry(this.db, tenantId, id, now, expiresAt, held);
+  }
+  /** A queued or running job of this tenant to `canceled`. */
+  cancel(tenantId: string, id: string, now: number) {
+    return changes.cancel(this.db, tenantId, id, now);
+  }
+  /** A queued job past its deadline to `expired`. */
+  expire(id: string, now: number) {
+    return changes.expire(this.db, id, now);
+  }
+  /**
+   * An agent takes the job for delivery `attempt`: a queued job not expired, or a running
+   * one on an earlier attempt; of one of `models` when they are given.
+   */
+  claim(id: string, agentId: string, attempt: number, now: number, models?: readonly string[]) {
+    return changes.claim(this.db, id, agentId, attempt, now, models);
+  }
+  /** Each settles the running attempt (held by `agentId` if named); `run`: store/usage.ts. */
+  succeed(
     id: string,
-    agentId: string,
     attempt: number,
+    output: unknown,
     now: number,
-    models?: readonly string[],
-  ): Promise<Transition> {
-    return this.transition(
-      id,
-      { status: "running", attempt, agent_id: agentId, started_at: now, error: null },
-      now,
-      (q) => {
-        const claimable = q
-          .where("expires_at", ">=", now)
-          .where((eb) =>
-            eb.or([
-              eb("status", "=", "queued"),
-              eb.and([eb("status", "=", "running"), eb("attempt", "<", attempt)]),
-            ]),
-          );
-        return models ? claimable.where("model", "in", [...models]) : claimable;
-      },
-    );
+    agentId?: string,
+    run?: RunUsage,
+  ) {
+    return changes.succeed(this.db, id, attempt, output, now, agentId, run);
+  }
+  /** Back to `queued` when the queue will retry it, else `failed`. */
+  fail(
+    id: string,
+    attempt: number,
+    error: JobError,
+    willRetry: boolean,
+    now: number,
+    agentId?: string,
+    run?: RunUsage,
+  ) {
+    return changes.fail(this.db, id, attempt, error, willRetry, now, agentId, run);
+  }
+  release(id: string, attempt: number, now: number, agentId?: string, run?: RunUsage) {
+    return changes.release(this.db, id, attempt, now, agentId, run);
   }
 
   /** `claim` for many jobs in one statement; returns only the jobs claimed. */
@@ -235,6 +276,10 @@ export class KyselyJobStore extends KyselyJobReads implements JobStore {
     return succeedMany(this.db, this.maxParameters, items, report);
   }
 
+  /**
+   * Keeps a running attempt alive, storing its latest progress when given (JSON, see
+   * job-progress.ts); undefined when it is not the running attempt.
+   */
   heartbeat(id: string, attempt: number, now: number, progress?: string) {
     return heartbeat(this.db, {
       id,
@@ -242,56 +287,5 @@ export class KyselyJobStore extends KyselyJobReads implements JobStore {
       now,
       ...(progress === undefined ? {} : { progress }),
     });
-  }
-
-  succeed(
-    id: string,
-    attempt: number,
-    output: unknown,
-    now: number,
-    agentId?: string,
-  ): Promise<Transition> {
-    return this.transition(
-      id,
-      { status: "succeeded", output: JSON.stringify(output ?? null), finished_at: now },
-      now,
-      (q) => currentAttempt(q, attempt, agentId),
-    );
-  }
-
-  /** A failed attempt: back to `queued` when the queue will retry it, else `failed`. */
-  fail(
-    id: string,
-    attempt: number,
-    error: JobError,
-    willRetry: boolean,
-    now: number,
-    agentId?: string,
-  ): Promise<Transition> {
-    const change = willRetry
-      ? { status: "queued", error: JSON.stringify(error) }
-      : { status: "failed", error: JSON.stringify(error), finished_at: now };
-    return this.transition(id, change, now, (q) => currentAttempt(q, attempt, agentId));
-  }
-
-  release(id: string, attempt: number, now: number, agentId?: string): Promise<Transition> {
-    return this.transition(id, { status: "queued" }, now, (q) =>
-      currentAttempt(q, attempt, agentId),
-    );
-  }
-
-  private async transition(
-    id: string,
-    change: Partial<Omit<JobRow, "id" | "last_seq">>,
-    now: number,
-    condition: (query: JobUpdate) => JobUpdate,
-  ): Promise<Transition> {
-    const base = this.db
-      .updateTable("jobs")
-      .set((eb) => ({ ...change, updated_at: now, last_seq: eb("last_seq", "+", 1) }))
-      .where("id", "=", id);
-    const row = await condition(base).returningAll().executeTakeFirst();
-    if (!row) return { ok: false, current: (await this.byId(id)) ?? null };
-    return { ok: true, job: row };
   }
 }

@@ -1,31 +1,26 @@
 import type { Kysely } from "kysely";
 import { ping } from "../../shared/db/migrations.ts";
 import type { Database } from "../../shared/db/schema.ts";
-import { KyselyAgentStore } from "../agents/store.ts";
-import { deliverDue, deliverOne, enqueueWebhook } from "../webhooks/deliveries.ts";
-import { enableEndpoint, listEndpoints } from "../webhooks/endpoints.ts";
-import { deliveryCountsByState, listDeliveries } from "../webhooks/history.ts";
-import { clearOutbox, outboxDue } from "../webhooks/outbox.ts";
-import { redeliver } from "../webhooks/redeliver.ts";
-import {
-  rotateWebhookSecret,
-  signingSecrets,
-  webhookSecretState,
-} from "../webhooks/secret-rotation.ts";
-import { apiKeyById, insertApiKey, listApiKeys, revokeApiKey } from "./api-keys.ts";
+import { KyselyAgentStore } from "./agents.ts";
+import { apiKeyById, insertApiKey, listApiKeys, type NewApiKey, revokeApiKey } from "./api-keys.ts";
+import { sharedSecret } from "./gateway-secrets.ts";
 import { KyselyJobStore } from "./job-store.ts";
-import type { Stores, TenantStore, UploadStore, WebhookStore } from "./ports.ts";
-import { kyselyRetentionStore } from "./retention-uploads.ts";
+import { kyselyRetentionStore } from "./retention-store.ts";
 import { tenantEvents } from "./tenant-events.ts";
 import {
+  type BootstrapTenant,
   ensureTenantWithKey,
   insertTenant,
   listTenants,
+  type NewTenant,
+  type TenantPlanChange,
   tenantById,
   tenantForKey,
   updateTenantPlan,
 } from "./tenants.ts";
-import { insertUpload, uploadForTenant } from "./uploads.ts";
+import { insertUpload, type NewUpload, uploadForTenant } from "./uploads.ts";
+import { billedSince, pruneUsage, type UsageQuery, usageReport } from "./usage.ts";
+import { webhookStore } from "./webhook-store.ts";
 
 export interface KyselyStoreOptions {
   /**
@@ -33,61 +28,92 @@ export interface KyselyStoreOptions {
    * 100 on D1 (the default), thousands on SQLite and Postgres.
    */
   maxParameters?: number;
+  /**
+   * Requests must not share a statement (Workers: an isolate's requests share these
+   * stores, and one request's I/O may not settle another's promise): no natural batching.
+   */
+  isolatedRequests?: boolean;
 }
 
 /**
- * Every store port on one Kysely database (SQLite, Postgres or D1): what the entry files
- * (node.ts, worker.ts) hand the gateway core, which never sees the database itself.
+ * Every store the gateway holds, on one database: its type is what `createKyselyStores`
+ * returns. One implementation on Kysely serves SQLite, Postgres and D1 alike, checked by one
+ * conformance suite (test/conformance/stores.ts) on all three, so there is no port to
+ * restate it. Routes and job logic reach the data only through these, on `gateway.stores`.
  */
-export function createKyselyStores(db: Kysely<Database>, options: KyselyStoreOptions = {}): Stores {
+export type Stores = ReturnType<typeof createKyselyStores>;
+
+/**
+ * Every store on one Kysely database (SQLite, Postgres or D1): what the entry files
+ * (runtime/node, runtime/workers) hand the gateway core, which never sees the database itself.
+ *
+ * Every write is one statement: D1 has no interactive transactions, so the conditions in
+ * the statements are what keep concurrent gateways, agents and clients from racing.
+ */
+export function createKyselyStores(db: Kysely<Database>, options: KyselyStoreOptions = {}) {
   return {
-    jobs: new KyselyJobStore(db, { maxParameters: options.maxParameters ?? 100 }),
-    tenants: kyselyTenantStore(db),
-    uploads: kyselyUploadStore(db),
+    /** Jobs and their event log, batches, model switches (job-store.ts). */
+    jobs: new KyselyJobStore(db, {
+      maxParameters: options.maxParameters ?? 100,
+      isolatedRequests: options.isolatedRequests ?? false,
+    }),
+    tenants: tenantStore(db),
+    uploads: uploadStore(db),
+    /** Agents, their credentials, what they last reported, and their request nonces. */
     agents: new KyselyAgentStore(db),
-    webhooks: kyselyWebhookStore(db),
+    /** Webhook deliveries and attempts, endpoint health, signing secrets (webhook-store.ts). */
+    webhooks: webhookStore(db),
+    /** One tenant's job events in commit order, for `GET /v1/events` (tenant-events.ts). */
     events: tenantEvents(db),
+    /** Retention's claims and deletes (retention-store.ts, driven by gateway/sweep/retention/). */
     retention: kyselyRetentionStore(db),
+    /** Device time per tenant, key, model and hour, rolled up by the database (usage.ts). */
+    usage: {
+      report: (query: UsageQuery) => usageReport(db, query),
+      /** A tenant's billed device time (ms) in the hours from `from` on. */
+      billedSince: (tenantId: string, from: number) => billedSince(db, tenantId, from),
+      /** Hours before `before`, the oldest day of them per call; returns rows deleted. */
+      prune: (before: number) => pruneUsage(db, before),
+    },
+    /**
+     * A secret every gateway on this database shares, made at random on first use
+     * (gateway-secrets.ts): the seed of keys that must agree across gateways.
+     */
+    sharedSecret: (name: string, now: number) => sharedSecret(db, name, now),
+    /** Resolves when the database answers (readiness). */
     ping: () => ping(db),
   };
 }
 
-function kyselyTenantStore(db: Kysely<Database>): TenantStore {
+/** Tenants and their API keys (stored as hashes only). */
+function tenantStore(db: Kysely<Database>) {
   return {
-    insert: (tenant) => insertTenant(db, tenant),
-    byId: (id) => tenantById(db, id),
-    list: (options) => listTenants(db, options),
-    updatePlan: (id, change) => updateTenantPlan(db, id, change),
-    ensureWithKey: (tenant, now) => ensureTenantWithKey(db, tenant, now),
-    forKey: (key) => tenantForKey(db, key),
-    insertKey: (input) => insertApiKey(db, input),
-    listKeys: (tenantId) => listApiKeys(db, tenantId),
-    keyById: (id) => apiKeyById(db, id),
-    revokeKey: (id, now) => revokeApiKey(db, id, now),
+    /** Returns null when the id is taken. */
+    insert: (tenant: NewTenant) => insertTenant(db, tenant),
+    byId: (id: string) => tenantById(db, id),
+    /** In id order, after the cursor `after`. */
+    list: (options: { limit: number; after?: string }) => listTenants(db, options),
+    /** Another plan and/or other overrides (null clears them); undefined for an unknown id. */
+    updatePlan: (id: string, change: TenantPlanChange) => updateTenantPlan(db, id, change),
+    /** Creates the tenant if missing, puts it on its plan, and makes `apiKey` one of its keys. */
+    ensureWithKey: (tenant: BootstrapTenant, now?: number) => ensureTenantWithKey(db, tenant, now),
+    /** The tenant and key a bearer key belongs to; null when unknown or revoked. */
+    forKey: (key: string) => tenantForKey(db, key),
+    /** Returns the key (its only moment outside the client); null when a given key exists. */
+    insertKey: (input: NewApiKey) => insertApiKey(db, input),
+    /** Every tenant's keys when `tenantId` is absent. */
+    listKeys: (tenantId?: string) => listApiKeys(db, tenantId),
+    keyById: (id: string) => apiKeyById(db, id),
+    /** Revoking twice keeps the first time; undefined for an unknown id. */
+    revokeKey: (id: string, now: number) => revokeApiKey(db, id, now),
   };
 }
 
-function kyselyUploadStore(db: Kysely<Database>): UploadStore {
+/** Uploads: what a tenant said it would put at an upload's blob key. */
+function uploadStore(db: Kysely<Database>) {
   return {
-    insert: (upload) => insertUpload(db, upload),
-    forTenant: (tenantId, id) => uploadForTenant(db, tenantId, id),
-  };
-}
-
-function kyselyWebhookStore(db: Kysely<Database>): WebhookStore {
-  return {
-    enqueue: (input, now) => enqueueWebhook(db, input, now),
-    outboxDue: (before, limit) => outboxDue(db, before, limit),
-    clearOutbox: (entries) => clearOutbox(db, entries),
-    deliverDue: (deps) => deliverDue(db, deps),
-    deliverOne: (id, deps) => deliverOne(db, id, deps),
-    redeliver: (target, deps) => redeliver(db, target, deps),
-    deliveries: (tenantId, jobId) => listDeliveries(db, tenantId, jobId),
-    countsByState: () => deliveryCountsByState(db),
-    endpoints: (tenantId) => listEndpoints(db, tenantId),
-    enableEndpoint: (tenantId, url, now) => enableEndpoint(db, tenantId, url, now),
-    secretState: (tenantId, now) => webhookSecretState(db, tenantId, now),
-    rotateSecret: (tenantId, options) => rotateWebhookSecret(db, tenantId, options),
-    signingSecrets: (tenantId, now) => signingSecrets(db, tenantId, now),
+    insert: (upload: NewUpload) => insertUpload(db, upload),
+    /** Another tenant's upload is simply not found. */
+    forTenant: (tenantId: string, id: string) => uploadForTenant(db, tenantId, id),
   };
 }

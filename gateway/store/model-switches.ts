@@ -103,14 +103,18 @@ export function unpublishedOfModel(
   model: string,
   limit: number,
 ): Promise<JobRow[]> {
-  return db
-    .selectFrom("jobs")
-    .selectAll()
-    .where("status", "=", "queued")
-    .where("published_at", "is", null)
-    .where("model", "=", model)
-    .limit(limit)
-    .execute();
+  return (
+    db
+      .selectFrom("jobs")
+      .selectAll()
+      .where("status", "=", "queued")
+      .where("published_at", "is", null)
+      // Held jobs have no message to lose: the releaser publishes them in turn.
+      .where("released_at", "is not", null)
+      .where("model", "=", model)
+      .limit(limit)
+      .execute()
+  );
 }
 
 /** Queued and running jobs of one model (the queued count reads the position index). */

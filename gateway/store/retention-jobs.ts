@@ -5,10 +5,10 @@ import type {
   PurgeCandidate,
   PurgeLease,
   RetentionScope,
-} from "./retention-port.ts";
+} from "./retention-leases.ts";
 
 /**
- * Retention's job statements (ports: retention-port.ts). A pass claims a batch of due rows
+ * Retention's job statements (bound in retention-store.ts). A pass claims a batch of due rows
  * with a lease in one UPDATE (on Postgres skipping rows another claim holds, so gateways
  * sweeping at once split the work instead of queueing on each other's locks), works on
  * them, then settles only the rows it still holds. Each statement touches one bounded batch,
@@ -60,7 +60,14 @@ function stagePending(stage: JobPurgeStage): RawBuilder<unknown> {
   }
 }
 
-const free = (now: number) => sql`(purge_until IS NULL OR purge_until < ${now})`;
+/**
+ * Neither leased nor backing off: `purge_until` is a live lease's end, or after a failure
+ * (releaseJobs) when the row may be tried again. A claim passes over the others.
+ */
+export const free = (now: number) => sql`(purge_until IS NULL OR purge_until < ${now})`;
+
+/** Free, or already this pass's: a row an earlier stage of the pass failed on stays held. */
+const claimable = (lease: PurgeLease) => sql`(purge_token = ${lease.token} OR ${free(lease.now)})`;
 
 export async function claimJobs(
   db: Kysely<Database>,
@@ -77,28 +84,29 @@ export async function claimJobs(
       SELECT id FROM jobs
       WHERE ${stagePending(stage)} AND status IN ${TERMINAL}
         AND finished_at < ${endedBefore} AND ${scopeCondition(scope, "tenant_id")}
-        AND ${free(lease.now)}
+        AND ${claimable(lease)}
       ORDER BY finished_at LIMIT ${limit}${lock})
-    AND ${free(lease.now)}
-    RETURNING id, tenant_id, input, output`.execute(db);
+    AND ${claimable(lease)}
+    RETURNING id, tenant_id, input, output, purge_failures`.execute(db);
   return result.rows;
 }
 
-/** Records a stage done for the rows this lease still holds; returns how many. */
+/**
+ * Records a stage done for the rows this lease still holds, and lets them go (`keepLease`:
+ * keeps them, as for rows an earlier stage of the same pass failed on); returns how many.
+ */
 export async function finishJobs(
   db: Kysely<Database>,
   stage: "inputs" | "outputs",
   ids: readonly string[],
   token: string,
   now: number,
+  keepLease = false,
 ): Promise<number> {
   let done = 0;
   for (const part of chunked(ids)) {
-    let query = db
-      .updateTable("jobs")
-      .set({ purge_token: null, purge_until: null })
-      .where("id", "in", part)
-      .where("purge_token", "=", token);
+    let query = db.updateTable("jobs").where("id", "in", part).where("purge_token", "=", token);
+    if (!keepLease) query = query.set({ purge_token: null, purge_until: null, purge_failures: 0 });
     query =
       stage === "inputs"
         ? query.set({ inputs_purged_at: now })
@@ -109,16 +117,24 @@ export async function finishJobs(
   return done;
 }
 
-/** Gives rows back (a blob delete failed): a later sweep claims them again. */
+/**
+ * Gives rows back after a failure: no claim takes them before `retryAt` (the rows behind
+ * them are claimed meanwhile), and their count of failures goes up by one.
+ */
 export async function releaseJobs(
   db: Kysely<Database>,
   ids: readonly string[],
   token: string,
+  retryAt: number,
 ): Promise<void> {
   for (const part of chunked(ids)) {
     await db
       .updateTable("jobs")
-      .set({ purge_token: null, purge_until: null })
+      .set((eb) => ({
+        purge_token: null,
+        purge_until: retryAt,
+        purge_failures: eb("purge_failures", "+", 1),
+      }))
       .where("id", "in", part)
       .where("purge_token", "=", token)
       .execute();
@@ -163,6 +179,28 @@ export async function deleteJobs(
     deleted += Number(result.numDeletedRows);
   }
   return deleted;
+}
+
+/**
+ * A tenant's rows that a claim passes over now: held back after a failure until their retry,
+ * or leased by another pass. A tenant purge is not done while any are left.
+ */
+export async function heldBack(
+  db: Kysely<Database>,
+  tenantId: string,
+  now: number,
+): Promise<number> {
+  let held = 0;
+  for (const table of ["jobs", "uploads"] as const) {
+    const row = await db
+      .selectFrom(table)
+      .select((eb) => eb.fn.countAll<number | string | bigint>().as("n"))
+      .where("tenant_id", "=", tenantId)
+      .where("purge_until", ">=", now)
+      .executeTakeFirstOrThrow();
+    held += Number(row.n);
+  }
+  return held;
 }
 
 /** A tenant's jobs still queued or running: what a tenant purge leaves alone. */

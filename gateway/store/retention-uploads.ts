@@ -1,18 +1,14 @@
 import { type Kysely, type RawBuilder, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import {
-  activeJobs,
   chunked,
-  claimJobs,
-  deleteJobs,
-  finishJobs,
+  free,
   isPostgres,
-  releaseJobs,
   SETS_RETENTION,
   scopeCondition,
   TERMINAL,
 } from "./retention-jobs.ts";
-import type { PurgeLease, RetentionScope, RetentionStore } from "./retention-port.ts";
+import type { PurgeLease, RetentionScope } from "./retention-leases.ts";
 import type { TenantRow } from "./tenants.ts";
 import type { UploadRow } from "./uploads.ts";
 
@@ -20,8 +16,6 @@ import type { UploadRow } from "./uploads.ts";
  * Retention's upload statements. A claimed upload carries `purge_token` from then on, and
  * `uploadForTenant` no longer finds it: no new job can name an upload on its way out.
  */
-
-const free = (now: number) => sql`(purge_until IS NULL OR purge_until < ${now})`;
 
 /** No queued or running job of the upload's tenant names it in its input. */
 const unnamedByActiveJobs = (tenant: RawBuilder<unknown>, id: RawBuilder<unknown>) => sql`
@@ -90,13 +84,14 @@ export async function releaseUploads(
   db: Kysely<Database>,
   ids: readonly string[],
   token: string,
+  retryAt: number,
 ): Promise<void> {
   // The token stays: a claimed upload is condemned (no new job may name it); only the
-  // lease ends, so a later sweep takes the deletion up again.
+  // lease ends, so a later sweep takes the deletion up again from `retryAt` on.
   for (const part of chunked(ids)) {
     await db
       .updateTable("uploads")
-      .set({ purge_until: 0 })
+      .set((eb) => ({ purge_until: retryAt, purge_failures: eb("purge_failures", "+", 1) }))
       .where("id", "in", part)
       .where("purge_token", "=", token)
       .execute();
@@ -126,22 +121,4 @@ export async function markUploadUsed(db: Kysely<Database>, id: string, now: numb
     .where("used_at", "is", null)
     .where("purge_token", "is", null)
     .execute();
-}
-
-export function kyselyRetentionStore(db: Kysely<Database>): RetentionStore {
-  return {
-    overriddenTenants: (limit, after) => overriddenTenants(db, limit, after),
-    claimJobs: (stage, scope, before, lease, limit) =>
-      claimJobs(db, stage, scope, before, lease, limit),
-    finishJobs: (stage, ids, token, now) => finishJobs(db, stage, ids, token, now),
-    releaseJobs: (ids, token) => releaseJobs(db, ids, token),
-    deleteJobs: (ids, token) => deleteJobs(db, ids, token),
-    activeJobs: (tenantId) => activeJobs(db, tenantId),
-    claimUploads: (scope, before, lease, limit, unusedOnly) =>
-      claimUploads(db, scope, before, lease, limit, unusedOnly),
-    claimUpload: (tenantId, id, lease) => claimUpload(db, tenantId, id, lease),
-    deleteUploads: (ids, token) => deleteUploads(db, ids, token),
-    releaseUploads: (ids, token) => releaseUploads(db, ids, token),
-    markUploadUsed: (id, now) => markUploadUsed(db, id, now),
-  };
 }

@@ -5,9 +5,11 @@ import type { Database, JobEventTable } from "../../shared/db/schema.ts";
  * One tenant's job events in commit order, for `GET /v1/events` (see migration 0008 for why
  * commit order needs care on Postgres).
  *
- * A cursor is opaque to clients (it travels as the SSE `id`): `<at>.<position>`, where `at`
- * is the event's time (the resume bound is checked against it without a query) and the
- * position is `r<rowid>` on SQLite and D1, or `x<xid>_<seq>_<job id>` on Postgres.
+ * A cursor is `<at>.<position>`, where `at` is the event's time (the resume bound is checked
+ * against it without a query) and the position is `r<rowid>` on SQLite and D1, or
+ * `x<xid>_<seq>_<job id>` on Postgres. Both positions count every tenant's work, so a cursor
+ * never reaches a client as it is: it travels as the SSE `id` sealed for its tenant
+ * (feed/cursor-token.ts), and only a cursor the gateway sealed comes back.
  */
 export type FeedCursor = string;
 

@@ -54,6 +54,11 @@ export function overridesOf(stored: string | null): PlanOverrides | null {
   }
 }
 
+/** A stored tenant's limits: its plan with its overrides (the releaser reads them in bulk). */
+export function storedLimits(row: Pick<TenantRow, "plan" | "limits">): PlanLimitsType {
+  return effectiveLimits(planOf(row.plan), overridesOf(row.limits));
+}
+
 function toTenant(row: Pick<TenantRow, "id" | "name" | "plan" | "limits">): Tenant {
   const plan = planOf(row.plan);
   return {
@@ -102,15 +107,6 @@ export async function tenantForKey(
     tenant: toTenant({ id: row.tenant_id, name: row.name, plan: row.plan, limits: row.limits }),
     key: { id: row.key_id, prefix: row.prefix, scopes: parseScopes(row.scopes) },
   };
-}
-
-export async function webhookSecretOf(db: Kysely<Database>, tenantId: string): Promise<string> {
-  const row = await db
-    .selectFrom("tenants")
-    .select("webhook_secret")
-    .where("id", "=", tenantId)
-    .executeTakeFirstOrThrow();
-  return row.webhook_secret;
 }
 
 export interface NewTenant {

@@ -3,10 +3,13 @@ import type { Database, UploadTable } from "../../shared/db/schema.ts";
 
 export type UploadRow = Selectable<UploadTable>;
 /** What a new upload is made with; retention fills the rest (migration 0013). */
-export type NewUpload = Omit<UploadRow, "used_at" | "purge_token" | "purge_until">;
+export type NewUpload = Omit<
+  UploadRow,
+  "used_at" | "purge_token" | "purge_until" | "purge_failures"
+>;
 
 export const uploadBlobKey = (uploadId: string) => `inputs/${uploadId}`;
-/** Artifact names are spec names (letters, digits, `_`), so the key needs no escaping. */
+/** Only for names `isArtifactName` accepts (gateway/jobs/artifacts.ts): they need no escaping. */
 export const artifactBlobKey = (jobId: string, name: string) => `outputs/${jobId}/${name}`;
 
 export async function insertUpload(db: Kysely<Database>, upload: NewUpload): Promise<void> {

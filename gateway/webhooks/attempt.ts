@@ -1,24 +1,20 @@
-import type { Kysely } from "kysely";
-import type { Database } from "../../shared/db/schema.ts";
-import { disabledEndpoint, recordEndpointFailure, recordEndpointSuccess } from "./endpoints.ts";
+import type { WebhookAttemptReason } from "../../shared/protocol/webhook-api.ts";
+import type { DeliveryState, DueDelivery } from "../store/webhook-deliveries.ts";
+import type { WebhookStore } from "../store/webhook-store.ts";
 import { type PostResult, postWebhook } from "./post.ts";
 import { delayAfterFailureMs, MAX_ATTEMPTS, parseRetryAfterMs } from "./schedule.ts";
 import { signWebhook, type WebhookHeaders } from "./sign.ts";
+import { attemptSpan, endAttemptSpan, hostOf, type WebhookTrace } from "./trace.ts";
 import { checkWebhookUrl, type WebhookUrlPolicy } from "./url-policy.ts";
 
 /**
- * One attempt at one delivery: claim it, check it may be sent, send it, record it.
- *
- * Claiming: `attempts` doubles as a version number. A sender claims the next attempt with a
- * conditional UPDATE (`attempts = seen` → `seen + 1`) that also pushes `next_attempt_at`
- * out by a lease; only one of two concurrent senders can win it, and the attempt number it
- * won keys the attempt row. If a sender dies mid-attempt, the lease runs out and the next
- * sweep tries again (that lost attempt still counts toward the schedule: it may have been
- * sent). No transactions, because D1 has none through Kysely.
+ * One attempt at one delivery: claim it, check it may be sent, send it, record it. The
+ * claim and the records are the store's (store/webhook-attempts.ts, where the claiming is
+ * explained); the signing and the sending are here. Runtime-free: `fetch` and the clock
+ * are injected, so this runs on Node and in workerd.
  */
 
-/** skipped: not sent because its endpoint was disabled. */
-export type DeliveryState = "pending" | "delivered" | "failed" | "skipped";
+export type { DeliveryState, DueDelivery } from "../store/webhook-deliveries.ts";
 
 export interface DeliverDeps {
   fetch: typeof fetch;
@@ -42,14 +38,13 @@ export interface DeliverDeps {
   urlPolicy?: WebhookUrlPolicy;
   /** How long an endpoint may fail every attempt before it is disabled. Default 5 days. */
   disableAfterMs?: number;
-}
-
-export interface DueDelivery {
-  id: string;
-  tenant_id: string;
-  url: string;
-  payload: string;
-  attempts: number;
+  /**
+   * The gateway's log: how an attempt's connection failed goes here, and only here (the
+   * attempt records a reason from a fixed set). Absent: not logged.
+   */
+  log?: { warn(fields: object, message: string): void };
+  /** Each attempt as a span in its job's trace (webhooks/trace.ts); absent, none. */
+  trace?: WebhookTrace;
 }
 
 /** "lost": another sender won the claim. "abandoned": given up without a new attempt. */
@@ -65,33 +60,20 @@ export function leaseUntil(now: number, deps: DeliverDeps): number {
 
 /** Claims the next scheduled attempt of a due, pending delivery and makes it. */
 export async function claimAndSend(
-  db: Kysely<Database>,
+  store: WebhookStore,
   row: DueDelivery,
   deps: DeliverDeps,
 ): Promise<Outcome> {
   const now = deps.now();
   // A sender died during the last allowed attempt: the schedule is spent, do not send a 9th.
   if (row.attempts >= MAX_ATTEMPTS) {
-    const gaveUp = await db
-      .updateTable("webhook_deliveries")
-      .set({ state: "failed", next_attempt_at: null, updated_at: now })
-      .where("id", "=", row.id)
-      .where("state", "=", "pending")
-      .where("attempts", "=", row.attempts)
-      .executeTakeFirst();
-    return gaveUp.numUpdatedRows === 1n ? "abandoned" : "lost";
+    return (await store.abandon(row, now)) ? "abandoned" : "lost";
   }
-  const n = row.attempts + 1;
-  const claim = await db
-    .updateTable("webhook_deliveries")
-    .set({ attempts: n, next_attempt_at: leaseUntil(now, deps), updated_at: now })
-    .where("id", "=", row.id)
-    .where("state", "=", "pending")
-    .where("attempts", "=", row.attempts)
-    .where("next_attempt_at", "<=", now)
-    .executeTakeFirst();
-  if (claim.numUpdatedRows !== 1n) return "lost";
-  return makeClaimedAttempt(db, row, n, deps, { manual: false, retryOnFailure: true });
+  if (!(await store.claim(row, now, leaseUntil(now, deps)))) return "lost";
+  return makeClaimedAttempt(store, row, row.attempts + 1, deps, {
+    manual: false,
+    retryOnFailure: true,
+  });
 }
 
 /**
@@ -99,28 +81,42 @@ export async function claimAndSend(
  * goes out even to a disabled endpoint. Without `retryOnFailure` a failure is final.
  */
 export async function makeClaimedAttempt(
-  db: Kysely<Database>,
+  store: WebhookStore,
   row: DueDelivery,
   n: number,
   deps: DeliverDeps,
   options: { manual: boolean; retryOnFailure: boolean },
 ): Promise<DeliveryState> {
   const startedAt = deps.now();
-  const notSent = await reasonNotToSend(db, row, deps, options.manual);
+  const notSent = await reasonNotToSend(store, row, deps, options.manual);
   if (notSent) {
-    await recordAttempt(
-      db,
+    await store.recordAttempt(
       row.id,
       n,
       { at: startedAt, durationMs: 0 },
-      { statusCode: null, error: notSent.error },
+      { statusCode: null, reason: notSent.reason, error: notSent.error },
     );
-    await finish(db, row.id, n, notSent.state, null, startedAt);
+    await store.finishAttempt(row.id, n, notSent.state, null, startedAt);
     return notSent.state;
   }
 
+  const span = await attemptSpan(row, n, deps.trace);
   const result = await send(row, startedAt, deps);
   const finishedAt = deps.now();
+  endAttemptSpan(span, result);
+  if (result.detail) {
+    deps.log?.warn(
+      {
+        delivery_id: row.id,
+        tenant_id: row.tenant_id,
+        attempt: n,
+        host: hostOf(row.url),
+        reason: result.reason,
+        err: result.detail,
+      },
+      "webhook attempt failed",
+    );
+  }
   let state: DeliveryState = "delivered";
   let nextAttemptAt: number | null = null;
   if (result.error !== null) {
@@ -131,76 +127,44 @@ export async function makeClaimedAttempt(
     state = delay === null ? "failed" : "pending";
     if (delay !== null) nextAttemptAt = finishedAt + delay;
   }
-  await recordAttempt(db, row.id, n, { at: startedAt, durationMs: finishedAt - startedAt }, result);
-  await finish(db, row.id, n, state, nextAttemptAt, finishedAt);
+  const timing = { at: startedAt, durationMs: finishedAt - startedAt };
+  await store.recordAttempt(row.id, n, timing, result);
+  await store.finishAttempt(row.id, n, state, nextAttemptAt, finishedAt);
   if (result.error === null) {
-    await recordEndpointSuccess(db, row.tenant_id, row.url, finishedAt);
+    await store.recordEndpointSuccess(row.tenant_id, row.url, finishedAt);
   } else {
     const failure = { at: finishedAt, error: result.error };
-    await recordEndpointFailure(db, row.tenant_id, row.url, failure, deps.disableAfterMs);
+    await store.recordEndpointFailure(row.tenant_id, row.url, failure, deps.disableAfterMs);
   }
   return state;
 }
 
 async function reasonNotToSend(
-  db: Kysely<Database>,
+  store: WebhookStore,
   row: DueDelivery,
   deps: DeliverDeps,
   manual: boolean,
-): Promise<{ state: DeliveryState; error: string } | null> {
+): Promise<{ state: DeliveryState; reason: WebhookAttemptReason; error: string } | null> {
   if (deps.urlPolicy) {
     const check = checkWebhookUrl(row.url, deps.urlPolicy);
-    if (!check.ok) return { state: "failed", error: `not sent: the webhook URL ${check.reason}` };
+    if (!check.ok) {
+      // The check reads the URL alone (what the tenant wrote), never DNS: safe to show.
+      return {
+        state: "failed",
+        reason: "refused_by_policy",
+        error: `not sent: the webhook URL ${check.reason}`,
+      };
+    }
   }
   if (manual) return null;
-  const disabled = await disabledEndpoint(db, row.tenant_id, row.url);
+  const disabled = await store.disabledEndpoint(row.tenant_id, row.url);
   if (!disabled) return null;
   const since = new Date(disabled.disabledAt).toISOString();
   return {
     state: "skipped",
+    reason: "endpoint_disabled",
     error: `not sent: endpoint disabled since ${since}: ${disabled.reason}`.slice(0, 600),
   };
-}
-
-async function recordAttempt(
-  db: Kysely<Database>,
-  deliveryId: string,
-  n: number,
-  timing: { at: number; durationMs: number },
-  result: PostResult,
-): Promise<void> {
-  await db
-    .insertInto("webhook_attempts")
-    .values({
-      delivery_id: deliveryId,
-      n,
-      at: timing.at,
-      status_code: result.statusCode,
-      error: result.error,
-      duration_ms: Math.max(0, timing.durationMs),
-    })
-    .execute();
-}
-
-/**
- * Conditional on still owning attempt n, so a sender whose lease ran out cannot overwrite
- * the outcome of a newer attempt.
- */
-async function finish(
-  db: Kysely<Database>,
-  deliveryId: string,
-  n: number,
-  state: DeliveryState,
-  nextAttemptAt: number | null,
-  at: number,
-): Promise<void> {
-  await db
-    .updateTable("webhook_deliveries")
-    .set({ state, next_attempt_at: nextAttemptAt, updated_at: at })
-    .where("id", "=", deliveryId)
-    .where("state", "=", "pending")
-    .where("attempts", "=", n)
-    .execute();
 }
 
 async function send(row: DueDelivery, at: number, deps: DeliverDeps): Promise<PostResult> {
@@ -210,7 +174,11 @@ async function send(row: DueDelivery, at: number, deps: DeliverDeps): Promise<Po
   } catch (error) {
     // A bad or missing secret is recorded like any failed attempt, and retried.
     const reason = error instanceof Error ? error.message : String(error);
-    return { statusCode: null, error: `no signing secret: ${reason}`.slice(0, 300) };
+    return {
+      statusCode: null,
+      reason: "no_signing_secret",
+      error: `no signing secret: ${reason}`.slice(0, 300),
+    };
   }
   return postWebhook(
     deps.fetch,

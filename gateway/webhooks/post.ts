@@ -1,16 +1,28 @@
+import type { WebhookAttemptReason } from "../../shared/protocol/webhook-api.ts";
 import type { WebhookHeaders } from "./sign.ts";
 
 /**
  * One HTTP attempt at a webhook. It never throws: every way an attempt can go wrong (an
  * error status, a refused connection, a timeout) comes back as data to record.
+ *
+ * What is recorded is what the tenant may read (`GET /v1/jobs/{id}/webhooks`): a reason from
+ * a fixed set and a fixed sentence for it, or for an answer its status and an excerpt of the
+ * receiver's own body. How a connection failed (`connect ECONNREFUSED 10.0.0.5:443`, what a
+ * name resolved to and why the address policy refused it) is the operator's: it travels in
+ * `detail`, which the caller logs and never stores, so the log cannot map internal names
+ * and addresses for a tenant.
  */
 export interface PostResult {
   /** The HTTP status, or null when no response arrived. */
   statusCode: number | null;
-  /** Null on 2xx; otherwise a short, single-line reason. */
+  /** Null on 2xx; otherwise why, from a fixed set. */
+  reason: WebhookAttemptReason | null;
+  /** Null on 2xx; otherwise a short, single-line sentence, free of network details. */
   error: string | null;
   /** The `Retry-After` header of a 429 or 503, as sent (the schedule parses it). */
   retryAfter?: string;
+  /** For the gateway's log only (never stored or shown to the tenant): the network error. */
+  detail?: string;
 }
 
 /** Receivers' bodies are theirs: keep only enough to tell an operator what went wrong. */
@@ -41,12 +53,12 @@ export async function postWebhook(
       signal: AbortSignal.timeout(timeoutMs),
     });
   } catch (error) {
-    return { statusCode: null, error: describeFetchError(error, timeoutMs) };
+    return fetchFailure(error, timeoutMs);
   }
   if (response.status >= 200 && response.status < 300) {
     // Release the connection without reading what the receiver sent.
     await response.body?.cancel().catch(() => {});
-    return { statusCode: response.status, error: null };
+    return { statusCode: response.status, reason: null, error: null };
   }
   const excerpt = await readExcerpt(response.body, BODY_EXCERPT_BYTES);
   const location = response.headers.get("location");
@@ -60,19 +72,95 @@ export async function postWebhook(
   const honoured = (response.status === 429 || response.status === 503) && retryAfter;
   return {
     statusCode: response.status,
+    reason: "http_status",
     error: shorten(reason),
     ...(honoured ? { retryAfter: retryAfter.slice(0, 64) } : {}),
   };
 }
 
-function describeFetchError(error: unknown, timeoutMs: number): string {
-  if (error instanceof Error || error instanceof DOMException) {
-    if (error.name === "TimeoutError") return `timed out after ${timeoutMs} ms`;
-    // undici hides the useful part (ECONNREFUSED, DNS failure) in `cause`.
-    const cause = error instanceof Error && error.cause instanceof Error ? error.cause.message : "";
-    return shorten(cause ? `${error.message}: ${cause}` : error.message);
+/** The sentence recorded for each reason a request got no answer. */
+export const NO_ANSWER_ERRORS = {
+  connection_failed: "could not connect to the receiver",
+  tls_error: "the TLS handshake with the receiver failed",
+  refused_by_policy:
+    "not sent: the receiver's address is not allowed by the gateway's address policy",
+} as const satisfies Partial<Record<WebhookAttemptReason, string>>;
+
+/** A request that got no answer: its reason and sentence to record, the error to log. */
+export function fetchFailure(error: unknown, timeoutMs: number): PostResult {
+  const reason = classifyFetchError(error);
+  // The attempt's own limit, or one of the connection's (connect, headers, body).
+  const ownLimit = causes(error).some((e) => (e as { name?: unknown }).name === "TimeoutError");
+  const timedOut = ownLimit ? `timed out after ${timeoutMs} ms` : "timed out";
+  return {
+    statusCode: null,
+    reason,
+    error: reason === "timeout" ? timedOut : NO_ANSWER_ERRORS[reason],
+    detail: describeError(error),
+  };
+}
+
+/** undici's `TypeError: fetch failed` carries what went wrong in `cause` (maybe nested). */
+function causes(error: unknown): unknown[] {
+  const chain: unknown[] = [];
+  for (let at = error; at !== undefined && at !== null && chain.length < 5; ) {
+    chain.push(at);
+    at = (at as { cause?: unknown }).cause;
   }
-  return shorten(String(error));
+  return chain;
+}
+
+const TIMEOUT_CODES = new Set([
+  "UND_ERR_CONNECT_TIMEOUT",
+  "UND_ERR_HEADERS_TIMEOUT",
+  "UND_ERR_BODY_TIMEOUT",
+  "ETIMEDOUT",
+]);
+
+/** OpenSSL's certificate verdicts, as Node names them. */
+const CERTIFICATE_CODES =
+  /^(CERT_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_(GET|VERIFY|DECRYPT)|ERR_TLS_|ERR_SSL_|HOSTNAME_MISMATCH|INVALID_CA|INVALID_PURPOSE)/;
+
+export function classifyFetchError(
+  error: unknown,
+): "timeout" | "connection_failed" | "tls_error" | "refused_by_policy" {
+  const chain = causes(error);
+  const field = (value: unknown, key: "name" | "code" | "message") => {
+    const found = (value as Record<string, unknown> | null)?.[key];
+    return typeof found === "string" ? found : "";
+  };
+  // The safe fetch's own refusal (shared/net/safe-fetch.ts ForbiddenAddressError).
+  if (chain.some((e) => field(e, "code") === "ERR_WEBHOOK_ADDRESS_FORBIDDEN")) {
+    return "refused_by_policy";
+  }
+  if (
+    chain.some((e) => field(e, "name") === "TimeoutError" || TIMEOUT_CODES.has(field(e, "code")))
+  ) {
+    return "timeout";
+  }
+  if (
+    chain.some(
+      (e) =>
+        CERTIFICATE_CODES.test(field(e, "code")) ||
+        // Workers and other runtimes say it in words only.
+        /\b(certificate|TLS|SSL)\b/i.test(field(e, "message")),
+    )
+  ) {
+    return "tls_error";
+  }
+  return "connection_failed";
+}
+
+/** The whole chain in one bounded line, for the log. */
+function describeError(error: unknown): string {
+  const parts = causes(error).map((e) => {
+    if (e instanceof Error || e instanceof DOMException) {
+      const code = (e as { code?: unknown }).code;
+      return `${e.name}${typeof code === "string" ? ` ${code}` : ""}: ${e.message}`;
+    }
+    return String(e);
+  });
+  return shorten(parts.join(" <- "));
 }
 
 /** Reads at most `maxBytes` of a body, then cancels the rest of the stream. */

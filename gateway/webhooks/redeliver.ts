@@ -1,5 +1,4 @@
-import type { Kysely } from "kysely";
-import type { Database } from "../../shared/db/schema.ts";
+import type { WebhookStore } from "../store/webhook-store.ts";
 import { type DeliverDeps, type DeliveryState, leaseUntil, makeClaimedAttempt } from "./attempt.ts";
 
 /**
@@ -18,36 +17,22 @@ export type RedeliverResult =
   | { kind: "busy" };
 
 export async function redeliver(
-  db: Kysely<Database>,
+  store: WebhookStore,
   target: { tenantId: string; jobId: string; deliveryId: string },
   deps: DeliverDeps,
 ): Promise<RedeliverResult> {
-  const row = await db
-    .selectFrom("webhook_deliveries")
-    .select(["id", "tenant_id", "url", "payload", "attempts", "state"])
-    .where("id", "=", target.deliveryId)
-    // Both conditions keep one tenant from redelivering another's events by guessing ids.
-    .where("tenant_id", "=", target.tenantId)
-    .where("job_id", "=", target.jobId)
-    .executeTakeFirst();
+  const row = await store.deliveryForTenant(target);
   if (!row) return { kind: "not_found" };
 
   const now = deps.now();
-  const n = row.attempts + 1;
   // The same conditional claim as an automatic attempt, from whatever state it was in.
   // A pending delivery's scheduled retry and a lease look alike, so this may overlap an
   // attempt already in flight: the receiver may then get the event twice (webhooks are
   // at-least-once; it deduplicates on webhook-id), and the older attempt cannot overwrite
   // the outcome, because its final update is conditional on its attempt number.
-  const claim = await db
-    .updateTable("webhook_deliveries")
-    .set({ state: "pending", attempts: n, next_attempt_at: leaseUntil(now, deps), updated_at: now })
-    .where("id", "=", row.id)
-    .where("state", "=", row.state)
-    .where("attempts", "=", row.attempts)
-    .executeTakeFirst();
-  if (claim.numUpdatedRows !== 1n) return { kind: "busy" };
-  const state = await makeClaimedAttempt(db, row, n, deps, {
+  if (!(await store.claimRedelivery(row, now, leaseUntil(now, deps)))) return { kind: "busy" };
+  const n = row.attempts + 1;
+  const state = await makeClaimedAttempt(store, row, n, deps, {
     manual: true,
     retryOnFailure: row.state === "pending",
   });

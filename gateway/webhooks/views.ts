@@ -1,13 +1,14 @@
 import type { WebhookEventType } from "../../shared/protocol/job.ts";
 import type {
+  WebhookAttemptReason,
   WebhookDelivery,
   WebhookDeliveryState,
   WebhookEndpoint,
   WebhookSecretDetails,
 } from "../../shared/protocol/webhook-api.ts";
-import type { EndpointView } from "./endpoints.ts";
-import type { WebhookDeliveryView } from "./history.ts";
-import type { WebhookSecretState } from "./secret-rotation.ts";
+import type { EndpointView } from "../store/webhook-endpoints.ts";
+import type { WebhookDeliveryView } from "../store/webhook-history.ts";
+import type { WebhookSecretState } from "../store/webhook-secrets.ts";
 
 /** Stored rows as the public API shows them: ISO instants, `object` tags. */
 
@@ -30,6 +31,7 @@ export function toWebhookDelivery(view: WebhookDeliveryView): WebhookDelivery {
       n: attempt.n,
       at: iso(attempt.at),
       status_code: attempt.status_code,
+      reason: attempt.reason as WebhookAttemptReason | null,
       error: attempt.error,
       duration_ms: attempt.duration_ms,
     })),

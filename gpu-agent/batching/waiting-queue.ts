@@ -18,6 +18,15 @@ export type NextBatch =
   | { kind: "wait"; until: number }
   | { kind: "idle" };
 
+/**
+ * Which models a runner has loaded (`warm`): their batches go first, unless a cold model's
+ * oldest request has waited `coldAfterMs`, so preferring warm models never starves one.
+ */
+export interface WarmPreference {
+  warm(model: string): boolean;
+  coldAfterMs: number;
+}
+
 /** Weight of the newest gap in a model's mean gap between arrivals. */
 const GAP_WEIGHT = 0.3;
 /** Gaps seen before the window adapts: a few arrivals say little about a rate. */
@@ -76,6 +85,13 @@ export class WaitingQueue {
     return total;
   }
 
+  /** The models that have requests waiting, the one whose oldest waited longest first. */
+  oldestModels(): string[] {
+    return [...this.byModel.entries()]
+      .sort(([, a], [, b]) => a[0]!.enqueuedAt - b[0]!.enqueuedAt)
+      .map(([model]) => model);
+  }
+
   add(item: WaitingRequest): void {
     const model = item.request.model;
     const queue = this.byModel.get(model) ?? [];
@@ -100,11 +116,18 @@ export class WaitingQueue {
    * The batch a runner with `policyOf` should run at `now`, or when to ask again. A runner
    * that cannot batch gets a batch of one. A runner that is busy (it would prepare this batch
    * beside the one it runs) passes `soloAllowed: false`: a job that must run alone is left
-   * for an idle runner.
+   * for an idle runner. With `prefer`, models warm on the runner go before cold ones.
    */
-  next(policyOf: (model: string) => BatchPolicy, now: number, soloAllowed = true): NextBatch {
+  next(
+    policyOf: (model: string) => BatchPolicy,
+    now: number,
+    soloAllowed = true,
+    prefer?: WarmPreference,
+  ): NextBatch {
+    const rank = ([model, queue]: [string, WaitingRequest[]]) =>
+      !prefer || prefer.warm(model) || now - queue[0]!.enqueuedAt >= prefer.coldAfterMs ? 0 : 1;
     const models = [...this.byModel.entries()].sort(
-      ([, a], [, b]) => a[0]!.enqueuedAt - b[0]!.enqueuedAt,
+      (a, b) => rank(a) - rank(b) || a[1][0]!.enqueuedAt - b[1][0]!.enqueuedAt,
     );
     let until = Number.POSITIVE_INFINITY;
     for (const [model, queue] of models) {

@@ -1,4 +1,5 @@
-import { type AgentConfigFlags, parseAgentConfig } from "../config.ts";
+import { givenSettings } from "../../shared/settings/index.ts";
+import { AGENT_SETTINGS, type AgentConfigFlags, parseAgentConfig } from "../config.ts";
 import { modelIds } from "../pipelines/index.ts";
 import {
   builtinRegistryIds,
@@ -36,7 +37,7 @@ export async function doctorCommand(
   const say = deps.progress ?? ((line: string) => process.stderr.write(`gantry-agent: ${line}\n`));
   const write = deps.stdout ?? ((text: string) => process.stdout.write(text));
 
-  const modelsGiven = flags.models !== undefined || Boolean(env.GANTRY_MODELS);
+  const modelsGiven = givenSettings(AGENT_SETTINGS, { env, flags }).has("models");
   if (config.modelsFile) say(`resolving models in ${config.modelsFile}…`);
   // Gantry's own registry (rmbg) too: what the agent would serve, or all of it unasked.
   const registry: ResolvedModelEntry[] = await resolveModels(config.modelsFile ?? null, {
@@ -52,12 +53,16 @@ export async function doctorCommand(
   const report = await runDoctor(
     {
       gatewayUrl: unset.gateway ? null : config.gatewayUrl,
-      queueUrl: unset.queue ? null : config.queueUrl,
+      queueUrl: unset.queue ? null : (config.queueUrl ?? null),
       models,
       providers: config.executionProviders,
       threads: config.threads,
-      settingRows: [credentialsCheck(env, unset)],
+      settingRows: [credentialsCheck(unset)],
       ...(config.metricsPort === undefined ? {} : { agentMetricsPort: config.metricsPort }),
+      ...(config.gpus ? { gpus: config.gpus } : {}),
+      ...(env.CUDA_VISIBLE_DEVICES === undefined
+        ? {}
+        : { cudaVisibleDevices: env.CUDA_VISIBLE_DEVICES }),
       ...(registry.length > 0 ? { modelConfigs: toModelConfigs(registry) } : {}),
     },
     { ...deps, progress: say },

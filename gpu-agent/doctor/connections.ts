@@ -1,4 +1,4 @@
-import type { OpenedQueue, OpenQueueOptions } from "../../shared/queue/open.ts";
+import type { OpenedQueue, OpenQueueOptions } from "../../shared/queue/open/index.ts";
 import { type CheckResult, errorText, withTimeout } from "./report.ts";
 
 /** What `run` does about it: an unreachable peer is transient, never a reason to exit. */

@@ -1,63 +1,12 @@
-import { execFile } from "node:child_process";
 import { access } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
+import { visibleGpus } from "../devices/discover.ts";
+import type { GpuQueryResult } from "../devices/nvidia-smi.ts";
 import type { ExecutionProvider } from "../inference/types.ts";
 import { type CheckResult, type CheckStatus, errorText } from "./report.ts";
 
-/** One GPU as `nvidia-smi` reports it; memory in MiB. */
-export interface GpuInfo {
-  index: number;
-  name: string;
-  driver: string;
-  memoryUsedMiB: number;
-  memoryFreeMiB: number;
-  memoryTotalMiB: number;
-}
-
-/** Runs `nvidia-smi` with these arguments: its stdout, or a rejection (ENOENT when absent). */
-export type NvidiaSmi = (args: string[]) => Promise<string>;
-
-export const runNvidiaSmi: NvidiaSmi = (args) =>
-  new Promise((resolve, reject) => {
-    // A wedged driver can make nvidia-smi hang for minutes; a doctor must answer.
-    execFile("nvidia-smi", args, { timeout: 15_000 }, (error, stdout, stderr) => {
-      if (error) reject(Object.assign(error, { stderr: String(stderr).trim() }));
-      else resolve(String(stdout));
-    });
-  });
-
-const QUERY = [
-  "--query-gpu=index,name,driver_version,memory.used,memory.free,memory.total",
-  "--format=csv,noheader,nounits",
-];
-
-/** The GPUs, an empty list when the driver is absent, or the driver's own error. */
-export async function queryGpus(
-  smi: NvidiaSmi,
-): Promise<{ gpus: GpuInfo[] } | { missing: true } | { error: string }> {
-  let output: string;
-  try {
-    output = await smi(QUERY);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return { missing: true };
-    const stderr = (error as { stderr?: string }).stderr;
-    return { error: stderr || errorText(error) };
-  }
-  const gpus = output
-    .split("\n")
-    .map((line) => line.split(",").map((field) => field.trim()))
-    .filter((fields) => fields.length >= 6)
-    .map(([index, name, driver, used, free, total]) => ({
-      index: Number(index),
-      name: name ?? "?",
-      driver: driver ?? "?",
-      memoryUsedMiB: Number(used),
-      memoryFreeMiB: Number(free),
-      memoryTotalMiB: Number(total),
-    }));
-  return { gpus };
-}
+export { type GpuInfo, type NvidiaSmi, queryGpus, runNvidiaSmi } from "../devices/nvidia-smi.ts";
 
 /**
  * How bad a missing CUDA piece is: with `cpu` in the providers the agent still runs (more
@@ -68,7 +17,7 @@ export function cudaSeverity(providers: readonly ExecutionProvider[]): CheckStat
 }
 
 export function driverCheck(
-  gpus: Awaited<ReturnType<typeof queryGpus>>,
+  gpus: GpuQueryResult,
   providers: readonly ExecutionProvider[],
 ): CheckResult {
   const name = "NVIDIA driver";
@@ -105,7 +54,7 @@ export function driverCheck(
 /** Below this a model's weights and activations rarely fit: warn before a job finds out. */
 const LOW_VRAM_MIB = 1024;
 
-export function vramCheck(gpus: Awaited<ReturnType<typeof queryGpus>>): CheckResult {
+export function vramCheck(gpus: GpuQueryResult): CheckResult {
   const name = "free VRAM";
   if (!("gpus" in gpus) || gpus.gpus.length === 0) {
     return { name, status: "skip", detail: "no GPU to measure" };
@@ -122,6 +71,43 @@ export function vramCheck(gpus: Awaited<ReturnType<typeof queryGpus>>): CheckRes
       ? { hint: "another process holds the GPU memory; see `nvidia-smi` for which" }
       : {}),
   };
+}
+
+/**
+ * A row per GPU: its name, free memory, utilisation and temperature, and the CUDA device id
+ * its runner would open sessions on; one this agent would not use (hidden by
+ * CUDA_VISIBLE_DEVICES or left out of GANTRY_GPUS) is skipped, saying why.
+ */
+export function gpuRows(
+  gpus: GpuQueryResult,
+  options: { cudaVisibleDevices?: string | undefined; chosen?: readonly number[] | undefined },
+): CheckResult[] {
+  if (!("gpus" in gpus)) return [];
+  const visible = visibleGpus(gpus.gpus, options.cudaVisibleDevices);
+  const gib = (mib: number) => `${(mib / 1024).toFixed(1)} GiB`;
+  return gpus.gpus.map((gpu) => {
+    const name = `GPU ${gpu.index}`;
+    const seen = visible.find((entry) => entry.info.index === gpu.index);
+    if (!seen) {
+      return { name, status: "skip", detail: `${gpu.name}: hidden by CUDA_VISIBLE_DEVICES` };
+    }
+    if (options.chosen && !options.chosen.includes(gpu.index)) {
+      return { name, status: "skip", detail: `${gpu.name}: not in GANTRY_GPUS` };
+    }
+    const readings = [
+      `${gib(gpu.memoryFreeMiB)} free of ${gib(gpu.memoryTotalMiB)}`,
+      ...(gpu.utilization === null ? [] : [`${gpu.utilization}% busy`]),
+      ...(gpu.temperature === null ? [] : [`${gpu.temperature} °C`]),
+      `CUDA device ${seen.cudaDeviceId}`,
+    ];
+    const low = gpu.memoryFreeMiB < LOW_VRAM_MIB;
+    return {
+      name,
+      status: low ? "warn" : "pass",
+      detail: `${gpu.name}: ${readings.join(", ")}`,
+      ...(low ? { hint: "another process holds this GPU's memory; see `nvidia-smi`" } : {}),
+    };
+  });
 }
 
 /** Where onnxruntime-node keeps its CUDA provider library on this platform. */

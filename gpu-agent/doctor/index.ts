@@ -1,4 +1,8 @@
-import { type OpenedQueue, type OpenQueueOptions, openQueue } from "../../shared/queue/open.ts";
+import {
+  type OpenedQueue,
+  type OpenQueueOptions,
+  openQueue,
+} from "../../shared/queue/open/index.ts";
 import type { ExecutionProvider } from "../inference/types.ts";
 import type { ModelConfig } from "../pipelines/model-config.ts";
 import { probeProvider } from "../runner/providers.ts";
@@ -7,6 +11,7 @@ import {
   cudaLibraryCheck,
   cudaLibraryPath,
   driverCheck,
+  gpuRows,
   type NvidiaSmi,
   providerCheck,
   queryGpus,
@@ -35,6 +40,10 @@ export interface DoctorOptions {
   settingRows?: readonly CheckResult[];
   /** `GANTRY_METRICS_PORT`: an agent already running here is asked whether it holds jobs. */
   agentMetricsPort?: number;
+  /** GANTRY_GPUS: the GPUs the agent would use (absent: every visible one). */
+  gpus?: readonly number[];
+  /** The process's CUDA_VISIBLE_DEVICES. */
+  cudaVisibleDevices?: string;
 }
 
 /** Seams for tests; each defaults to the real thing. */
@@ -80,6 +89,8 @@ export async function runDoctor(
     const gpus = await queryGpus(deps.nvidiaSmi ?? runNvidiaSmi);
     record(driverCheck(gpus, providers));
     record(vramCheck(gpus));
+    const selection = { cudaVisibleDevices: options.cudaVisibleDevices, chosen: options.gpus };
+    for (const row of gpuRows(gpus, selection)) record(row);
     progress("checking the CUDA provider libraries…");
     const libraries = record(
       await cudaLibraryCheck(deps.cudaLibraryPath ?? cudaLibraryPath(), providers),

@@ -1,4 +1,5 @@
-import type { AgentConfigFlags } from "../config.ts";
+import { givenSettings, infoOf } from "../../shared/settings/index.ts";
+import { AGENT_SETTINGS, type AgentConfigFlags } from "../config.ts";
 import type { CheckResult } from "./report.ts";
 
 /**
@@ -10,20 +11,20 @@ export interface UnsetSettings {
   gateway: boolean;
   queue: boolean;
   credentials: boolean;
+  /** The agent's own id and secret are set (rather than the enrollment token). */
+  ownSecret: boolean;
 }
 
-type Env = Record<string, string | undefined>;
+type Env = Readonly<Record<string, string | undefined>>;
 
-/** An empty variable counts as unset, as it does for `run` (`GANTRY_SLOTS=` in a unit file). */
-const given = (flag: string | undefined, value: string | undefined) =>
-  flag !== undefined || (value !== undefined && value !== "");
-
+/** Unset as `run` sees it: neither flag nor variable (an empty variable counts as unset). */
 export function unsetSettings(env: Env, flags: AgentConfigFlags): UnsetSettings {
+  const given = givenSettings(AGENT_SETTINGS, { env, flags });
   return {
-    gateway: !given(flags.gatewayUrl, env.GANTRY_GATEWAY_URL),
-    queue: !given(flags.queueUrl, env.GANTRY_QUEUE_URL),
-    credentials:
-      !given(undefined, env.GANTRY_AGENT_TOKEN) && !given(undefined, env.GANTRY_AGENT_SECRET),
+    gateway: !given.has("gatewayUrl"),
+    queue: !given.has("queueUrl"),
+    credentials: !given.has("agentToken") && !given.has("agentSecret"),
+    ownSecret: given.has("agentSecret"),
   };
 }
 
@@ -32,11 +33,12 @@ export function unsetSettings(env: Env, flags: AgentConfigFlags): UnsetSettings 
  * stand-ins are never contacted (their rows say "not configured" instead).
  */
 export function withStandIns(env: Env, unset: UnsetSettings): Env {
+  const name = (schema: (typeof AGENT_SETTINGS)[keyof typeof AGENT_SETTINGS]) => infoOf(schema).env;
   return {
     ...env,
-    ...(unset.gateway ? { GANTRY_GATEWAY_URL: "http://gateway.invalid" } : {}),
-    ...(unset.queue ? { GANTRY_QUEUE_URL: "not-configured" } : {}),
-    ...(unset.credentials ? { GANTRY_AGENT_TOKEN: "unused" } : {}),
+    ...(unset.gateway ? { [name(AGENT_SETTINGS.gatewayUrl)]: "http://gateway.invalid" } : {}),
+    ...(unset.queue ? { [name(AGENT_SETTINGS.queueUrl)]: "not-configured" } : {}),
+    ...(unset.credentials ? { [name(AGENT_SETTINGS.agentToken)]: "unused" } : {}),
   };
 }
 
@@ -45,7 +47,7 @@ export const SETTING_HINTS = {
   gateway:
     "set GANTRY_GATEWAY_URL (or --gateway) to the gateway's base URL, such as https://gantry.example.com",
   queue:
-    "set GANTRY_QUEUE_URL (or --queue): amqp://…, sqs://<region>/<prefix>, redis://…, nats://…, postgres://… or sqlite:<path>",
+    "set GANTRY_QUEUE_URL (or --queue) only when the gateway's queue is a broker: amqp://…, sqs://<region>/<prefix>, redis://… or nats://…; with the sql queue none is needed (the jobs come from the gateway)",
   credentials:
     "set GANTRY_AGENT_TOKEN (the fleet's enrollment token), or GANTRY_AGENT_ID + GANTRY_AGENT_SECRET from `gantry agents create`",
 } as const;
@@ -55,12 +57,12 @@ export function notConfigured(name: string, hint: string): CheckResult {
 }
 
 /** The credentials row: set or not; never checked against the gateway (that would enroll). */
-export function credentialsCheck(env: Env, unset: UnsetSettings): CheckResult {
+export function credentialsCheck(unset: UnsetSettings): CheckResult {
   if (unset.credentials) return notConfigured("agent credentials", SETTING_HINTS.credentials);
   return {
     name: "agent credentials",
     status: "pass",
-    detail: env.GANTRY_AGENT_SECRET
+    detail: unset.ownSecret
       ? "GANTRY_AGENT_ID + GANTRY_AGENT_SECRET set (checked on the first signed request)"
       : "GANTRY_AGENT_TOKEN set (checked when the agent enrolls)",
   };

@@ -22,8 +22,6 @@ export interface BatchedJobCallsDeps {
   /** The single-job route: `/internal/v1/jobs/{id}/{action}`. */
   single(jobId: string, action: "claim" | "events", body: unknown): Promise<Answer>;
   agentId(): string;
-  /** How long the first call of a batch waits for others (see `lingerMs` of the batcher). */
-  lingerMs?: number;
 }
 
 /**
@@ -61,7 +59,6 @@ export function batchedJobCalls(deps: BatchedJobCallsDeps) {
         maxBatch: MAX_AGENT_BATCH,
         weigh: (call) => JSON.stringify(call.body).length,
         maxWeight: MAX_BATCH_BYTES,
-        lingerMs: deps.lingerMs ?? 0,
       },
     );
   }

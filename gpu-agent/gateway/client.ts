@@ -1,6 +1,8 @@
 import { AgentAck, AgentEventAck, Claim } from "../../shared/protocol/agent.ts";
 import { parseAnswer, problemDetail, unexpectedAnswer } from "./answers.ts";
 import { type Answer, batchedJobCalls } from "./batching.ts";
+import { gatewayQueueCalls } from "./queue-calls.ts";
+import { createSessionTransport } from "./session.ts";
 import { createGatewayTransport } from "./transport.ts";
 import type { GatewayClient, GatewayClientOptions } from "./types.ts";
 
@@ -9,7 +11,14 @@ export type * from "./types.ts";
 
 /** The agent's side of the gateway's internal API; see `GatewayClient`. */
 export function createGatewayClient(options: GatewayClientOptions): GatewayClient {
-  const { send, ensureCredentials, currentId } = createGatewayTransport(options);
+  const http = createGatewayTransport(options);
+  const mode = options.session ?? "http";
+  // An injected fetch is an in-process gateway (tests, `gantry start`): no socket to open.
+  const session =
+    mode === "http" || (mode === "auto" && options.fetch)
+      ? null
+      : createSessionTransport(options, http, mode);
+  const { send, ensureCredentials, currentId } = session ?? http;
 
   const jobCall = (jobId: string, action: string, body: unknown) =>
     send(`/internal/v1/jobs/${encodeURIComponent(jobId)}/${action}`, body, {
@@ -23,7 +32,6 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
     send: (path, body, action) => send(path, body, { auth: "signed", action }),
     single: (jobId, action, body) => jobCall(jobId, action, body),
     agentId: () => currentId(),
-    lingerMs: options.callLingerMs ?? 0,
   });
 
   /**
@@ -35,6 +43,12 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
   return {
     get agentId() {
       return currentId();
+    },
+
+    queue: gatewayQueueCalls(send, currentId),
+
+    async close() {
+      await session?.close();
     },
 
     async enroll() {

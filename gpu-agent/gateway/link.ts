@@ -8,7 +8,7 @@ import {
 } from "../heartbeat/agent.ts";
 import type { ExecutionProvider } from "../inference/types.ts";
 import type { Runner } from "../runner/types.ts";
-import type { Supervisor } from "../supervisor-types.ts";
+import type { Supervisor } from "../supervisor/types.ts";
 import { gatewayDown, type UntilReachableOptions, untilReachable } from "../until-reachable.ts";
 import {
   type AgentRegistration,
@@ -56,10 +56,10 @@ export async function linkGateway(
       gatewayUrl: config.gatewayUrl,
       agentId: config.agentId,
       ...(config.agentSecret ? { secret: config.agentSecret } : { token: config.agentToken }),
+      session: config.agentSession,
       status: () => heartbeats?.status() ?? {},
       onRevoked: options.onRevoked,
       logger: options.logger,
-      callLingerMs: config.callLingerMs,
       ...(options.fetch ? { fetch: options.fetch } : {}),
     });
 

@@ -11,29 +11,29 @@ import { type HttpAnswer, httpFor } from "../transfer/http.ts";
 import { parseAnswer, problemDetail, readAnswer, unexpectedAnswer } from "./answers.ts";
 import type { Answer } from "./batching.ts";
 import { enrollmentRefused, GatewayError, signedRequestRefused } from "./errors.ts";
-import type { GatewayClientOptions } from "./types.ts";
+import type { CallLabel, GatewayClientOptions } from "./types.ts";
 
 interface Credentials {
   agentId: string;
   secret: string;
 }
 
-type Auth = "enrollment" | "signed";
-
 export interface GatewayTransport {
   /** POSTs `body` to `path`; the answer of the last try, or a `GatewayError`. */
-  send(
-    path: string,
-    body: unknown,
-    label: { auth: Auth; action: string; jobId?: string },
-  ): Promise<Answer>;
+  send(path: string, body: unknown, label: CallLabel): Promise<Answer>;
   /** Enrolls first when the agent has no secret yet. */
   ensureCredentials(): Promise<{ agentId: string }>;
   /** The id the gateway knows this agent by: the enrolled one once enrolled. */
   currentId(): string;
 }
 
-export function createGatewayTransport(options: GatewayClientOptions): GatewayTransport {
+/** The signed HTTP transport, which can also sign a request it does not send itself. */
+export interface HttpGatewayTransport extends GatewayTransport {
+  /** The signature headers of a bodiless request (an agent session's upgrade). */
+  signedHeaders(method: string, url: string): Promise<Record<string, string>>;
+}
+
+export function createGatewayTransport(options: GatewayClientOptions): HttpGatewayTransport {
   if (!options.secret && !options.token) {
     throw new Error("the gateway client needs the agent's secret or the enrollment token");
   }
@@ -74,15 +74,12 @@ export function createGatewayTransport(options: GatewayClientOptions): GatewayTr
     return credentials;
   }
 
-  async function send(
-    path: string,
-    body: unknown,
-    label: { auth: Auth; action: string; jobId?: string },
-  ): Promise<Answer> {
+  async function send(path: string, body: unknown, label: CallLabel): Promise<Answer> {
     const url = `${base}${path}`;
     const text = JSON.stringify(body);
     let lastError = "";
     for (let attempt = 1; attempt <= tries; attempt++) {
+      label.signal?.throwIfAborted();
       if (attempt > 1) {
         const delay = backoffMs(attempt - 1, {
           baseMs: options.retryBaseMs ?? 200,
@@ -125,8 +122,15 @@ export function createGatewayTransport(options: GatewayClientOptions): GatewayTr
       }
       let response: HttpAnswer;
       try {
-        response = await http(url, { method: "POST", headers, body: text, timeoutMs });
+        response = await http(url, {
+          method: "POST",
+          headers,
+          body: text,
+          timeoutMs: label.timeoutMs ?? timeoutMs,
+          ...(label.signal ? { signal: label.signal } : {}),
+        });
       } catch (error) {
+        label.signal?.throwIfAborted();
         lastError = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
         continue;
       }
@@ -160,5 +164,9 @@ export function createGatewayTransport(options: GatewayClientOptions): GatewayTr
     send,
     ensureCredentials,
     currentId: () => credentials?.agentId ?? options.agentId,
+    async signedHeaders(method, url) {
+      const own = await ensureCredentials();
+      return signAgentRequest({ ...own, method, url, body: "", now: now(), crypto: signingCrypto });
+    },
   };
 }

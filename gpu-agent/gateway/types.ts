@@ -7,6 +7,14 @@ import type {
   Claim,
   HeartbeatRequest,
 } from "../../shared/protocol/agent.ts";
+import type {
+  QueueDelivery,
+  QueueDepthResponse,
+  QueueInfo,
+  QueueSettle,
+  QueueSettleResult,
+  QueueTakeRequest,
+} from "../../shared/protocol/agent-queue.ts";
 import type { ProgressReport } from "../../shared/protocol/progress.ts";
 import type { GatewayError } from "./errors.ts";
 
@@ -30,6 +38,10 @@ export interface GatewayClient {
   heartbeat(jobId: string, attempt: number, progress?: ProgressReport): Promise<HeartbeatOutcome>;
   /** Idempotent per job and attempt: a 409 (already recorded, stale) counts as recorded. */
   report(jobId: string, event: AgentEventBody): Promise<ReportOutcome>;
+  /** The gateway's own queue, for an agent without a queue URL (gateway/queue.ts). */
+  readonly queue?: GatewayQueueCalls;
+  /** Ends the agent's session with the gateway, if it holds one. */
+  close?(): Promise<void>;
 }
 
 /** An AgentEvent without the fields the client fills in (`v`, `agent_id`). */
@@ -44,7 +56,7 @@ export type AgentHeartbeatBody = Omit<AgentHeartbeatRequest, "v">;
 /** What every job heartbeat also says about the agent. */
 export type AgentStatus = Pick<
   HeartbeatRequest,
-  "slots_busy" | "run_time_ms_avg" | "vram_used_mb" | "provider"
+  "slots_busy" | "run_time_ms_avg" | "vram_used_mb" | "provider" | "devices" | "loaded_models"
 >;
 
 /**
@@ -81,6 +93,11 @@ export interface GatewayClientOptions {
   status?: () => AgentStatus;
   /** Called when the gateway says this agent was revoked (each time it says so). */
   onRevoked?: (error: GatewayError) => void;
+  /**
+   * `auto`: one WebSocket session for every call when the gateway offers it, else signed
+   * HTTP; `websocket`: the session only; `http` (the default here): a signed request per call.
+   */
+  session?: "auto" | "websocket" | "http";
   /** Tries per call, the first included. Default 4. */
   tries?: number;
   /** Backoff between tries. Defaults: 200 ms base, 3 s cap. */
@@ -95,6 +112,30 @@ export interface GatewayClientOptions {
   now?: () => number;
   /** Signing primitives; node:crypto by default. */
   crypto?: AgentCrypto;
-  /** How long a claim or report waits for others to share its request; 0 by default. */
-  callLingerMs?: number;
+}
+
+/** What a call is, for the logs, and how it is made. */
+export interface CallLabel {
+  auth: "enrollment" | "signed";
+  action: string;
+  jobId?: string;
+  /** This call's deadline instead of the client's (a long poll waits longer). */
+  timeoutMs?: number;
+  /** Ends the call, and its retries, early: it then rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+/** A request to take deliveries, without the fields the client fills in. */
+export type TakeBody = Omit<QueueTakeRequest, "v" | "agent_id">;
+
+/**
+ * The agent's calls to the gateway's queue routes (gateway/routes/agent-queue.ts), used by
+ * the gateway queue (queue.ts) when the agent holds no queue URL.
+ */
+export interface GatewayQueueCalls {
+  info(): Promise<QueueInfo>;
+  take(body: TakeBody, signal?: AbortSignal): Promise<QueueDelivery[]>;
+  /** Settles that pile up behind one in flight share the next request. */
+  settle(settle: QueueSettle): Promise<QueueSettleResult>;
+  depth(model?: string): Promise<QueueDepthResponse>;
 }

@@ -1,7 +1,9 @@
 import { execFile } from "node:child_process";
 import type { Logger } from "pino";
+import type { AgentDevice } from "../../shared/protocol/index.ts";
+import { type GpuInfo, queryGpus } from "../devices/nvidia-smi.ts";
 import type { AgentRegistration, AgentStatus, GatewayClient } from "../gateway/client.ts";
-import type { Supervisor } from "../supervisor-types.ts";
+import type { Supervisor, SupervisorStatus } from "../supervisor/types.ts";
 
 export interface VramReading {
   usedMb: number;
@@ -51,7 +53,39 @@ export interface AgentHeartbeatOptions {
   registered: AgentRegistration;
   logger: Logger;
   readVram?: () => Promise<VramReading | null>;
+  /** Each GPU's readings, for an agent with runners on GPUs; null when nvidia-smi cannot say. */
+  readGpus?: () => Promise<GpuInfo[] | null>;
 }
+
+/** The GPUs this agent runs on, as the heartbeat describes them: readings and models. */
+export function describeDevices(gpus: readonly GpuInfo[], status: SupervisorStatus): AgentDevice[] {
+  const ours = new Set(
+    status.runners.flatMap((runner) => (runner.gpu === undefined ? [] : [runner.gpu])),
+  );
+  return gpus
+    .filter((gpu) => ours.has(gpu.index))
+    .map((gpu) => ({
+      index: gpu.index,
+      name: gpu.name,
+      vram_total_mb: Math.round(gpu.memoryTotalMiB),
+      vram_used_mb: Math.round(gpu.memoryUsedMiB),
+      utilization: gpu.utilization,
+      temperature: gpu.temperature,
+      models: [
+        ...new Set(status.runners.filter((r) => r.gpu === gpu.index).flatMap((r) => r.models)),
+      ].sort(),
+      ...(status.failedGpus?.includes(gpu.index) ? { failed: true } : {}),
+    }));
+}
+
+/** The models loaded on any runner, as the heartbeat lists them. */
+export const loadedModels = (status: SupervisorStatus): string[] =>
+  [...new Set(status.runners.flatMap((runner) => runner.models ?? []))].sort();
+
+const readGpusWithNvidiaSmi = async (): Promise<GpuInfo[] | null> => {
+  const found = await queryGpus();
+  return "gpus" in found ? found.gpus : null;
+};
 
 export interface AgentHeartbeats {
   /** What every heartbeat (the agent's and each job's) says about the agent. */
@@ -71,6 +105,8 @@ export function startAgentHeartbeats(options: AgentHeartbeatOptions): AgentHeart
   const runTimes: number[] = [];
   const started = new Map<string, number>();
   let vramUsedMb: number | undefined;
+  let devices: AgentDevice[] | undefined;
+  const readGpus = options.readGpus ?? readGpusWithNvidiaSmi;
   let lastRegistered = JSON.stringify(options.registered);
   let beating: Promise<void> | null = null;
 
@@ -96,6 +132,8 @@ export function startAgentHeartbeats(options: AgentHeartbeatOptions): AgentHeart
         : {}),
       ...(vramUsedMb === undefined ? {} : { vram_used_mb: vramUsedMb }),
       ...(provider ? { provider } : {}),
+      ...(devices ? { devices } : {}),
+      loaded_models: loadedModels(snapshot),
     };
   }
 
@@ -106,7 +144,13 @@ export function startAgentHeartbeats(options: AgentHeartbeatOptions): AgentHeart
       lastRegistered = JSON.stringify(current);
       logger.info({ models: current.models, provider: current.provider }, "registered again");
     }
-    if (options.readVram && supervisor.status().provider === "cuda") {
+    const now = supervisor.status();
+    if (now.runners.some((runner) => runner.gpu !== undefined)) {
+      // Each GPU's own readings, narrowed to this agent's GPUs; the total for older gateways.
+      const gpus = await readGpus();
+      devices = gpus ? describeDevices(gpus, now) : undefined;
+      vramUsedMb = devices?.reduce((sum, device) => sum + device.vram_used_mb, 0);
+    } else if (options.readVram && now.provider === "cuda") {
       vramUsedMb = (await options.readVram())?.usedMb;
     }
     const state = supervisor.status().state;

@@ -44,45 +44,58 @@ const FLUSH_TIMEOUT_MS = 1_000;
 
 /**
  * On a timer, independent of inference (which runs in child processes, leaving this event
- * loop free): extend each in-flight lease and tell the gateway the attempt is alive. A job
- * whose previous beat is still in progress (a slow gateway) is skipped, not doubled up.
+ * loop free): extend each in-flight lease and tell the gateway the attempt is alive. The two
+ * go apart: a beat to the gateway still on its way (a slow or hung gateway, a progress
+ * report it has not answered) never holds up the next lease extension, which is what keeps
+ * the job this agent's. Either one still in progress for a job is skipped, not doubled up.
  */
 export function startHeartbeats(options: HeartbeatOptions): JobHeartbeats {
+  const extending = new Set<HeartbeatTarget>();
   const beating = new Set<HeartbeatTarget>();
+  const lost = new WeakSet<HeartbeatTarget>();
   const pacers = new WeakMap<HeartbeatTarget, ProgressPacer>();
   const beat = (target: HeartbeatTarget, progress?: ProgressReport) =>
     options.gateway.heartbeat(target.jobId, target.attempt, progress);
 
-  async function beatOne(target: HeartbeatTarget): Promise<void> {
+  async function extendOne(target: HeartbeatTarget): Promise<void> {
     try {
       await target.delivery.extendLease(options.leaseMs);
+      options.onBeat?.(target);
     } catch (cause) {
       target.log.warn({ err: cause }, "could not extend the lease");
-      // Not ours any more: beating for it would only confuse the gateway.
-      if (cause instanceof LeaseLostError) return options.onLeaseLost?.(target);
-    }
-    if (target.claimed && !target.settled) {
-      try {
-        const pacer = pacers.get(target);
-        const answer = await (pacer
-          ? pacer.carry((progress) => beat(target, progress))
-          : beat(target));
-        if (!answer.ok) {
-          // The runner cannot be interrupted mid-inference; the gateway ignores the result.
-          target.log.info({ code: answer.code }, "the gateway no longer expects this attempt");
-        }
-      } catch (cause) {
-        target.log.warn({ err: cause }, "heartbeat failed");
+      if (cause instanceof LeaseLostError) {
+        // Not ours any more: beating for it would only confuse the gateway.
+        lost.add(target);
+        options.onLeaseLost?.(target);
       }
     }
-    options.onBeat?.(target);
   }
 
+  async function beatGateway(target: HeartbeatTarget): Promise<void> {
+    try {
+      const pacer = pacers.get(target);
+      const answer = await (pacer
+        ? pacer.carry((progress) => beat(target, progress))
+        : beat(target));
+      if (!answer.ok) {
+        // The runner cannot be interrupted mid-inference; the gateway ignores the result.
+        target.log.info({ code: answer.code }, "the gateway no longer expects this attempt");
+      }
+    } catch (cause) {
+      target.log.warn({ err: cause }, "heartbeat failed");
+    }
+  }
+
+  const start = (set: Set<HeartbeatTarget>, target: HeartbeatTarget, work: () => Promise<void>) => {
+    if (set.has(target)) return;
+    set.add(target);
+    void work().finally(() => set.delete(target));
+  };
   const timer = setInterval(() => {
     for (const target of options.targets()) {
-      if (target.settled || beating.has(target)) continue;
-      beating.add(target);
-      beatOne(target).finally(() => beating.delete(target));
+      if (target.settled || lost.has(target)) continue;
+      start(extending, target, () => extendOne(target));
+      if (target.claimed) start(beating, target, () => beatGateway(target));
     }
   }, options.intervalMs);
   // The queue consumer keeps the process alive; heartbeats alone must not.

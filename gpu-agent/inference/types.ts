@@ -38,9 +38,22 @@ export interface Artifact {
   bytes: Uint8Array;
 }
 
-export type RunResult =
+export type RunResult = (
   | { ok: true; output: unknown; artifacts?: Record<string, Artifact> }
-  | { ok: false; error: JobError };
+  | { ok: false; error: JobError }
+) & { usage?: RunUsage };
+
+/**
+ * What a run used, stamped by the runner (runner/run-usage.ts) and reported to the gateway,
+ * which bills it: its time on the device (absent when unmeasured), where it ran.
+ */
+export interface RunUsage {
+  gpuMs?: number;
+  provider?: ExecutionProvider | undefined;
+  device?: string;
+  /** How long the run waited for its model to load on its runner (ms); absent: warm. */
+  loadMs?: number;
+}
 
 export type ExecutionProvider = "cuda" | "cpu";
 

@@ -26,6 +26,11 @@ export const ModelConfig = z.looseObject({
    */
   timeout_seconds: z.number().int().min(1).max(MAX_TIMEOUT_SECONDS).optional(),
   timeout_transient: z.boolean().optional(),
+  /**
+   * What the loaded model takes on its device (MiB), as models.yaml declares it; absent,
+   * the runner measures it after the load.
+   */
+  memory_mb: z.number().min(0).optional(),
 });
 export type ModelConfig = z.infer<typeof ModelConfig>;
 
@@ -48,6 +53,7 @@ export function pipelineOptions<T extends z.ZodType>(
     batch_window_ms: _window,
     timeout_seconds: _timeout,
     timeout_transient: _transient,
+    memory_mb: _memory,
     ...rest
   } = config ?? { pipeline: "" };
   const parsed = schema.safeParse(rest);

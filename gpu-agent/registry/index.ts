@@ -21,6 +21,7 @@ export interface ResolvedModelEntry {
   max_batch?: number;
   timeout_seconds?: number;
   timeout_transient?: boolean;
+  memory_mb?: number;
   limits?: { max_pixels?: number; max_side?: number };
   labels?: string[];
   /** The pipeline's own options, merged into its model config. */
@@ -148,6 +149,7 @@ export function toModelConfigs(models: readonly ResolvedModelEntry[]): Record<st
         ? {}
         : { timeout_transient: model.timeout_transient }),
       ...(model.labels ? { labels: model.labels } : {}),
+      ...(model.memory_mb === undefined ? {} : { memory_mb: model.memory_mb }),
     };
   }
   return configs;

@@ -82,6 +82,16 @@ export const ModelEntry = z.strictObject({
    */
   timeout_seconds: z.number().int().min(1).max(MAX_TIMEOUT_SECONDS).optional(),
   timeout_transient: z.boolean().optional(),
+  /**
+   * What the model takes loaded (MiB, GPU memory on a GPU): the runner plans its memory
+   * budget with it instead of measuring the model after loading it.
+   */
+  memory_mb: z
+    .number()
+    .int()
+    .min(0)
+    .max(16 * 1024 * 1024)
+    .optional(),
   /** Input limits: larger images fail the job permanently instead of filling VRAM. */
   limits: z
     .strictObject({

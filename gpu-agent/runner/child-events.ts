@@ -11,16 +11,19 @@ export interface PendingRun extends TimedRun {
   settle(results: RunResult[]): void;
 }
 
-/** What a new child is told to load. */
-export function loadMessage(options: RunnerOptions): LoadMessage {
-  const { models, threads, providers, modelConfigs } = options;
+/** What a new child is told to load: `first` (when not empty), or its start-up models. */
+export function loadMessage(options: RunnerOptions, first?: readonly string[]): LoadMessage {
+  const { models, threads, providers, modelConfigs, preload, memoryBudgetMb, gpu } = options;
   return {
     v: 1,
     type: "load",
-    models: [...models],
+    models: [...(first?.length ? first : (preload ?? models))],
     threads,
     providers: [...providers],
     ...(modelConfigs ? { configs: { ...modelConfigs } } : {}),
+    serves: [...models],
+    ...(gpu ? { deviceId: gpu.cudaDeviceId } : {}),
+    ...(memoryBudgetMb === undefined ? {} : { budgetMb: memoryBudgetMb }),
   };
 }
 

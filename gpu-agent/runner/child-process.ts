@@ -7,6 +7,7 @@ import {
   ChildMessage,
   type LoadMessage,
   type LogMessage,
+  type ModelReply,
   type ReadyMessage,
   type ResultMessage,
 } from "./child-protocol.ts";
@@ -45,6 +46,8 @@ export interface ChildEvents {
   ready(message: ReadyMessage): void;
   result(message: ResultMessage): void;
   log(message: LogMessage): void;
+  /** The answer to a `load_model` or `unload_model`. */
+  modelReply(message: ModelReply): void;
   /** After exit, with every message the child sent before dying already delivered. */
   exit(code: number | null, signal: NodeJS.Signals | null): void;
   /** The child could not be spawned at all (no process); `exited` resolves right after. */
@@ -96,6 +99,8 @@ export function forkChild(
         events.result(msg);
       } else if (msg.type === "progress") {
         child.progress.deliver(msg);
+      } else if (msg.type === "model_reply") {
+        events.modelReply(msg);
       } else {
         events.log(msg);
       }

@@ -13,17 +13,35 @@ const ExecutionProviderSchema = z.enum(["cuda", "cpu"]);
 
 const Bytes = z.custom<Uint8Array>((value) => value instanceof Uint8Array, "expected bytes");
 
-/** Parent → child: load these models on the first provider that works. */
+/**
+ * Parent → child: load these models on the first provider that works (none: the provider
+ * is chosen by a probe, and models load when asked).
+ */
 export const LoadMessage = z.object({
   v: z.literal(1),
   type: z.literal("load"),
-  models: z.array(z.string()).min(1),
+  models: z.array(z.string()),
   threads: z.number().int().min(0),
   providers: z.array(ExecutionProviderSchema).min(1),
   /** Which pipeline and file back each configured model id. */
   configs: z.record(z.string(), ModelConfig).optional(),
+  /** Every model the child may be asked to load later (checked at start). */
+  serves: z.array(z.string()).optional(),
+  /** The CUDA device the sessions open on. */
+  deviceId: z.number().int().min(0).optional(),
+  /** Models after the first load at start only while their sizes stay within this (MiB). */
+  budgetMb: z.number().min(0).optional(),
 });
 export type LoadMessage = z.infer<typeof LoadMessage>;
+
+/** Parent → child: load (and warm) one more model, or unload one; answered by `model_reply`. */
+export const ModelMessage = z.object({
+  v: z.literal(1),
+  type: z.enum(["load_model", "unload_model"]),
+  id: z.number().int(),
+  model: z.string(),
+});
+export type ModelMessage = z.infer<typeof ModelMessage>;
 
 const RunRequestSchema = z.object({
   jobId: z.string(),
@@ -45,7 +63,7 @@ export const RunMessage = z.object({
 });
 export type RunMessage = z.infer<typeof RunMessage>;
 
-export const ParentMessage = z.discriminatedUnion("type", [LoadMessage, RunMessage]);
+export const ParentMessage = z.discriminatedUnion("type", [LoadMessage, RunMessage, ModelMessage]);
 export type ParentMessage = z.infer<typeof ParentMessage>;
 
 const ProviderAttemptSchema = z.object({
@@ -64,6 +82,8 @@ export const ReadyMessage = z.object({
   /** Most jobs each model takes in one batch (1: no batching). */
   maxBatch: z.record(z.string(), z.number().int().min(1)),
   loadMs: z.number(),
+  /** What each loaded model takes (MiB): its config's `memory_mb`, else measured. */
+  memoryMb: z.record(z.string(), z.number().min(0)).optional(),
 });
 export type ReadyMessage = z.infer<typeof ReadyMessage>;
 
@@ -108,6 +128,21 @@ export const ResultMessage = z.object({
 });
 export type ResultMessage = z.infer<typeof ResultMessage>;
 
+/** Child → parent: the answer to a `load_model` or `unload_model`. */
+export const ModelReply = z.object({
+  v: z.literal(1),
+  type: z.literal("model_reply"),
+  id: z.number().int(),
+  model: z.string(),
+  /** The model's size after a load (MiB); absent after an unload. */
+  memoryMb: z.number().min(0).optional(),
+  maxBatch: z.number().int().min(1).optional(),
+  loadMs: z.number().optional(),
+  /** Why the load failed; absent when it worked. */
+  error: JobError.optional(),
+});
+export type ModelReply = z.infer<typeof ModelReply>;
+
 /** Child → parent: a log line for the parent's logger (the child has no log sink). */
 export const LogMessage = z.object({
   v: z.literal(1),
@@ -137,5 +172,6 @@ export const ChildMessage = z.discriminatedUnion("type", [
   ResultMessage,
   LogMessage,
   ProgressMessage,
+  ModelReply,
 ]);
 export type ChildMessage = z.infer<typeof ChildMessage>;

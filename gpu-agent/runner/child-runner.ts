@@ -2,18 +2,18 @@ import { pino } from "pino";
 import type { JobError } from "../../shared/protocol/index.ts";
 import { OUT_OF_MEMORY_CODE } from "../inference/oom.ts";
 import type { ExecutionProvider, RunRequest, RunResult } from "../inference/types.ts";
+import { BatchLimits } from "./batch-limits.ts";
 import { batchStats, errorText, loadMessage, logReady, type PendingRun } from "./child-events.ts";
+import { ChildModelCalls, ModelLoadError } from "./child-model-calls.ts";
 import { type Child, forkChild, terminateChild } from "./child-process.ts";
 import type { ReadyMessage } from "./child-protocol.ts";
-import { exitResult, failure, isPermanentStartError } from "./exit-results.ts";
+import { failure, isPermanentStartError, settleExited } from "./exit-results.ts";
 import { RestartBackoff, retryFirstStart, retryStart } from "./restart-backoff.ts";
-import { batchTimeoutSeconds, HeadDeadline, timeoutResult } from "./run-timeout.ts";
-import type { BatchPolicy, ChildRunnerOptions, Runner, RunnerLogger } from "./types.ts";
+import { batchTimeoutSeconds, HeadDeadline, stampRunUsage } from "./run-timeout.ts";
+import type { BatchPolicy, ChildRunnerOptions, ModelLoad, Runner, RunnerLogger } from "./types.ts";
 
 export { RunnerStartError } from "./child-process.ts";
 export type { ChildRunnerOptions, RunnerLogger } from "./types.ts";
-
-const DEFAULT_BATCH_WINDOW_MS = 10;
 
 /** A runner backed by one child process (one GPU slot); see `Runner`. */
 export function createChildRunner(options: ChildRunnerOptions): Runner {
@@ -40,14 +40,17 @@ class ChildRunner implements Runner {
   private broken: JobError | null = null;
   /** Cancels a pending restart (its timer) so `stop` leaves no run waiting on it. */
   private cancelRestart: (() => void) | null = null;
-  /** Each model's batch limit as the child reported it after loading. */
-  private maxBatch: Record<string, number> = {};
-  /** Lower limits learnt from running out of memory; they outlive the child. */
-  private readonly memoryLimits = new Map<string, number>();
   /** The timeout of the run on the device now (the oldest one sent). */
   private readonly deadline = new HeadDeadline<PendingRun>((run) => this.timedOut(run));
+  private readonly models = new ChildModelCalls();
+  private readonly limits: BatchLimits;
+  /** The model that ran out of memory: the successor starts with it alone, the rest idle. */
+  private readonly oomLoads: string[] = [];
+  readonly gpu: number | undefined;
 
   constructor(private readonly options: ChildRunnerOptions) {
+    this.gpu = options.gpu?.index;
+    this.limits = new BatchLimits(options.modelConfigs, options.batchWindowMs);
     this.logger = options.logger ?? pino({ name: "gantry-runner" });
     this.backoff = new RestartBackoff({
       initialDelayMs: options.restartDelayMs,
@@ -85,13 +88,21 @@ class ChildRunner implements Runner {
     }
   }
 
-  batching(model: string): BatchPolicy {
-    const reported = this.maxBatch[model] ?? 1;
-    const windowMs =
-      this.options.modelConfigs?.[model]?.batch_window_ms ??
-      this.options.batchWindowMs ??
-      DEFAULT_BATCH_WINDOW_MS;
-    return { maxBatch: Math.min(reported, this.memoryLimits.get(model) ?? reported), windowMs };
+  batching = (model: string): BatchPolicy => this.limits.policy(model);
+  loadedModels = (): ReadonlyMap<string, number> => this.models.models;
+
+  /** Loads `model` in the current child (or the next, once it is up). */
+  async loadModel(model: string): Promise<ModelLoad> {
+    const child = await this.readyChild();
+    if (!("process" in child)) throw new ModelLoadError(child.error);
+    const reply = await this.models.call(child, "load_model", model);
+    if (reply.maxBatch) this.limits.loaded(model, reply.maxBatch);
+    return { memoryMb: reply.memoryMb ?? 0 };
+  }
+
+  async unloadModel(model: string): Promise<void> {
+    const child = this.child;
+    if (child?.ready && !child.retiring) await this.models.call(child, "unload_model", model);
   }
 
   async stop(): Promise<void> {
@@ -101,24 +112,27 @@ class ChildRunner implements Runner {
   }
 
   private async runNow(requests: readonly RunRequest[]): Promise<RunResult[]> {
-    const all = (result: RunResult) => requests.map(() => result);
+    const child = await this.readyChild();
+    if (!("process" in child)) return requests.map(() => child);
+    const results = await this.send(child, requests);
+    this.afterRun(child, requests, results);
+    return results;
+  }
+
+  /** The child once it is ready (a crashed or retiring one: its successor), or why not. */
+  private async readyChild(): Promise<Child | Extract<RunResult, { ok: false }>> {
+    const stopped = () => failure("runner_stopped", "the runner is shutting down");
     for (;;) {
-      if (this.stopping) return all(failure("runner_stopped", "the runner is shutting down"));
-      if (this.broken) return all({ ok: false, error: this.broken });
+      if (this.stopping) return stopped();
+      if (this.broken) return { ok: false, error: this.broken };
       try {
         await this.start();
       } catch (error) {
-        if (this.stopping) return all(failure("runner_stopped", "the runner is shutting down"));
-        return all(
-          failure("runner_unavailable", `the runner child did not start: ${errorText(error)}`),
-        );
+        if (this.stopping) return stopped();
+        return failure("runner_unavailable", `the runner child did not start: ${errorText(error)}`);
       }
       const child = this.child;
-      // The child crashed (or is being replaced) since it became ready; wait for the next.
-      if (!child?.ready || child.retiring) continue;
-      const results = await this.send(child, requests);
-      this.afterRun(child, requests, results);
-      return results;
+      if (child?.ready && !child.retiring) return child;
     }
   }
 
@@ -140,19 +154,18 @@ class ChildRunner implements Runner {
 
   /**
    * After an out-of-memory error the device's arena may be fragmented or the CUDA context
-   * poisoned, so the child is replaced, and this model's batch halves so the retried jobs
-   * fit. The limit stays down for this runner's life.
+   * poisoned, so the child is replaced (its idle models unloaded), and this model's batch
+   * halves so the retried jobs fit. The limit stays down for this runner's life.
    */
   private afterRun(child: Child, requests: readonly RunRequest[], results: RunResult[]): void {
     if (!results.some((r) => !r.ok && r.error.code === OUT_OF_MEMORY_CODE)) return;
     const model = requests[0]!.model;
-    const limit = Math.max(1, Math.floor(requests.length / 2));
-    const previous = this.batching(model).maxBatch;
-    this.memoryLimits.set(model, Math.min(previous, limit));
+    const maxBatch = this.limits.halve(model, requests.length);
     this.logger.warn(
-      { model, batch: requests.length, max_batch: this.batching(model).maxBatch },
+      { model, batch: requests.length, max_batch: maxBatch },
       "runner ran out of memory; replacing the child with a smaller batch",
     );
+    this.oomLoads.splice(0, this.oomLoads.length, model);
     this.recycle(child);
   }
 
@@ -208,16 +221,17 @@ class ChildRunner implements Runner {
 
   /** Forks a child and resolves once it has loaded and warmed its models. */
   private spawn(): Promise<void> {
-    const { child, started } = forkChild(loadMessage(this.options), {
+    const { child, started } = forkChild(loadMessage(this.options, this.oomLoads.splice(0)), {
       ready: (msg) => this.onReady(msg, child.process.pid),
       result: (msg) => {
         const run = this.pending.get(msg.id);
         this.pending.delete(msg.id);
         this.watchHead();
         if (run && this.options.onBatch) this.options.onBatch(batchStats(run, msg));
-        run?.settle(msg.results);
+        run?.settle(stampRunUsage(msg.results, run, this, msg.timings));
       },
       log: (msg) => this.logger[msg.level]({ child_pid: child.process.pid, ...msg.data }, msg.msg),
+      modelReply: (msg) => this.models.reply(msg),
       exit: (code, signal) => this.onExit(child, code, signal),
       spawnFailed: () => {
         if (this.child === child) this.child = null;
@@ -231,31 +245,17 @@ class ChildRunner implements Runner {
 
   private onReady(msg: ReadyMessage, pid: number | undefined): void {
     this.provider = msg.provider;
-    this.maxBatch = msg.maxBatch;
+    this.limits.reset(msg.maxBatch);
+    this.models.ready(msg);
     logReady(this.logger, msg, pid);
   }
 
   private onExit(child: Child, code: number | null, signal: NodeJS.Signals | null): void {
     if (this.child === child) this.child = null;
     const how = signal ? `signal ${signal}` : `exit code ${code}`;
-    // The child runs its batches in the order sent, so the oldest pending one was on the
-    // device: it is blamed for a crash. The ones behind it, and every run of a child replaced
-    // on purpose, did nothing wrong.
-    let first = true;
-    for (const run of this.pending.values()) {
-      const why = this.stopping
-        ? "stopped"
-        : child.retiring
-          ? "replaced"
-          : first
-            ? "crashed"
-            : "lost";
-      const result = run.timedOut
-        ? timeoutResult(run.model, run.timeoutSeconds, this.options.modelConfigs)
-        : exitResult(why, how);
-      run.settle(Array(run.count).fill(result));
-      first = false;
-    }
+    this.models.exited(how);
+    const state = { stopping: this.stopping, retiring: child.retiring, how };
+    settleExited(this.pending.values(), state, this.options.modelConfigs);
     this.pending.clear();
     this.watchHead();
     // A child never ready fails its `spawn()` (the caller decides); a retiring one has a successor.

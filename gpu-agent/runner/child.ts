@@ -6,7 +6,7 @@
  */
 import type { JobError, ProgressReport } from "../../shared/protocol/index.ts";
 import type { RunResult } from "../inference/types.ts";
-import type { LoadedPipeline } from "../pipelines/index.ts";
+import { ChildModels } from "./child-models.ts";
 import {
   type BatchTimings,
   type ChildMessage,
@@ -16,10 +16,7 @@ import {
 } from "./child-protocol.ts";
 import { DeviceThread } from "./device-thread.ts";
 import { createExecutor } from "./execute.ts";
-import { loadModels, UnknownModelError } from "./load-models.ts";
-import { errorMessage } from "./providers.ts";
 
-const loaded = new Map<string, LoadedPipeline>();
 /** One device per child: batches take turns on it, preparing the next while one runs. */
 const execute = createExecutor();
 /**
@@ -44,43 +41,17 @@ function log(level: "info" | "warn" | "error", msg: string, data?: Record<string
   send({ v: 1, type: "log", level, msg, ...(data ? { data } : {}) });
 }
 
+const models = new ChildModels({
+  sessions: (provider, threads, deviceId) => (modelPath) =>
+    deviceThread().sessionFactory(provider, threads, deviceId)(modelPath),
+  log,
+});
+const loaded = models.loaded;
+
 async function load(message: LoadMessage): Promise<void> {
-  const started = performance.now();
-  try {
-    const selection = await loadModels({
-      models: message.models,
-      providers: message.providers,
-      threads: message.threads,
-      createSessionFactory: (provider, threads) => (modelPath) =>
-        deviceThread().sessionFactory(provider, threads)(modelPath),
-      ...(message.configs ? { configs: message.configs } : {}),
-    });
-    for (const attempt of selection.attempts) {
-      if (!attempt.ok) {
-        log("warn", `execution provider ${attempt.provider} unavailable: ${attempt.reason}`, {
-          provider: attempt.provider,
-        });
-      }
-    }
-    for (const [model, pipeline] of selection.value) loaded.set(model, pipeline);
-    send({
-      v: 1,
-      type: "ready",
-      provider: selection.provider,
-      attempts: selection.attempts,
-      models: [...loaded.keys()],
-      maxBatch: Object.fromEntries(
-        [...loaded].map(([model, pipeline]) => [model, Math.max(1, pipeline.maxBatch ?? 1)]),
-      ),
-      loadMs: performance.now() - started,
-    });
-  } catch (error) {
-    if (error instanceof UnknownModelError) {
-      fail({ type: "permanent", code: "unknown_model", message: error.message });
-    } else {
-      fail({ type: "transient", code: "model_load_failed", message: errorMessage(error) });
-    }
-  }
+  const ready = await models.begin(message);
+  if (ready.type === "ready") send(ready);
+  else fail(ready);
 }
 
 /** Reports a failed load and exits, so the parent sees one clear reason. */
@@ -162,7 +133,9 @@ process.on("message", (raw: unknown) => {
   }
   const message = parsed.data;
   if (message.type === "load") void load(message);
-  else void run(message);
+  else if (message.type === "run") void run(message);
+  else if (message.type === "load_model") void models.load(message.id, message.model).then(send);
+  else void models.unload(message.id, message.model).then(send);
 });
 
 // The parent is gone (crashed or killed): nobody will read results, so stop now.

@@ -60,9 +60,9 @@ export class DeviceThread {
     });
   }
 
-  /** Sessions on this thread with the runner's settings for `provider`. */
-  sessionFactory(provider: ExecutionProvider, threads: number): SessionFactory {
-    const options = sessionOptions(provider, threads);
+  /** Sessions on this thread with the runner's settings for `provider` (and its GPU). */
+  sessionFactory(provider: ExecutionProvider, threads: number, deviceId?: number): SessionFactory {
+    const options = sessionOptions(provider, threads, deviceId);
     return async (modelPath) => {
       const created = await this.call({ type: "create", modelPath, options });
       if (created.type !== "created") throw unexpected(created);

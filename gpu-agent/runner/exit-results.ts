@@ -1,8 +1,11 @@
 import { RUNNER_LOST_CODE, RUNNER_RECYCLED_CODE } from "../inference/oom.ts";
 import type { RunResult } from "../inference/types.ts";
+import type { ModelConfig } from "../pipelines/model-config.ts";
+import type { PendingRun } from "./child-events.ts";
 import { RunnerStartError } from "./child-process.ts";
+import { timeoutResult } from "./run-timeout.ts";
 
-export function failure(code: string, text: string): RunResult {
+export function failure(code: string, text: string): Extract<RunResult, { ok: false }> {
   return { ok: false, error: { type: "transient", code, message: text } };
 }
 
@@ -31,3 +34,26 @@ export function exitResult(
 /** A start no retry fixes: the child's own permanent load error (an unknown model). */
 export const isPermanentStartError = (error: unknown) =>
   error instanceof RunnerStartError && error.jobError.type === "permanent";
+
+/** Settles every run a child held when it exited (see `exitResult` for who is blamed). */
+export function settleExited(
+  pending: Iterable<PendingRun>,
+  state: { stopping: boolean; retiring: boolean; how: string },
+  configs: Readonly<Record<string, ModelConfig>> | undefined,
+): void {
+  let first = true;
+  for (const run of pending) {
+    const why = state.stopping
+      ? "stopped"
+      : state.retiring
+        ? "replaced"
+        : first
+          ? "crashed"
+          : "lost";
+    const result = run.timedOut
+      ? timeoutResult(run.model, run.timeoutSeconds, configs)
+      : exitResult(why, state.how);
+    run.settle(Array(run.count).fill(result));
+    first = false;
+  }
+}

@@ -8,14 +8,30 @@ import {
 } from "./providers.ts";
 
 export interface LoadModelsOptions {
+  /** Models loaded now, in order (may be none: the provider is then chosen by the probe). */
   models: readonly string[];
+  /** Models the runner may be asked for later: an unknown one fails the start too. */
+  serves?: readonly string[];
   configs?: Readonly<Record<string, ModelConfig>>;
   providers: readonly ExecutionProvider[];
   threads: number;
+  /** The CUDA device the sessions open on (a GPU of a multi-GPU host). */
+  deviceId?: number;
   /** How sessions are made on a provider; tests inject failures here. */
-  createSessionFactory?: (provider: ExecutionProvider, threads: number) => SessionFactory;
+  createSessionFactory?: (
+    provider: ExecutionProvider,
+    threads: number,
+    deviceId?: number,
+  ) => SessionFactory;
   /** Proves a provider runs at all, even when no model needs onnxruntime (`noop`). */
-  probe?: (provider: ExecutionProvider) => Promise<void>;
+  probe?: (provider: ExecutionProvider, deviceId?: number) => Promise<void>;
+  /**
+   * Asked before each model: false stops loading there (it would not fit; the first model
+   * loads whatever the answer). The rest load when a job needs them.
+   */
+  before?(model: string): Promise<boolean>;
+  /** Told of each model once loaded and warmed: false unloads it again and stops there. */
+  after?(model: string, pipeline: LoadedPipeline): Promise<boolean>;
 }
 
 /** Model ids that neither a config nor a built-in pipeline names. */
@@ -26,8 +42,36 @@ export class UnknownModelError extends Error {
   }
 }
 
+/** One model, loaded and warmed on `provider`; an unknown id throws `UnknownModelError`. */
+export async function loadModel(
+  model: string,
+  options: {
+    provider: ExecutionProvider;
+    threads: number;
+    createSession: SessionFactory;
+    configs?: Readonly<Record<string, ModelConfig>> | undefined;
+  },
+): Promise<LoadedPipeline> {
+  const found = resolveModel(model, options.configs);
+  if (!found) throw new UnknownModelError([model]);
+  const pipeline = await found.pipeline.load({
+    provider: options.provider,
+    threads: options.threads,
+    createSession: options.createSession,
+    modelId: model,
+    ...(found.config ? { config: found.config } : {}),
+  });
+  try {
+    await pipeline.warm();
+  } catch (error) {
+    await pipeline.release().catch(() => {});
+    throw error;
+  }
+  return pipeline;
+}
+
 /**
- * Loads and warms every model on the first execution provider where all of them load and
+ * Loads and warms the models on the first execution provider where all of them load and
  * warm (`cuda` then `cpu`). Missing CUDA libraries, a driver that will not initialise or a
  * warm-up that runs out of memory all count as that provider failing; each reason is kept
  * for the operator.
@@ -35,30 +79,25 @@ export class UnknownModelError extends Error {
 export async function loadModels(
   options: LoadModelsOptions,
 ): Promise<ProviderSelection<Map<string, LoadedPipeline>>> {
-  const resolved = options.models.map((model) => ({
-    model,
-    found: resolveModel(model, options.configs),
-  }));
-  const unknown = resolved.filter(({ found }) => !found).map(({ model }) => model);
+  const all = [...new Set([...options.models, ...(options.serves ?? [])])];
+  const unknown = all.filter((model) => !resolveModel(model, options.configs));
   if (unknown.length > 0) throw new UnknownModelError(unknown);
   const probe = options.probe ?? probeProvider;
   const makeFactory = options.createSessionFactory ?? sessionFactory;
 
   return selectProvider(options.providers, async (provider) => {
-    await probe(provider);
-    const createSession = makeFactory(provider, options.threads);
+    await probe(provider, options.deviceId);
+    const createSession = makeFactory(provider, options.threads, options.deviceId);
     const loaded = new Map<string, LoadedPipeline>();
     try {
-      for (const { model, found } of resolved) {
-        const pipeline = await found!.pipeline.load({
-          provider,
-          threads: options.threads,
-          createSession,
-          modelId: model,
-          ...(found!.config ? { config: found!.config } : {}),
-        });
+      for (const model of options.models) {
+        if (options.before && !(await options.before(model)) && loaded.size > 0) break;
+        const pipeline = await loadModel(model, { ...options, provider, createSession });
+        if (options.after && !(await options.after(model, pipeline))) {
+          await pipeline.release();
+          break;
+        }
         loaded.set(model, pipeline);
-        await pipeline.warm();
       }
       return loaded;
     } catch (error) {

@@ -1,48 +1,13 @@
 import { WaitingQueue, type WaitingRequest } from "../batching/waiting-queue.ts";
 import { OUT_OF_MEMORY_CODE, RUNNER_LOST_CODE, RUNNER_RECYCLED_CODE } from "../inference/oom.ts";
-import type { RunRequest, RunResult } from "../inference/types.ts";
+import type { RunResult } from "../inference/types.ts";
+import { DeviceHealth } from "./device-health.ts";
+import { loadFailure, ModelPlacement } from "./placement.ts";
+import type { PoolOptions, PoolRunOptions, RunnerPool } from "./pool-types.ts";
 import { TIMEOUT_CODE } from "./run-timeout.ts";
 import type { BatchPolicy, Runner } from "./types.ts";
 
-/**
- * The runners behind one scheduler. Jobs wait here, after their inputs are downloaded, for
- * a runner; jobs of the same model that wait together run as one batch on runners that
- * batch. A runner with `depth` 2 takes the next batch while one runs, so it prepares that
- * batch (decode, resize) beside the device and goes straight from one to the next. So the
- * supervisor can claim and download ahead (prefetch beyond the slots) and a runner never
- * waits for I/O when work is queued.
- */
-export interface RunnerPool {
-  readonly size: number;
-  /** How many jobs the runners take at once: each runner's largest batch, summed. */
-  capacity(models: readonly string[]): number;
-  /** The same, over the runners that are idle right now. */
-  idleCapacity(models: readonly string[]): number;
-  /** Runs one job, alone or in a batch; never rejects unless the runner itself throws. */
-  run(request: RunRequest, options?: PoolRunOptions): Promise<RunResult>;
-  busyCount(): number;
-  /** Jobs downloaded and waiting for a runner. */
-  waitingCount(): number;
-  snapshot(): RunnerSnapshot[];
-}
-
-export interface PoolRunOptions {
-  /**
-   * Called when the job is handed to a runner, with the size of the batch it is in and how
-   * long it waited here for one (ms).
-   */
-  onStart?(start: { runner: number; pid: number | null; batch: number; waitedMs: number }): void;
-  /** Aborting while the job waits withdraws it: it resolves as `withdrawn` without running. */
-  signal?: AbortSignal;
-}
-
-export interface RunnerSnapshot {
-  index: number;
-  pid: number | null;
-  provider: string | null;
-  restarts: number;
-  busy: boolean;
-}
+export type * from "./pool-types.ts";
 
 interface Pending extends WaitingRequest {
   options: PoolRunOptions;
@@ -56,8 +21,19 @@ const NO_BATCHING: BatchPolicy = { maxBatch: 1, windowMs: 0 };
 export function createRunnerPool(
   runners: readonly Runner[],
   now: () => number = () => performance.now(),
+  options: PoolOptions = {},
 ): RunnerPool {
   if (runners.length === 0) throw new Error("the supervisor needs at least one runner");
+  const placement = new ModelPlacement(runners, { ...options, now });
+  const health = new DeviceHealth(runners, {
+    ...(options.logger ? { logger: options.logger } : {}),
+    now,
+  });
+  const coldAfterMs = options.coldAfterMs ?? 2_000;
+  const preferOn = (index: number) =>
+    options.preferWarm === false
+      ? undefined
+      : { warm: (model: string) => placement.isWarm(index, model), coldAfterMs };
   /** Batches in each runner now (up to its depth). */
   const active = runners.map(() => new Set<Pending[]>());
   /** A job running alone to find out whether it crashes the runner: nothing joins it. */
@@ -75,14 +51,20 @@ export function createRunnerPool(
   /** Hands waiting jobs to runners until one or the other runs out: idle runners first. */
   function pump(): void {
     let until = Number.POSITIVE_INFINITY;
+    if (!runners.some((_, i) => health.usable(i))) {
+      giveBack();
+      return;
+    }
     for (;;) {
-      const idle = runners.findIndex((_, i) => active[i]!.size === 0);
+      const idle = idleRunner();
       const index =
         idle >= 0
           ? idle
-          : runners.findIndex((_, i) => !exclusive[i] && active[i]!.size < depthOf(i));
+          : runners.findIndex(
+              (_, i) => health.usable(i) && !exclusive[i] && active[i]!.size < depthOf(i),
+            );
       if (index < 0) break;
-      const next = waiting.next(policyOf(runners[index]!), now(), idle >= 0);
+      const next = waiting.next(policyOf(runners[index]!), now(), idle >= 0, preferOn(index));
       if (next.kind === "run") {
         dispatch(index, next.items as Pending[]);
         continue;
@@ -113,24 +95,64 @@ export function createRunnerPool(
     );
   }
 
+  /**
+   * A free runner, one that has the model of the longest-waiting jobs loaded when several
+   * are free (with warm preference on); -1 when none is free.
+   */
+  function idleRunner(): number {
+    const idle = runners.flatMap((_, i) => (health.usable(i) && active[i]!.size === 0 ? [i] : []));
+    if (idle.length > 1 && options.preferWarm !== false) {
+      for (const model of waiting.oldestModels()) {
+        const warm = idle.find((i) => placement.isWarm(i, model));
+        if (warm !== undefined) return warm;
+      }
+    }
+    return idle[0] ?? -1;
+  }
+
+  /** Every GPU is out: the jobs go back to the queue, for other agents. */
+  function giveBack(): void {
+    const error = { type: "transient" as const, code: "runner_unavailable" };
+    const message = `every GPU of this agent was taken out (${health.failedGpus.join(", ")})`;
+    for (;;) {
+      const next = waiting.next(() => NO_BATCHING, Number.POSITIVE_INFINITY);
+      if (next.kind !== "run") return;
+      for (const item of next.items as Pending[])
+        item.settle({ ok: false, error: { ...error, message } });
+    }
+  }
+
   function dispatch(index: number, items: Pending[]): void {
     const runner = runners[index]!;
+    const model = items[0]!.request.model;
     active[index]!.add(items);
     if (items[0]!.solo) exclusive[index] = true;
     const at = now();
-    for (const item of items) {
-      item.detach();
-      const start = { runner: index, pid: runner.pid, batch: items.length };
-      item.options.onStart?.({ ...start, waitedMs: at - item.enqueuedAt });
-    }
+    for (const item of items) item.detach();
+    const started = (loadMs: number) => {
+      for (const item of items) {
+        const start = { runner: index, pid: runner.pid, batch: items.length, loadMs };
+        item.options.onStart?.({ ...start, waitedMs: at - item.enqueuedAt });
+      }
+    };
     const requests = items.map((item) => item.request);
-    const running =
+    const run = () =>
       items.length === 1 || !runner.runBatch
         ? runner.run(requests[0]!).then((result) => [result])
         : runner.runBatch(requests);
+    const begin = (loadMs: number) => {
+      started(loadMs);
+      return run().finally(() => placement.release(index, model));
+    };
+    const loadFailed = (error: unknown) => {
+      started(0);
+      return items.map((): RunResult => ({ ok: false, error: loadFailure(error) }));
+    };
+    const ready = placement.acquire(index, model);
+    const running = typeof ready === "number" ? begin(ready) : ready.then(begin, loadFailed);
     running
       .then(
-        (results) => settleBatch(items, results),
+        (results) => settleBatch(index, items, results),
         (error: unknown) => {
           for (const item of items) item.fail(error);
         },
@@ -149,7 +171,12 @@ export function createRunnerPool(
    * unknown; each goes back to run alone, so only it is blamed), and a child replaced under
    * the jobs (back in line).
    */
-  function settleBatch(items: Pending[], results: RunResult[]): void {
+  function settleBatch(index: number, items: Pending[], results: RunResult[]): void {
+    // The runner's GPU failed under this batch: the jobs go to the other GPUs.
+    if (health.observe(index, results)) {
+      for (const item of items) requeue(item, {});
+      return;
+    }
     items.forEach((item, i) => {
       const result = results[i] ?? missingResult;
       const code = result.ok ? null : result.error.code;
@@ -224,7 +251,11 @@ export function createRunnerPool(
         provider: runner.provider,
         restarts: runner.restarts,
         busy: active[index]!.size > 0,
+        ...(runner.gpu === undefined ? {} : { gpu: runner.gpu }),
+        models: placement.loaded(index),
       })),
+    placement,
+    failedGpus: () => health.failedGpus,
   };
 }
 

@@ -49,13 +49,14 @@ export async function selectProvider<T>(
   throw new NoUsableProviderError(attempts);
 }
 
-/** Session options shared by every model session on one provider. */
+/** Session options shared by every model session on one provider (and GPU). */
 export function sessionOptions(
   provider: ExecutionProvider,
   threads: number,
+  deviceId?: number,
 ): ort.InferenceSession.SessionOptions {
   return {
-    executionProviders: [provider],
+    executionProviders: [executionProvider(provider, deviceId)],
     // 0 lets onnxruntime pick (one thread per physical core); a GPU slot on a shared host
     // sets it so several runners do not oversubscribe the CPU.
     intraOpNumThreads: threads,
@@ -66,8 +67,24 @@ export function sessionOptions(
   };
 }
 
-export function sessionFactory(provider: ExecutionProvider, threads: number): SessionFactory {
-  const options = sessionOptions(provider, threads);
+/**
+ * The provider as onnxruntime takes it: CUDA with the GPU's `deviceId` when the runner has
+ * one (onnxruntime-node 1.30 passes only the device id on to the CUDA provider; its other
+ * options, such as gpu_mem_limit, are not read by the Node binding).
+ */
+export function executionProvider(
+  provider: ExecutionProvider,
+  deviceId?: number,
+): ort.InferenceSession.ExecutionProviderConfig {
+  return provider === "cuda" && deviceId !== undefined ? { name: "cuda", deviceId } : provider;
+}
+
+export function sessionFactory(
+  provider: ExecutionProvider,
+  threads: number,
+  deviceId?: number,
+): SessionFactory {
+  const options = sessionOptions(provider, threads, deviceId);
   return (modelPath) => ort.InferenceSession.create(modelPath, options);
 }
 
@@ -75,12 +92,12 @@ export function sessionFactory(provider: ExecutionProvider, threads: number): Se
  * Creates and runs a one-node model on `provider`, proving the provider loads and executes
  * even when the configured models need no onnxruntime at all (`noop`).
  */
-export async function probeProvider(provider: ExecutionProvider): Promise<void> {
+export async function probeProvider(provider: ExecutionProvider, deviceId?: number): Promise<void> {
   // A missing CUDA library is reported by onnxruntime's process-wide logger before any
   // session logger exists; we report that failure ourselves, with its reason.
   ort.env.logLevel = "fatal";
   const session = await ort.InferenceSession.create(identityModel(), {
-    executionProviders: [provider],
+    executionProviders: [executionProvider(provider, deviceId)],
     // The provider's own failure is reported by us; keep onnxruntime's copy off stderr.
     logSeverityLevel: 4,
   });

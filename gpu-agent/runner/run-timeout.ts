@@ -76,3 +76,6 @@ export class HeadDeadline<Run extends TimedRun> {
     }, head.timeoutSeconds * 1000);
   }
 }
+
+/** What a run used rides on its result like its timeout does (run-usage.ts). */
+export { stampRunUsage } from "./run-usage.ts";

@@ -38,6 +38,23 @@ export interface Runner {
   readonly pid: number | null;
   readonly restarts: number;
   stop(): Promise<void>;
+  /**
+   * Loads `model` now (and warms it); resolves with what it takes (MiB) once it can run, and
+   * rejects when it cannot be loaded. Runners without it load every model at start.
+   */
+  loadModel?(model: string): Promise<ModelLoad>;
+  /** Releases an idle model's sessions, freeing its memory for another. */
+  unloadModel?(model: string): Promise<void>;
+  /** The models loaded now, with what each takes (MiB); all of them for runners without it. */
+  loadedModels?(): ReadonlyMap<string, number>;
+  /** The GPU its sessions run on (nvidia-smi's index); absent on a host without GPUs. */
+  readonly gpu?: number;
+}
+
+/** A model a runner loaded on demand. */
+export interface ModelLoad {
+  /** What it takes on the runner's device (MiB): models.yaml's `memory_mb`, else measured. */
+  memoryMb: number;
 }
 
 export interface RunnerOptions {
@@ -54,6 +71,12 @@ export interface RunnerOptions {
   modelConfigs?: Readonly<Record<string, ModelConfig>>;
   /** The batch window of models whose config names none. Default 10 ms. */
   batchWindowMs?: number;
+  /** Models loaded at start, in order, while they fit `memoryBudgetMb`. Default: `models`. */
+  preload?: readonly string[];
+  /** The memory (MiB) this runner's models may take; unlimited when absent. */
+  memoryBudgetMb?: number;
+  /** The GPU to run on: nvidia-smi's index (for reports) and CUDA's device id. */
+  gpu?: { index: number; cudaDeviceId: number };
 }
 
 export type RunnerLogger = Pick<Logger, "info" | "warn" | "error">;

@@ -17,6 +17,8 @@ export interface HttpCall {
   body?: string | Uint8Array;
   /** Deadline for the whole exchange, answer body included. */
   timeoutMs: number;
+  /** Gives up on the exchange early (a long poll whose consumer stopped). */
+  signal?: AbortSignal;
   /**
    * Follow redirects, as fetch does: downloads from a client's URL may be redirected. The
    * gateway's signed calls are never redirected by undici: a signed request is not resent
@@ -60,6 +62,7 @@ const MAX_REDIRECTS = 20;
 const decoder = new TextDecoder();
 const ok = (status: number) => status >= 200 && status <= 299;
 const timeoutError = () => new DOMException("The operation timed out.", "TimeoutError");
+const abortError = () => new DOMException("The operation was aborted.", "AbortError");
 
 let shared: { plain: Dispatcher; redirecting: Dispatcher } | null = null;
 
@@ -138,13 +141,23 @@ class Collector implements Dispatcher.DispatchHandler {
     private readonly reject: (error: Error) => void,
   ) {
     this.timer = setTimeout(() => this.fail(timeoutError()), call.timeoutMs);
+    if (call.signal?.aborted) this.fail(abortError());
+    // Removed once settled: one signal may outlive many calls (a consumer's long polls).
+    call.signal?.addEventListener("abort", this.onAbort, { once: true });
+  }
+
+  private readonly onAbort = () => this.fail(abortError());
+
+  private settle(): void {
+    this.settled = true;
+    clearTimeout(this.timer);
+    this.call.signal?.removeEventListener("abort", this.onAbort);
   }
 
   fail(error: Error): void {
     if (this.settled) return;
-    this.settled = true;
+    this.settle();
     this.failure = error;
-    clearTimeout(this.timer);
     this.reject(error);
     if (this.controller && !this.controller.aborted) this.controller.abort(error);
   }
@@ -184,8 +197,7 @@ class Collector implements Dispatcher.DispatchHandler {
 
   onResponseEnd(): void {
     if (this.settled) return;
-    this.settled = true;
-    clearTimeout(this.timer);
+    this.settle();
     this.resolve(new Answer(this.status, this.headers, joinChunks(this.chunks, this.size)));
   }
 
@@ -231,7 +243,9 @@ export function fetchHttp(doFetch: typeof fetch): Http {
       method: call.method,
       ...(call.headers ? { headers: call.headers } : {}),
       ...(call.body !== undefined ? { body: call.body as BodyInit } : {}),
-      signal: AbortSignal.timeout(call.timeoutMs),
+      signal: call.signal
+        ? AbortSignal.any([call.signal, AbortSignal.timeout(call.timeoutMs)])
+        : AbortSignal.timeout(call.timeoutMs),
     });
     const limit = response.ok ? (call.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES) : ERROR_BODY_BYTES;
     if (response.ok && Number(response.headers.get("content-length")) > limit) {

@@ -55,9 +55,12 @@ COPY gpu-agent ./gpu-agent
 COPY shared ./shared
 RUN ln -s /opt/gantry/bin/gantry.js /usr/local/bin/gantry
 
+# GANTRY_METRICS_HOST: a container's loopback is its own, so with GANTRY_METRICS_PORT set
+# (-e GANTRY_METRICS_PORT=9464) Prometheus reaches /metrics on the container's address.
 ENV NODE_ENV=production \
     GANTRY_HOST=0.0.0.0 \
     PORT=8787 \
+    GANTRY_METRICS_HOST=0.0.0.0 \
     GANTRY_DATA_DIR=/var/lib/gantry
 VOLUME ["/var/lib/gantry"]
 EXPOSE 8787

@@ -26,10 +26,12 @@ checkout it updates what changed and restarts the agent (which drains first).
 
 Required settings (a flag, else the environment, else the existing /etc/gantry/agent.env):
   --gateway URL        GANTRY_GATEWAY_URL   the gateway agents report to (http or https)
-  --queue URL          GANTRY_QUEUE_URL     where jobs wait (amqp://, sqs://, sqlite:...)
   --token TOKEN        GANTRY_AGENT_TOKEN   the gateway's agent token; prefer the environment
                                             variable: a flag shows in the process list
 Optional settings:
+  --queue URL          GANTRY_QUEUE_URL     only when the gateway's queue is a broker (amqp://,
+                                            sqs://, redis://, nats://); with the sql queue the
+                                            agent takes its jobs from the gateway
   --models LIST        GANTRY_MODELS        models to serve, comma-separated (ocr)
   --slots N            GANTRY_SLOTS         runner processes, so jobs at once (1)
 
@@ -141,7 +143,6 @@ slots=${slots:-1}
 missing=()
 [[ -n $gateway_url ]] || missing+=("GANTRY_GATEWAY_URL (--gateway)")
 [[ -n $agent_token ]] || missing+=("GANTRY_AGENT_TOKEN (environment variable or --token)")
-[[ -n $queue_url ]] || missing+=("GANTRY_QUEUE_URL (--queue)")
 if ((${#missing[@]} > 0)); then
   {
     printf '%s: missing required settings:\n' "$PROG"
@@ -347,6 +348,7 @@ step "Settings ${ENV_FILE} (mode 0600)"
 # Written by infra/systemd/install.sh; run it again to change these, or put extra
 # settings (GANTRY_THREADS, GANTRY_LOG_LEVEL, ...) in /etc/gantry/agent.local.env.
 GANTRY_GATEWAY_URL=$gateway_url
+# Empty: jobs come from the gateway (its sql queue); a broker's URL otherwise.
 GANTRY_QUEUE_URL=$queue_url
 GANTRY_AGENT_TOKEN=$agent_token
 GANTRY_MODELS=$models

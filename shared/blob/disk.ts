@@ -19,6 +19,7 @@ import {
   writeFile,
 } from "node:fs/promises";
 import path from "node:path";
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from "../private-files.ts";
 import {
   assertSafeBlobKey,
   BlobWriteError,
@@ -110,12 +111,13 @@ async function writeBlob(
 ): Promise<{ sizeBytes: number }> {
   const limit = Math.min(meta.maxBytes, meta.sizeBytes ?? Number.POSITIVE_INFINITY);
   const dir = path.dirname(file);
-  await mkdir(dir, { recursive: true });
+  await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
   const temp = path.join(dir, `.${path.basename(file)}.${randomUUID()}.tmp`);
   const reader = body.getReader();
   let handle: FileHandle | null = null;
   try {
-    handle = await open(temp, "wx");
+    // Readable by the gateway's user only (the umask can only narrow it further).
+    handle = await open(temp, "wx", PRIVATE_FILE_MODE);
     let size = 0;
     for (;;) {
       const chunk = await readBodyChunk(reader);
@@ -156,7 +158,7 @@ async function writeAll(handle: FileHandle, chunk: Uint8Array): Promise<void> {
 async function writeAtomically(file: string, text: string): Promise<void> {
   const temp = `${file}.${randomUUID()}.tmp`;
   try {
-    await writeFile(temp, text, { flag: "wx" });
+    await writeFile(temp, text, { flag: "wx", mode: PRIVATE_FILE_MODE });
     await rename(temp, file);
   } catch (error) {
     await rm(temp, { force: true }).catch(() => {});

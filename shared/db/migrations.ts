@@ -15,6 +15,14 @@ import { retention } from "./migrations/0013-retention.ts";
 import { jobTimeout } from "./migrations/0014-job-timeout.ts";
 import { jobProgress } from "./migrations/0015-job-progress.ts";
 import { batchIdempotency } from "./migrations/0016-batch-idempotency.ts";
+import { retentionRetries } from "./migrations/0017-retention-retries.ts";
+import { webhookAttemptReason } from "./migrations/0018-webhook-attempt-reason.ts";
+import { gatewaySecrets } from "./migrations/0019-gateway-secrets.ts";
+import { fairRelease } from "./migrations/0020-fair-release.ts";
+import { agentDevices } from "./migrations/0021-agent-devices.ts";
+import { usage } from "./migrations/0022-usage.ts";
+import { jobLoadMs } from "./migrations/0023-job-load-ms.ts";
+import { activeJobIndexes } from "./migrations/0024-active-job-indexes.ts";
 import { instant, type Migration, type SqlDialect } from "./migrations/types.ts";
 import type { Database } from "./schema.ts";
 
@@ -38,6 +46,14 @@ const MIGRATIONS: Migration[] = [
   jobTimeout,
   jobProgress,
   batchIdempotency,
+  retentionRetries,
+  webhookAttemptReason,
+  gatewaySecrets,
+  fairRelease,
+  agentDevices,
+  usage,
+  jobLoadMs,
+  activeJobIndexes,
 ];
 
 /**

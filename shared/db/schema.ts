@@ -1,4 +1,8 @@
 import type { Generated } from "kysely";
+import type { AgentNonceTable, AgentTable } from "./schema-agents.ts";
+import type { JobUsageColumns, UsageHourlyTable } from "./schema-usage.ts";
+
+export type { AgentNonceTable, AgentTable } from "./schema-agents.ts";
 
 /**
  * The one database both the JobStore and the `sql` JobQueue use. Instants are integer
@@ -22,6 +26,18 @@ export interface Database {
   agent_nonces: AgentNonceTable;
   model_switches: ModelSwitchTable;
   batches: BatchTable;
+  gateway_secrets: GatewaySecretTable;
+  usage_hourly: UsageHourlyTable;
+}
+
+/**
+ * A secret all the gateways of a deployment share, made by the first that needs it
+ * (migration 0019): the `GET /v1/events` cursor key's seed.
+ */
+export interface GatewaySecretTable {
+  name: string;
+  value: string;
+  created_at: number;
 }
 
 /** A batch of jobs (`POST /v1/batches`, migration 0012); its counts come from its jobs. */
@@ -97,10 +113,14 @@ export interface UploadTable {
   /** When a job first named it (migration 0013); an upload never used expires on its own. */
   used_at: Generated<number | null>;
   purge_token: Generated<string | null>;
+  /** The lease's end, or after a failed delete when it may be tried again (0017). */
   purge_until: Generated<number | null>;
+  /** Retention's failures on it in a row (migration 0017); its retry backs off with them. */
+  purge_failures: Generated<number>;
 }
 
-export interface JobTable {
+/** Usage's columns (migration 0022) are in schema-usage.ts. */
+export interface JobTable extends JobUsageColumns {
   id: string;
   tenant_id: string;
   model: string;
@@ -135,11 +155,20 @@ export interface JobTable {
   inputs_purged_at: Generated<number | null>;
   /** When its output and artifacts were deleted; the row itself goes later. */
   data_expired_at: Generated<number | null>;
-  /** The sweeper holding this row for a retention pass, and until when. */
+  /**
+   * The sweeper holding this row for a retention pass, and until when; after a failed pass
+   * (no token), when it may be tried again (migration 0017).
+   */
   purge_token: Generated<string | null>;
   purge_until: Generated<number | null>;
+  /** Retention's failures on it in a row (migration 0017); its retry backs off with them. */
+  purge_failures: Generated<number>;
   /** The latest progress, JSON `{attempt, fraction, stage, message, at}` (migration 0015). */
   progress: Generated<string | null>;
+  /** Shares the tenant's portion among its own users (migration 0020, `fairness_key`). */
+  fairness_key: Generated<string | null>;
+  /** When the releaser handed it to the broker; null while held in the store (0020). */
+  released_at: Generated<number | null>;
 }
 
 export interface JobEventTable {
@@ -185,6 +214,8 @@ export interface WebhookAttemptTable {
   n: number;
   at: number;
   status_code: number | null;
+  /** Why it did not deliver (shared/protocol/webhook-api.ts WebhookAttemptReason; 0018). */
+  reason: string | null;
   error: string | null;
   duration_ms: number;
 }
@@ -230,43 +261,4 @@ export interface QueueMessageTable {
   state: string;
   error: string | null;
   created_at: number;
-}
-
-/**
- * A GPU agent: its credentials, what it registered and what its heartbeats last said.
- * `secret` is kept as issued, because verifying an HMAC needs the key itself: this table
- * is as sensitive as the secrets, and the secret never leaves it except in the answer that
- * creates it.
- */
-export interface AgentTable {
-  /** `agt_…` */
-  id: string;
-  /** A label: the host-pid an enrolled agent sent, or the operator's name for it. */
-  name: string;
-  secret: string;
-  /** admin | enrollment */
-  source: string;
-  created_at: number;
-  revoked_at: number | null;
-  /** JSON array of model ids; null until the agent registers. */
-  models: string | null;
-  /** cuda | cpu */
-  provider: string | null;
-  slots: number | null;
-  vram_total_mb: number | null;
-  heartbeat_interval_ms: number | null;
-  registered_at: number | null;
-  last_heartbeat_at: number | null;
-  slots_busy: number | null;
-  run_time_ms_avg: number | null;
-  vram_used_mb: number | null;
-  /** running | draining, as the agent last said. */
-  reported_state: string | null;
-}
-
-/** Nonces of signed agent requests, kept until their timestamp could no longer pass. */
-export interface AgentNonceTable {
-  agent_id: string;
-  nonce: string;
-  expires_at: number;
 }

@@ -2,6 +2,7 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import { Kysely, type SqliteDatabase as KyselySqlite, SqliteDialect } from "kysely";
+import { createPrivateFile, PRIVATE_DIR_MODE } from "../private-files.ts";
 import { migrate } from "./migrations.ts";
 import type { Database } from "./schema.ts";
 
@@ -9,9 +10,16 @@ import type { Database } from "./schema.ts";
  * Opens (and migrates) the embedded SQLite database. WAL lets readers run beside the one
  * writer, and lets a separate agent process share the file; the busy timeout makes the
  * writer wait for a lock instead of failing.
+ *
+ * A new database file is made mode 0600 (whatever the umask) before SQLite opens it, and
+ * SQLite gives the `-wal` and `-shm` files the database's mode: it holds agent and webhook
+ * secrets. A folder made for it is 0700.
  */
 export async function openSqlite(path: string): Promise<Kysely<Database>> {
-  if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
+  if (path !== ":memory:") {
+    mkdirSync(dirname(path), { recursive: true, mode: PRIVATE_DIR_MODE });
+    createPrivateFile(path);
+  }
   const database = new SqliteDatabase(path);
   database.pragma("journal_mode = WAL");
   database.pragma("synchronous = NORMAL");

@@ -1,7 +1,9 @@
 import { z } from "zod";
+import { AgentDevice } from "./agent-device.ts";
 import { JobError } from "./error.ts";
 import { Job, JobId, ModelId } from "./job.ts";
 import { ProgressReport } from "./progress.ts";
+import { ExecutionProviderName, runUsageFields } from "./run-usage.ts";
 
 export const AgentId = z
   .string()
@@ -102,8 +104,6 @@ export const Claim = z.object({
 });
 export type Claim = z.infer<typeof Claim>;
 
-export const ExecutionProviderName = z.enum(["cuda", "cpu"]);
-
 /**
  * What an agent says about itself on every heartbeat (job and agent-level alike), for the
  * admin listing. Each is optional: an agent reports what it knows.
@@ -123,6 +123,10 @@ const agentStatusFields = {
     .max(64 * 1024 * 1024)
     .optional(),
   provider: ExecutionProviderName.optional(),
+  /** Its GPUs, one entry each (absent on a host without GPUs). */
+  devices: z.array(AgentDevice).max(64).optional(),
+  /** The models loaded on any of its runners now: jobs of these start without a load. */
+  loaded_models: z.array(z.string().max(200)).max(100).optional(),
 };
 
 export const HeartbeatRequest = z.object({
@@ -143,6 +147,7 @@ export const AgentEvent = z.discriminatedUnion("type", [
     agent_id: AgentId,
     attempt: z.number().int().min(1),
     output: z.unknown(),
+    ...runUsageFields,
   }),
   z.object({
     v: z.literal(1),
@@ -152,6 +157,7 @@ export const AgentEvent = z.discriminatedUnion("type", [
     error: JobError,
     /** True when the queue will deliver the job again: the job goes back to `queued`. */
     will_retry: z.boolean(),
+    ...runUsageFields,
   }),
   z.object({
     v: z.literal(1),
@@ -159,6 +165,7 @@ export const AgentEvent = z.discriminatedUnion("type", [
     agent_id: AgentId,
     attempt: z.number().int().min(1),
     reason: z.string().max(200),
+    ...runUsageFields,
   }),
 ]);
 export type AgentEvent = z.infer<typeof AgentEvent>;
@@ -248,6 +255,10 @@ export const AgentView = z.object({
   run_time_ms_avg: z.number().nullable(),
   vram_used_mb: z.number().int().nullable(),
   vram_total_mb: z.number().int().nullable(),
+  /** Its GPUs as its last heartbeat described them; empty for a CPU agent or an old one. */
+  devices: z.array(AgentDevice),
+  /** The models loaded on its runners, as its last heartbeat said; empty until it says. */
+  loaded_models: z.array(z.string()),
   heartbeat_interval_seconds: z.number().nullable(),
   last_heartbeat_at: z.iso.datetime().nullable(),
   registered_at: z.iso.datetime().nullable(),

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { JobInput, JobMetadata, ModelId, TimeoutSeconds } from "./job.ts";
+import { FairnessKey, JobInput, JobMetadata, ModelId, TimeoutSeconds } from "./job.ts";
 
 export const MAX_BATCH_ITEMS = 1_000;
 
@@ -8,6 +8,7 @@ export const BatchItem = z.strictObject({
   input: JobInput,
   metadata: JobMetadata.optional(),
   timeout_seconds: TimeoutSeconds.optional().describe("This item's own; else the batch's."),
+  fairness_key: FairnessKey.optional(),
 });
 export type BatchItem = z.infer<typeof BatchItem>;
 
@@ -20,7 +21,9 @@ export const BatchRequest = z.strictObject({
     .array(z.unknown())
     .min(1)
     .max(MAX_BATCH_ITEMS)
-    .describe("Up to 1 000 `{input, metadata?, timeout_seconds?}`, each checked on its own."),
+    .describe(
+      "Up to 1 000 `{input, metadata?, timeout_seconds?, fairness_key?}`, each checked on its own.",
+    ),
   webhook: BatchWebhook.optional().describe("Gets one signed `batch.completed`."),
   metadata: JobMetadata.optional(),
   priority: z.number().int().min(0).max(9).optional(),

@@ -1,5 +1,8 @@
 export * from "./agent.ts";
 export * from "./agent-batch.ts";
+export * from "./agent-device.ts";
+export * from "./agent-queue.ts";
+export * from "./agent-session.ts";
 export * from "./batch.ts";
 export * from "./error.ts";
 export * from "./feed.ts";
@@ -7,5 +10,7 @@ export * from "./job.ts";
 export * from "./job-admin.ts";
 export * from "./progress.ts";
 export * from "./queue-message.ts";
+export * from "./run-usage.ts";
 export * from "./upload.ts";
+export * from "./usage.ts";
 export * from "./webhook.ts";

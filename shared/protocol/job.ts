@@ -96,6 +96,32 @@ export const MAX_TIMEOUT_SECONDS = 86_400;
 /** How long one run of a job may take before the agent stops it (`timeout`). */
 export const TimeoutSeconds = z.number().int().min(1).max(MAX_TIMEOUT_SECONDS);
 
+/** Shares a tenant's portion of the agents among its own users (gateway/jobs/fair-order.ts). */
+export const FairnessKey = z
+  .string()
+  .min(1)
+  .max(64)
+  .describe(
+    "Your own key for who the job is for (an end user, a project): your jobs waiting in the same band are released in turn by key, so one key's backlog does not hold up the others.",
+  );
+export type FairnessKey = z.infer<typeof FairnessKey>;
+
+/** Why a queued job has not started yet (gateway/jobs/waiting.ts). */
+export const WaitingReason = z
+  .enum([
+    "behind_jobs",
+    "tenant_concurrency_limit",
+    "model_paused",
+    "no_agent_for_model",
+    "agents_unhealthy",
+    "agents_busy",
+    "delayed",
+  ])
+  .describe(
+    "Why a queued job waits: `behind_jobs` (see `queue_position`), `tenant_concurrency_limit` (your `max_running_jobs` are running), `model_paused`, `no_agent_for_model` (no live agent serves it), `agents_unhealthy` (those that serve it are failing or gone), `agents_busy` (every slot busy with higher-priority or other tenants' work), `delayed` (a retry's backoff).",
+  );
+export type WaitingReason = z.infer<typeof WaitingReason>;
+
 export const JobRequest = z.strictObject({
   model: ModelId,
   input: JobInput,
@@ -120,6 +146,7 @@ export const JobRequest = z.strictObject({
   timeout_seconds: TimeoutSeconds.optional().describe(
     "Longest run of one attempt; past it the agent stops the run and the job fails with `timeout`. Default: the model's (`GET /v1/models`); at most your plan's `max_timeout_seconds`.",
   ),
+  fairness_key: FairnessKey.optional(),
 });
 export type JobRequest = z.infer<typeof JobRequest>;
 
@@ -127,6 +154,32 @@ export const JobMetrics = z.object({
   queue_ms: z.number().int().describe("From creation to the start of the latest attempt."),
   run_ms: z.number().int().nullable().describe("The latest attempt's run; null while running."),
   total_ms: z.number().int().nullable().describe("From creation to the end; null until then."),
+  gpu_ms: z
+    .number()
+    .int()
+    .optional()
+    .describe(
+      "Device time of the runs that ended the job (succeeded, or failed by its own input), as its agents measured it; what usage bills. A batch's time is split across its items.",
+    ),
+  wasted_gpu_ms: z
+    .number()
+    .int()
+    .optional()
+    .describe(
+      "Device time of runs the fleet lost (a crash, an eviction; a run whose agent vanished counts from its start to its last heartbeat); never billed.",
+    ),
+  provider: z.string().optional().describe("Execution provider of its latest run (`cuda`, `cpu`)."),
+  device: z
+    .string()
+    .optional()
+    .describe("The device its latest run ran on, as its agent named it."),
+  load_ms: z
+    .number()
+    .int()
+    .optional()
+    .describe(
+      "How long its latest run waited for its model to load on its runner (absent: the model was loaded already).",
+    ),
 });
 export type JobMetrics = z.infer<typeof JobMetrics>;
 
@@ -168,6 +221,12 @@ export const Job = z.object({
     .describe(
       "On a queued job (`GET /v1/jobs/{id}`): 1 when it is next, counting the queued jobs of its model an agent takes before it (higher priority first, then older).",
     ),
+  fairness_key: FairnessKey.optional(),
+  waiting_reason: WaitingReason.optional(),
+  waiting_detail: z
+    .string()
+    .optional()
+    .describe("On a queued job, with `waiting_reason`: one line a person can read."),
   estimated_start_at: z.iso
     .datetime()
     .nullable()
@@ -176,6 +235,13 @@ export const Job = z.object({
       "On a queued job: when it should start at the model's pace over the last minutes; null when the model has no recent pace.",
     ),
   metrics: JobMetrics.optional().describe("Once started: where the job's time went."),
+  trace_id: z
+    .string()
+    .regex(/^[0-9a-f]{32}$/)
+    .optional()
+    .describe(
+      "The W3C trace the job belongs to: the request's `traceparent`, else one the gateway started.",
+    ),
   agent: JobAgent.optional().describe("Once started: the agent that ran (or runs) it."),
   progress: JobProgress.nullable()
     .optional()
@@ -214,5 +280,9 @@ export const JobEvent = z.object({
   at: z.iso.datetime(),
   attempt: z.number().int(),
   error: JobError.nullable().optional(),
+  waiting_reason: WaitingReason.optional().describe(
+    "Why a queued job waits: on `GET /v1/jobs/{id}/events` with its latest event; on `GET /v1/events` with each live `queued` event (judged per tenant and model, at most `queueDepthCacheMs` old; not on a resume's replayed events).",
+  ),
+  waiting_detail: z.string().optional(),
 });
 export type JobEvent = z.infer<typeof JobEvent>;

@@ -15,6 +15,17 @@ import {
   EventBatchRequest,
   EventBatchResponse,
 } from "./agent-batch.ts";
+import {
+  QueueDepthRequest,
+  QueueDepthResponse,
+  QueueInfo,
+  QueueInfoRequest,
+  QueueSettleRequest,
+  QueueSettleResponse,
+  QueueTakeRequest,
+  QueueTakeResponse,
+} from "./agent-queue.ts";
+import { AgentSessionMessage, GatewaySessionMessage } from "./agent-session.ts";
 import { Batch, BatchRequest, BatchWebhookPayload } from "./batch.ts";
 import { JobError, Problem } from "./error.ts";
 import { FeedEvent, JobProgressEvent } from "./feed.ts";
@@ -49,6 +60,16 @@ export const WIRE_SCHEMAS = {
   ClaimBatchResponse,
   EventBatchRequest,
   EventBatchResponse,
+  QueueInfoRequest,
+  QueueInfo,
+  QueueTakeRequest,
+  QueueTakeResponse,
+  QueueSettleRequest,
+  QueueSettleResponse,
+  QueueDepthRequest,
+  QueueDepthResponse,
+  AgentSessionMessage,
+  GatewaySessionMessage,
   WebhookPayload,
   BatchRequest,
   Batch,

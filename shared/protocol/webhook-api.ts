@@ -11,13 +11,37 @@ export const WebhookDeliveryId = z
   .string()
   .regex(/^whd_[0-9a-z]{26}$/, "a webhook delivery id (whd_…)");
 
+/**
+ * Why an attempt did not deliver, from a fixed set. How a connection failed (addresses,
+ * what a name resolved to) is never shown here: it is in the gateway operator's log.
+ */
+export const WebhookAttemptReason = z
+  .enum([
+    "timeout",
+    "connection_failed",
+    "tls_error",
+    "refused_by_policy",
+    "http_status",
+    "endpoint_disabled",
+    "no_signing_secret",
+  ])
+  .describe(
+    "timeout: no answer in time; connection_failed: no connection (name not found, refused, reset); tls_error: the TLS handshake failed; refused_by_policy: not sent, the URL or the address it resolves to is not allowed; http_status: the receiver answered other than 2xx (`status_code`); endpoint_disabled: not sent, the endpoint is disabled; no_signing_secret: not sent, the tenant has no webhook secret.",
+  );
+export type WebhookAttemptReason = z.infer<typeof WebhookAttemptReason>;
+
 export const WebhookAttempt = z.object({
   /** 1 for the first attempt; redeliveries continue the count. */
   n: z.number().int().positive(),
   at: z.iso.datetime(),
   /** Null when no response arrived (refused, timed out, not sent). */
   status_code: z.number().int().nullable(),
-  /** Null on 2xx; otherwise why, with at most a short excerpt of the receiver's body. */
+  /** Null on 2xx; otherwise why, from a fixed set. */
+  reason: WebhookAttemptReason.nullable(),
+  /**
+   * Null on 2xx; otherwise a sentence for `reason`, with at most a short excerpt of the
+   * receiver's body for `http_status`.
+   */
   error: z.string().nullable(),
   duration_ms: z.number().int().nonnegative(),
 });

@@ -11,6 +11,13 @@ import type { JobError, QueueMessage } from "../protocol/index.ts";
 export interface JobQueue {
   /** Resolves only once the message is durably stored. */
   publish(message: QueueMessage, options?: PublishOptions): Promise<void>;
+  /**
+   * Publishes made one after another without waiting for each to resolve are queued in the
+   * order they were made (one channel or connection carries them all): the gateway's release
+   * sends a pass's jobs together rather than one broker confirm at a time. Absent: a queue
+   * that may store concurrent publishes in any order (the `sql` queue over a pool, SQS).
+   */
+  readonly publishesInOrder?: boolean;
   /** Starts delivering to `handler`; never more than `prefetch` unsettled at once. */
   consume(handler: DeliveryHandler, options: ConsumeOptions): Promise<Consumer>;
   depth(model?: string): Promise<QueueDepth>;
@@ -18,7 +25,7 @@ export interface JobQueue {
   /**
    * Optional, for brokers that can lose a publish they confirmed (redis, nats): of these
    * messages, the job ids whose message the queue holds nowhere (ready, in flight or
-   * delayed). The gateway's sweeper publishes those again (gateway/sweep-lost.ts).
+   * delayed). The gateway's sweeper publishes those again (gateway/sweep/lost.ts).
    */
   absent?(messages: readonly QueueMessage[]): Promise<string[]>;
 }

@@ -7,6 +7,7 @@ import {
   LeaseLostError,
   type QueueDepth,
   type QueueLimits,
+  type RetryOutcome,
 } from "../../shared/queue/port.ts";
 
 /**
@@ -15,6 +16,10 @@ import {
  * other's messages. Keep `leaseMs` small in the factory (300-500 ms): the suite waits on
  * lease expiry several times. Tests await deliveries as events; the only fixed waits are
  * short ones asserting that something does *not* happen.
+ *
+ * The factory passes `onError` to the adapter: whatever an adapter reports there (a handler
+ * that threw, a settle that failed in the background) fails the test, since no test here
+ * expects one but the deliberate `HANDLER_BUG`.
  */
 export interface JobQueueFixture {
   queue: JobQueue;
@@ -27,6 +32,8 @@ export interface JobQueueFixture {
 
 const TRANSIENT: JobError = { type: "transient", code: "test_failure", message: "try again" };
 const POISON: JobError = { type: "permanent", code: "bad_input", message: "cannot decode" };
+/** The one error a test throws from its handler on purpose. */
+const HANDLER_BUG = new Error("handler bug");
 
 export const freshModel = (): string => `m-${crypto.randomUUID().slice(0, 12)}`;
 
@@ -73,7 +80,7 @@ export class Inbox {
 
 export function describeJobQueueConformance(
   name: string,
-  factory: () => Promise<JobQueueFixture>,
+  factory: (onError: (error: unknown) => void) => Promise<JobQueueFixture>,
 ): void {
   describe(`JobQueue conformance: ${name}`, () => {
     let fixture: JobQueueFixture;
@@ -82,19 +89,41 @@ export function describeJobQueueConformance(
     let model: string;
     /** Long enough for every lease to run out several times over. */
     let patience: number;
+    /** What the adapter reported to `onError` and what handlers threw, but `HANDLER_BUG`. */
+    let reported: unknown[];
+    const report = (error: unknown) => {
+      if (error !== HANDLER_BUG) reported.push(error);
+    };
 
     beforeEach(async () => {
-      fixture = await factory();
+      reported = [];
+      fixture = await factory(report);
       ({ queue, limits } = fixture);
       model = freshModel();
       patience = Math.max(5_000, limits.leaseMs * (limits.maxAttempts + 2) * 3);
     });
     afterEach(async () => {
       await fixture.cleanup();
+      expect(reported).toEqual([]);
     });
 
+    /**
+     * An inbox whose handler's errors fail the test even where an adapter only hands them to
+     * `onError`; they are rethrown, so the adapter still sees a throwing handler.
+     */
     const inbox = (react?: (delivery: Delivery) => Promise<void> | void) =>
-      new Inbox(patience, react);
+      new Inbox(
+        patience,
+        react &&
+          (async (delivery) => {
+            try {
+              await react(delivery);
+            } catch (error) {
+              report(error);
+              throw error;
+            }
+          }),
+      );
     const expectDepth = (expected: Partial<QueueDepth>, of = model) =>
       vi.waitFor(async () => expect(await queue.depth(of)).toMatchObject(expected), {
         timeout: patience,
@@ -158,19 +187,31 @@ export function describeJobQueueConformance(
 
     it("retry holds the message back for the delay, then delivers the next attempt", async () => {
       await queue.publish(queueMessage(model));
+      // The first delivery holds its lease ten delays long before retrying, so the redelivery
+      // a lease running out would bring comes far later than the retry's: a retry that did
+      // nothing (or ignored the delay) cannot pass for one that worked.
       const retryDelay = limits.leaseMs;
+      const heldFor = retryDelay * 10;
       let retriedAt = 0;
+      let againAt = 0;
+      const outcomes: RetryOutcome[] = [];
       const box = inbox(async (d) => {
-        if (d.attempt > 1) return d.ack();
+        if (d.attempt > 1) {
+          againAt = Date.now();
+          return d.ack();
+        }
+        await d.extendLease(heldFor);
         retriedAt = Date.now();
-        expect(await d.retry(retryDelay, TRANSIENT)).toBe("retried");
+        outcomes.push(await d.retry(retryDelay, TRANSIENT));
       });
       const consumer = await queue.consume(box.handler, { prefetch: 1, models: [model] });
       await box.nth(1);
       const again = await box.nth(2);
-      // Clock granularity across machines: a few milliseconds of slack, no more.
-      expect(Date.now() - retriedAt).toBeGreaterThanOrEqual(retryDelay - 25);
+      expect(outcomes).toEqual(["retried"]);
       expect(again.attempt).toBe(2);
+      // Clock granularity across machines: a few milliseconds of slack, no more.
+      expect(againAt - retriedAt).toBeGreaterThanOrEqual(retryDelay - 25);
+      expect(againAt - retriedAt).toBeLessThan(heldFor - retryDelay);
       await expectDepth({ ready: 0, inFlight: 0, delayed: 0, dead: 0 });
       await consumer.stop();
     });
@@ -294,7 +335,7 @@ export function describeJobQueueConformance(
       await queue.publish(doomed);
       await queue.publish(queueMessage(model, 1));
       const box = inbox(async (d) => {
-        if (d.message.id === doomed.id && d.attempt === 1) throw new Error("handler bug");
+        if (d.message.id === doomed.id && d.attempt === 1) throw HANDLER_BUG;
         await d.ack();
       });
       const consumer = await queue.consume(box.handler, { prefetch: 1, models: [model] });

@@ -1,6 +1,6 @@
 import { expect, it } from "vitest";
 import { PLANS } from "../../gateway/plans.ts";
-import type { Stores } from "../../gateway/store/ports.ts";
+import type { Stores } from "../../gateway/store/kysely-stores.ts";
 import { newWebhookSecret } from "../../gateway/webhooks/secret.ts";
 import { newId, randomToken } from "../../shared/ids.ts";
 import { freshModel, freshTenant, newJob, T0 } from "./stores-jobs.ts";
@@ -118,8 +118,14 @@ export function accountStoreCases(stores: () => Stores): void {
       expires_at: T0 + 3_600_000,
     };
     await stores().uploads.insert(upload);
-    // Retention's columns start empty (migration 0013).
-    const stored = { ...upload, used_at: null, purge_token: null, purge_until: null };
+    // Retention's columns start empty (migrations 0013 and 0017).
+    const stored = {
+      ...upload,
+      used_at: null,
+      purge_token: null,
+      purge_until: null,
+      purge_failures: 0,
+    };
     expect(await stores().uploads.forTenant(tenant, id)).toEqual(stored);
     expect(await stores().uploads.forTenant(freshTenant(), id)).toBeUndefined();
     await expect(stores().uploads.insert(upload)).rejects.toThrow();

@@ -1,5 +1,5 @@
 import { expect, it } from "vitest";
-import type { Stores } from "../../gateway/store/ports.ts";
+import type { Stores } from "../../gateway/store/kysely-stores.ts";
 import type { JobError } from "../../shared/protocol/index.ts";
 import { freshModel, freshTenant, newJob, T0 } from "./stores-jobs.ts";
 

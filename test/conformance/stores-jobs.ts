@@ -1,6 +1,6 @@
 import { expect, it } from "vitest";
 import type { NewJob } from "../../gateway/store/job-inserts.ts";
-import type { Stores } from "../../gateway/store/ports.ts";
+import type { Stores } from "../../gateway/store/kysely-stores.ts";
 import { newId, randomToken } from "../../shared/ids.ts";
 import type { JobError } from "../../shared/protocol/index.ts";
 

@@ -13,8 +13,9 @@ import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
 /**
  * A gateway that dies between the database commit and the publish: simulated by a gateway
  * whose every publish fails after the commit, then which is shut down. The jobs it
- * accepted are in the shared database with no message anywhere; a healthy gateway's
- * sweeper finds them (the outbox) and publishes them.
+ * accepted are in the shared database with no message anywhere, released (the ones its
+ * failed publishes were for) or still held; a healthy gateway's sweeper publishes the
+ * released ones (the outbox) and releases the held ones.
  */
 const JOBS = 100;
 
@@ -66,7 +67,10 @@ describe("a gateway killed between the commit and the publish", () => {
     const say = progress("outbox");
     const accepted = await submitNoopJobs(doomed!, JOBS, (n) => ({ n }));
     expect(accepted).toHaveLength(JOBS);
-    expect(lostPublishes).toBe(JOBS);
+    // Each publish it tried failed. It tries one per job it releases: with the fair release
+    // (gateway/jobs/release.ts) the window's worth, not every job; the rest it left held.
+    expect(lostPublishes).toBeGreaterThan(0);
+    expect(lostPublishes).toBeLessThanOrEqual(JOBS);
     await doomed!.close();
     doomed = null;
     say(`${JOBS} jobs committed, none published; that gateway is gone`);

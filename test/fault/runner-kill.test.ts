@@ -67,7 +67,11 @@ describe(`inference runner killed ${KILLS} times during ${JOBS} jobs`, () => {
     );
 
     expect(killed.size).toBe(KILLS);
-    expect(runners.reduce((sum, runner) => sum + runner.restarts, 0)).toBe(KILLS);
+    // Every kill replaced its runner; a kill that lands while the runner is loading a model
+    // (issue 27's on-demand loading) may cost one restart more, never a runner left dead.
+    const restarts = runners.reduce((sum, runner) => sum + runner.restarts, 0);
+    expect(restarts).toBeGreaterThanOrEqual(KILLS);
+    expect(restarts).toBeLessThanOrEqual(2 * KILLS);
     const report = await checkIntegrity(gw.db, accepted);
     expect(report).toMatchObject({ succeeded: JOBS, failed: 0, other: 0 });
     // A killed job either failed its attempt (a transient `runner_crashed`, retried by the

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Kysely } from "kysely";
 import pino from "pino";
-import { afterEach } from "vitest";
+import { afterEach, expect } from "vitest";
 import { createGatewayClient } from "../../gpu-agent/gateway/client.ts";
 import type { Runner } from "../../gpu-agent/runner/types.ts";
 import {
@@ -11,11 +11,11 @@ import {
   type Supervisor,
   type SupervisorConfig,
   type SupervisorEvent,
-} from "../../gpu-agent/supervisor.ts";
+} from "../../gpu-agent/supervisor/index.ts";
 import type { Database } from "../../shared/db/schema.ts";
 import { openSqlite } from "../../shared/db/sqlite.ts";
 import type { QueueDepth } from "../../shared/queue/port.ts";
-import { createSqlQueue, type SqlQueue } from "../../shared/queue/sql.ts";
+import { createSqlQueue, type SqlQueue } from "../../shared/queue/sql/index.ts";
 import { deferred, echo } from "./fake-runner.ts";
 import { type StubGateway, startStubGateway } from "./stub-gateway.ts";
 import { type TrackingQueue, trackQueue } from "./tracking-queue.ts";
@@ -176,3 +176,10 @@ export function holdingRuns() {
   };
   return { held, behaviour };
 }
+
+/** What a run on the CPU reports with its result: the device time it took (issue 28). */
+export const CPU_RUN_USAGE = {
+  provider: "cpu",
+  device: expect.any(String),
+  gpuMs: expect.any(Number),
+};

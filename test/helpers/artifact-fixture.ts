@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
-import { type NodeGateway, startNodeGateway } from "../../gateway/node.ts";
+import { type NodeGateway, startNodeGateway } from "../../gateway/runtime/node/index.ts";
 import { ensureTenantWithKey } from "../../gateway/store/tenants.ts";
 import { newWebhookSecret } from "../../gateway/webhooks/secret.ts";
 import { type AgentHandle, startAgent } from "../../gpu-agent/agent.ts";

@@ -1,8 +1,9 @@
 /**
- * Debian's Chromium (/usr/bin/chromium, installed by .ci/run) driven by playwright-core:
- * no downloaded browser build. Each page records every request that leaves the gateway's
- * origin (the console must work offline: no CDN, no fonts, no analytics) and every script
- * error; `shoot` saves a screenshot of a failing step for the CI artifacts.
+ * Debian's Chromium (/usr/bin/chromium, which `npm test` installs first through
+ * scripts/test-prerequisites.sh) driven by playwright-core: no downloaded browser build.
+ * Each page records every request that leaves the gateway's origin (the console must work
+ * offline: no CDN, no fonts, no analytics) and every script error; `shoot` saves a
+ * screenshot of a failing step for the CI artifacts.
  */
 import { mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,9 +14,11 @@ import { expect } from "vitest";
 export const ARTIFACTS_DIR =
   process.env.GANTRY_ARTIFACTS_DIR ?? join(tmpdir(), "gantry-browser-artifacts");
 
+export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+
 export function launchBrowser(): Promise<Browser> {
   return chromium.launch({
-    executablePath: process.env.CHROMIUM_PATH ?? "/usr/bin/chromium",
+    executablePath: CHROMIUM_PATH,
     args: [
       "--headless",
       "--no-sandbox",

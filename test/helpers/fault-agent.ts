@@ -10,12 +10,17 @@ import type { TestGateway } from "./test-gateway.ts";
  * running right now, and which runner child runs each.
  */
 export interface AgentProcessOptions {
-  queueUrl: string;
+  /** Absent: no GANTRY_QUEUE_URL, so the agent takes its jobs from the gateway's sql queue. */
+  queueUrl?: string;
+  /** The agent's own id and secret (`gantry agents create`) instead of the enrollment token. */
+  credentials?: { agentId: string; secret: string };
   slots?: number;
   maxAttempts?: number;
   leaseSeconds?: number;
   heartbeatSeconds?: number;
   agentId?: string;
+  /** Further variables for the agent's process (OTEL_* in the traces test). */
+  env?: Record<string, string>;
 }
 
 export interface RunningJob {
@@ -51,14 +56,22 @@ interface LogLine {
   pid?: number;
 }
 
-export function startAgentProcess(gw: TestGateway, options: AgentProcessOptions): AgentProcess {
+export function startAgentProcess(
+  gw: Pick<TestGateway, "url" | "agentToken">,
+  options: AgentProcessOptions,
+): AgentProcess {
   const child: ChildProcess = spawn(process.execPath, [BIN, "run"], {
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
       GANTRY_GATEWAY_URL: gw.url,
-      GANTRY_AGENT_TOKEN: gw.agentToken,
-      GANTRY_QUEUE_URL: options.queueUrl,
+      ...(options.credentials
+        ? {
+            GANTRY_AGENT_ID: options.credentials.agentId,
+            GANTRY_AGENT_SECRET: options.credentials.secret,
+          }
+        : { GANTRY_AGENT_TOKEN: gw.agentToken }),
+      ...(options.queueUrl ? { GANTRY_QUEUE_URL: options.queueUrl } : {}),
       GANTRY_MODELS: "noop",
       GANTRY_SLOTS: String(options.slots ?? 2),
       GANTRY_THREADS: "1",
@@ -69,6 +82,7 @@ export function startAgentProcess(gw: TestGateway, options: AgentProcessOptions)
       GANTRY_DRAIN_TIMEOUT_SECONDS: "5",
       GANTRY_LOG_LEVEL: "info",
       ...(options.agentId ? { GANTRY_AGENT_ID: options.agentId } : {}),
+      ...options.env,
     },
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll } from "vitest";
+import type { Gateway } from "../../gateway/context.ts";
+import { compareCursors } from "../../gateway/store/tenant-events.ts";
 import type { AgentHandle } from "../../gpu-agent/agent.ts";
 import { readSse } from "./sse.ts";
 import { startTestAgent } from "./test-agent.ts";
@@ -45,6 +47,35 @@ export async function collectFeed(
     if (!abort.signal.aborted) throw error;
   }
   return events;
+}
+
+/**
+ * The store cursors inside ids `GET /v1/events` sent to `tenantId` (null for one that does
+ * not open): ids are sealed afresh each time they are sent (gateway/feed/cursor-token.ts),
+ * so two streams' ids for one event differ, and their cursors are what to compare.
+ */
+export function cursorsOf(
+  gateway: Pick<Gateway, "feedCursors">,
+  ids: readonly string[],
+  tenantId = "ten_test",
+): Promise<(string | null)[]> {
+  return Promise.all(ids.map((id) => gateway.feedCursors.open(tenantId, id)));
+}
+
+/**
+ * Whether `ids` (sent by `GET /v1/events` to `tenantId`) are in strictly increasing store
+ * order. Ids are sealed (gateway/feed/cursor-token.ts), so the gateway opens them; one that
+ * does not open counts as out of order.
+ */
+export async function inCursorOrder(
+  gateway: Pick<Gateway, "feedCursors">,
+  ids: readonly string[],
+  tenantId = "ten_test",
+): Promise<boolean> {
+  const cursors = await cursorsOf(gateway, ids, tenantId);
+  return cursors.every(
+    (cursor, i) => cursor !== null && (i === 0 || compareCursors(cursors[i - 1] ?? "", cursor) < 0),
+  );
 }
 
 /** Each job's statuses in the order the stream gave them. */

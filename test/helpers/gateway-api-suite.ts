@@ -4,8 +4,8 @@ import { enrollHandAgent } from "./signed-agent.ts";
 import { type TestGateway, uploadFile } from "./test-gateway.ts";
 
 /**
- * The public API scenarios, run against any gateway: `test/gateway-api.test.ts` on SQLite,
- * `test/gateway-api-postgres.test.ts` on Postgres. One body, so the two cannot drift apart.
+ * The public API scenarios, run against any gateway: `test/gateway/gateway-api.test.ts` on SQLite,
+ * `test/gateway/gateway-api-postgres.test.ts` on Postgres. One body, so the two cannot drift apart.
  */
 export function describeGatewayApi(label: string, start: () => Promise<TestGateway>): void {
   let gw: TestGateway;

@@ -19,7 +19,7 @@ import type { Database } from "../../shared/db/schema.ts";
 import { openSqlite } from "../../shared/db/sqlite.ts";
 import { randomToken } from "../../shared/ids.ts";
 import type { JobQueue } from "../../shared/queue/port.ts";
-import { createSqlQueue } from "../../shared/queue/sql.ts";
+import { createSqlQueue } from "../../shared/queue/sql/index.ts";
 
 /**
  * The runtime-free gateway on the embedded stack (SQLite, `sql` queue, disk blobs), driven
@@ -40,6 +40,11 @@ export interface InProcessGateway {
   addTenant(options: TenantOptions): Promise<string>;
   /** `app.request` with `Authorization: Bearer key` (unless `key` is null) and JSON bodies. */
   request(path: string, init?: RequestOptions): Promise<Response>;
+  /**
+   * Waits for the gateway's background work (webhook sends, publish marks, batch
+   * completion), then closes everything; rejects if any background work failed, so a
+   * failure there fails the test instead of vanishing.
+   */
   close(): Promise<void>;
 }
 
@@ -77,6 +82,13 @@ export async function startInProcessGateway(
     secret: blobSecret,
   });
   const logs: string[] = [];
+  const running = new Set<Promise<unknown>>();
+  const failures: unknown[] = [];
+  const background = (work: Promise<unknown>) => {
+    const tracked = work.catch((error: unknown) => void failures.push(error));
+    running.add(tracked);
+    void tracked.finally(() => running.delete(tracked));
+  };
   const sink = new Writable({
     write(chunk, _encoding, done) {
       logs.push(String(chunk));
@@ -97,7 +109,7 @@ export async function startInProcessGateway(
     log: pino({ level: "info" }, sink),
     now: () => clock.now,
     fetch: () => Promise.reject(new Error("no network in in-process tests")),
-    background: (work) => void work.catch(() => {}),
+    background,
     localBlobs: { backend: blobs, secret: blobSecret, now: () => clock.now },
   });
   const app = createApp(gateway);
@@ -139,9 +151,17 @@ export async function startInProcessGateway(
       return app.request(path, { ...rest, headers, body: body ?? null }, undefined);
     },
     async close() {
+      // Work may start more work (a publish mark after a publish): wait until none is left.
+      while (running.size > 0) await Promise.all(running);
       await queue.close();
       await db.destroy();
       rmSync(dir, { recursive: true, force: true });
+      if (failures.length > 0) {
+        throw new AggregateError(
+          failures,
+          `the gateway's background work failed ${failures.length} time(s)`,
+        );
+      }
     },
   };
 }

@@ -1,6 +1,8 @@
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { faultQueue } from "./fault-queue.ts";
 import { type JobApiSetting, startJobApi } from "./job-api-suite.ts";
+import { startTestGateway, type TestGateway } from "./test-gateway.ts";
 import { startReceiver } from "./webhook-receiver.ts";
 
 type Counts = Record<
@@ -190,5 +192,150 @@ export function describeJobBatches(setting: JobApiSetting): void {
       });
       expect(hidden.status).toBe(404);
     });
+  });
+
+  describeBatchBounds(setting);
+}
+
+/**
+ * A batch is admitted as a whole against the tenant's queued-jobs bound and the
+ * model's queue bound: the items past the room are refused by index (all of them, with
+ * `atomic`), and batches and single submits arriving together cannot pass a bound between
+ * them. No agent runs, so nothing leaves `queued` while the test counts.
+ */
+function describeBatchBounds(setting: JobApiSetting): void {
+  describe(`batches against the queued-jobs bounds (${setting.label})`, () => {
+    let gw: TestGateway;
+    let cleanup: () => Promise<void>;
+    beforeAll(async () => {
+      const queue =
+        setting.queue === "amqp"
+          ? faultQueue("batchbound", { kind: "amqp", models: ["noop", "ocr"] })
+          : null;
+      // A long cache: one reading serves the whole test, as it would a burst in production.
+      gw = await startTestGateway({
+        database: setting.database,
+        queueUrl: queue?.gatewayQueueUrl ?? null,
+        models: ["noop", "ocr"],
+        config: { queueBounds: { ocr: 50 }, queueDepthCacheMs: 60_000 },
+      });
+      cleanup = async () => {
+        await gw.close();
+        await queue?.cleanup();
+      };
+    }, 60_000);
+    afterAll(() => cleanup?.());
+
+    /** A tenant on `plan` with a rate limit out of the way; returns its key. */
+    async function tenant(id: string, plan: "free" | "enterprise"): Promise<string> {
+      const made = await gw.api("/v1/admin/tenants", {
+        method: "POST",
+        json: { id, name: id, plan, limits: { rate_per_second: 10_000, burst: 10_000 } },
+      });
+      expect(made.status).toBe(201);
+      const key = await gw.api(`/v1/admin/tenants/${id}/keys`, { method: "POST", json: {} });
+      return ((await key.json()) as { key: string }).key;
+    }
+    const as = (key: string) => (path: string, json: unknown) =>
+      gw.api(path, { method: "POST", json, headers: { authorization: `Bearer ${key}` } });
+    const queued = async (tenantId: string) =>
+      Number(
+        (
+          await gw.db
+            .selectFrom("jobs")
+            .select((eb) => eb.fn.countAll().as("n"))
+            .where("tenant_id", "=", tenantId)
+            .where("status", "=", "queued")
+            .executeTakeFirstOrThrow()
+        ).n,
+      );
+    const noop = (n: number, from = 0) =>
+      Array.from({ length: n }, (_, i) => ({ input: { delay_ms: 60_000, n: from + i } }));
+
+    it("queues a free tenant's 1 000-item batch up to its 100 and refuses the rest by index", async () => {
+      const post = as(await tenant("ten_batch_free", "free"));
+      const response = await post("/v1/batches", { model: "noop", items: noop(1_000) });
+      expect(response.status).toBe(202);
+      const batch = (await response.json()) as BatchBody & {
+        errors: { index: number; code: string; message: string }[];
+      };
+      expect(batch.request_counts.total).toBe(100);
+      expect(batch.errors).toHaveLength(900);
+      expect(batch.errors.map((error) => error.index)).toEqual(
+        Array.from({ length: 900 }, (_, i) => 100 + i),
+      );
+      expect(new Set(batch.errors.map((error) => error.code))).toEqual(
+        new Set(["too_many_queued_jobs"]),
+      );
+      expect(batch.errors[0]?.message).toContain("allows 100");
+      expect(await queued("ten_batch_free")).toBe(100);
+
+      // Full: another batch makes nothing and is answered as a single submit would be.
+      const more = await post("/v1/batches", { model: "noop", items: noop(10) });
+      expect(more.status).toBe(429);
+      expect(more.headers.get("retry-after")).toMatch(/^\d+$/);
+      expect(((await more.json()) as { code: string }).code).toBe("too_many_queued_jobs");
+      expect((await post("/v1/jobs", { model: "noop", input: {} })).status).toBe(429);
+      expect(await queued("ten_batch_free")).toBe(100);
+    }, 60_000);
+
+    it("refuses an atomic batch that does not fit whole, and makes nothing", async () => {
+      const post = as(await tenant("ten_batch_atomic", "free"));
+      const first = await post("/v1/batches", { model: "noop", items: noop(95) });
+      expect(first.status).toBe(202);
+      const atomic = await post("/v1/batches", { model: "noop", items: noop(6), atomic: true });
+      expect(atomic.status).toBe(429);
+      expect(((await atomic.json()) as { code: string }).code).toBe("too_many_queued_jobs");
+      expect(await queued("ten_batch_atomic")).toBe(95);
+      const fits = await post("/v1/batches", { model: "noop", items: noop(5), atomic: true });
+      expect(fits.status).toBe(202);
+      expect(((await fits.json()) as BatchBody).request_counts.total).toBe(5);
+      expect(await queued("ten_batch_atomic")).toBe(100);
+    }, 60_000);
+
+    it("holds the bound across batches and single submits sent together", async () => {
+      const post = as(await tenant("ten_batch_race", "free"));
+      const answers = await Promise.all([
+        post("/v1/batches", { model: "noop", items: noop(70) }),
+        post("/v1/batches", { model: "noop", items: noop(70, 70) }),
+        ...Array.from({ length: 30 }, (_, i) =>
+          post("/v1/jobs", { model: "noop", input: { delay_ms: 60_000, single: i } }),
+        ),
+      ]);
+      let made = 0;
+      for (const [i, answer] of answers.entries()) {
+        if (i < 2) {
+          if (answer.status === 202)
+            made += ((await answer.json()) as BatchBody).request_counts.total;
+          else expect(answer.status).toBe(429);
+        } else if (answer.status === 202) made += 1;
+        else expect(answer.status).toBe(429);
+      }
+      expect(made).toBe(100);
+      expect(await queued("ten_batch_race")).toBe(100);
+    }, 60_000);
+
+    it("holds the model's queue bound (GANTRY_MAX_QUEUE_DEPTH_BY_MODEL) for batches sent together", async () => {
+      const post = as(await tenant("ten_batch_queue", "enterprise"));
+      const items = (n: number) =>
+        Array.from({ length: n }, (_, i) => ({ input: { image: `https://x.test/${i}.png` } }));
+      const answers = await Promise.all([
+        post("/v1/batches", { model: "ocr", items: items(40) }),
+        post("/v1/batches", { model: "ocr", items: items(40) }),
+      ]);
+      expect(answers.map((answer) => answer.status)).toEqual([202, 202]);
+      const batches = (await Promise.all(answers.map((answer) => answer.json()))) as (BatchBody & {
+        errors: { index: number; code: string }[];
+      })[];
+      const totals = batches.map((batch) => batch.request_counts.total);
+      expect(totals[0]! + totals[1]!).toBe(50);
+      for (const batch of batches) {
+        expect(batch.errors.every((error) => error.code === "queue_full")).toBe(true);
+        expect(batch.errors).toHaveLength(40 - batch.request_counts.total);
+      }
+      const full = await post("/v1/batches", { model: "ocr", items: items(1) });
+      expect(full.status).toBe(503);
+      expect(((await full.json()) as { code: string }).code).toBe("queue_full");
+    }, 60_000);
   });
 }

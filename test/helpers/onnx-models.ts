@@ -6,6 +6,7 @@ import type { RunRequest } from "../../gpu-agent/inference/types.ts";
 import type { ModelConfig } from "../../gpu-agent/pipelines/model-config.ts";
 import type { LoadedPipeline, PipelineDefinition } from "../../gpu-agent/pipelines/pipeline.ts";
 import { DeviceThread } from "../../gpu-agent/runner/device-thread.ts";
+import { mulberry32 } from "./seeded-random.ts";
 
 /**
  * Small ONNX models built in the test, with the input and output signatures of the model
@@ -297,18 +298,6 @@ export function modelFolder(): { write(name: string, bytes: Uint8Array): string;
       return file;
     },
     cleanup: () => rmSync(dir, { recursive: true, force: true }),
-  };
-}
-
-/** A small seeded PRNG, so generated weights are the same on every run. */
-function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
 

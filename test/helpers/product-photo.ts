@@ -1,4 +1,5 @@
 import sharp from "sharp";
+import { mulberry32 } from "./seeded-random.ts";
 
 /**
  * A generated "product photo": a bottle (a rounded body, a cap and a label) whose left edge
@@ -102,16 +103,4 @@ export function maskIoU(a: Uint8Array, b: Uint8Array): number {
     if (inA || inB) either++;
   }
   return either === 0 ? 1 : both / either;
-}
-
-/** A small seeded PRNG, so the photo is the same on every run. */
-function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }

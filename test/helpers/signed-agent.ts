@@ -87,7 +87,18 @@ export function handAgent(
     agentId,
     secret,
     sign,
-    post: async (path, json, tweaks) => send(await sign(path, json, tweaks)),
+    post: async (path, json, tweaks) => {
+      // A submit answers once its job is committed; the release to the queue follows
+      // (gateway/jobs/release.ts), and a real agent only hears of the job after it. A hand
+      // agent that claims at once may be early: it asks again, as the next delivery would.
+      for (let tries = 1; ; tries++) {
+        const response = await send(await sign(path, json, tweaks));
+        if (response.status !== 409 || !path.endsWith("/claim") || tries === 250) return response;
+        const { code } = (await response.clone().json()) as { code?: string };
+        if (code !== "job_held") return response;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    },
     send,
     register: async (models) =>
       send(

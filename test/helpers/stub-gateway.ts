@@ -1,13 +1,7 @@
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { Hono } from "hono";
-import {
-  AGENT_HEADERS,
-  SIGNATURE_WINDOW_SECONDS,
-  verifyAgentSignature,
-} from "../../shared/agent-signing.ts";
-import { nodeAgentCrypto } from "../../shared/agent-signing-node.ts";
-import { newId, randomToken } from "../../shared/ids.ts";
+import { newId } from "../../shared/ids.ts";
 import {
   AgentEvent,
   type Claim,
@@ -17,14 +11,13 @@ import {
 import { ClaimBatchRequest, EventBatchRequest } from "../../shared/protocol/agent-batch.ts";
 import type { Job } from "../../shared/protocol/job.ts";
 import type { QueueMessage } from "../../shared/protocol/queue-message.ts";
+import { mountStubAgentAuth, problem } from "./stub-agent-auth.ts";
 
 /**
  * A stand-in for the gateway's internal agent API (enroll, register, agent heartbeat,
  * claim, heartbeat, events) that also serves the presigned input URLs from memory. It
- * checks signatures as the Node gateway does (shared/agent-signing.ts on node:crypto),
- * keeping its agents and nonces in memory; an enrolled agent's id is the name it asked
- * for. Every call is recorded, and a test awaits the call it expects with `waitFor`
- * instead of sleeping.
+ * checks signatures as the Node gateway does (stub-agent-auth.ts). Every call is recorded,
+ * and a test awaits the call it expects with `waitFor` instead of sleeping.
  */
 export interface StubJob {
   job: Job;
@@ -112,65 +105,11 @@ export async function startStubGateway(options: StubGatewayOptions = {}): Promis
       waiter.resolve(call);
     }
   };
-  const problem = (status: number, code: string) =>
-    new Response(
-      JSON.stringify({ type: `https://gantry.dev/problems/${code}`, title: code, status, code }),
-      {
-        status,
-        headers: { "content-type": "application/problem+json" },
-      },
-    );
-
-  const agents = new Map<string, { secret: string; revoked: boolean }>();
-  const nonces = new Set<string>();
-  const signedBy = new WeakMap<Request, string>();
 
   const app = new Hono();
-  app.post("/internal/v1/agents/enroll", async (c) => {
-    const raw = (await c.req.json()) as { name?: string };
-    if (c.req.header("authorization") !== `Bearer ${token}`) {
-      record({ kind: "enroll", jobId: "", body: raw, status: 401 });
-      return problem(401, "unauthorized");
-    }
-    const agentId = raw.name ?? `stub-agent-${agents.size + 1}`;
-    const secret = `gas_${randomToken(32)}`;
-    agents.set(agentId, { secret, revoked: false });
-    record({ kind: "enroll", jobId: "", body: raw, status: 201 });
-    return c.json({ v: 1, agent_id: agentId, secret }, 201);
-  });
-  const requests = new Map<string, number>();
-  app.use("/internal/*", async (c, next) => {
-    const route = c.req.path.replace(/\/jobs\/job_[^/]+\//, "/jobs/{id}/");
-    requests.set(route, (requests.get(route) ?? 0) + 1);
-    const agentId = c.req.header(AGENT_HEADERS.agentId) ?? "";
-    const timestamp = Number(c.req.header(AGENT_HEADERS.timestamp));
-    const nonce = c.req.header(AGENT_HEADERS.nonce) ?? "";
-    const agent = agents.get(agentId);
-    if (!agent) return problem(401, "unknown_agent");
-    if (Math.abs(Date.now() / 1000 - timestamp) > SIGNATURE_WINDOW_SECONDS) {
-      return problem(401, "stale_request");
-    }
-    const body = new Uint8Array(await c.req.arrayBuffer());
-    const parts = {
-      method: c.req.method,
-      path: c.req.path,
-      timestamp,
-      nonce,
-      bodySha256: nodeAgentCrypto.sha256Hex(body),
-    };
-    const signature = c.req.header(AGENT_HEADERS.signature) ?? "";
-    if (!(await verifyAgentSignature(agent.secret, parts, signature, nodeAgentCrypto))) {
-      return problem(401, "bad_signature");
-    }
-    if (agent.revoked) return problem(401, "agent_revoked");
-    if (nonces.has(`${agentId} ${nonce}`)) return problem(401, "replayed_request");
-    nonces.add(`${agentId} ${nonce}`);
-    signedBy.set(c.req.raw, agentId);
-    // Decoded once here, as the gateway's middleware does: asked for the text after the
-    // bytes, Hono would wrap them in a new Response. (Hono caches promises.)
-    c.req.bodyCache.text = Promise.resolve(new TextDecoder().decode(body)) as unknown as string;
-    await next();
-  });
+  const { agents, requests, signer } = mountStubAgentAuth(app, token, (body, status) =>
+    record({ kind: "enroll", jobId: "", body, status }),
+  );
 
   /** Registration and the agent-level heartbeat: recorded and acknowledged. */
   for (const [path, kind] of [
@@ -178,7 +117,7 @@ export async function startStubGateway(options: StubGatewayOptions = {}): Promis
     ["heartbeat", "agent-heartbeat"],
   ] as const) {
     app.post(`/internal/v1/agents/${path}`, async (c) => {
-      const agentId = signedBy.get(c.req.raw) ?? "";
+      const agentId = signer(c.req.raw);
       record({ kind, jobId: "", body: await c.req.json(), status: 200, agentId });
       return c.json({ v: 1, agent_id: agentId });
     });
@@ -309,10 +248,6 @@ export async function startStubGateway(options: StubGatewayOptions = {}): Promis
       const results = await items(pairs, eventAnswer, signer(c.req.raw), "ack");
       return c.json({ v: 1, results });
     });
-  }
-
-  function signer(request: Request): string {
-    return signedBy.get(request) ?? "";
   }
 
   app.get("/blobs/in/:id/:name", (c) => {

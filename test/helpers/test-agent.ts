@@ -1,7 +1,7 @@
 import pino from "pino";
 import { type AgentDeps, type AgentHandle, startAgent } from "../../gpu-agent/agent.ts";
 import { parseAgentConfig } from "../../gpu-agent/config.ts";
-import { openQueue } from "../../shared/queue/open.ts";
+import { openQueue } from "../../shared/queue/open/index.ts";
 import type { JobQueue } from "../../shared/queue/port.ts";
 import type { TestGateway } from "./test-gateway.ts";
 

@@ -2,7 +2,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
-import { type NodeGateway, type NodeGatewayOptions, startNodeGateway } from "../../gateway/node.ts";
+import {
+  type NodeGateway,
+  type NodeGatewayOptions,
+  startNodeGateway,
+} from "../../gateway/runtime/node/index.ts";
 import { ensureTenantWithKey } from "../../gateway/store/tenants.ts";
 import { newWebhookSecret } from "../../gateway/webhooks/secret.ts";
 import { type OpenedDatabase, openDatabase } from "../../shared/db/open.ts";
@@ -41,6 +45,8 @@ export interface TestGatewayOptions {
   changeFeed?: NodeGatewayOptions["changeFeed"];
   trustedProxies?: string[];
   sharedLimits?: NodeGatewayOptions["sharedLimits"];
+  /** A metrics listener (GANTRY_METRICS_PORT; 0: any free port), on loopback. */
+  metricsPort?: number;
 }
 
 export interface TestGateway extends NodeGateway {
@@ -88,6 +94,7 @@ export async function startTestGateway(options: TestGatewayOptions = {}): Promis
       ...(options.changeFeed ? { changeFeed: options.changeFeed } : {}),
       ...(options.trustedProxies ? { trustedProxies: options.trustedProxies } : {}),
       ...(options.sharedLimits ? { sharedLimits: options.sharedLimits } : {}),
+      ...(options.metricsPort === undefined ? {} : { metricsPort: options.metricsPort }),
     });
   } catch (error) {
     if (fresh) await dropPostgresSchema(fresh.url, fresh.schema).catch(() => {});

@@ -21,14 +21,24 @@ export interface NoopWorker {
   agent(name: string): Promise<AgentCredentials>;
   /** An agent's signed POST to `/internal/v1{path}`. */
   signed(credentials: AgentCredentials, path: string, json: unknown): Promise<Response>;
+  /** With `listen`: the gateway's URL on loopback, for an agent process. */
+  url: string | null;
+  agentToken: string;
   close(): Promise<void>;
 }
 
-export async function startNoopWorker(): Promise<NoopWorker> {
+/**
+ * `bindings`: more vars for the Worker (GANTRY_MAX_QUEUE_DEPTH, …), over the defaults;
+ * `listen`: also serve on a loopback port, for a real agent process.
+ */
+export async function startNoopWorker(
+  options: { bindings?: Record<string, string>; listen?: boolean } = {},
+): Promise<NoopWorker> {
   const apiKey = `gk_${randomToken(24)}`;
   const agentToken = `gat_${randomToken(24)}`;
   const bundle = await bundleGatewayWorker();
   const mf = new Miniflare({
+    ...(options.listen ? { host: "127.0.0.1", port: 0 } : {}),
     workers: [
       gatewayWorkerOptions(bundle, {
         name: "gateway",
@@ -38,11 +48,12 @@ export async function startNoopWorker(): Promise<NoopWorker> {
           GANTRY_MODELS: "noop",
           GANTRY_AGENT_TOKEN: agentToken,
           GANTRY_BOOTSTRAP_API_KEY: apiKey,
+          ...options.bindings,
         },
       }),
     ],
   });
-  await mf.ready;
+  const ready = await mf.ready;
   const post = (url: string, headers: Record<string, string>, body: string) =>
     mf.dispatchFetch(url, {
       method: "POST",
@@ -80,6 +91,8 @@ export async function startNoopWorker(): Promise<NoopWorker> {
       return credentials;
     },
     signed,
+    url: options.listen ? ready.origin : null,
+    agentToken,
     async close() {
       await mf.dispose();
       bundle.remove();

@@ -1,5 +1,5 @@
 /**
- * `gateway/worker.ts` bundled the way `wrangler deploy` bundles it (esbuild, platform
+ * `gateway/runtime/workers/index.ts` bundled the way `wrangler deploy` bundles it (esbuild, platform
  * `browser`, conditions `workerd, worker, browser`, no Node built-ins), ready to run in
  * workerd through Miniflare. Shared by the workerd tests; each gets its own bundle folder.
  */
@@ -38,7 +38,7 @@ export async function bundleGatewayWorker(): Promise<WorkerBundle> {
   try {
     const result = await build({
       absWorkingDir: ROOT, // metafile inputs are relative to it
-      entryPoints: [join(ROOT, "gateway/worker.ts")],
+      entryPoints: [join(ROOT, "gateway/runtime/workers/index.ts")],
       outfile: scriptPath,
       bundle: true,
       format: "esm",

@@ -140,6 +140,7 @@ export function JobView(props: { session: Session; id: string }) {
       <p>
         {job.model} · priority {job.priority} · attempt {job.attempt}
         {job.queue_position !== undefined && ` · position ${job.queue_position} in line`}
+        {job.status === "queued" && job.waiting_detail && ` · waiting: ${job.waiting_detail}`}
         {job.agent && ` · on ${job.agent.id} (${job.agent.provider ?? "?"})`}
         {progressOf(job) && (
           <>

@@ -31,7 +31,9 @@ export function JobRow(props: { job: Job }) {
       </td>
       <td>{job.model}</td>
       <td>
-        <span class={`status ${job.status}`}>{job.status}</span>
+        <span class={`status ${job.status}`} title={job.waiting_detail}>
+          {job.status}
+        </span>
       </td>
       <td>{job.priority}</td>
       <td>{job.queue_position ?? "–"}</td>
@@ -49,6 +51,10 @@ export function JobsView(props: { session: Session }) {
   const [status, setStatus] = useState<JobStatus | "">("");
   const [model, setModel] = useState("");
   const [metadata, setMetadata] = useState("");
+  // What is typed, kept on every keystroke: the live feed re-renders this view many times a
+  // second, and each render sets the input to its value prop, which would wipe text typed
+  // since the last change event. The filter itself applies on change (Enter, leaving).
+  const [metadataText, setMetadataText] = useState("");
   const [cursors, setCursors] = useState<(string | undefined)[]>([undefined]);
   const [page, setPage] = useState<JobList | null>(null);
   // The query the page on screen answers: until the one asked for arrives, paging waits.
@@ -172,7 +178,8 @@ export function JobsView(props: { session: Session }) {
           Metadata
           <input
             placeholder="key=value, key2=value2"
-            value={metadata}
+            value={metadataText}
+            onInput={(e) => setMetadataText(e.currentTarget.value)}
             onChange={(e) => {
               setMetadata(e.currentTarget.value);
               resetPaging();

@@ -1,7 +1,9 @@
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import type { AgentList, AgentView } from "../../../shared/protocol/agent.ts";
 import type { FeedEvent, Job, JobStatus } from "../api.ts";
+import { AgentDevices } from "../components/agent-devices.tsx";
 import { Chart } from "../components/chart.tsx";
+import { UsageTable } from "../components/usage-table.tsx";
 import { ago, errorText, ms, quantile } from "../format.ts";
 import { useFeed, useTick } from "../live.ts";
 import type { Session } from "../session.ts";
@@ -49,6 +51,7 @@ function AgentsTable(props: { agents: AgentView[] }) {
           <th>Provider</th>
           <th>Slots busy</th>
           <th>VRAM</th>
+          <th>GPUs and models</th>
           <th>Last heartbeat</th>
         </tr>
       </thead>
@@ -65,6 +68,9 @@ function AgentsTable(props: { agents: AgentView[] }) {
             </td>
             <td>
               {agent.vram_total_mb ? `${agent.vram_used_mb ?? 0} / ${agent.vram_total_mb} MB` : "–"}
+            </td>
+            <td>
+              <AgentDevices agent={agent} />
             </td>
             <td>{ago(agent.last_heartbeat_at)}</td>
           </tr>
@@ -224,6 +230,8 @@ export function OverviewView(props: { session: Session }) {
         series={["finished/s", "queued"]}
         data={series}
       />
+      <h2>Usage this month</h2>
+      <UsageTable api={api} refresh={Math.floor(tick / 30)} />
       <h2>Agents</h2>
       {admin ? (
         agents && <AgentsTable agents={agents} />

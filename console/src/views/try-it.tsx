@@ -260,6 +260,9 @@ export function TryView(props: { session: Session }) {
                   {item.job.status === "queued" &&
                     item.job.queue_position !== undefined &&
                     ` · ${item.job.queue_position} in line`}
+                  {item.job.status === "queued" &&
+                    item.job.waiting_detail &&
+                    ` · ${item.job.waiting_detail}`}
                   {item.job.agent && ` · on ${item.job.agent.id}`}{" "}
                   <ProgressBar progress={progressOf(item.job)} />
                 </>

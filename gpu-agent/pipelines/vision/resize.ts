@@ -1,5 +1,5 @@
 import sharp from "sharp";
-import type { RgbImage } from "../vision/decode.ts";
+import type { RgbImage } from "./decode.ts";
 
 const raw = (image: RgbImage) =>
   sharp(image.data, { raw: { width: image.width, height: image.height, channels: 3 } });

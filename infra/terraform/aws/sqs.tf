@@ -1,4 +1,4 @@
-# The queues the sqs adapter expects (shared/queue/sqs-queues.ts), three per model:
+# The queues the sqs adapter expects (shared/queue/sqs/queues.ts), three per model:
 #   <prefix>-<model>       priorities 0-5
 #   <prefix>-<model>-high  priorities 6-9, drained first
 #   <prefix>-<model>-dlq   the dead-letter queue both redrive to

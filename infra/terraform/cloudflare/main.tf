@@ -6,7 +6,7 @@
 locals {
   script_path = coalesce(var.script_path, "${path.module}/../../../dist/worker/worker.js")
 
-  # Settings that are only bound when set (gateway/worker-settings.ts reads them all).
+  # Settings that are only bound when set (gateway/runtime/workers/settings.ts reads them all).
   optional_vars = [
     for binding in [
       { type = "plain_text", name = "GANTRY_PUBLIC_URL", text = var.public_url },
@@ -57,7 +57,7 @@ resource "cloudflare_workers_script" "gateway" {
   account_id  = var.account_id
   script_name = var.worker_name
 
-  # A module Worker: wrangler bundles gateway/worker.ts into one worker.js.
+  # A module Worker: wrangler bundles gateway/runtime/workers/index.ts into one worker.js.
   content_file       = local.script_path
   content_sha256     = filesha256(local.script_path)
   main_module        = "worker.js"

@@ -3,7 +3,7 @@ import { addColumn } from "./0002-tenants-plans-keys.ts";
 import type { Migration } from "./types.ts";
 
 /**
- * A running job's latest progress (issue 13 item 4): one JSON text column,
+ * A running job's latest progress: one JSON text column,
  * `{attempt, fraction, stage, message, at}`, overwritten by each job heartbeat that carries
  * progress. No `job_events` row per report: progress is latest-only, and a row per tick would
  * grow the event history without bound.

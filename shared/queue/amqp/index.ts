@@ -1,4 +1,5 @@
 import { QueueMessage } from "../../protocol/index.ts";
+import { type ConsumeAbilities, ConsumerSet, checkConsume } from "../consumers.ts";
 import type {
   ConsumeOptions,
   Consumer,
@@ -40,8 +41,13 @@ export type AmqpQueue = JobQueue & {
   deleteTopology(): Promise<void>;
 };
 
-/** The most a consumer may prefetch: AMQP's basic.qos count is 16 bits. */
-const MAX_PREFETCH = 65_535;
+const AMQP_CONSUME: ConsumeAbilities = {
+  transport: "amqp",
+  needsModels: true,
+  overflow: true,
+  // AMQP's basic.qos count is 16 bits.
+  maxPrefetch: 65_535,
+};
 
 /**
  * The `amqp` JobQueue on RabbitMQ. Connects in the background and reconnects by itself;
@@ -65,7 +71,7 @@ export function createAmqpQueue(options: AmqpQueueOptions): AmqpQueue {
     topology: new Topology(conn, settings),
     publisher: new Publisher(conn, settings),
   };
-  const consumers = new Set<AmqpConsumer>();
+  const consumers = new ConsumerSet<AmqpConsumer>();
   let closed = false;
   const assertOpen = () => {
     if (closed) throw new Error("the queue is closed");
@@ -73,6 +79,8 @@ export function createAmqpQueue(options: AmqpQueueOptions): AmqpQueue {
 
   return {
     description: `${settings.queueType} queues on ${conn.description} (prefix ${settings.prefix})`,
+    // One connection (amqp: one confirm channel) carries every publish, in call order.
+    publishesInOrder: true,
 
     async ready(timeoutMs?: number) {
       await conn.model(timeoutMs);
@@ -92,30 +100,20 @@ export function createAmqpQueue(options: AmqpQueueOptions): AmqpQueue {
 
     async consume(handler: DeliveryHandler, consumeOptions: ConsumeOptions): Promise<Consumer> {
       assertOpen();
-      const { prefetch, models, minAgeMs } = consumeOptions;
-      if (!Number.isInteger(prefetch) || prefetch < 1 || prefetch > MAX_PREFETCH)
-        throw new Error(`prefetch must be >= 1 and <= ${MAX_PREFETCH}`);
-      if (models === undefined)
-        throw new Error("the amqp queue cannot list its queues: pass the models to consume");
-      if (models.length === 0) throw new Error("models must name at least one model");
+      const { prefetch, models, minAgeMs } = checkConsume(consumeOptions, AMQP_CONSUME);
       const consumer = new AmqpConsumer(ctx, handler, {
         prefetch,
-        models: [...new Set(models)],
+        models: models ?? [],
         ...(minAgeMs ? { minAgeMs } : {}),
       });
-      consumers.add(consumer);
+      const handle = consumers.add(consumer);
       try {
         await consumer.start();
       } catch (error) {
         consumers.delete(consumer);
         throw error;
       }
-      return {
-        async stop() {
-          consumers.delete(consumer);
-          await consumer.stop();
-        },
-      };
+      return handle;
     },
 
     async depth(model?: string): Promise<QueueDepth> {
@@ -142,16 +140,14 @@ export function createAmqpQueue(options: AmqpQueueOptions): AmqpQueue {
 
     async deleteTopology() {
       // Live consumers would see their queues vanish and declare them again.
-      await Promise.all([...consumers].map((consumer) => consumer.stop()));
-      consumers.clear();
+      await consumers.stopAll();
       await ctx.topology.deleteAll();
     },
 
     async close() {
       if (closed) return;
       closed = true;
-      await Promise.all([...consumers].map((consumer) => consumer.stop()));
-      consumers.clear();
+      await consumers.stopAll();
       await ctx.publisher.close();
       await ctx.topology.close();
       await conn.close();

@@ -3,6 +3,7 @@ import { QueueMessage } from "../../protocol/index.ts";
 import type { Lane } from "../amqp/names.ts";
 import { exhaustedError, type LocalLease, openLocalLease, unreadableError } from "../lease.ts";
 import type { DeliveryHandler } from "../port.ts";
+import { PullLoop } from "../pull-loop.ts";
 import { createNatsDelivery, type Received, sendToDead } from "./delivery.ts";
 import { HEADER, parseAckSubject } from "./names.ts";
 import { type NatsContext, pullNow } from "./topology.ts";
@@ -32,43 +33,23 @@ export function startNatsConsumer(
 ): { stop(): Promise<void>; inFlight(model: string): number } {
   const { prefetch, models } = settings;
   const { limits, names } = ctx;
-  let stopped = false;
-  let unsettled = 0;
-  const held = new Map<string, number>();
+  const slots = new PullLoop(prefetch);
   const newest = new Map<string, LocalLease>();
-  let drained: (() => void) | undefined;
-  let wake: (() => void) | undefined;
   const idleWait = Math.max(20, Math.min(MAX_IDLE_WAIT_MS, limits.leaseMs / 4));
   let nextMove = 0;
   const watchers: Subscription[] = models.map((model) =>
-    ctx.nc.subscribe(names.jobsOf(model), { callback: () => wake?.() }),
+    ctx.nc.subscribe(names.jobsOf(model), { callback: () => slots.wake() }),
   );
-
-  const pause = (ms: number) =>
-    new Promise<void>((resolve) => {
-      if (stopped) return resolve();
-      const timer = setTimeout(done, ms);
-      function done() {
-        clearTimeout(timer);
-        wake = undefined;
-        resolve();
-      }
-      wake = done;
-    });
 
   const dispatch = (model: string, raw: Msg, leaseStart: number) => {
     const info = parseAckSubject(raw.reply ?? "");
     if (!info || !raw.reply) return;
     const received: Received = { model, reply: raw.reply, body: raw.data, info };
-    unsettled += 1;
-    held.set(model, (held.get(model) ?? 0) + 1);
+    const release = slots.hold(model);
     const key = `${model} ${info.streamSeq}`;
     const lease = openLocalLease(leaseStart + limits.leaseMs, () => {
       if (newest.get(key) === lease) newest.delete(key);
-      unsettled -= 1;
-      held.set(model, (held.get(model) ?? 1) - 1);
-      if (unsettled === 0) drained?.();
-      wake?.();
+      release();
     });
     // A redelivery here ends the older delivery of the same message at once.
     newest.get(key)?.free();
@@ -92,8 +73,8 @@ export function startNatsConsumer(
     let got = 0;
     for (const lane of LANES) {
       for (let i = 0; i < models.length; i++) {
-        const free = prefetch - unsettled;
-        if (free <= 0 || stopped) return got;
+        const free = slots.free;
+        if (free <= 0 || slots.stopped) return got;
         const model = models[(turn + i) % models.length]!;
         const sentAt = Date.now();
         const batch = await pullNow(ctx.nc, names.stream, names.consumer(model, lane), free);
@@ -106,22 +87,22 @@ export function startNatsConsumer(
 
   const loop = async () => {
     let turn = 0;
-    while (!stopped) {
+    while (!slots.stopped) {
       try {
         if (Date.now() >= nextMove) {
           nextMove = Date.now() + idleWait;
           for (const model of models) await moveDue(ctx, model);
         }
-        if (unsettled >= prefetch) {
-          await pause(idleWait); // woken as soon as a slot frees
+        if (slots.free <= 0) {
+          await slots.pause(idleWait); // woken as soon as a slot frees
           continue;
         }
         if ((await round(turn++)) > 0) continue;
-        await pause(idleWait);
+        await slots.pause(idleWait);
       } catch (error) {
-        if (stopped) break;
+        if (slots.stopped) break;
         ctx.onError(error);
-        await pause(ERROR_PAUSE_MS);
+        await slots.pause(ERROR_PAUSE_MS);
       }
     }
   };
@@ -129,15 +110,11 @@ export function startNatsConsumer(
 
   let stopping: Promise<void> | undefined;
   return {
-    inFlight: (model: string) => held.get(model) ?? 0,
+    inFlight: (model: string) => slots.inFlight(model),
     stop() {
-      stopping ??= (async () => {
-        stopped = true;
+      stopping ??= slots.halt(running, () => {
         for (const watcher of watchers) watcher.unsubscribe();
-        wake?.();
-        await running;
-        if (unsettled > 0) await new Promise<void>((resolve) => (drained = resolve));
-      })();
+      });
       return stopping;
     },
   };

@@ -2,6 +2,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { type ConnectionOptions, connect, headers } from "@nats-io/transport-node";
 import { UserError } from "../../errors.ts";
 import { JobError, QueueMessage } from "../../protocol/index.ts";
+import { type ConsumeAbilities, ConsumerSet, checkConsume } from "../consumers.ts";
 import { laneOf } from "../lanes.ts";
 import { exhaustedError } from "../lease.ts";
 import {
@@ -40,6 +41,7 @@ export type NatsQueue = JobQueue & {
 };
 
 const PREFIX = /^[A-Za-z0-9_-]{1,64}$/;
+const NATS_CONSUME: ConsumeAbilities = { transport: "nats", needsModels: true, overflow: false };
 
 /**
  * The `nats` JobQueue on JetStream (nats-server 2.9 or newer); see `names.ts` for the
@@ -68,7 +70,7 @@ export async function createNatsQueue(options: NatsQueueOptions): Promise<NatsQu
   };
   const { names, jsm, js } = ctx;
   const topology = new NatsTopology(ctx);
-  const consumers = new Set<ReturnType<typeof startNatsConsumer>>();
+  const consumers = new ConsumerSet();
   let advisories: { unsubscribe(): void } | undefined;
   let closed = false;
   const assertOpen = () => {
@@ -105,6 +107,8 @@ export async function createNatsQueue(options: NatsQueueOptions): Promise<NatsQu
 
   return {
     description: `nats jetstream on ${nc.getServer()} (prefix ${prefix})`,
+    // One connection (amqp: one confirm channel) carries every publish, in call order.
+    publishesInOrder: true,
 
     async publish(message: QueueMessage, publishOptions?: PublishOptions) {
       assertOpen();
@@ -127,32 +131,15 @@ export async function createNatsQueue(options: NatsQueueOptions): Promise<NatsQu
 
     async consume(handler: DeliveryHandler, consumeOptions: ConsumeOptions): Promise<Consumer> {
       assertOpen();
-      const { prefetch, models } = consumeOptions;
-      if (!Number.isInteger(prefetch) || prefetch < 1) throw new Error("prefetch must be >= 1");
-      if (models === undefined) throw new Error("the nats queue needs the models to consume");
-      if (models.length === 0) throw new Error("models must name at least one model");
-      // Overflow consumers (ConsumeOptions.minAgeMs) are not supported here: refuse, not ignore.
-      const { minAgeMs } = consumeOptions as ConsumeOptions & { minAgeMs?: number };
-      if (minAgeMs) {
-        throw new UserError(
-          "overflow agents (GANTRY_OVERFLOW_AFTER_SECONDS) need the sql or amqp queue; the nats queue cannot hold back young messages",
-        );
-      }
-      const unique = [...new Set(models)];
+      const { prefetch, models = [] } = checkConsume(consumeOptions, NATS_CONSUME);
+      const unique = models;
       for (const model of unique) await topology.ensureModel(model);
       advisories ??= nc.subscribe(`$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${names.stream}.*`, {
         callback: (_error, msg) => {
           onMaxDeliveries(msg.string()).catch(ctx.onError);
         },
       });
-      const consumer = startNatsConsumer(ctx, handler, { prefetch, models: unique });
-      consumers.add(consumer);
-      return {
-        async stop() {
-          consumers.delete(consumer);
-          await consumer.stop();
-        },
-      };
+      return consumers.add(startNatsConsumer(ctx, handler, { prefetch, models: unique }));
     },
 
     async depth(model?: string): Promise<QueueDepth> {
@@ -204,8 +191,7 @@ export async function createNatsQueue(options: NatsQueueOptions): Promise<NatsQu
     async close() {
       if (closed) return;
       closed = true;
-      await Promise.all([...consumers].map((consumer) => consumer.stop()));
-      consumers.clear();
+      await consumers.stopAll();
       advisories?.unsubscribe();
       await nc.drain().catch(() => nc.close());
     },

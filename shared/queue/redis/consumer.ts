@@ -2,6 +2,7 @@ import { QueueMessage } from "../../protocol/index.ts";
 import type { Lane } from "../amqp/names.ts";
 import { exhaustedError, openLocalLease, unreadableError } from "../lease.ts";
 import type { DeliveryHandler } from "../port.ts";
+import { PullLoop } from "../pull-loop.ts";
 import { asArray, asCount, asText, type RedisClient, runScript } from "./client.ts";
 import { createRedisDelivery, type DeliveryContext, type Taken } from "./delivery.ts";
 import { SCRIPTS } from "./scripts.ts";
@@ -34,34 +35,11 @@ export function startRedisConsumer(
 ): { stop(): Promise<void>; inFlight(model: string): number } {
   const { prefetch, models, name } = settings;
   const { limits } = ctx;
-  let stopped = false;
-  let unsettled = 0;
-  const held = new Map<string, number>();
-  let drained: (() => void) | undefined;
-  let wake: (() => void) | undefined;
+  const slots = new PullLoop(prefetch);
   const idleWait = Math.max(20, Math.min(MAX_IDLE_WAIT_MS, limits.leaseMs / 4));
 
-  const pause = (ms: number) =>
-    new Promise<void>((resolve) => {
-      if (stopped) return resolve();
-      const timer = setTimeout(done, ms);
-      function done() {
-        clearTimeout(timer);
-        wake = undefined;
-        resolve();
-      }
-      wake = done;
-    });
-
   const dispatch = (model: string, taken: Taken, leaseStart: number) => {
-    unsettled += 1;
-    held.set(model, (held.get(model) ?? 0) + 1);
-    const lease = openLocalLease(leaseStart + limits.leaseMs, () => {
-      unsettled -= 1;
-      held.set(model, (held.get(model) ?? 1) - 1);
-      if (unsettled === 0) drained?.();
-      wake?.();
-    });
+    const lease = openLocalLease(leaseStart + limits.leaseMs, slots.hold(model));
     const message = decode(taken.body);
     if (message === null || message.model !== model) {
       const delivery = createRedisDelivery(ctx, name, placeholder(model), taken, lease);
@@ -82,7 +60,7 @@ export function startRedisConsumer(
     let got = 0;
     for (let i = 0; i < models.length; i++) {
       const model = models[(turn + i) % models.length]!;
-      const free = prefetch - unsettled;
+      const free = slots.free;
       const keys = ctx.keys.of(model);
       const sentAt = Date.now();
       const reply = asArray(
@@ -108,7 +86,7 @@ export function startRedisConsumer(
           count: asCount(reply[at + 4]),
         };
         got += 1;
-        if (stopped) continue; // pending under this consumer: its lease runs out, it returns
+        if (slots.stopped) continue; // pending under this consumer: its lease runs out, it returns
         dispatch(model, taken, sentAt);
       }
     }
@@ -117,14 +95,14 @@ export function startRedisConsumer(
 
   const loop = async () => {
     let turn = 0;
-    while (!stopped) {
-      if (unsettled >= prefetch) {
-        await pause(ERROR_PAUSE_MS); // woken as soon as a slot frees
+    while (!slots.stopped) {
+      if (slots.free <= 0) {
+        await slots.pause(ERROR_PAUSE_MS); // woken as soon as a slot frees
         continue;
       }
       try {
         const { got, watch, ids, waitMs } = await round(turn++);
-        if (got > 0 || stopped || unsettled >= prefetch || waitMs <= 0) continue;
+        if (got > 0 || slots.stopped || slots.free <= 0 || waitMs <= 0) continue;
         // BLOCK takes whole milliseconds; 0 would mean forever.
         const block = String(Math.max(1, Math.ceil(waitMs)));
         await blocking.sendCommand([
@@ -138,9 +116,9 @@ export function startRedisConsumer(
           ...ids,
         ]);
       } catch (error) {
-        if (stopped) break; // the wait's connection was closed by stop()
+        if (slots.stopped) break; // the wait's connection was closed by stop()
         ctx.onError(error);
-        await pause(ERROR_PAUSE_MS);
+        await slots.pause(ERROR_PAUSE_MS);
       }
     }
   };
@@ -148,14 +126,11 @@ export function startRedisConsumer(
 
   let stopping: Promise<void> | undefined;
   return {
-    inFlight: (model: string) => held.get(model) ?? 0,
+    inFlight: (model: string) => slots.inFlight(model),
     stop() {
       stopping ??= (async () => {
-        stopped = true;
-        wake?.();
-        blocking.destroy(); // ends a blocked XREAD now instead of after its timeout
-        await running;
-        if (unsettled > 0) await new Promise<void>((resolve) => (drained = resolve));
+        // Destroying the connection ends a blocked XREAD now instead of after its timeout.
+        await slots.halt(running, () => blocking.destroy());
         // A consumer name per consume(): without this the group would collect one per start.
         for (const model of models) {
           await runScript(ctx.client, SCRIPTS.forgetConsumer, ctx.keys.of(model), [

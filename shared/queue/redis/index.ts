@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { UserError } from "../../errors.ts";
 import { JobError, QueueMessage } from "../../protocol/index.ts";
+import { type ConsumeAbilities, ConsumerSet, checkConsume } from "../consumers.ts";
 import {
   type ConsumeOptions,
   type Consumer,
@@ -51,6 +52,7 @@ export type RedisQueue = JobQueue & {
 };
 
 const PREFIX = /^[A-Za-z0-9_-]{1,64}$/;
+const REDIS_CONSUME: ConsumeAbilities = { transport: "redis", needsModels: true, overflow: false };
 
 /**
  * The `redis` JobQueue on Redis Streams with one consumer group. Per model: a stream per
@@ -95,7 +97,7 @@ export function createRedisQueue(options: RedisQueueOptions): RedisQueue {
   const keys = new RedisKeys(prefix);
   const group = options.group ?? "agents";
   const ctx = { client, keys, group, limits, onError };
-  const consumers = new Set<ReturnType<typeof startRedisConsumer>>();
+  const consumers = new ConsumerSet();
   const knownModels = new Set<string>();
   let closed = false;
   const assertOpen = () => {
@@ -104,6 +106,8 @@ export function createRedisQueue(options: RedisQueueOptions): RedisQueue {
 
   return {
     description: `redis streams on ${describeUrl(options.url)} (prefix ${prefix})`,
+    // One connection (amqp: one confirm channel) carries every publish, in call order.
+    publishesInOrder: true,
 
     async ready(timeoutMs = 15_000) {
       let timer: ReturnType<typeof setTimeout> | undefined;
@@ -138,33 +142,12 @@ export function createRedisQueue(options: RedisQueueOptions): RedisQueue {
 
     async consume(handler: DeliveryHandler, consumeOptions: ConsumeOptions): Promise<Consumer> {
       assertOpen();
-      const { prefetch, models } = consumeOptions;
-      if (!Number.isInteger(prefetch) || prefetch < 1) throw new Error("prefetch must be >= 1");
-      if (models === undefined) throw new Error("the redis queue needs the models to consume");
-      if (models.length === 0) throw new Error("models must name at least one model");
-      // Overflow consumers (ConsumeOptions.minAgeMs) are not supported here: refuse, not ignore.
-      const { minAgeMs } = consumeOptions as ConsumeOptions & { minAgeMs?: number };
-      if (minAgeMs) {
-        throw new UserError(
-          "overflow agents (GANTRY_OVERFLOW_AFTER_SECONDS) need the sql or amqp queue; the redis queue cannot hold back young messages",
-        );
-      }
+      const { prefetch, models = [] } = checkConsume(consumeOptions, REDIS_CONSUME);
       const blocking = client.duplicate();
       blocking.on("error", () => {}); // the main client reports the broker's state
       await blocking.connect();
       const name = `c-${randomUUID()}`;
-      const consumer = startRedisConsumer(ctx, blocking, handler, {
-        prefetch,
-        models: [...new Set(models)],
-        name,
-      });
-      consumers.add(consumer);
-      return {
-        async stop() {
-          consumers.delete(consumer);
-          await consumer.stop();
-        },
-      };
+      return consumers.add(startRedisConsumer(ctx, blocking, handler, { prefetch, models, name }));
     },
 
     async depth(model?: string): Promise<QueueDepth> {
@@ -212,8 +195,7 @@ export function createRedisQueue(options: RedisQueueOptions): RedisQueue {
     async close() {
       if (closed) return;
       closed = true;
-      await Promise.all([...consumers].map((consumer) => consumer.stop()));
-      consumers.clear();
+      await consumers.stopAll();
       if (client.isOpen) await client.close().catch(() => client.destroy());
     },
   };

@@ -1,6 +1,6 @@
 # `terraform test` (Terraform 1.7+): plans the module against a mocked AWS provider, so it
 # needs no credentials and creates nothing. npm test checks the same files without terraform
-# (test/infra-terraform.test.ts); this one evaluates the expressions for real.
+# (test/infra/infra-terraform.test.ts); this one evaluates the expressions for real.
 
 mock_provider "aws" {
   mock_data "aws_caller_identity" {

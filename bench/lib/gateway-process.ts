@@ -1,0 +1,88 @@
+/**
+ * The gateway the queue benchmarks load, in a process of its own so the load generator's
+ * CPU is not the gateway's: `startNodeGateway` on Node, as `gantry gateway` runs it, with
+ * the bench tenant's rate limits lifted (the limits are a product feature, not what is
+ * measured). Not a benchmark itself: `queue-harness.ts` starts it.
+ *
+ * Reads BENCH_GATEWAY (JSON: databaseUrl, queueUrl, apiKey, agentToken, dataDir) and
+ * prints one line, `READY <url> metrics=<metrics url>`, once it listens. SIGTERM closes it.
+ */
+import { join } from "node:path";
+import pino from "pino";
+import { startNodeGateway } from "../../gateway/runtime/node/index.ts";
+import { ensureTenantWithKey } from "../../gateway/store/tenants.ts";
+import { newWebhookSecret } from "../../gateway/webhooks/secret.ts";
+import { randomToken } from "../../shared/ids.ts";
+
+interface GatewaySpec {
+  databaseUrl: string;
+  queueUrl: string | null;
+  apiKey: string;
+  agentToken: string;
+  dataDir: string;
+  /** Default `auto`; `poll` for the change-feed bench's comparison. */
+  changeFeed?: "auto" | "poll";
+  /** Default `["noop"]`. */
+  models?: string[];
+  /** Sweep every this many ms (default 5 000), with retention batches this large (soak). */
+  sweepIntervalMs?: number;
+  retentionBatch?: number;
+  /** Retention overrides for the bench tenant (seconds), so data turns over (soak). */
+  retention?: Record<string, number>;
+  /** GANTRY_RELEASE_WINDOW (the fairness bench). */
+  releaseWindow?: number;
+}
+
+const spec = JSON.parse(process.env.BENCH_GATEWAY ?? "{}") as GatewaySpec;
+const node = await startNodeGateway({
+  port: 0,
+  host: "127.0.0.1",
+  publicUrl: null,
+  databaseUrl: spec.databaseUrl,
+  queueUrl: spec.queueUrl,
+  blobDir: join(spec.dataDir, "blobs"),
+  blobSecret: randomToken(32),
+  agentToken: spec.agentToken,
+  models: spec.models ?? ["noop"],
+  ...(spec.changeFeed ? { changeFeed: spec.changeFeed } : {}),
+  maxUploadBytes: 1024 * 1024,
+  sweepIntervalMs: spec.sweepIntervalMs ?? 5_000,
+  ...(spec.retentionBatch ? { sweep: { retention: { batch: spec.retentionBatch } } } : {}),
+  allowInsecureWebhooks: true,
+  logger: pino({ level: process.env.BENCH_LOG_LEVEL ?? "warn" }),
+  // A saturation run queues tens of thousands of jobs: no 503 for a deep queue.
+  config: {
+    maxQueueDepth: 100_000_000,
+    maxEventStreamsPerTenant: 100_000,
+    ...(spec.releaseWindow ? { releaseWindow: spec.releaseWindow } : {}),
+  },
+  // Prometheus metrics on a listener of their own (any free port, loopback), as
+  // GANTRY_METRICS_PORT serves them: the submit bench reads the phase histogram there.
+  metricsPort: 0,
+});
+await ensureTenantWithKey(node.db, {
+  id: "ten_bench",
+  name: "bench",
+  apiKey: spec.apiKey,
+  webhookSecret: newWebhookSecret(),
+});
+const unlimited = {
+  rate_per_second: 1_000_000,
+  burst: 1_000_000,
+  max_queued_jobs: 100_000_000,
+  max_running_jobs: 1_000_000,
+  ...spec.retention,
+};
+await node.db
+  .updateTable("tenants")
+  .set({ limits: JSON.stringify(unlimited) })
+  .where("id", "=", "ten_bench")
+  .execute();
+process.stdout.write(`READY ${node.url} metrics=${node.metricsUrl}\n`);
+
+process.on("SIGTERM", () => {
+  node.close().then(
+    () => process.exit(0),
+    () => process.exit(1),
+  );
+});

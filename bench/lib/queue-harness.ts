@@ -1,0 +1,255 @@
+/**
+ * What the queue benchmarks share: a Gantry stack of separate processes (gateway, agents)
+ * on Postgres and RabbitMQ, an HTTP load generator, and the figures. Not a benchmark itself.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { connect } from "amqplib";
+import type { Kysely } from "kysely";
+import { Pool } from "undici";
+import { openDatabase } from "../../shared/db/open.ts";
+import { dropPostgresSchema } from "../../shared/db/postgres.ts";
+import type { Database } from "../../shared/db/schema.ts";
+import { randomToken } from "../../shared/ids.ts";
+import { freshPostgresUrl } from "../../test/helpers/test-gateway.ts";
+import { BENCH_AMQP_URL, deleteBenchTopology } from "./bench-rabbit.ts";
+import { stopChild, waitForLine } from "./child.ts";
+
+const ROOT = join(import.meta.dirname, "../..");
+/** `GANTRY_BENCH_PROFILE=<dir>`: V8 CPU profiles of the gateway and agents, to find hot spots. */
+const PROFILE_DIR = process.env.GANTRY_BENCH_PROFILE;
+const profileArgs = PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${PROFILE_DIR}`] : [];
+
+export interface Stack {
+  url: string;
+  /** The gateway's Prometheus `/metrics` (its metrics listener, not the public port). */
+  metricsUrl: string;
+  apiKey: string;
+  /** "Postgres + RabbitMQ (quorum)", or the fallback in use. */
+  description: string;
+  /** A pool on the stack's database, for reading results without the API. */
+  db: Kysely<Database>;
+  /** `lookahead`: deliveries claimed beyond the slots (GANTRY_LOOKAHEAD; the agent's default when absent). */
+  startAgent(options: { slots: number; lookahead?: number }): Promise<AgentProcess>;
+  /** Process ids, for the CPU meter. */
+  pids(): { gateway: number[]; agents: number[] };
+  close(): Promise<void>;
+}
+
+export interface AgentProcess {
+  stop(): Promise<void>;
+}
+
+async function rabbitReachable(): Promise<boolean> {
+  try {
+    const connection = await connect(BENCH_AMQP_URL);
+    await connection.close();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A fresh Postgres schema and RabbitMQ prefix, the gateway in its own process, and
+ * agents on demand (each `gantry-agent run` in its own process, as deployed).
+ */
+export async function startStack(
+  say: (line: string) => void,
+  {
+    queueType = "quorum",
+    gateway: gatewayExtra = {},
+  }: {
+    queueType?: "quorum" | "classic";
+    /** More of queue-gateway-process.ts's spec (sweep interval, retention: the soak). */
+    gateway?: Record<string, unknown>;
+  } = {},
+): Promise<Stack> {
+  const postgres = freshPostgresUrl("gantry_bench");
+  // `sql`: the sql queue, agents on the database; `gateway`: the sql queue served by the
+  // gateway, agents without a queue URL; otherwise RabbitMQ when it answers.
+  const benchQueue = process.env.GANTRY_BENCH_QUEUE;
+  const viaGateway = benchQueue === "gateway";
+  const useRabbit = benchQueue !== "sql" && !viaGateway && (await rabbitReachable());
+  const prefix = `gantry-bench-${randomToken(6).replace(/[^A-Za-z0-9]/g, "x")}`;
+  const queueUrl = useRabbit ? `${BENCH_AMQP_URL}?queue_type=${queueType}&prefix=${prefix}` : null;
+  const description = useRabbit
+    ? `Postgres + RabbitMQ (${queueType} queues)`
+    : viaGateway
+      ? "Postgres + the sql queue on Postgres, served to agents by the gateway"
+      : "Postgres + the sql queue on Postgres (agents on the database)";
+  const dataDir = mkdtempSync(join(tmpdir(), "gantry-bench-"));
+  const apiKey = `gk_${randomToken(24)}`;
+  const agentToken = `gat_${randomToken(24)}`;
+  const children: ChildProcess[] = [];
+  const agentPids: number[] = [];
+
+  say(`starting the gateway (${description})…`);
+  const gateway = spawn(
+    process.execPath,
+    [...profileArgs, "--import", "tsx", join(ROOT, "bench/lib/gateway-process.ts")],
+    {
+      env: {
+        ...process.env,
+        BENCH_GATEWAY: JSON.stringify({
+          databaseUrl: postgres.url,
+          queueUrl,
+          apiKey,
+          agentToken,
+          dataDir,
+          ...gatewayExtra,
+        }),
+      },
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
+  children.push(gateway);
+  const [, url, metricsUrl] = (await waitForLine(
+    gateway,
+    "stdout",
+    /^READY (\S+) metrics=(\S+)/,
+  )) as RegExpMatchArray;
+  const database = await openDatabase(postgres.url, { maxConnections: 2 });
+
+  return {
+    url: url!,
+    metricsUrl: metricsUrl!,
+    apiKey,
+    description,
+    db: database.db,
+    pids: () => ({ gateway: gateway.pid ? [gateway.pid] : [], agents: agentPids }),
+    async startAgent({ slots, lookahead }) {
+      const agent = spawn(
+        process.execPath,
+        [...profileArgs, join(ROOT, "bin/gantry-agent.js"), "run"],
+        {
+          env: {
+            ...process.env,
+            GANTRY_GATEWAY_URL: url,
+            GANTRY_AGENT_TOKEN: agentToken,
+            ...(viaGateway ? {} : { GANTRY_QUEUE_URL: queueUrl ?? postgres.url }),
+            GANTRY_MODELS: "noop",
+            GANTRY_SLOTS: String(slots),
+            ...(lookahead === undefined ? {} : { GANTRY_LOOKAHEAD: String(lookahead) }),
+            GANTRY_THREADS: "1",
+            GANTRY_EXECUTION_PROVIDERS: "cpu",
+            GANTRY_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? "warn",
+          },
+          stdio: ["ignore", "ignore", "pipe"],
+        },
+      );
+      children.push(agent);
+      if (agent.pid) agentPids.push(agent.pid);
+      await waitForLine(agent, "stderr", /waiting for jobs/);
+      return { stop: () => stopChild(agent) };
+    },
+    async close() {
+      for (const child of children.reverse()) await stopChild(child);
+      await database.close();
+      await dropPostgresSchema(postgres.url, postgres.schema);
+      if (queueUrl) {
+        await deleteBenchTopology(prefix);
+      }
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A keep-alive HTTP client with `connections` sockets to the gateway. */
+export function httpClient(url: string, connections: number) {
+  return new Pool(url, { connections, pipelining: 1, keepAliveTimeout: 60_000 });
+}
+
+export interface Submitted {
+  id: string;
+  /** Date.now() when the request was sent: the same clock the gateway stamps jobs with. */
+  sentAt: number;
+  /** Round trip of the POST, ms. */
+  latencyMs: number;
+}
+
+/** POSTs one noop job; throws on anything but 202. */
+export async function submitJob(pool: Pool, apiKey: string, input: unknown): Promise<Submitted> {
+  const sentAt = Date.now();
+  const started = performance.now();
+  const response = await pool.request({
+    method: "POST",
+    path: "/v1/jobs",
+    headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: "noop", input }),
+  });
+  const text = await response.body.text();
+  const latencyMs = performance.now() - started;
+  if (response.statusCode !== 202) throw new Error(`POST /v1/jobs: ${response.statusCode} ${text}`);
+  return { id: (JSON.parse(text) as { id: string }).id, sentAt, latencyMs };
+}
+
+/** The gateway's own stamps of one job (Date.now() ms): where its latency went. */
+export interface JobStamps {
+  createdAt: number;
+  startedAt: number;
+  finishedAt: number;
+}
+
+/**
+ * Waits until `ids` have all succeeded, saying how far it got. Polls the database for jobs
+ * that finished since the last poll (the retention's index of kept outputs by `finished_at`
+ * makes that a short range scan), not for every pending id: the load generator must not load the system it
+ * measures. Finish times are the gateway's own stamps, so polling late skews nothing.
+ */
+export async function waitSucceeded(
+  db: Kysely<Database>,
+  ids: string[],
+  say: (line: string) => void,
+  timeoutMs = 300_000,
+): Promise<Map<string, JobStamps>> {
+  const wanted = new Set(ids);
+  const finished = new Map<string, JobStamps>();
+  const deadline = Date.now() + timeoutMs;
+  let lastSaid = Date.now();
+  // Submits were stamped after the bench started; a minute of slack covers clock steps.
+  let since = Date.now() - 60_000;
+  while (finished.size < wanted.size) {
+    if (Date.now() > deadline) throw new Error(`${wanted.size - finished.size} jobs unfinished`);
+    const pollStarted = Date.now();
+    const rows = await db
+      .selectFrom("jobs")
+      .select(["id", "status", "created_at", "started_at", "finished_at"])
+      .where("status", "in", ["succeeded", "failed"])
+      // The terms of jobs_retention_outputs' condition (migration 0013), as its index asks.
+      .where("finished_at", "is not", null)
+      .where("data_expired_at", "is", null)
+      .where("finished_at", ">=", since)
+      .execute();
+    // A row carries the time its report arrived, which may be seconds before its commit on
+    // a loaded box (reports queue up behind a batched settle): look back past that.
+    since = pollStarted - 4_000;
+    for (const row of rows) {
+      if (!wanted.has(row.id)) continue;
+      if (row.status !== "succeeded") throw new Error(`job ${row.id} ${row.status}`);
+      finished.set(row.id, {
+        createdAt: Number(row.created_at),
+        startedAt: Number(row.started_at),
+        finishedAt: Number(row.finished_at),
+      });
+    }
+    if (finished.size < wanted.size) {
+      if (Date.now() - lastSaid > 3_000) {
+        say(`  ${finished.size}/${ids.length} succeeded…`);
+        lastSaid = Date.now();
+      }
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  }
+  return finished;
+}
+
+export function percentile(values: number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+export const ms = (value: number) => `${value.toFixed(value < 10 ? 1 : 0)} ms`;

@@ -1,0 +1,79 @@
+import { createMiddleware } from "hono/factory";
+import { HttpProblem } from "../../shared/errors.ts";
+import type { AppEnv } from "../env.ts";
+import { KEY_PREFIX, type Scope, VISIBLE_PREFIX_LENGTH } from "../store/api-keys.ts";
+
+const unauthorized = (detail: string) =>
+  new HttpProblem(401, "unauthorized", "Unauthorized", detail);
+
+const SEND_KEY_AS = "Send your API key as `Authorization: Bearer <key>`.";
+
+function bearerToken(header: string | undefined): string | null {
+  return /^Bearer\s+(\S{1,256})\s*$/i.exec(header ?? "")?.[1] ?? null;
+}
+
+/**
+ * What of a presented token may go into a log line. Our own `gk_live_` keys show the
+ * prefix that is also stored and listed; anything else (an old or hand-picked key, a
+ * token pasted by mistake) shows at most a quarter of itself, so a short secret is never
+ * logged whole.
+ */
+export function loggablePrefix(token: string): string {
+  if (token.startsWith(KEY_PREFIX)) return token.slice(0, VISIBLE_PREFIX_LENGTH);
+  return `${token.slice(0, Math.min(8, Math.floor(token.length / 4)))}…`;
+}
+
+/**
+ * Public API: the bearer key names the tenant. A key is looked up (one hash, one indexed
+ * read) at most once per `apiKeyCacheMs` per gateway: a revoked key stops working at once
+ * on the gateway that revoked it, and within that period on every other.
+ */
+export const requireApiKey = createMiddleware<AppEnv>(async (c, next) => {
+  // RFC 6750: a 401 says how to authenticate; headers set before a throw reach the problem.
+  const challenge = (error?: string) =>
+    c.header("www-authenticate", `Bearer realm="gantry"${error ? `, error="${error}"` : ""}`);
+  const token = bearerToken(c.req.header("authorization"));
+  if (!token) {
+    challenge();
+    throw unauthorized(SEND_KEY_AS);
+  }
+  const gateway = c.var.gateway;
+  const found = gateway.apiKeys.get(token) ?? (await gateway.stores.tenants.forKey(token));
+  if (!found) {
+    gateway.log.warn({ key_prefix: loggablePrefix(token), path: c.req.path }, "API key refused");
+    challenge("invalid_token");
+    throw unauthorized("The API key is not valid or has been revoked.");
+  }
+  gateway.apiKeys.set(token, found);
+  c.set("tenant", found.tenant);
+  c.set("apiKey", found.key);
+  await next();
+});
+
+/**
+ * The scope each request needs, decided in one place so routes added later are covered:
+ * `/v1/admin` needs `admin`; the webhook signing secret needs `jobs:write` (whoever holds
+ * it can forge webhooks to the tenant); `/v1/models` only a valid key; other reads need
+ * `jobs:read` and everything else (submit, cancel, upload, redeliver) `jobs:write`.
+ */
+export function requiredScope(method: string, path: string): Scope | null {
+  if (path === "/v1/admin" || path.startsWith("/v1/admin/")) return "admin";
+  if (path === "/v1/models" || path.startsWith("/v1/models/")) return null;
+  if (path === "/v1/webhooks" || path.startsWith("/v1/webhooks/")) return "jobs:write";
+  return method === "GET" || method === "HEAD" ? "jobs:read" : "jobs:write";
+}
+
+/** Refuses a key without the scope its request needs: 403, naming the scope. */
+export const requireScope = createMiddleware<AppEnv>(async (c, next) => {
+  const scope = requiredScope(c.req.method, c.req.path);
+  if (scope && !c.var.apiKey.scopes.includes(scope)) {
+    throw new HttpProblem(
+      403,
+      "insufficient_scope",
+      "Insufficient scope",
+      `This API key lacks the \`${scope}\` scope that ${c.req.method} ${c.req.path} needs.`,
+      { required_scope: scope },
+    );
+  }
+  await next();
+});

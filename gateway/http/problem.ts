@@ -1,0 +1,96 @@
+import type { Context } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import type { ZodError } from "zod";
+import { HttpProblem, UserError } from "../../shared/errors.ts";
+import type { Problem } from "../../shared/protocol/index.ts";
+
+export const PROBLEM_BASE = "https://gantry.dev/problems/";
+
+/** How an error is answered: its problem+json body, the status and headers it goes with. */
+export interface ProblemAnswer {
+  status: number;
+  body: Problem & { code: string };
+  headers: Record<string, string>;
+  /** A bug rather than a refusal: log it with its stack; the body says nothing of it. */
+  internal: boolean;
+}
+
+/**
+ * Any error as the problem+json the API answers with: an `HttpProblem` as it says; a
+ * `UserError` (a `ConfigurationError`: a missing or bad setting) as a 500 `misconfigured`
+ * naming the setting; anything else as a 500 `internal_error` that gives nothing away.
+ * Pure, so `onError`, the Workers entry and the batched agent routes answer alike.
+ */
+export function problemFor(error: unknown, instance: string): ProblemAnswer {
+  let problem: HttpProblem;
+  let internal = false;
+  if (error instanceof HttpProblem) problem = error;
+  else if (error instanceof UserError) {
+    const setting = "setting" in error ? { setting: String(error.setting) } : {};
+    problem = new HttpProblem(
+      500,
+      "misconfigured",
+      "Gateway misconfigured",
+      error.message,
+      setting,
+    );
+  } else {
+    internal = true;
+    problem = new HttpProblem(
+      500,
+      "internal_error",
+      "Internal error",
+      "Something went wrong on our side.",
+    );
+  }
+  const body = {
+    type: PROBLEM_BASE + problem.code,
+    title: problem.title,
+    status: problem.status,
+    code: problem.code,
+    ...(problem.detail ? { detail: problem.detail } : {}),
+    instance,
+    ...problem.extra,
+  };
+  return { status: problem.status, body, headers: problem.responseHeaders(), internal };
+}
+
+/**
+ * The answer to `error` (see `problemFor`) through Hono's context, so headers middleware has
+ * set (`RateLimit-*`) go with it.
+ */
+export function problemResponse(c: Context, error: unknown, headers?: Record<string, string>) {
+  return answerWith(c, problemFor(error, c.req.path), headers);
+}
+
+/** A `ProblemAnswer` through Hono's context. */
+export function answerWith(c: Context, answer: ProblemAnswer, headers?: Record<string, string>) {
+  return c.body(JSON.stringify(answer.body), answer.status as ContentfulStatusCode, {
+    ...problemHeaders(answer),
+    ...headers,
+  });
+}
+
+/** A `ProblemAnswer` as a plain Web Response, for code outside the Hono app. */
+export function answerResponse(answer: ProblemAnswer): Response {
+  return new Response(JSON.stringify(answer.body), {
+    status: answer.status,
+    headers: problemHeaders(answer),
+  });
+}
+
+const problemHeaders = (answer: ProblemAnswer) => ({
+  "content-type": "application/problem+json",
+  ...answer.headers,
+});
+
+/** Zod's issues as `{path, message}` pairs a client can show next to its fields. */
+export function validationProblem(error: ZodError, where: string): HttpProblem {
+  const errors = error.issues.slice(0, 20).map((issue) => ({
+    path: issue.path.length ? issue.path.join(".") : "(root)",
+    message: issue.message,
+  }));
+  const first = errors[0];
+  const detail = first ? `${where}: ${first.path}: ${first.message}` : `${where} is invalid`;
+  return new HttpProblem(422, "validation_failed", "Request validation failed", detail, { errors });
+}

@@ -1,0 +1,126 @@
+import type { PlanLimits } from "../plans.ts";
+import type { HeldLane, ReleasePick, ReleaseSnapshot } from "../store/job-release.ts";
+
+/**
+ * Which held jobs of a model go to the broker next: the fair order of issue 26, as plain
+ * arithmetic over a snapshot of the model's line (gateway/store/job-release.ts).
+ *
+ * - Room: the model's release window, `window` or as many as its agents run now when that
+ *   is more (agents that take many jobs at once get as many), less what is released and not
+ *   yet taken. A tenant alone fills it all: no capacity is held back.
+ * - Highest priority band first: a pro job never waits behind a free one.
+ * - Inside a band, the tenant whose running and released jobs on the model, one more
+ *   counted, divided by its `share_weight`, are fewest (ties: the oldest job): weighted
+ *   round robin, so agents take jobs in proportion to the weights whatever the backlogs.
+ * - A tenant at `max_running_jobs` (running and released, every model) is skipped.
+ * - Inside a tenant, its `fairness_key`s the same way, unweighted.
+ */
+export function pickReleases(
+  snapshot: ReleaseSnapshot,
+  window: number,
+  limitsOf: (tenantId: string) => Pick<PlanLimits, "share_weight" | "max_running_jobs">,
+): ReleasePick[] {
+  let room = Math.max(window, snapshot.running) - snapshot.released;
+  if (room <= 0) return [];
+  const tenants = new Map<
+    string,
+    { onModel: number; total: number; weight: number; max: number }
+  >();
+  for (const tenantId of snapshot.tenants.keys()) {
+    const limits = limitsOf(tenantId);
+    tenants.set(tenantId, {
+      onModel: 0,
+      total: snapshot.tenantActive.get(tenantId) ?? 0,
+      weight: limits.share_weight,
+      max: limits.max_running_jobs,
+    });
+  }
+  const keyActive = new Map<string, number>();
+  for (const active of snapshot.active) {
+    const tenant = tenants.get(active.tenantId);
+    if (tenant) tenant.onModel += active.count;
+    const key = laneKey(active.tenantId, active.fairnessKey);
+    keyActive.set(key, (keyActive.get(key) ?? 0) + active.count);
+  }
+  // Ties (equal counts: with few slots, often none running at all) go to whoever started
+  // least recently, so equals take turns instead of the oldest backlog winning every one.
+  const lastTenant = new Map<string, number>();
+  const lastKey = new Map<string, number>();
+  for (const start of snapshot.lastStarted) {
+    const key = laneKey(start.tenantId, start.fairnessKey);
+    lastKey.set(key, Math.max(lastKey.get(key) ?? 0, start.at));
+    lastTenant.set(start.tenantId, Math.max(lastTenant.get(start.tenantId) ?? 0, start.at));
+  }
+  let turn = Number.MAX_SAFE_INTEGER / 2;
+  const lanes = snapshot.lanes
+    .filter((lane) => tenants.has(lane.tenantId))
+    .map((lane) => ({ lane, left: lane.held, picked: 0 }));
+  while (room > 0) {
+    const open = lanes.filter((l) => l.left > 0 && underLimit(tenants.get(l.lane.tenantId)));
+    if (open.length === 0) break;
+    const band = Math.max(...open.map((l) => l.lane.priority));
+    const inBand = open.filter((l) => l.lane.priority === band);
+    // Where the tenant would stand with one more: (n + 1) / weight, the next job's virtual
+    // finish in weighted fair queuing. n / weight would tie a light tenant with a heavy one
+    // at every turn and hand the tie to the lighter (measured: 1:2:4 ran as 2:2:4).
+    const share = (l: (typeof inBand)[number]) => {
+      const tenant = tenants.get(l.lane.tenantId);
+      return tenant ? (tenant.onModel + 1) / tenant.weight : 0;
+    };
+    const tenantLane = minBy(inBand, share, (l) => lastTenant.get(l.lane.tenantId) ?? 0);
+    const ownLanes = inBand.filter((l) => l.lane.tenantId === tenantLane.lane.tenantId);
+    const chosen = minBy(
+      ownLanes,
+      (l) => keyActive.get(keyOf(l.lane)) ?? 0,
+      (l) => lastKey.get(keyOf(l.lane)) ?? 0,
+    );
+    // Picked now: later than any start, for the ties of the rest of this pass.
+    turn++;
+    lastTenant.set(chosen.lane.tenantId, turn);
+    lastKey.set(keyOf(chosen.lane), turn);
+    chosen.left--;
+    chosen.picked++;
+    keyActive.set(keyOf(chosen.lane), (keyActive.get(keyOf(chosen.lane)) ?? 0) + 1);
+    const tenant = tenants.get(chosen.lane.tenantId);
+    if (tenant) {
+      tenant.onModel++;
+      tenant.total++;
+    }
+    room--;
+  }
+  return lanes
+    .filter((l) => l.picked > 0)
+    .map((l) => ({
+      priority: l.lane.priority,
+      tenantId: l.lane.tenantId,
+      fairnessKey: l.lane.fairnessKey,
+      count: l.picked,
+      maxActive: tenants.get(l.lane.tenantId)?.max ?? 0,
+    }));
+}
+
+const underLimit = (tenant: { total: number; max: number } | undefined) =>
+  tenant !== undefined && tenant.total < tenant.max;
+
+const laneKey = (tenantId: string, fairnessKey: string | null) =>
+  `${tenantId}\u0000${fairnessKey ?? ""}`;
+const keyOf = (lane: HeldLane) => laneKey(lane.tenantId, lane.fairnessKey);
+
+/**
+ * The item with the lowest `score`; ties go to the lowest `last` (served least recently),
+ * then to the lane whose oldest job is oldest.
+ */
+function minBy<T extends { lane: HeldLane }>(
+  items: T[],
+  score: (item: T) => number,
+  last: (item: T) => number,
+): T {
+  let best = items[0] as T;
+  for (const item of items.slice(1)) {
+    const [a, b] = [score(item), score(best)];
+    const [la, lb] = [last(item), last(best)];
+    if (a < b || (a === b && (la < lb || (la === lb && item.lane.oldestId < best.lane.oldestId))))
+      best = item;
+  }
+  return best;
+}

@@ -1,0 +1,44 @@
+import type { QueueMessage } from "../../shared/protocol/index.ts";
+import type { Gateway } from "../context.ts";
+import type { JobRow } from "../store/job-rows.ts";
+
+export function queueMessageOf(row: JobRow): QueueMessage {
+  return {
+    v: 1,
+    id: row.id,
+    model: row.model,
+    priority: row.priority,
+    attempt: row.attempt,
+    deadline: new Date(row.expires_at).toISOString(),
+    ...(row.traceparent ? { traceparent: row.traceparent } : {}),
+  };
+}
+
+/**
+ * Publishes a committed job. A failure here loses nothing: the job stays unpublished and
+ * the sweeper's outbox pass publishes it again.
+ *
+ * With `markInBackground` the answer does not wait for the published mark: a submit's 202
+ * only needs the commit and the broker's confirm. A mark that never lands means at worst
+ * one extra copy of the message from the outbox, which agents already tolerate (a claim of
+ * a job that is no longer queued is refused).
+ */
+export async function publishJob(
+  gateway: Gateway,
+  row: JobRow,
+  options: { markInBackground?: boolean } = {},
+): Promise<boolean> {
+  try {
+    await gateway.queue.publish(queueMessageOf(row));
+    const marked = gateway.stores.jobs.markPublished(row.id, gateway.now());
+    if (options.markInBackground) gateway.background(marked);
+    else await marked;
+    return true;
+  } catch (error) {
+    gateway.log.error(
+      { job_id: row.id, err: String(error) },
+      "publish failed; the sweeper will retry",
+    );
+    return false;
+  }
+}

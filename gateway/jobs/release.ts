@@ -1,0 +1,114 @@
+import type { Gateway } from "../context.ts";
+import { storedLimits } from "../store/tenants.ts";
+import { pickReleases } from "./fair-order.ts";
+import { publishJob } from "./publish.ts";
+
+/**
+ * The fair release (issue 26). A committed job is held in the store; only a bounded window
+ * of each model's jobs is in the broker at a time, released in fair order
+ * (gateway/jobs/fair-order.ts), so a tenant that arrives behind another's backlog waits
+ * behind at most the window, not the backlog, and no tenant runs past `max_running_jobs`.
+ * Every transport gets the same order: the broker only ever holds what agents are about to
+ * take.
+ *
+ * A pass starts after a submit commits (the submit answers without waiting for it: the
+ * commit is what makes the job durable), after a job leaves `queued` or `running` (a claim frees room in the window, an end frees a place
+ * under the tenant's limit), and on every sweep. The store marks the picks released in the
+ * same pass that chooses them (gateway/store/job-release.ts); a gateway that dies after the
+ * mark and before the publish leaves released, unpublished jobs, which any gateway's outbox
+ * sweep publishes.
+ *
+ * Passes of one model on one gateway do not overlap: a pass asked for while one runs is
+ * run once after it and a short linger, for every caller that asked meanwhile (they all
+ * wait for that one), so a burst of submits, claims and ends costs a pass or two, not one
+ * each. The first pass on an idle model starts at once: a lone tenant's job goes out now.
+ */
+export function releaseModel(gateway: Gateway, model: string): Promise<number> {
+  // Workers: a promise one request's I/O settles cannot be awaited by another request.
+  if (gateway.isolatedRequests) return releasePass(gateway, model);
+  let byModel = passes.get(gateway.notifier);
+  if (!byModel) {
+    byModel = new Map();
+    passes.set(gateway.notifier, byModel);
+  }
+  const table = byModel;
+  const lane = table.get(model) ?? { running: null, next: null };
+  table.set(model, lane);
+  if (lane.next) return lane.next;
+  const start = (): Promise<number> => {
+    const run = releasePass(gateway, model).finally(() => {
+      if (lane.running === run) lane.running = null;
+    });
+    lane.running = run;
+    return run;
+  };
+  if (!lane.running) return start();
+  const next = lane.running
+    .catch(() => 0)
+    // A burst (a flood of submits, an agent's batch of claims and reports) is one pass: it
+    // reads the model's held jobs once, not once per job.
+    .then(() => new Promise((resolve) => setTimeout(resolve, RELEASE_LINGER_MS)))
+    .then(() => {
+      lane.next = null;
+      return start();
+    });
+  lane.next = next;
+  return next;
+}
+
+/** How long a pass asked for while one runs waits for more askers before it starts. */
+const RELEASE_LINGER_MS = 25;
+
+type Lane = { running: Promise<number> | null; next: Promise<number> | null };
+// Keyed by the notifier, which every per-request copy of a gateway shares (queue-position.ts).
+const passes = new WeakMap<object, Map<string, Lane>>();
+
+/** Starts a pass in the background: a job left the window or the tenant's running count. */
+export function kickRelease(gateway: Gateway, model: string): void {
+  gateway.background(releaseSoon(gateway, model));
+}
+
+/** One pass: picks, marks and publishes; returns how many jobs it released. */
+async function releasePass(gateway: Gateway, model: string): Promise<number> {
+  // A paused model is released as any other: agents' claims of its window are refused and
+  // those jobs wait unpublished until the resume (model-switches.ts), which leaves the
+  // window full, so the rest of its jobs wait held.
+  const window = gateway.config.releaseWindow;
+  const released = await gateway.stores.jobs.releaseJobs(
+    model,
+    window,
+    (snapshot) =>
+      pickReleases(snapshot, window, (tenantId) => {
+        const row = snapshot.tenants.get(tenantId);
+        return storedLimits(row ?? { plan: "free", limits: null });
+      }),
+    gateway.now(),
+  );
+  // A failed publish leaves the job released and unpublished: the outbox sweep retries it.
+  // In the pass's order: a tenant's jobs of one band must reach the agents oldest first. A
+  // queue that keeps the order of publishes made together gets them all at once (one broker
+  // round trip for the pass, not one per job: a confirm each capped a tenant alone at a
+  // window per few round trips); any other (the sql queue on a Postgres pool would store
+  // them as they land) one after another.
+  const publish = (row: (typeof released)[number]) =>
+    publishJob(gateway, row, { markInBackground: true });
+  if (gateway.queue.publishesInOrder) await Promise.all(released.map(publish));
+  else for (const row of released) await publish(row);
+  return released.length;
+}
+
+/** `releaseModel`, awaited by a caller whose answer must not fail with it: logged instead. */
+export async function releaseSoon(gateway: Gateway, model: string): Promise<void> {
+  await releaseModel(gateway, model).catch((error: unknown) => {
+    gateway.log.warn({ model, err: String(error) }, "release pass failed; the sweep retries");
+  });
+}
+
+/** The sweep's pass over every model with held jobs (a missed or failed pass is caught up). */
+export async function releaseHeld(gateway: Gateway, limit: number): Promise<number> {
+  let released = 0;
+  for (const model of await gateway.stores.jobs.heldModels(limit)) {
+    released += await releaseModel(gateway, model);
+  }
+  return released;
+}

@@ -1,0 +1,140 @@
+import type { WaitingReason } from "../../shared/protocol/index.ts";
+import { registeredModels } from "../agents/reports.ts";
+import { agentState } from "../agents/view.ts";
+import type { Gateway } from "../context.ts";
+import type { JobRow } from "../store/job-rows.ts";
+import { storedLimits } from "../store/tenants.ts";
+import { pausedModels } from "./model-switches.ts";
+import { sharedReadings } from "./shared-readings.ts";
+
+/** The most agents read to judge a model's fleet (as model-state.ts). */
+const AGENTS_READ = 500;
+
+/** Who serves a model: registered agents that are live, and those that are not. */
+interface Fleet {
+  live: number;
+  down: number;
+  /** Why the first agent that is not live is not (gone, draining, revoked…). */
+  downReason: string | null;
+}
+
+/** The fleet per model, read once per period for every reader (shared-readings.ts). */
+const fleets = sharedReadings<Fleet>({ periodMs: (gateway) => gateway.config.queueDepthCacheMs });
+
+async function readFleet(gateway: Gateway, model: string): Promise<Fleet> {
+  const now = gateway.now();
+  const rows = await gateway.stores.agents.list({ limit: AGENTS_READ });
+  const fleet: Fleet = { live: 0, down: 0, downReason: null };
+  for (const row of rows) {
+    if (row.registered_at === null || !registeredModels(row).includes(model)) continue;
+    const { state, reason } = agentState(row, { jobsRunning: 0, waitingByModel: new Map() }, now);
+    if (state === "gone" || state === "revoked" || state === "draining") {
+      fleet.down++;
+      fleet.downReason ??= `${row.name}: ${reason}`;
+    } else fleet.live++;
+  }
+  return fleet;
+}
+
+/** What of a queued job its reason depends on. */
+export type WaitingSubject = Pick<
+  JobRow,
+  "model" | "tenant_id" | "attempt" | "error" | "released_at"
+>;
+
+export interface Waiting {
+  waiting_reason: WaitingReason;
+  waiting_detail: string;
+}
+
+/** A tenant's `max_running_jobs` and its running and released jobs now. */
+type TenantLoad = { max: number | null; active: number };
+
+/**
+ * Per tenant, read once for a whole listing page (one tenant's jobs): `waitingOf` of each
+ * held row would otherwise read the tenant and count its active jobs again.
+ */
+export type TenantLoads = Map<string, Promise<TenantLoad>>;
+
+async function readTenantLoad(gateway: Gateway, tenantId: string): Promise<TenantLoad> {
+  const [tenant, active] = await Promise.all([
+    gateway.stores.tenants.byId(tenantId),
+    gateway.stores.jobs.activeCount(tenantId),
+  ]);
+  return { max: tenant ? storedLimits(tenant).max_running_jobs : null, active };
+}
+
+/**
+ * Why a queued job has not started, from the store alone, first cause first: the model
+ * paused; a retry's backoff; the tenant at `max_running_jobs`; no live agent for the model
+ * (none registered it, or those that did are gone or draining); jobs ahead of it
+ * (`ahead`, the jobs an agent takes before it, as `queue_position` counts them); else every
+ * slot busy.
+ */
+export async function waitingOf(
+  gateway: Gateway,
+  row: WaitingSubject,
+  ahead: number,
+  loads: TenantLoads = new Map(),
+): Promise<Waiting> {
+  const paused = (await pausedModels(gateway)).get(row.model);
+  if (paused) {
+    const why = paused.reason ? `: ${paused.reason}` : "";
+    return reason("model_paused", `The operator paused model ${row.model}${why}.`);
+  }
+  if (row.attempt > 0 && row.error !== null && row.released_at !== null) {
+    const code = errorCode(row.error);
+    return reason(
+      "delayed",
+      `Attempt ${row.attempt} failed${code ? ` (${code})` : ""}; the queue retries it after its backoff.`,
+    );
+  }
+  if (row.released_at === null) {
+    let load = loads.get(row.tenant_id);
+    if (!load) {
+      load = readTenantLoad(gateway, row.tenant_id);
+      loads.set(row.tenant_id, load);
+    }
+    const { max, active } = await load;
+    if (max !== null && active >= max) {
+      return reason(
+        "tenant_concurrency_limit",
+        `${active} of your jobs are running or about to start (your max_running_jobs is ${max}); this one starts when one of them ends.`,
+      );
+    }
+  }
+  const fleet = await fleets.get(gateway, row.model, () => readFleet(gateway, row.model));
+  if (fleet.live === 0 && fleet.down === 0) {
+    return reason("no_agent_for_model", `No live agent serves model ${row.model}.`);
+  }
+  if (fleet.live === 0) {
+    return reason(
+      "agents_unhealthy",
+      `The ${fleet.down} agent${fleet.down === 1 ? "" : "s"} serving ${row.model} ${fleet.down === 1 ? "is" : "are"} not taking jobs (${fleet.downReason}).`,
+    );
+  }
+  if (ahead > 0) {
+    return reason(
+      "behind_jobs",
+      `${ahead} job${ahead === 1 ? "" : "s"} of model ${row.model} ${ahead === 1 ? "is" : "are"} ahead of it (higher priority first, then in fair turn by tenant).`,
+    );
+  }
+  return reason(
+    "agents_busy",
+    `It is next; every slot of the ${fleet.live} agent${fleet.live === 1 ? "" : "s"} serving ${row.model} is busy.`,
+  );
+}
+
+const reason = (waiting_reason: WaitingReason, waiting_detail: string): Waiting => ({
+  waiting_reason,
+  waiting_detail,
+});
+
+function errorCode(stored: string): string | null {
+  try {
+    const parsed = JSON.parse(stored) as { code?: unknown };
+    return typeof parsed.code === "string" ? parsed.code : null;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,187 @@
+import { Counter, Gauge, Histogram, type Metric, Registry } from "prom-client";
+import { JobStatus } from "../../../shared/protocol/job.ts";
+import type { Gateway, SubmitPhase } from "../../context.ts";
+import {
+  RETENTION_FAILURE_REASONS,
+  RETENTION_KINDS,
+  retentionStats,
+} from "../../sweep/retention/stats.ts";
+
+/**
+ * The gateway's Prometheus metric names (Node only: prom-client needs Node). The Grafana
+ * dashboard's test checks every panel against this list.
+ */
+export const GATEWAY_METRIC_NAMES = [
+  "gantry_gateway_jobs",
+  "gantry_gateway_queue_depth",
+  "gantry_gateway_webhook_deliveries",
+  "gantry_gateway_submit_phase_seconds",
+] as const;
+
+/** What a webhook delivery row's `state` can be; zero-filled so a panel never has gaps. */
+const DELIVERY_STATES = ["pending", "delivered", "failed", "skipped"] as const;
+
+export interface GatewayMetrics {
+  registry: Registry;
+  /** Answers `GET /metrics`: the Prometheus text format, collected now. */
+  handler(): Promise<Response>;
+}
+
+type MetricsSource = Pick<Gateway, "stores" | "queue" | "models" | "log" | "feed">;
+
+/**
+ * Gauges read from the job store and the queue when Prometheus scrapes, never between
+ * scrapes: the database and the broker are the truth, shared by every gateway replica, so
+ * each replica reports the same figures and nothing drifts from counting events in memory.
+ * A source that fails is logged and left out of that scrape rather than failing all of it.
+ */
+export function createGatewayMetrics(
+  gateway: MetricsSource,
+  /** Metrics made before the gateway existed (submitPhases). */
+  made: Metric[] = [],
+): GatewayMetrics {
+  const registry = new Registry();
+  const registers = [registry];
+  for (const metric of made) registry.registerMetric(metric);
+  const warn = (what: string, error: unknown) =>
+    gateway.log.warn({ err: String(error) }, `metrics: could not read ${what}`);
+
+  new Gauge({
+    name: "gantry_gateway_jobs",
+    help: "Jobs in the job store, by state.",
+    labelNames: ["state"],
+    registers,
+    async collect() {
+      this.reset();
+      try {
+        const counts = await gateway.stores.jobs.countsByStatus();
+        for (const state of JobStatus.options) this.set({ state }, 0);
+        for (const [state, count] of counts) this.set({ state }, count);
+      } catch (error) {
+        warn("job counts", error);
+      }
+    },
+  });
+
+  new Gauge({
+    name: "gantry_gateway_queue_depth",
+    help: "Messages in each model's queue: ready, unacked (delivered, not settled), delayed, dead.",
+    labelNames: ["model", "state"],
+    registers,
+    async collect() {
+      this.reset();
+      // One call per served model: least-privilege queue credentials may not list queues.
+      await Promise.all(
+        [...gateway.models.keys()].map(async (model) => {
+          try {
+            const depth = await gateway.queue.depth(model);
+            this.set({ model, state: "ready" }, depth.ready);
+            this.set({ model, state: "unacked" }, depth.inFlight);
+            this.set({ model, state: "delayed" }, depth.delayed);
+            this.set({ model, state: "dead" }, depth.dead);
+          } catch (error) {
+            warn(`queue depth of ${model}`, error);
+          }
+        }),
+      );
+    },
+  });
+
+  new Gauge({
+    name: "gantry_gateway_webhook_deliveries",
+    help: "Webhook deliveries recorded, by outcome (pending, delivered, failed, skipped).",
+    labelNames: ["outcome"],
+    registers,
+    async collect() {
+      this.reset();
+      try {
+        const counts = await gateway.stores.webhooks.countsByState();
+        for (const outcome of DELIVERY_STATES) this.set({ outcome }, 0);
+        for (const [outcome, count] of counts) this.set({ outcome }, count);
+      } catch (error) {
+        warn("webhook deliveries", error);
+      }
+    },
+  });
+
+  // The event streams are this process's own: each replica reports its streams.
+  new Gauge({
+    name: "gantry_gateway_event_streams",
+    help: "GET /v1/events streams open on this gateway.",
+    registers,
+    collect() {
+      this.set(gateway.feed.stats.openStreams);
+    },
+  });
+  for (const [name, help, read] of [
+    ["events_sent", "Events written to closed GET /v1/events streams.", "eventsSent"],
+    ["event_resumes", "GET /v1/events streams opened with Last-Event-ID.", "resumes"],
+    ["event_streams_dropped", "Streams closed for falling too far behind.", "dropped"],
+    ["event_feed_reads", "Store reads by the per-tenant event readers.", "reads"],
+  ] as const) {
+    new Counter({
+      name: `gantry_gateway_${name}_total`,
+      help,
+      registers,
+      collect() {
+        this.reset();
+        this.inc(gateway.feed.stats[read]);
+      },
+    });
+  }
+
+  // Retention's work is counted by the gateway that did it (retention/stats.ts).
+  const retention = retentionStats(gateway);
+  for (const [name, help, read] of [
+    ["rows", "Rows retention deleted or cleared, by kind.", retention.rows],
+    ["bytes", "Blob bytes retention deleted, by kind.", retention.bytes],
+  ] as const) {
+    new Counter({
+      name: `gantry_gateway_retention_${name}_removed_total`,
+      help,
+      labelNames: ["kind"],
+      registers,
+      collect() {
+        this.reset();
+        for (const kind of RETENTION_KINDS) this.inc({ kind }, read[kind]);
+      },
+    });
+  }
+  new Counter({
+    name: "gantry_gateway_retention_failures_total",
+    help: "Deletes retention could not do, by reason; their rows were kept and are retried later, with backoff.",
+    labelNames: ["reason"],
+    registers,
+    collect() {
+      this.reset();
+      for (const reason of RETENTION_FAILURE_REASONS)
+        this.inc({ reason }, retention.failed[reason]);
+    },
+  });
+
+  return {
+    registry,
+    async handler() {
+      const body = await registry.metrics();
+      return new Response(body, { headers: { "content-type": registry.contentType } });
+    },
+  };
+}
+
+/**
+ * Where an accepted `POST /v1/jobs` spends its time (the gateway's `observeSubmit`), by
+ * phase. Made before the gateway, which takes `observe`; handed to createGatewayMetrics.
+ */
+export function submitPhases(): {
+  metric: Histogram<"phase">;
+  observe(phase: SubmitPhase, seconds: number): void;
+} {
+  const metric = new Histogram({
+    name: "gantry_gateway_submit_phase_seconds",
+    help: "Time an accepted POST /v1/jobs spent in each phase: checks, commit (the group commit it rode in), publish (the queue's confirm).",
+    labelNames: ["phase"],
+    buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [],
+  });
+  return { metric, observe: (phase, seconds) => metric.observe({ phase }, seconds) };
+}

@@ -1,0 +1,191 @@
+import { upgradeWebSocket } from "@hono/node-server";
+import type { Hono } from "hono";
+import { Hono as HonoApp } from "hono";
+import { WebSocketServer } from "ws";
+import { HttpProblem } from "../../../shared/errors.ts";
+import {
+  AGENT_SESSION_PATH,
+  AgentSessionMessage,
+  MAX_SESSION_CALLS,
+  type SessionAnswer,
+  type SessionCall,
+} from "../../../shared/protocol/agent-session.ts";
+import { sessionEnv } from "../../agents/middleware.ts";
+import { agentRefusal, verifyAgentRequest } from "../../agents/verify.ts";
+import type { Gateway } from "../../context.ts";
+import type { AppEnv } from "../../env.ts";
+import type { AgentRow } from "../../store/agents.ts";
+
+/**
+ * Agent sessions on the Node gateway (shared/protocol/agent-session.ts): the upgrade request
+ * is verified as any signed agent request (one nonce per session), then each call is
+ * dispatched to the app's own internal route with the session's agent, so a session call
+ * and a signed HTTP request run the same code; only the signature and its nonce row go.
+ * Calls run concurrently, up to MAX_SESSION_CALLS a session; a call cut by the session's
+ * end is aborted (a waiting take stops waiting).
+ */
+export interface AgentSessions {
+  /** For `serve({ websocket: { server } })`. */
+  readonly server: WebSocketServer;
+  /** Whether a request is a session upgrade, for this handler rather than the app. */
+  handles(request: Request): boolean;
+  fetch(request: Request, env: unknown): Response | Promise<Response>;
+  /** Calls the gateway's app once it is built (it needs the listening server's URL). */
+  attach(gateway: Gateway, app: Hono<AppEnv>): void;
+  /** Ends every session (the agents reconnect, to this gateway's successor). */
+  closeAll(): void;
+  /** An in-process agent's calls, dispatched as a session's (NodeGateway.agentFetch). */
+  agentFetch(agentId: string): typeof fetch;
+}
+
+const OPEN = 1;
+
+export function agentSessions(): AgentSessions {
+  const server = new WebSocketServer({ noServer: true, perMessageDeflate: false });
+  let attached: { gateway: Gateway; app: Hono<AppEnv> } | null = null;
+  const routes = new HonoApp<{ Variables: { agent: AgentRow } }>().get(
+    AGENT_SESSION_PATH,
+    async (c, next) => {
+      if (!attached) return c.body(null, 503);
+      const { gateway } = attached;
+      try {
+        const agent = await verifyAgentRequest(
+          gateway.stores.agents,
+          {
+            method: "GET",
+            path: c.req.path,
+            header: (name) => c.req.header(name),
+            body: new Uint8Array(),
+          },
+          gateway.now(),
+          gateway.agentCrypto,
+          gateway.agentRows,
+        );
+        c.set("agent", agent);
+      } catch (error) {
+        if (!(error instanceof HttpProblem)) throw error;
+        gateway.log.warn({ code: error.code }, "agent session refused");
+        // The handshake's refusal has no body: the code travels in a header.
+        const headers = { "gantry-refusal": error.code };
+        return new Response(null, { status: error.status, headers });
+      }
+      return next();
+    },
+    upgradeWebSocket((c) => {
+      const agentId = c.get("agent").id;
+      let session: ReturnType<typeof openSession> | null = null;
+      return {
+        onOpen: (_event, ws) => {
+          if (attached) session = openSession(attached, agentId, (reply) => ws.send(reply), ws);
+        },
+        onMessage: (event, ws) => {
+          if (typeof event.data !== "string") return ws.close(1003, "text messages only");
+          session?.receive(event.data);
+        },
+        onClose: () => session?.end(),
+      };
+    }),
+  );
+
+  return {
+    server,
+    handles: (request) =>
+      request.headers.get("upgrade")?.toLowerCase() === "websocket" &&
+      new URL(request.url).pathname === AGENT_SESSION_PATH,
+    fetch: (request, env) => routes.fetch(request, env),
+    attach(gateway, app) {
+      attached = { gateway, app };
+    },
+    closeAll() {
+      for (const client of server.clients) client.close(1001, "gateway stopping");
+    },
+    agentFetch(agentId) {
+      let env: object | null = null;
+      return async (input, init) => {
+        if (!attached) return new Response("starting", { status: 503 });
+        env ??= agentEnv(attached.gateway, agentId);
+        return attached.app.fetch(new Request(input, init), env);
+      };
+    },
+  };
+}
+
+/**
+ * What a session's calls run with: its agent, read through the gateway's short cache so a
+ * revocation or a new registration shows.
+ */
+function agentEnv(gateway: Gateway, agentId: string): object {
+  return sessionEnv(async () => {
+    const row = gateway.agentRows.get(agentId) ?? (await gateway.stores.agents.byId(agentId));
+    if (!row) throw agentRefusal("unknown_agent", `No agent ${agentId}.`);
+    if (row.revoked_at !== null) {
+      throw agentRefusal("agent_revoked", `Agent ${agentId} was revoked; it may make no requests.`);
+    }
+    gateway.agentRows.set(agentId, row);
+    return row;
+  });
+}
+
+function openSession(
+  { gateway, app }: { gateway: Gateway; app: Hono<AppEnv> },
+  agentId: string,
+  send: (text: string) => void,
+  ws: { readonly readyState: number; close(code?: number, reason?: string): void },
+) {
+  const env = agentEnv(gateway, agentId);
+  const calls = new Map<number, AbortController>();
+  gateway.log.info({ agent_id: agentId }, "agent session opened");
+
+  const answer = (call: SessionCall, status: number, body: unknown) => {
+    calls.delete(call.id);
+    if (ws.readyState !== OPEN) return;
+    send(
+      JSON.stringify({ v: 1, type: "answer", id: call.id, status, body } satisfies SessionAnswer),
+    );
+  };
+
+  const run = async (call: SessionCall, signal: AbortSignal) => {
+    const response = await app.fetch(
+      new Request(`http://session${call.path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json" },
+        body: JSON.stringify(call.body ?? null),
+        signal,
+      }),
+      env,
+    );
+    const text = await response.text();
+    answer(call, response.status, text ? JSON.parse(text) : null);
+  };
+
+  return {
+    receive(text: string) {
+      let message: AgentSessionMessage;
+      try {
+        message = AgentSessionMessage.parse(JSON.parse(text));
+      } catch {
+        ws.close(1007, "not a session message");
+        return;
+      }
+      if (message.type === "cancel") {
+        calls.get(message.id)?.abort();
+        return;
+      }
+      if (calls.size >= MAX_SESSION_CALLS || calls.has(message.id)) {
+        const problem = { code: "too_many_calls", detail: "Wait for answers before calling more." };
+        return answer(message, 429, problem);
+      }
+      const controller = new AbortController();
+      calls.set(message.id, controller);
+      run(message, controller.signal).catch((error: unknown) => {
+        gateway.log.error({ err: String(error), path: message.path }, "session call failed");
+        answer(message, 500, { code: "internal_error" });
+      });
+    },
+    end() {
+      for (const controller of calls.values()) controller.abort();
+      calls.clear();
+      gateway.log.info({ agent_id: agentId }, "agent session closed");
+    },
+  };
+}

@@ -1,0 +1,241 @@
+import type { Logger } from "pino";
+import type { JobError } from "../../shared/protocol/error.ts";
+import type { Delivery } from "../../shared/queue/port.ts";
+import type { Tracer } from "../../shared/tracing/tracer.ts";
+import type { WaitBackoffOptions } from "../backoff.ts";
+import { type GatewayClient, GatewayError } from "../gateway/client.ts";
+import type { JobProgressSink } from "../heartbeat/job-lease.ts";
+import type { RunnerPool } from "../runner/pool.ts";
+import type { TransferOptions } from "../transfer/files.ts";
+import { runAttempt } from "./attempt.ts";
+import { HoldEnded, untilGatewayAnswers } from "./hold.ts";
+import { InFlightJob } from "./in-flight.ts";
+import { PoisonTracker } from "./poison.ts";
+import { type ReportUsage, usageAttributes, usageFields } from "./report-usage.ts";
+import type { HeldCall, SettleOutcome, SupervisorEvent } from "./types.ts";
+
+export interface DeliveriesOptions {
+  gateway: GatewayClient;
+  pool: RunnerPool;
+  transfer: TransferOptions;
+  logger: Logger;
+  maxAttempts: number;
+  retryDelay(attempt: number): number;
+  poisonCrashes?: number | undefined;
+  gatewayBackoff?: WaitBackoffOptions | undefined;
+  emit(event: SupervisorEvent): void;
+  /** Whether the supervisor still takes work; a delivery handed over in the drain goes back. */
+  taking(): boolean;
+  /** Where a claimed job's progress goes (its heartbeats), once they run. */
+  progressOf(job: InFlightJob): JobProgressSink | undefined;
+  /** Spans of each job's run (OpenTelemetry when OTEL_EXPORTER_OTLP_ENDPOINT is set). */
+  tracer?: Tracer | undefined;
+}
+
+/**
+ * The deliveries the agent holds and what becomes of each: claim → download inputs → run →
+ * upload artifacts → report (the output travels in it) → settle. The message is settled (ack,
+ * retry, dead-letter) only after the gateway recorded the outcome, so a crash anywhere means
+ * redelivery, never a lost job.
+ */
+export class Deliveries {
+  readonly #jobs = new Map<Delivery, InFlightJob>();
+  readonly #idleWaiters: (() => void)[] = [];
+  readonly #poison: PoisonTracker;
+
+  constructor(private readonly options: DeliveriesOptions) {
+    this.#poison = new PoisonTracker({ crashes: options.poisonCrashes });
+  }
+
+  get size(): number {
+    return this.#jobs.size;
+  }
+
+  jobs(): IterableIterator<InFlightJob> {
+    return this.#jobs.values();
+  }
+
+  /** Resolves once nothing is in flight. */
+  whenIdle(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      if (this.#jobs.size === 0) resolve();
+      else this.#idleWaiters.push(resolve);
+    });
+  }
+
+  /**
+   * The queue consumer's handler. Resolves when the message is settled, not when the run
+   * ends (see `InFlightJob.done`).
+   */
+  handle(delivery: Delivery): Promise<void> {
+    const job = new InFlightJob(delivery, this.options.logger, this.options.tracer);
+    this.#jobs.set(delivery, job);
+    job.log.info("delivery received");
+    // Fetched by the consumer as the drain began: back to the queue without a claim.
+    if (!this.options.taking()) {
+      void this.release(job);
+      return job.done;
+    }
+    this.#run(job).catch((cause) => {
+      if (job.settled) return;
+      if (cause instanceof HoldEnded) return job.leaseLost ? this.#leaseLost(job) : undefined;
+      if (cause instanceof GatewayError) return this.#retryLater(job, cause);
+      job.log.error({ err: cause }, "unexpected failure handling the job");
+      const error: JobError = { type: "transient", code: "agent_error", message: String(cause) };
+      return this.#settle(job, "retried", error, () =>
+        job.delivery.retry(this.options.retryDelay(job.attempt), error),
+      );
+    });
+    return job.done;
+  }
+
+  /** The queue says the lease is gone: a job waiting for a runner leaves the line, a held one stops retrying. */
+  loseLease(delivery: Delivery): void {
+    this.#jobs.get(delivery)?.loseLease();
+  }
+
+  /** Tells the gateway (if it had claimed the job) and requeues at once for another agent. */
+  async release(job: InFlightJob): Promise<void> {
+    if (!job.release()) return;
+    const error: JobError = {
+      type: "transient",
+      code: "agent_draining",
+      message: "the agent shut down before the job finished",
+    };
+    if (job.claimed) await this.#reportReleased(job);
+    await this.#settle(job, "released", error, () => job.delivery.retry(0, error));
+  }
+
+  async #run(job: InFlightJob): Promise<void> {
+    const { gateway, emit } = this.options;
+    const claimed = await this.#hold(job, "claim", () => gateway.claim(job.jobId, job.attempt));
+    if (!claimed.ok) {
+      job.log.info({ code: claimed.code, detail: claimed.detail }, "claim refused; not running");
+      return this.#settle(job, "refused", null, () => job.delivery.ack());
+    }
+    const createdAt = claimed.claim.job.created_at;
+    emit({ type: "claimed", jobId: job.jobId, attempt: job.attempt, createdAt });
+    // Released while the claim was in flight: not ours to run now; tell the gateway.
+    if (!job.claim()) return this.#reportReleased(job);
+    const progress = this.options.progressOf(job);
+    const result = await runAttempt({
+      jobId: job.jobId,
+      attempt: job.attempt,
+      claim: claimed.claim,
+      pool: this.options.pool,
+      transfer: this.options.transfer,
+      onPhase(phase, detail) {
+        job.enter(phase);
+        if (phase !== "running" || !detail) return;
+        job.trace.annotate({ "gantry.runner": detail.runner, "gantry.batch_size": detail.batch });
+        job.log.info(detail, "running");
+        emit({ type: "running", jobId: job.jobId, attempt: job.attempt, ...detail });
+      },
+      isReleased: () => job.released,
+      signal: job.abort.signal,
+      ...(progress && { progress }),
+    });
+    if (job.released) return;
+    // Lease lost: a failure (a withdrawal) is the new delivery's; a result is still reported.
+    if (job.leaseLost && !result.ok) return this.#leaseLost(job);
+    const usage = usageFields(result.usage);
+    job.trace.used(usageAttributes(usage));
+    if (!result.ok) return this.#fail(job, this.#poison.judge(job.jobId, result.error), usage);
+    this.#poison.forget(job.jobId);
+    job.enter("reporting");
+    const report = {
+      type: "succeeded" as const,
+      attempt: job.attempt,
+      output: result.output,
+      ...usage,
+    };
+    await this.#hold(job, "report", () => gateway.report(job.jobId, report));
+    await this.#settle(job, "succeeded", null, () => job.delivery.ack());
+  }
+
+  async #fail(job: InFlightJob, error: JobError, usage: ReportUsage = {}): Promise<void> {
+    const willRetry = error.type === "transient" && job.attempt < this.options.maxAttempts;
+    job.log.warn(
+      { error_code: error.code, error_type: error.type, will_retry: willRetry },
+      error.message,
+    );
+    job.enter("reporting");
+    const report = {
+      type: "failed" as const,
+      attempt: job.attempt,
+      error,
+      will_retry: willRetry,
+      ...usage,
+    };
+    await this.#hold(job, "report", () => this.options.gateway.report(job.jobId, report));
+    if (willRetry) {
+      return this.#settle(job, "retried", error, () =>
+        job.delivery.retry(this.options.retryDelay(job.attempt), error),
+      );
+    }
+    return this.#settle(job, "dead-lettered", error, () => job.delivery.deadLetter(error));
+  }
+
+  #hold<T>(job: InFlightJob, call: HeldCall, work: () => Promise<T>): Promise<T> {
+    const { emit, gatewayBackoff } = this.options;
+    return untilGatewayAnswers(job, call, work, { emit, backoff: gatewayBackoff });
+  }
+
+  /**
+   * The gateway refused or garbled a call (an unreachable one is waited out: hold.ts);
+   * another delivery will redo the work and tell it.
+   */
+  #retryLater(job: InFlightJob, cause: GatewayError): Promise<void> {
+    const error: JobError = { type: "transient", code: cause.code, message: cause.message };
+    job.log.warn({ err: cause }, "gateway call failed; leaving the job to another delivery");
+    return this.#settle(job, "retried", error, () =>
+      job.delivery.retry(this.options.retryDelay(job.attempt), error),
+    );
+  }
+
+  /** Another delivery owns the job now: nothing to tell the queue, nothing to run. */
+  #leaseLost(job: InFlightJob): Promise<void> {
+    return this.#settle(job, "lease-lost", null, async () => {});
+  }
+
+  #reportReleased(job: InFlightJob): Promise<void> {
+    const released = {
+      type: "released" as const,
+      attempt: job.attempt,
+      reason: "agent shutting down",
+    };
+    return this.options.gateway.report(job.jobId, released).then(
+      () => {},
+      (cause) => job.log.warn({ err: cause }, "could not report the release"),
+    );
+  }
+
+  /** Settles once: whichever of the normal path and the drain deadline comes first wins. */
+  async #settle(
+    job: InFlightJob,
+    outcome: SettleOutcome,
+    error: JobError | null,
+    action: () => Promise<unknown>,
+  ): Promise<void> {
+    if (!job.settle(outcome)) return;
+    let final = outcome;
+    try {
+      const result = await action();
+      if (result === "dead-lettered") final = "dead-lettered";
+    } catch (cause) {
+      // The lease runs out and the queue delivers the job again: nothing is lost.
+      job.log.error({ err: cause }, "could not settle the message; it will be redelivered");
+    }
+    job.log.info({ outcome: final, error_code: error?.code }, `job ${final}`);
+    this.#jobs.delete(job.delivery);
+    job.leave();
+    this.options.emit({
+      type: "settled",
+      jobId: job.jobId,
+      attempt: job.attempt,
+      outcome: final,
+      error,
+    });
+    if (this.#jobs.size === 0) for (const wake of this.#idleWaiters.splice(0)) wake();
+  }
+}

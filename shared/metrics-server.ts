@@ -1,0 +1,69 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+
+/** What a scrape reads: prom-client's Registry is one. */
+export interface MetricsSource {
+  contentType: string;
+  metrics(): Promise<string>;
+}
+
+export interface MetricsServer {
+  /** The port it listens on (the one the OS picked when asked for 0). */
+  port: number;
+  close(): Promise<void>;
+}
+
+/**
+ * Serves `GET /metrics` for Prometheus on a port of its own (`GANTRY_METRICS_PORT`), apart
+ * from anything else: a scrape never competes with job traffic, and the port can be kept to
+ * the monitoring network (the Node gateway binds it to loopback unless told otherwise).
+ * Anything but `GET /metrics` is a 404. Node only.
+ */
+export async function startMetricsServer(
+  port: number,
+  source: MetricsSource,
+  host = "0.0.0.0",
+): Promise<MetricsServer> {
+  const server = createServer((request, response) => {
+    const path = (request.url ?? "/").split("?")[0];
+    if (request.method !== "GET" || path !== "/metrics") {
+      response.writeHead(404, { "content-type": "text/plain" }).end("not found; try /metrics\n");
+      return;
+    }
+    source.metrics().then(
+      (text) => response.writeHead(200, { "content-type": source.contentType }).end(text),
+      (error: unknown) =>
+        response
+          .writeHead(500, { "content-type": "text/plain" })
+          .end(`metrics collection failed: ${error instanceof Error ? error.message : error}\n`),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        server.close((error) => (error ? reject(error) : resolve()));
+        server.closeAllConnections();
+      }),
+  };
+}
+
+/** Several sources read as one scrape (the embedded agent's beside the gateway's). */
+export function mergedMetrics(sources: () => readonly MetricsSource[]): MetricsSource {
+  return {
+    get contentType() {
+      return sources()[0]?.contentType ?? "text/plain; version=0.0.4; charset=utf-8";
+    },
+    async metrics() {
+      const texts = await Promise.all(sources().map((source) => source.metrics()));
+      return texts.map((text) => (text.endsWith("\n") ? text : `${text}\n`)).join("");
+    },
+  };
+}

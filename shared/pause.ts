@@ -1,0 +1,16 @@
+/**
+ * Resolves after `ms`, or at once when `signal` aborts (the caller then checks why).
+ * Runtime-free: a plain timer, so on Workers it stays in the request that set it.
+ */
+export function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}

@@ -1,0 +1,128 @@
+import type { ExpressionBuilder, Kysely, Selectable } from "kysely";
+import type { Database, QueueMessageTable } from "../../db/schema.ts";
+import { randomToken } from "../../ids.ts";
+import { JobError, QueueMessage } from "../../protocol/index.ts";
+import type { QueueLimits } from "../port.ts";
+
+/** What the `sql` queue's parts share: claiming, row helpers and the queue's settings. */
+export const IDLE_POLL_MS = 500;
+export type Row = Selectable<QueueMessageTable>;
+type Where = ExpressionBuilder<Database, "queue_messages">;
+
+export interface Context {
+  db: Kysely<Database>;
+  postgres: boolean;
+  limits: QueueLimits;
+  clock: () => number;
+  wakers: Set<(model: string) => void>;
+  onError: (error: unknown) => void;
+}
+
+/**
+ * Rows a consumer may take now: ready, due, and not leased (or the lease ran out). An
+ * overflow consumer (`minAgeMs`) takes only rows that have been due that long: the claim
+ * predicate is on `available_at`, when the message became ready (its publish, or the end
+ * of its retry delay), so the time counted is time spent waiting for a consumer.
+ */
+function due(now: number, models: readonly string[] | undefined, minAgeMs = 0) {
+  return (eb: Where) => {
+    const conditions = [
+      eb("state", "=", "ready"),
+      eb("available_at", "<=", now - minAgeMs),
+      eb.or([eb("lease_expires_at", "is", null), eb("lease_expires_at", "<=", now)]),
+    ];
+    if (models) conditions.push(eb("queue", "in", models));
+    return eb.and(conditions);
+  };
+}
+
+/**
+ * Takes up to `limit` messages. A read comes first so an idle poll never takes SQLite's
+ * one write lock; then messages whose every attempt was spent without a settle (the
+ * consumer kept dying) are dead-lettered, and the rest are leased in one statement.
+ */
+export async function claim(
+  ctx: Context,
+  models: readonly string[] | undefined,
+  limit: number,
+  minAgeMs = 0,
+) {
+  const { db, limits } = ctx;
+  const now = ctx.clock();
+  const peek = await db
+    .selectFrom("queue_messages")
+    .select("attempts")
+    .where(due(now, models, minAgeMs))
+    .orderBy("priority", "desc")
+    .orderBy("seq")
+    .limit(limit)
+    .execute();
+  if (peek.length === 0) return [];
+  if (peek.some((row) => row.attempts >= limits.maxAttempts)) {
+    const error: JobError = {
+      type: "transient",
+      code: "max_attempts_exceeded",
+      message: `delivered ${limits.maxAttempts} times without being settled: the consumer died or overran its lease`,
+    };
+    await db
+      .updateTable("queue_messages")
+      .set(dead(error))
+      .where(due(now, models, minAgeMs))
+      .where("attempts", ">=", limits.maxAttempts)
+      .execute();
+  }
+  let pick = db
+    .selectFrom("queue_messages")
+    .select("seq")
+    .where(due(now, models, minAgeMs))
+    .where("attempts", "<", limits.maxAttempts)
+    .orderBy("priority", "desc")
+    .orderBy("seq")
+    .limit(limit);
+  // Concurrent Postgres consumers skip each other's candidate rows instead of queueing on them.
+  if (ctx.postgres) pick = pick.forUpdate().skipLocked();
+  const rows = await db
+    .updateTable("queue_messages")
+    .set((eb) => ({
+      lease_token: randomToken(12),
+      lease_expires_at: now + limits.leaseMs,
+      attempts: eb("attempts", "+", 1),
+    }))
+    .where("seq", "in", pick)
+    .returningAll()
+    .execute();
+  // RETURNING has no order; hand them out in queue order.
+  return rows.sort((a, b) => b.priority - a.priority || Number(a.seq) - Number(b.seq));
+}
+
+/** The columns that move a message to the dead-letter store. */
+export function dead(error: JobError) {
+  return { state: "dead", error: storeError(error), lease_token: null, lease_expires_at: null };
+}
+
+/** Errors are stored as JobError JSON, clipped to the schema's limits rather than refused. */
+export function storeError(error: JobError): string {
+  return JSON.stringify({
+    type: error.type === "permanent" ? "permanent" : "transient",
+    code: String(error.code).slice(0, 64) || "unknown",
+    message: String(error.message).slice(0, 2000),
+  });
+}
+
+export function parseError(raw: string | null): JobError {
+  const fallback: JobError = { type: "transient", code: "unknown", message: raw ?? "" };
+  if (raw === null) return fallback;
+  try {
+    return JobError.safeParse(JSON.parse(raw)).data ?? fallback;
+  } catch {
+    return fallback;
+  }
+}
+
+export function parseBody(body: string): QueueMessage | undefined {
+  try {
+    return QueueMessage.safeParse(JSON.parse(body)).data;
+  } catch {
+    return undefined;
+  }
+}

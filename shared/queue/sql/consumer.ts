@@ -1,0 +1,111 @@
+import type { JobError, QueueMessage } from "../../protocol/index.ts";
+import { type LocalLease, openLocalLease } from "../lease.ts";
+import { type Delivery, type DeliveryHandler, LeaseLostError, type RetryOutcome } from "../port.ts";
+import { PullLoop } from "../pull-loop.ts";
+import { type Context, claim, dead, IDLE_POLL_MS, parseBody, type Row } from "./claim.ts";
+import { ackLeased, leaseOf, releaseLeased, updateLeased } from "./leases.ts";
+
+/** A polling consumer of the `sql` queue: claims up to its free prefetch slots per poll. */
+export interface ConsumerSettings {
+  prefetch: number;
+  models: readonly string[] | undefined;
+  pollMs: number;
+  /** Overflow: only messages ready this long (ConsumeOptions.minAgeMs); 0 for all. */
+  minAgeMs: number;
+}
+
+/**
+ * A polling loop that never holds more than `prefetch` unsettled deliveries. A slot frees
+ * when its delivery is settled or when its lease runs out (the message is then someone
+ * else's), so a handler that throws or forgets to settle cannot wedge the consumer.
+ */
+export function startConsumer(ctx: Context, handler: DeliveryHandler, settings: ConsumerSettings) {
+  const { models, pollMs, minAgeMs } = settings;
+  // A wake that arrives while a claim is running is kept by the loop for its next pause.
+  const slots = new PullLoop(settings.prefetch);
+  const onPublish = (model: string) => {
+    if (!models || models.includes(model)) slots.wake();
+  };
+  // A publish is never old enough for an overflow consumer: it finds ripe messages by polling.
+  if (minAgeMs === 0) ctx.wakers.add(onPublish);
+
+  const dispatch = (row: Row) => {
+    const slot = openLocalLease(Date.now() + ctx.limits.leaseMs, slots.hold(row.queue));
+    const message = parseBody(row.body);
+    if (!message) {
+      // Nothing could ever process it; keep it for inspection rather than redeliver forever.
+      const error: JobError = { type: "permanent", code: "invalid_message", message: row.body };
+      updateLeased(ctx.db, leaseOf(row), dead(error)).catch(ctx.onError).finally(slot.free);
+      return;
+    }
+    const delivery = createDelivery(ctx, row, message, slot);
+    Promise.resolve()
+      .then(() => handler(delivery))
+      .catch(ctx.onError);
+  };
+
+  const loop = async () => {
+    let interval = pollMs;
+    while (!slots.stopped) {
+      slots.clearWake();
+      const free = slots.free;
+      if (free <= 0) {
+        await slots.pause(IDLE_POLL_MS);
+        continue;
+      }
+      let rows: Row[] = [];
+      try {
+        rows = await claim(ctx, models, free, minAgeMs);
+      } catch (error) {
+        ctx.onError(error);
+      }
+      for (const row of rows) dispatch(row);
+      if (rows.length === free) continue;
+      interval = rows.length > 0 ? pollMs : Math.min(interval * 2, IDLE_POLL_MS);
+      if (await slots.pause(interval)) interval = pollMs;
+    }
+  };
+  const running = loop();
+
+  let stopping: Promise<void> | undefined;
+  return {
+    stop() {
+      stopping ??= slots.halt(running, () => ctx.wakers.delete(onPublish));
+      return stopping;
+    },
+  };
+}
+
+function createDelivery(ctx: Context, row: Row, message: QueueMessage, slot: LocalLease): Delivery {
+  const { db, limits } = ctx;
+  const attempt = Number(row.attempts);
+  const lease = leaseOf(row);
+  /** Frees the slot once the database answered; no changed row means the lease was lost. */
+  const settle = async (changedRows: Promise<bigint>) => {
+    const changed = await changedRows;
+    slot.free();
+    if (changed === 0n) throw new LeaseLostError(row.job_id);
+  };
+  const deadLetter = (error: JobError) => settle(updateLeased(db, lease, dead(error)));
+
+  return {
+    message,
+    attempt,
+    ack: () => settle(ackLeased(db, lease)),
+    async retry(delayMs: number, error: JobError): Promise<RetryOutcome> {
+      if (attempt >= limits.maxAttempts) {
+        await deadLetter(error);
+        return "dead-lettered";
+      }
+      await settle(releaseLeased(ctx, lease, delayMs, error, limits.maxAttempts));
+      return "retried";
+    },
+    deadLetter,
+    async extendLease(ms: number) {
+      const changed = await updateLeased(db, lease, { lease_expires_at: ctx.clock() + ms });
+      if (changed > 0n) return slot.holdUntil(Date.now() + ms);
+      slot.free();
+      throw new LeaseLostError(row.job_id);
+    },
+  };
+}

@@ -1,0 +1,209 @@
+import type { Kysely } from "kysely";
+import type { Database } from "../../db/schema.ts";
+import type { JobError, QueueMessage } from "../../protocol/index.ts";
+import { unreadableError } from "../lease.ts";
+import type { QueueLimits, RetryOutcome } from "../port.ts";
+import {
+  type Context,
+  claim,
+  dead,
+  IDLE_POLL_MS,
+  parseBody,
+  type Row,
+  storeError,
+} from "./claim.ts";
+
+/**
+ * The `sql` queue's leases by receipt, for a consumer that is not in this process: the
+ * gateway serves them to agents that hold no database URL (gateway/jobs/agent-queue-ops.ts).
+ * A receipt (`<seq>.<lease token>`) names one delivery; every settle is guarded by the
+ * token exactly as the in-process consumer's is (consumer.ts), so a delivery whose lease ran
+ * out and was taken again cannot touch the newer one. Each call answers whether it applied
+ * (`false`, `"lost"`: the lease was lost) rather than throwing: the caller turns that into
+ * its own `LeaseLostError` for the job it knows.
+ */
+export interface QueueLeases {
+  readonly limits: QueueLimits;
+  /** Leases up to `max` messages; with `waitMs`, waits that long for one to come. */
+  take(request: TakeRequest): Promise<LeasedMessage[]>;
+  ack(receipt: string): Promise<boolean>;
+  retry(receipt: string, delayMs: number, error: JobError): Promise<RetryOutcome | "lost">;
+  deadLetter(receipt: string, error: JobError): Promise<boolean>;
+  extend(receipt: string, ms: number): Promise<boolean>;
+}
+
+export interface TakeRequest {
+  models: readonly string[] | undefined;
+  max: number;
+  /** Overflow consumers: only messages ready this long. */
+  minAgeMs?: number;
+  /** How long to wait for a message when none is ready; 0 answers at once. */
+  waitMs?: number;
+  /** Ends the wait early (the caller went away): what was leased is still returned. */
+  signal?: AbortSignal;
+  /**
+   * Wake on this process's publishes instead of finding them at the next poll. Off where a
+   * request may not be woken by another's I/O (Workers).
+   */
+  wake?: boolean;
+}
+
+export interface LeasedMessage {
+  receipt: string;
+  /** 1 on first delivery, as `Delivery.attempt`. */
+  attempt: number;
+  message: QueueMessage;
+}
+
+/** The first wait between polls while a take waits; it doubles up to `IDLE_POLL_MS`. */
+const FIRST_POLL_MS = 50;
+
+export function createQueueLeases(ctx: Context): QueueLeases {
+  const { db, limits } = ctx;
+  return {
+    limits,
+    take: (request) => take(ctx, request),
+    async ack(receipt) {
+      const lease = parseReceipt(receipt);
+      return lease ? (await ackLeased(db, lease)) > 0n : false;
+    },
+    async retry(receipt, delayMs, error) {
+      const lease = parseReceipt(receipt);
+      if (!lease) return "lost";
+      // The attempt is the row's own count, never the caller's word for it.
+      const released = await releaseLeased(ctx, lease, delayMs, error, limits.maxAttempts);
+      if (released > 0n) return "retried";
+      return (await updateLeased(db, lease, dead(error))) > 0n ? "dead-lettered" : "lost";
+    },
+    async deadLetter(receipt, error) {
+      const lease = parseReceipt(receipt);
+      return lease ? (await updateLeased(db, lease, dead(error))) > 0n : false;
+    },
+    async extend(receipt, ms) {
+      const lease = parseReceipt(receipt);
+      if (!lease) return false;
+      return (await updateLeased(db, lease, { lease_expires_at: ctx.clock() + ms })) > 0n;
+    },
+  };
+}
+
+async function take(ctx: Context, request: TakeRequest): Promise<LeasedMessage[]> {
+  const { models, max, minAgeMs = 0, waitMs = 0, signal } = request;
+  const deadline = Date.now() + waitMs;
+  let woken = false;
+  let interrupt: (() => void) | undefined;
+  const onPublish = (model: string) => {
+    if (models && !models.includes(model)) return;
+    woken = true;
+    interrupt?.();
+  };
+  const onAbort = () => interrupt?.();
+  // Listening before the first claim: a publish between the claim and the wait is not missed.
+  const wake = request.wake !== false && minAgeMs === 0;
+  if (wake) ctx.wakers.add(onPublish);
+  signal?.addEventListener("abort", onAbort);
+  try {
+    let interval = FIRST_POLL_MS;
+    for (;;) {
+      woken = false;
+      const rows = await claim(ctx, models, max, minAgeMs);
+      const leased: LeasedMessage[] = [];
+      for (const row of rows) {
+        const message = parseBody(row.body);
+        if (message)
+          leased.push({ receipt: receiptOf(row), attempt: Number(row.attempts), message });
+        // Nothing could ever process it; kept for inspection rather than delivered forever.
+        else await updateLeased(ctx.db, leaseOf(row), dead(unreadableError(row.body)));
+      }
+      if (leased.length > 0 || rows.length > 0) {
+        if (leased.length > 0) return leased;
+        continue;
+      }
+      const left = deadline - Date.now();
+      if (left <= 0 || signal?.aborted) return [];
+      if (!woken) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(done, Math.min(interval, left));
+          function done() {
+            clearTimeout(timer);
+            interrupt = undefined;
+            resolve();
+          }
+          interrupt = done;
+        });
+      }
+      interval = Math.min(interval * 2, IDLE_POLL_MS);
+    }
+  } finally {
+    if (wake) ctx.wakers.delete(onPublish);
+    signal?.removeEventListener("abort", onAbort);
+  }
+}
+
+/** One delivery of one row: its sequence number and the lease token it was claimed with. */
+export interface Lease {
+  seq: number;
+  token: string;
+}
+
+export const leaseOf = (row: Row): Lease => ({
+  seq: Number(row.seq),
+  token: row.lease_token ?? "",
+});
+const receiptOf = (row: Row) => `${row.seq}.${row.lease_token ?? ""}`;
+
+function parseReceipt(receipt: string): Lease | undefined {
+  const match = /^(\d{1,18})\.([A-Za-z0-9_-]{1,64})$/.exec(receipt);
+  return match ? { seq: Number(match[1]), token: match[2] ?? "" } : undefined;
+}
+
+type LeasedUpdate = Partial<Omit<Row, "seq">>;
+
+/** An update that applies only while the lease is still the one it was claimed with. */
+export async function updateLeased(db: Kysely<Database>, lease: Lease, values: LeasedUpdate) {
+  const result = await db
+    .updateTable("queue_messages")
+    .set(values)
+    .where("seq", "=", lease.seq)
+    .where("lease_token", "=", lease.token)
+    .executeTakeFirst();
+  return BigInt(result.numUpdatedRows);
+}
+
+export async function ackLeased(db: Kysely<Database>, lease: Lease) {
+  const result = await db
+    .deleteFrom("queue_messages")
+    .where("seq", "=", lease.seq)
+    .where("lease_token", "=", lease.token)
+    .executeTakeFirst();
+  return BigInt(result.numDeletedRows);
+}
+
+/**
+ * Makes the message ready again after `delayMs`, while its attempts are below `below`;
+ * publishes wake this process's consumers when there is no delay.
+ */
+export async function releaseLeased(
+  ctx: Context,
+  lease: Lease,
+  delayMs: number,
+  error: JobError,
+  below: number,
+) {
+  const delay = Math.max(0, delayMs);
+  const result = await ctx.db
+    .updateTable("queue_messages")
+    .set({
+      available_at: ctx.clock() + delay,
+      lease_token: null,
+      lease_expires_at: null,
+      error: storeError(error),
+    })
+    .where("seq", "=", lease.seq)
+    .where("lease_token", "=", lease.token)
+    .where("attempts", "<", below)
+    .returning("queue")
+    .executeTakeFirst();
+  if (result && delay === 0) for (const wake of ctx.wakers) wake(result.queue);
+  return result ? 1n : 0n;
+}

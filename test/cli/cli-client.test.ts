@@ -1,0 +1,153 @@
+import { execFile } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startBanner } from "../../cli/banner.ts";
+import type { AgentHandle } from "../../gpu-agent/agent.ts";
+import { bundleClient } from "../../scripts/build-client.ts";
+import { renderTextPng } from "../helpers/render-text.ts";
+import { startTestAgent } from "../helpers/test-agent.ts";
+import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
+
+const ROOT = join(import.meta.dirname, "../..");
+const BIN = join(ROOT, "bin/gantry.js");
+const exec = promisify(execFile);
+
+let gw: TestGateway;
+let agent: AgentHandle;
+let dir: string;
+let image: string;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "gantry-cli-"));
+  gw = await startTestGateway();
+  agent = await startTestAgent(gw);
+  image = join(dir, "example.png");
+  writeFileSync(image, await renderTextPng(["Hello from Gantry", "OCR 2026 works"]));
+}, 60_000);
+afterAll(async () => {
+  await agent?.stop();
+  await gw?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Runs `gantry …` with the banner's environment; never rejects, so failures can be read. */
+async function gantry(...args: string[]) {
+  try {
+    const { stdout, stderr } = await exec(process.execPath, [BIN, ...args], {
+      cwd: dir,
+      env: { ...process.env, GANTRY_URL: gw.url, GANTRY_KEY: gw.apiKey },
+    });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
+  }
+}
+
+describe("gantry run", () => {
+  it("prints the OCR text of the example image", async () => {
+    const { code, stdout, stderr } = await gantry("run", "ocr", image);
+    expect(code, stderr).toBe(0);
+    expect(stdout.toLowerCase()).toContain("hello from gantry");
+    expect(stderr).toContain("succeeded");
+  });
+
+  it("--json prints the job alone", async () => {
+    const { code, stdout, stderr } = await gantry("run", "ocr", image, "--json");
+    expect(code).toBe(0);
+    expect(stderr).toBe("");
+    const job = JSON.parse(stdout) as { status: string; output: { text: string } };
+    expect(job.status).toBe("succeeded");
+    expect(job.output.text).toContain("2026");
+  });
+
+  it("exits non-zero with the job's error code", async () => {
+    const { code, stderr } = await gantry("run", "noop", "--param", "fail=permanent");
+    expect(code).toBe(1);
+    const lastLine = stderr.trim().split("\n").at(-1);
+    expect(lastLine).toMatch(/^[a-z_]+$/);
+    expect(stderr).toContain(`: ${lastLine}:`);
+  });
+
+  it("refuses bad parameters with the gateway's field errors", async () => {
+    const { code, stderr } = await gantry("run", "noop", "--param", "delay_ms=-1");
+    expect(code).toBe(1);
+    expect(stderr).toContain("invalid_input");
+    expect(stderr).toContain("delay_ms");
+  });
+
+  it("says a missing file or a folder in one line, with no stack, and submits nothing", async () => {
+    const missing = await gantry("run", "ocr", join(dir, "nope.png"));
+    expect(missing.code).toBe(2);
+    expect(missing.stderr.trim()).toBe(
+      `gantry: cannot read ${join(dir, "nope.png")}: no such file`,
+    );
+    const folder = await gantry("run", "ocr", dir);
+    expect(folder.code).toBe(2);
+    expect(folder.stderr).toContain("gantry submit");
+    expect(folder.stderr).not.toContain("    at ");
+    const http = await gantry("run", "ocr", "http://example.com/x.png");
+    expect(http.code).toBe(2);
+    expect(http.stderr).toContain("input URLs must be https");
+    const upload = await gantry("run", "ocr", "upl_01m8sxsdejr1ahdk2md71x7d7a");
+    expect(upload.stderr).not.toContain("uploading");
+    expect(upload.stderr).toContain("unknown_upload");
+  });
+});
+
+describe("gantry jobs and models", () => {
+  it("lists, gets and watches jobs; lists models with their parameters", async () => {
+    const made = await gantry("run", "noop", "--param", "marker=watched", "--json");
+    const id = (JSON.parse(made.stdout) as { id: string }).id;
+    const list = await gantry("jobs", "list", "--limit", "3", "--json");
+    const lines = list.stdout.trim().split("\n");
+    expect(lines).toHaveLength(3);
+    expect((JSON.parse(lines[0] ?? "{}") as { id: string }).id).toBe(id);
+    const got = await gantry("jobs", "get", id, "--json");
+    expect(JSON.parse(got.stdout)).toMatchObject({ id, output: { marker: "watched" } });
+    const watched = await gantry("jobs", "watch", id);
+    expect(watched.code).toBe(0);
+    expect(watched.stdout.trim().split("\n").at(-1)).toMatch(/succeeded$/);
+    const models = await gantry("models");
+    expect(models.stdout).toMatch(/^ocr /m);
+    expect(models.stdout).toMatch(/^\s+delay_ms\?/m);
+  });
+});
+
+describe("the npm start banner", () => {
+  it("shows the CLI first, then SDK TypeScript that runs as printed, then curl", async () => {
+    const banner = startBanner({
+      url: gw.url,
+      apiKey: gw.apiKey,
+      apiKeyFrom: "kept",
+      dataDir: ".gantry",
+      examplePath: image,
+      models: ["ocr", "noop"],
+      stack: "test",
+      webhooks: "test",
+    });
+    const cli = banner.indexOf(`npx gantry run ocr ${image}`);
+    const sdk = banner.indexOf('import { Gantry } from "gantry/client"');
+    const curl = banner.indexOf("curl ");
+    expect(banner).toContain(`export GANTRY_URL=${gw.url} GANTRY_KEY=${gw.apiKey}`);
+    expect(cli).toBeGreaterThan(0);
+    expect(sdk).toBeGreaterThan(cli);
+    expect(curl).toBeGreaterThan(sdk);
+    const snippet = banner.slice(sdk).split("\n\n")[0] ?? "";
+    expect(snippet.trim().split("\n")).toHaveLength(5);
+    // As a user of the package would: `gantry` resolves to this package, built as packed.
+    await bundleClient({ outfile: join(ROOT, "dist/client.js") });
+    const app = join(dir, "app");
+    mkdirSync(join(app, "node_modules"), { recursive: true });
+    symlinkSync(ROOT, join(app, "node_modules", "gantry"));
+    writeFileSync(join(app, "snippet.mjs"), snippet);
+    const { stdout } = await exec(process.execPath, ["snippet.mjs"], {
+      cwd: app,
+      env: { ...process.env, GANTRY_URL: gw.url, GANTRY_KEY: gw.apiKey },
+    });
+    expect(stdout.toLowerCase()).toContain("hello from gantry");
+  });
+});

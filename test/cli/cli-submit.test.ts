@@ -1,0 +1,223 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  watch,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import sharp from "sharp";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import type { AgentHandle } from "../../gpu-agent/agent.ts";
+import { startDropProxy } from "../helpers/drop-proxy.ts";
+import { startTestAgent } from "../helpers/test-agent.ts";
+import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
+
+const BIN = join(import.meta.dirname, "../../bin/gantry.js");
+const FILES = 300;
+
+let gw: TestGateway;
+let agent: AgentHandle;
+let dir: string;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "gantry-submit-"));
+  gw = await startTestGateway({ models: ["noop"] });
+  agent = await startTestAgent(gw, { models: ["noop"] });
+  // 300 different images (one colour each) in two folders, plus a file that is no image.
+  for (let i = 0; i < FILES; i++) {
+    const sub = join(dir, "images", i % 2 ? "odd" : "even");
+    mkdirSync(sub, { recursive: true });
+    const png = await sharp({
+      create: { width: 4, height: 4, channels: 3, background: { r: i % 256, g: i >> 8, b: 7 } },
+    })
+      .png()
+      .toBuffer();
+    writeFileSync(join(sub, `img-${i}.png`), png);
+  }
+  writeFileSync(join(dir, "images", "notes.txt"), "not an image");
+}, 60_000);
+afterAll(async () => {
+  await agent?.stop();
+  await gw?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const jobCount = async () =>
+  Number(
+    (
+      await gw.db
+        .selectFrom("jobs")
+        .select((eb) => eb.fn.countAll<string | number>().as("n"))
+        .executeTakeFirstOrThrow()
+    ).n,
+  );
+
+function submit(
+  out: string,
+  folder = join(dir, "images"),
+  url = gw.url,
+): {
+  child: ChildProcess;
+  stderr: () => string;
+  exit: Promise<number | null>;
+} {
+  const child = spawn(
+    process.execPath,
+    [BIN, "submit", "noop", folder, "--out", out, "--concurrency", "8", "--param", "delay_ms=15"],
+    {
+      env: { ...process.env, GANTRY_URL: url, GANTRY_KEY: gw.apiKey },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  let stderr = "";
+  child.stderr?.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const exit = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  return { child, stderr: () => stderr, exit };
+}
+
+const results = (out: string, folder: string) =>
+  existsSync(join(out, folder))
+    ? readdirSync(join(out, folder)).filter((f) => f.endsWith(".png.json"))
+    : [];
+
+it("submits 300 images, survives a kill half-way and submits no job twice", {
+  timeout: 180_000,
+}, async () => {
+  const out = join(dir, "out");
+  const first = submit(out);
+  // Kill it once a third of the results are written, while jobs are in flight.
+  await new Promise<void>((resolve) => {
+    mkdirSync(join(out, "even"), { recursive: true });
+    const watcher = watch(join(out, "even"), () => {
+      if (results(out, "even").length >= FILES / 6) {
+        watcher.close();
+        resolve();
+      }
+    });
+  });
+  first.child.kill("SIGKILL");
+  await first.exit;
+  const afterKill = await jobCount();
+  const written = results(out, "even").length + results(out, "odd").length;
+  expect(written).toBeLessThan(FILES);
+  expect(afterKill).toBeLessThan(FILES);
+
+  const second = submit(out);
+  expect(await second.exit).toBe(0);
+  expect(await jobCount()).toBe(FILES);
+  expect(results(out, "even").length + results(out, "odd").length).toBe(FILES);
+  const one = JSON.parse(readFileSync(join(out, "odd", "img-7.png.json"), "utf8")) as Record<
+    string,
+    unknown
+  >;
+  expect(one).toMatchObject({ delay_ms: 15 });
+  const summary = JSON.parse(readFileSync(join(out, "summary.json"), "utf8")) as Record<
+    string,
+    number
+  >;
+  expect(summary).toMatchObject({ total: FILES, succeeded: FILES, failed: 0 });
+  expect(summary.resumed).toBeGreaterThanOrEqual(written);
+  expect(summary.submitted).toBeLessThanOrEqual(FILES - afterKill);
+
+  // stderr is not a terminal here: whole lines, no carriage returns or escape codes.
+  const log = second.stderr();
+  expect(log.includes("\r")).toBe(false);
+  expect(log.includes("\u001b[")).toBe(false);
+  const lines = log.trim().split("\n");
+  expect(
+    lines.some((line) => /^gantry submit: 300\/300 done \(succeeded 300, failed 0/.test(line)),
+  ).toBe(true);
+
+  // A third run finds everything done and submits nothing.
+  const third = submit(out);
+  expect(await third.exit).toBe(0);
+  expect(await jobCount()).toBe(FILES);
+  const again = JSON.parse(readFileSync(join(out, "summary.json"), "utf8")) as Record<
+    string,
+    number
+  >;
+  expect(again).toMatchObject({ total: FILES, resumed: FILES, submitted: 0 });
+});
+
+it("adopts the jobs of a run whose manifest was lost instead of submitting again", {
+  timeout: 120_000,
+}, async () => {
+  const folder = join(dir, "images", "odd");
+  const out = join(dir, "out-lost");
+  expect(await submit(out, folder).exit).toBe(0);
+  const before = await jobCount();
+  // Results and manifest gone: every file is uploaded again under the same key.
+  rmSync(out, { recursive: true, force: true });
+  expect(await submit(out, folder).exit).toBe(0);
+  expect(await jobCount()).toBe(before);
+  const summary = JSON.parse(readFileSync(join(out, "summary.json"), "utf8")) as Record<
+    string,
+    number
+  >;
+  expect(summary).toMatchObject({
+    total: FILES / 2,
+    succeeded: FILES / 2,
+    submitted: 0,
+    resumed: 0,
+  });
+});
+
+it("follows all its jobs through one GET /v1/events stream, not a stream or poll per job", {
+  timeout: 120_000,
+}, async () => {
+  // Images no other run submitted, so every job is this run's own.
+  const folder = join(dir, "fresh");
+  mkdirSync(folder, { recursive: true });
+  for (let i = 0; i < 40; i++) {
+    const png = await sharp({
+      create: { width: 4, height: 4, channels: 3, background: { r: i, g: 200, b: 99 } },
+    })
+      .png()
+      .toBuffer();
+    writeFileSync(join(folder, `fresh-${i}.png`), png);
+  }
+  const proxy = await startDropProxy(gw.url, () => "pass");
+  try {
+    const out = join(dir, "out-one-stream");
+    const run = submit(out, folder, proxy.url);
+    expect(await run.exit, run.stderr()).toBe(0);
+    const gets = proxy.seen.filter((r) => r.method === "GET").map((r) => r.path);
+    expect(gets.filter((path) => path.startsWith("/v1/events"))).toHaveLength(1);
+    expect(gets.filter((path) => /^\/v1\/jobs\/[^/]+\/events/.test(path))).toEqual([]);
+    // One read per job, of its result once the stream said it ended.
+    expect(gets.filter((path) => /^\/v1\/jobs\/[^/?]+$/.test(path)).length).toBe(40);
+    expect(results(out, ".").length).toBe(40);
+  } finally {
+    await proxy.close();
+  }
+});
+
+it("stops before any upload when the model is unknown, writing no error per file", {
+  timeout: 60_000,
+}, async () => {
+  const out = join(dir, "out-unknown-model");
+  const child = spawn(
+    process.execPath,
+    [BIN, "submit", "nope", join(dir, "images"), "--out", out],
+    {
+      env: { ...process.env, GANTRY_URL: gw.url, GANTRY_KEY: gw.apiKey },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  let stderr = "";
+  child.stderr?.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+  expect(code, stderr).toBe(1);
+  expect(stderr).toContain("No model nope");
+  expect(existsSync(out) ? readdirSync(out, { recursive: true }) : []).toEqual([]);
+});

@@ -1,0 +1,70 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ANONYMOUS_POLICY } from "../../gateway/limits/address-limit.ts";
+import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
+
+/**
+ * Requests without a valid API key are limited per client address. Behind a
+ * trusted proxy (here the test itself, 127.0.0.1) the address is the one the proxy put in
+ * X-Forwarded-For; a client's own entries to the left of it count for nothing. Counts of
+ * answers only: the bucket refills 5 a second, far less than the burst a test spends.
+ */
+let proxied: TestGateway;
+let direct: TestGateway;
+
+beforeAll(async () => {
+  proxied = await startTestGateway({ models: ["noop"], trustedProxies: ["127.0.0.1/8"] });
+  direct = await startTestGateway({ models: ["noop"] });
+});
+afterAll(async () => {
+  await proxied?.close();
+  await direct?.close();
+});
+
+const anonymous = (gw: TestGateway, forwardedFor?: string, key = "gk_wrong") =>
+  fetch(`${gw.url}/v1/jobs`, {
+    headers: {
+      authorization: `Bearer ${key}`,
+      ...(forwardedFor ? { "x-forwarded-for": forwardedFor } : {}),
+    },
+  }).then(async (response) => {
+    await response.arrayBuffer();
+    return response.status;
+  });
+
+/** `n` requests, ten at a time (the bucket refills while they run: spend it fast). */
+async function statuses(gw: TestGateway, n: number, forwardedFor?: string) {
+  const out: number[] = [];
+  for (let i = 0; i < n; i += 10) {
+    const wave = Array.from({ length: Math.min(10, n - i) }, () => anonymous(gw, forwardedFor));
+    out.push(...(await Promise.all(wave)));
+  }
+  return out;
+}
+
+describe("requests without a valid key, per client address", () => {
+  it("answers 429 once an address spent its burst of 401s, and only that address", async () => {
+    const spent = await statuses(proxied, ANONYMOUS_POLICY.burst * 2, "198.51.100.7");
+    expect(spent.slice(0, 10).every((s) => s === 401)).toBe(true);
+    expect(spent.filter((s) => s === 429).length).toBeGreaterThan(ANONYMOUS_POLICY.burst / 2);
+    expect(spent.every((s) => s === 401 || s === 429)).toBe(true);
+    // Another client behind the same proxy is not limited by the first one.
+    expect(await statuses(proxied, 10, "198.51.100.8")).toEqual(Array(10).fill(401));
+    // A client naming another address to the left of the proxy's entry gains nothing: its
+    // bucket is the one just spent (a few tokens refill while the requests run).
+    const spoofed = await statuses(proxied, 10, "203.0.113.1, 198.51.100.7");
+    expect(spoofed.filter((s) => s === 429).length).toBeGreaterThanOrEqual(3);
+    // A valid key still works from the limited address.
+    const ok = await fetch(`${proxied.url}/v1/jobs`, {
+      headers: { authorization: `Bearer ${proxied.apiKey}`, "x-forwarded-for": "198.51.100.7" },
+    });
+    expect(ok.status).toBe(200);
+  });
+
+  it("ignores X-Forwarded-For from a peer that is not a trusted proxy", async () => {
+    const spent = await statuses(direct, ANONYMOUS_POLICY.burst * 2, "198.51.100.9");
+    expect(spent.filter((s) => s === 429).length).toBeGreaterThan(ANONYMOUS_POLICY.burst / 2);
+    // Every forwarded address is the same client: the socket's peer.
+    const other = await statuses(direct, 10, "198.51.100.10");
+    expect(other.filter((s) => s === 429).length).toBeGreaterThanOrEqual(3);
+  });
+});

@@ -1,0 +1,185 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Gateway } from "../../gateway/context.ts";
+import { feedWaiting } from "../../gateway/feed/feed-waiting.ts";
+import { jobView, listedJobs } from "../../gateway/jobs/job-view.ts";
+import { forgetSwitches } from "../../gateway/jobs/model-switches.ts";
+import { releaseModel } from "../../gateway/jobs/release.ts";
+import { submitJob } from "../../gateway/jobs/submit.ts";
+import type { TenantEventRow } from "../../gateway/store/tenant-events.ts";
+import type { Tenant } from "../../gateway/store/tenants.ts";
+import { randomToken } from "../../shared/ids.ts";
+import type { Job, JobEvent } from "../../shared/protocol/index.ts";
+import { sqlQueueOn } from "../../shared/queue/open/index.ts";
+import { proTenant } from "../helpers/pro-tenant.ts";
+import { readSse } from "../helpers/sse.ts";
+import { sweepGateway } from "../helpers/sweep-gateway.ts";
+import { openTestDatabase, startTestGateway } from "../helpers/test-gateway.ts";
+
+/**
+ * `waiting_reason` and `waiting_detail` on queued jobs (issue 26 #3): each reason from the
+ * state the store holds, on GET /v1/jobs/{id}'s view and in listings.
+ */
+describe("why a queued job waits", () => {
+  let database: Awaited<ReturnType<typeof openTestDatabase>>;
+  let gateway: Gateway;
+  let clock = Date.now();
+
+  beforeAll(async () => {
+    database = await openTestDatabase("sqlite");
+    gateway = sweepGateway({
+      database,
+      queue: sqlQueueOn(database, { limits: { maxAttempts: 3 } }),
+      blobDir: "/nonexistent",
+      now: () => clock,
+      // No memory of readings between steps: each step sees the store as it is.
+      config: { releaseWindow: 10, queueDepthCacheMs: 0 },
+    });
+  });
+  afterAll(async () => {
+    // The release passes that claims and ends started finish before the store closes.
+    await releaseModel(gateway, "noop");
+    // …and the published marks they batch (50 ms: job-batch-updates.ts).
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await gateway?.queue.close();
+    await database?.close();
+  });
+
+  const tenant = async (limits: Record<string, number> = {}): Promise<Tenant> => {
+    const id = `ten_w${randomToken(6).replace(/[^a-z0-9]/gi, "x")}`;
+    return (await proTenant(database.db, id, limits)).tenant;
+  };
+  // Ids sort by creation time: each submit a millisecond after the last.
+  const submit = async (of: Tenant) => {
+    clock++;
+    const request = { model: "noop", input: {} };
+    const options = { idempotencyKey: null, traceparent: null };
+    const { job } = await submitJob(gateway, of, request, options);
+    // The submit's release pass runs in the background: let it finish first.
+    await releaseModel(gateway, "noop");
+    return job;
+  };
+  const view = async (id: string) => {
+    const row = await gateway.stores.jobs.byId(id);
+    if (!row) throw new Error("no job");
+    return jobView(gateway, row);
+  };
+
+  it("names each reason, from the model's switch to the tenant's limit and the fleet", async () => {
+    const one = await tenant({ max_running_jobs: 1 });
+    const first = await submit(one);
+    const second = await submit(one);
+    expect(await view(first.id)).toMatchObject({ waiting_reason: "no_agent_for_model" });
+    // The first is released and counts against max_running_jobs 1: the second is held.
+    const held = await view(second.id);
+    expect(held).toMatchObject({ waiting_reason: "tenant_concurrency_limit" });
+    expect(held.waiting_detail).toContain("max_running_jobs is 1");
+
+    const { row: agent } = await gateway.stores.agents.create({ source: "admin", now: clock });
+    await gateway.stores.agents.register(
+      agent.id,
+      { v: 1, models: ["noop"], provider: "cpu", slots: 1, heartbeat_interval_seconds: 5 },
+      clock,
+    );
+    const other = await tenant();
+    const third = await submit(other);
+    // A live agent serves noop; the first job is ahead of the third.
+    const behind = await view(third.id);
+    expect(behind).toMatchObject({ waiting_reason: "behind_jobs" });
+    expect(behind.queue_position).toBeGreaterThan(1);
+    expect(await view(first.id)).toMatchObject({ waiting_reason: "agents_busy" });
+    const [listed] = await listedJobs(gateway, [(await gateway.stores.jobs.byId(third.id))!]);
+    expect(listed).toMatchObject({
+      waiting_reason: "behind_jobs",
+      queue_position: behind.queue_position,
+    });
+
+    // The agent stops heartbeating: three missed beats and it is gone.
+    clock += 60_000;
+    expect(await view(third.id)).toMatchObject({ waiting_reason: "agents_unhealthy" });
+
+    await gateway.stores.jobs.pauseModel("noop", { rejectNew: false, reason: "upgrade" }, clock);
+    forgetSwitches(gateway);
+    const paused = await view(third.id);
+    expect(paused).toMatchObject({ waiting_reason: "model_paused" });
+    expect(paused.waiting_detail).toContain("upgrade");
+    await gateway.stores.jobs.resumeModel("noop", clock);
+    forgetSwitches(gateway);
+  });
+
+  it("a retried attempt waits out its backoff", async () => {
+    const one = await tenant();
+    const job = await submit(one);
+    const claimed = await gateway.stores.jobs.claim(job.id, "agt_x", 1, clock);
+    expect(claimed.ok).toBe(true);
+    const error = { type: "transient" as const, code: "oom", message: "out of memory" };
+    await gateway.stores.jobs.fail(job.id, 1, error, true, clock);
+    const waiting = await view(job.id);
+    expect(waiting).toMatchObject({ waiting_reason: "delayed" });
+    expect(waiting.waiting_detail).toContain("oom");
+    // The tenant's feed says the same of the `queued` event the failure made.
+    const events = await gateway.stores.jobs.eventsAfter(job.id, 0);
+    const requeued = events.at(-1);
+    expect(requeued?.status).toBe("queued");
+    const row = { ...requeued, model: "noop" } as unknown as TenantEventRow;
+    expect(await feedWaiting(gateway, one.id, row)).toMatchObject({ waiting_reason: "delayed" });
+  });
+
+  it("a queued job's event stream says why it waits", async () => {
+    const gw = await startTestGateway({ models: ["noop"] });
+    try {
+      const submitted = await gw.api("/v1/jobs", {
+        method: "POST",
+        json: { model: "noop", input: {} },
+      });
+      const { id } = (await submitted.json()) as { id: string };
+      const listed = (await (await gw.api("/v1/jobs")).json()) as { data: Job[] };
+      expect(listed.data.find((job) => job.id === id)).toMatchObject({
+        waiting_reason: "no_agent_for_model",
+      });
+      const controller = new AbortController();
+      const response = await gw.api(`/v1/jobs/${id}/events`, { signal: controller.signal });
+      let first: JobEvent | null = null;
+      await readSse(response, ({ event, data }) => {
+        if (event !== "status" || first) return;
+        first = JSON.parse(data) as JobEvent;
+        controller.abort();
+      }).catch((error: unknown) => {
+        if (!controller.signal.aborted) throw error;
+      });
+      expect(first).toMatchObject({ status: "queued", waiting_reason: "no_agent_for_model" });
+    } finally {
+      await gw.close();
+    }
+  });
+
+  it("the tenant's feed says why each job it sees queued waits", async () => {
+    const gw = await startTestGateway({ models: ["noop"] });
+    try {
+      const controller = new AbortController();
+      const response = await gw.api("/v1/events", { signal: controller.signal });
+      const queued: (JobEvent & { model: string })[] = [];
+      const reading = readSse(response, ({ event, data }) => {
+        if (event === "ready") {
+          // The stream is open: these two jobs' events are live ones.
+          for (const n of [1, 2]) {
+            void gw.api("/v1/jobs", { method: "POST", json: { model: "noop", input: { n } } });
+          }
+        }
+        if (event !== "status") return;
+        const parsed = JSON.parse(data) as JobEvent & { model: string };
+        if (parsed.status === "queued") queued.push(parsed);
+        if (queued.length === 2) controller.abort();
+      }).catch((error: unknown) => {
+        if (!controller.signal.aborted) throw error;
+      });
+      await reading;
+      expect(queued).toHaveLength(2);
+      for (const event of queued) {
+        expect(event).toMatchObject({ model: "noop", waiting_reason: "no_agent_for_model" });
+        expect(event.waiting_detail).toContain("noop");
+      }
+    } finally {
+      await gw.close();
+    }
+  });
+});

@@ -1,0 +1,43 @@
+import { createGateway } from "../../gateway/app.ts";
+import { GatewayConfig, type GatewayConfigInput } from "../../gateway/config.ts";
+import type { Gateway } from "../../gateway/context.ts";
+import { createKyselyStores } from "../../gateway/store/kysely-stores.ts";
+import { createDiskBlobStore } from "../../shared/blob/disk.ts";
+import type { OpenedDatabase } from "../../shared/db/open.ts";
+import { randomToken } from "../../shared/ids.ts";
+import type { JobQueue } from "../../shared/queue/port.ts";
+
+/**
+ * A gateway core for driving the sweeper by hand: no server, no log, background work
+ * dropped, and a clock the test moves. The sweep tests each built this the same way.
+ */
+export function sweepGateway(options: {
+  database: OpenedDatabase;
+  queue: JobQueue;
+  blobDir: string;
+  now: () => number;
+  fetch?: typeof fetch;
+  config?: Partial<GatewayConfigInput>;
+}): Gateway {
+  return createGateway({
+    stores: createKyselyStores(options.database.db),
+    queue: options.queue,
+    blobs: createDiskBlobStore({
+      root: options.blobDir,
+      publicBaseUrl: "http://127.0.0.1:1",
+      secret: randomToken(32),
+    }),
+    config: GatewayConfig.parse({
+      publicUrl: "http://127.0.0.1:1",
+      models: ["noop"],
+      agentToken: randomToken(24),
+      ...options.config,
+    }),
+    log: { info() {}, warn() {}, error() {} },
+    now: options.now,
+    fetch: options.fetch ?? globalThis.fetch,
+    // Work the core starts in the background (published marks) may outlive the test's
+    // database: its failure then is no failure of the test.
+    background: (work) => void work.catch(() => {}),
+  });
+}

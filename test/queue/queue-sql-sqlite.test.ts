@@ -1,0 +1,95 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Kysely } from "kysely";
+import { describe, expect, it, onTestFinished } from "vitest";
+import type { Database } from "../../shared/db/schema.ts";
+import { openSqlite } from "../../shared/db/sqlite.ts";
+import type { QueueLimits } from "../../shared/queue/port.ts";
+import { createSqlQueue, type SqlQueue } from "../../shared/queue/sql/index.ts";
+import { describeFairRelease } from "../conformance/fair-release.ts";
+import {
+  describeJobQueueConformance,
+  freshModel,
+  Inbox,
+  type JobQueueFixture,
+  queueMessage,
+} from "../conformance/job-queue.ts";
+
+const LIMITS: QueueLimits = { maxAttempts: 3, leaseMs: 400 };
+
+/** A queue over a fresh SQLite file in its own temp folder, removed by `cleanup`. */
+async function sqliteFixture(
+  onError?: (error: unknown) => void,
+): Promise<JobQueueFixture & { queue: SqlQueue }> {
+  const dir = mkdtempSync(join(tmpdir(), "gantry-queue-"));
+  const path = join(dir, "queue.db");
+  const opened: Array<{ db: Kysely<Database>; queue: SqlQueue }> = [];
+  const open = async () => {
+    const db = await openSqlite(path);
+    const queue = createSqlQueue(db, {
+      dialect: "sqlite",
+      limits: LIMITS,
+      pollIntervalMs: 20,
+      onError,
+    });
+    opened.push({ db, queue });
+    return queue;
+  };
+  return {
+    queue: await open(),
+    limits: LIMITS,
+    reopen: open,
+    async cleanup() {
+      for (const { db, queue } of opened) {
+        await queue.close();
+        await db.destroy();
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+describeJobQueueConformance("sql on SQLite", sqliteFixture);
+describeFairRelease("sql on SQLite", () => sqliteFixture());
+
+describe("sql queue on SQLite: beyond the port", () => {
+  const setUp = async () => {
+    const fixture = await sqliteFixture();
+    onTestFinished(() => fixture.cleanup());
+    return { queue: fixture.queue, model: freshModel() };
+  };
+
+  it("keeps dead letters with their reason and attempt count", async () => {
+    const { queue, model } = await setUp();
+    const poison = queueMessage(model);
+    await queue.publish(poison);
+    const error = { type: "permanent", code: "bad_input", message: "not an image" } as const;
+    const box = new Inbox(5_000, (d) => d.deadLetter(error));
+    const consumer = await queue.consume(box.handler, { prefetch: 1 });
+    await box.nth(1);
+    await consumer.stop();
+    expect(await queue.deadLetters(model)).toEqual([{ message: poison, attempts: 1, error }]);
+    expect(await queue.deadLetters(freshModel())).toEqual([]);
+  });
+
+  it("records max_attempts_exceeded when leases keep running out", async () => {
+    const { queue, model } = await setUp();
+    await queue.publish(queueMessage(model));
+    const box = new Inbox(10_000);
+    const consumer = await queue.consume(box.handler, { prefetch: 1, models: [model] });
+    await box.nth(LIMITS.maxAttempts);
+    await expect
+      .poll(() => queue.deadLetters(model), { timeout: 5_000, interval: 20 })
+      .toMatchObject([{ attempts: LIMITS.maxAttempts, error: { code: "max_attempts_exceeded" } }]);
+    await consumer.stop();
+  });
+
+  it("refuses invalid messages and consume options", async () => {
+    const { queue, model } = await setUp();
+    const bad = { ...queueMessage(model), id: "not-a-job-id" };
+    await expect(queue.publish(bad)).rejects.toThrow();
+    await expect(queue.consume(() => {}, { prefetch: 0 })).rejects.toThrow(/prefetch/);
+    await expect(queue.consume(() => {}, { prefetch: 1, models: [] })).rejects.toThrow(/models/);
+  });
+});

@@ -1,0 +1,165 @@
+/**
+ * The batched claim and report statements find their jobs by id, whatever Postgres's
+ * statistics say. Stale ones are the common case for a backlog: the last ANALYZE saw a
+ * table of finished jobs, then 100 000 jobs are queued at once. Before the fix the planner
+ * costed the status and model indexes at one row and scanned every queued job once per id
+ * in the batch (a 200-job claim took 11 s during bench/backlog.ts). Checked on the plan
+ * (EXPLAIN ANALYZE of the very statement the store sent: the rows it touched), not on time.
+ */
+import { Kysely, PostgresDialect, sql } from "kysely";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { claimMany, succeedMany } from "../../gateway/store/job-batch-updates.ts";
+import { openDatabase } from "../../shared/db/open.ts";
+import { dropPostgresSchema } from "../../shared/db/postgres.ts";
+import type { Database } from "../../shared/db/schema.ts";
+import { freshPostgresUrl, TEST_POSTGRES_URL } from "../helpers/test-gateway.ts";
+
+const fresh = freshPostgresUrl("gantry_plan");
+let pool: pg.Pool;
+let db: Kysely<Database>;
+const sent: { sql: string; parameters: readonly unknown[] }[] = [];
+
+/** Table rows the test makes (the bound on rows one statement may touch, with a margin). */
+const TABLE_ROWS = 24_000;
+
+/**
+ * Rows a statement touched, from its executed plan: every row a scan of `jobs` returned or
+ * filtered out, each loop counted, and every pair a join compared and threw away. A claim by
+ * id touches its batch and at most one pass over the table; the stale-statistics plan
+ * touched the queued jobs once per id in the batch.
+ */
+function rowsTouched(plan: unknown): number {
+  if (!plan || typeof plan !== "object") return 0;
+  const node = plan as Record<string, unknown>;
+  const count = (key: string) => Number(node[key] ?? 0);
+  let touched = count("Rows Removed by Join Filter");
+  if (node["Relation Name"] === "jobs") {
+    touched += count("Actual Loops") * (count("Actual Rows") + count("Rows Removed by Filter"));
+  }
+  for (const value of Object.values(node)) {
+    for (const child of Array.isArray(value) ? value : [value]) touched += rowsTouched(child);
+  }
+  return touched;
+}
+
+/** How many nodes of the plan scan `jobs`: none means the walker read nothing of it. */
+function jobScans(plan: unknown): number {
+  if (!plan || typeof plan !== "object") return 0;
+  const node = plan as Record<string, unknown>;
+  let scans = node["Relation Name"] === "jobs" ? 1 : 0;
+  for (const value of Object.values(node)) {
+    for (const child of Array.isArray(value) ? value : [value]) scans += jobScans(child);
+  }
+  return scans;
+}
+
+/**
+ * Runs the statement under EXPLAIN ANALYZE and rolls it back: the rows it touched, checked
+ * against both ends. At most the table once over (with a margin); at least `atLeast`, the
+ * rows it must have read (a batch reads every job of its batch), from at least one scan of
+ * `jobs`: a walker that finds nothing in the plan must not pass for a good plan.
+ */
+async function expectTouched(
+  statement: { sql: string; parameters: readonly unknown[] },
+  atLeast: number,
+) {
+  const plan = await planOf(statement);
+  expect(jobScans(plan)).toBeGreaterThan(0);
+  const touched = rowsTouched(plan);
+  expect(touched).toBeGreaterThanOrEqual(atLeast);
+  expect(touched).toBeLessThan(TABLE_ROWS + 2_000);
+}
+
+/** Runs the statement under EXPLAIN ANALYZE and rolls it back: its executed plan. */
+async function planOf(statement: { sql: string; parameters: readonly unknown[] }) {
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${statement.sql}`, [
+      ...statement.parameters,
+    ]);
+    return rows[0]["QUERY PLAN"] as unknown;
+  } finally {
+    await client.query("ROLLBACK");
+    client.release();
+  }
+}
+
+beforeAll(async () => {
+  // Migrates the schema; then a Kysely of its own that records what it sends.
+  await (await openDatabase(fresh.url)).close();
+  pool = new pg.Pool({
+    connectionString: TEST_POSTGRES_URL,
+    options: `-c search_path=${fresh.schema}`,
+  });
+  db = new Kysely<Database>({
+    dialect: new PostgresDialect({ pool }),
+    log: (event) => {
+      if (event.level === "query") sent.push(event.query);
+    },
+  });
+  const insert = (count: number, offset: number, status: string) =>
+    sql`
+    INSERT INTO jobs (id, tenant_id, model, status, priority, input, attempt, created_at,
+      updated_at, expires_at, last_seq, started_at, finished_at, released_at)
+    SELECT 'job_' || lpad(n::text, 8, '0'), 'ten_plan', 'noop', ${status}, 0, '{}', 1, n, n,
+      9999999999999, 1, n, n, n
+    FROM generate_series(${offset}::bigint, ${offset + count - 1}::bigint) AS n`.execute(db);
+  // The statistics see only finished jobs; then a backlog arrives that ANALYZE never saw.
+  await insert(2_000, 0, "succeeded");
+  await sql`ANALYZE jobs`.execute(db);
+  await insert(20_000, 2_000, "queued");
+  await insert(2_000, 22_000, "running");
+});
+
+afterAll(async () => {
+  await db?.destroy();
+  await dropPostgresSchema(fresh.url, fresh.schema);
+});
+
+describe("batched job statements on Postgres with stale statistics", () => {
+  const ids = (from: number, count: number) =>
+    Array.from({ length: count }, (_, i) => `job_${String(from + i).padStart(8, "0")}`);
+
+  it("counts what a statement reads: the whole table for a scan, the rows asked for by id", async () => {
+    const scan = await planOf({
+      sql: "SELECT count(*) FROM jobs WHERE input::text <> 'x'",
+      parameters: [],
+    });
+    // Exact but for the rounding of per-loop averages, should the scan run in parallel.
+    expect(Math.abs(rowsTouched(scan) - TABLE_ROWS)).toBeLessThanOrEqual(3);
+    const byId = await planOf({
+      sql: "SELECT id FROM jobs WHERE id = ANY($1::text[])",
+      parameters: [ids(5_000, 200)],
+    });
+    expect(rowsTouched(byId)).toBe(200);
+  });
+
+  it("claims 200 queued jobs by id, not by scanning the backlog once per job", async () => {
+    sent.length = 0;
+    const items = ids(10_000, 200).map((id) => ({ id, attempt: 1 }));
+    const claimed = await claimMany(db, 10_000, items, {
+      agentId: "agt_plan",
+      now: 1,
+      models: ["noop"],
+    });
+    expect(claimed).toHaveLength(200);
+    const statement = sent.find((query) => /UPDATE jobs SET\s+status = 'running'/.test(query.sql));
+    expect(statement).toBeDefined();
+    // Run again under EXPLAIN ANALYZE (the jobs are running now, so it changes nothing, but
+    // it still reads each of the 200 to find it is no longer queued).
+    await expectTouched(statement!, claimed.length);
+  });
+
+  it("reports 200 running jobs by id, not by scanning them once per job", async () => {
+    sent.length = 0;
+    await sql`UPDATE jobs SET agent_id = 'agt_plan' WHERE status = 'running'`.execute(db);
+    const items = ids(22_000, 200).map((id) => ({ id, attempt: 1, output: {} }));
+    const done = await succeedMany(db, 10_000, items, { agentId: "agt_plan", now: 2 });
+    expect(done).toHaveLength(200);
+    const statement = sent.find((query) => /status = 'succeeded'/.test(query.sql));
+    expect(statement).toBeDefined();
+    await expectTouched(statement!, done.length);
+  });
+});

@@ -1,5 +1,5 @@
 import type { PlanLimits } from "../plans.ts";
-import type { HeldLane, ReleasePick, ReleaseSnapshot } from "../store/job-release.ts";
+import type { HeldLane, ReleasePick, ReleaseSnapshot } from "../store/release-snapshot.ts";
 
 /**
  * Which held jobs of a model go to the broker next: the fair order of issue 26, as plain

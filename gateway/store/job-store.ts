@@ -21,6 +21,7 @@ import type { JobRow } from "./job-rows.ts";
 import { countQueued, type QueuedRange, queueCheckpoints, recentStarts } from "./job-standing.ts";
 import * as changes from "./job-transitions.ts";
 import * as switches from "./model-switches.ts";
+import type { Chooser } from "./release-snapshot.ts";
 import type { RunUsage } from "./usage.ts";
 
 export type { NewJob } from "./job-inserts.ts";
@@ -88,7 +89,7 @@ export class KyselyJobStore {
     return jobCountsByStatus(this.db);
   }
   /** A release pass of `model` (job-release.ts): `choose`'s picks marked released, safely. */
-  releaseJobs(model: string, window: number, choose: release.Chooser, now: number) {
+  releaseJobs(model: string, window: number, choose: Chooser, now: number) {
     return release.releaseJobs(this.db, model, window, choose, now);
   }
   /** A tenant's running and released jobs, every model (its `max_running_jobs` count). */

@@ -1,5 +1,6 @@
 import { expect, it } from "vitest";
 import type { Stores } from "../../gateway/store/kysely-stores.ts";
+import type { ReleaseSnapshot } from "../../gateway/store/release-snapshot.ts";
 import type { JobError } from "../../shared/protocol/index.ts";
 import { freshModel, freshTenant, newJob, T0 } from "./stores-jobs.ts";
 
@@ -157,5 +158,34 @@ export function jobExtraCases(stores: () => Stores): void {
     const failedNow = await jobs().failQueued(requeued.job, error("gone"), T0 + 5);
     expect(failedNow).toMatchObject({ ok: true, job: { status: "failed", finished_at: T0 + 5 } });
     expect(await mine(T0 + 10)).toEqual([]);
+  });
+
+  it("a release pass's line says when each of its tenants last started a job of the model", async () => {
+    const model = freshModel();
+    const [a, b] = [freshTenant(), freshTenant()];
+    const startedAt = async (tenantId: string, at: number) => {
+      const row = await insert({ tenantId, model, now: at - 10 });
+      if (!(await jobs().claim(row.id, "agt_a", 1, at)).ok) throw new Error("claim refused");
+      await jobs().succeed(row.id, 1, null, at + 5, "agt_a");
+    };
+    await startedAt(a, T0 + 100);
+    await startedAt(b, T0 + 200);
+    await startedAt(b, T0 + 220);
+    for (const tenantId of [a, b]) await insert({ tenantId, model, held: true, now: T0 + 250 });
+    let line: ReleaseSnapshot | undefined;
+    const look = (snapshot: ReleaseSnapshot) => {
+      line = snapshot;
+      return [];
+    };
+    await jobs().releaseJobs(model, 10, look, T0 + 300);
+    expect(line?.lanes.map((lane) => lane.tenantId).sort()).toEqual([a, b].sort());
+    // What breaks the tie between two tenants with nothing running: who started last.
+    const starts = line?.lastStarted.map(({ tenantId, at }) => [tenantId, at]);
+    expect(new Map(starts)).toEqual(
+      new Map([
+        [a, T0 + 100],
+        [b, T0 + 220],
+      ]),
+    );
   });
 }

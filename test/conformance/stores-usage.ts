@@ -1,7 +1,7 @@
 import { expect, it } from "vitest";
-import type { ReleaseSnapshot } from "../../gateway/store/job-release.ts";
 import { toJob } from "../../gateway/store/job-rows.ts";
 import type { Stores } from "../../gateway/store/kysely-stores.ts";
+import type { ReleaseSnapshot } from "../../gateway/store/release-snapshot.ts";
 import type { JobError } from "../../shared/protocol/index.ts";
 import { freshModel, freshTenant, newJob, T0 } from "./stores-jobs.ts";
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { pickReleases } from "../../gateway/jobs/fair-order.ts";
-import type { ReleaseSnapshot } from "../../gateway/store/job-release.ts";
+import type { ReleaseSnapshot } from "../../gateway/store/release-snapshot.ts";
 
 /**
  * The fair order's arithmetic (gateway/jobs/fair-order.ts) over a simulated model: a FIFO

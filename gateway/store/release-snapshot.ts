@@ -1,0 +1,220 @@
+import { type Kysely, sql } from "kysely";
+import type { Database } from "../../shared/db/schema.ts";
+
+/**
+ * What a model's line looks like now, read for a release pass (job-release.ts): its window,
+ * its lanes of held jobs, and the counts and recent starts the fair order (gateway/jobs/fair-order.ts)
+ * weighs them by.
+ */
+
+type Db = Kysely<Database>;
+
+/** A tenant's held jobs of one band and one `fairness_key`, oldest first. */
+export interface HeldLane {
+  priority: number;
+  tenantId: string;
+  fairnessKey: string | null;
+  /** Its held jobs, counted up to what the pass could release (more is never needed). */
+  held: number;
+  oldestId: string;
+}
+
+/** Running or released jobs: on the model per tenant and key, and per tenant on any model. */
+export interface ActiveCount {
+  tenantId: string;
+  fairnessKey: string | null;
+  count: number;
+}
+
+export interface ReleaseSnapshot {
+  model: string;
+  /** Released jobs of the model not yet taken by an agent. */
+  released: number;
+  /** The model's running jobs. */
+  running: number;
+  lanes: HeldLane[];
+  /** On this model, per tenant and key (only tenants with held jobs). */
+  active: ActiveCount[];
+  /** Per tenant across every model: what `max_running_jobs` bounds. */
+  tenantActive: Map<string, number>;
+  /** The plan and overrides of each tenant with held jobs. */
+  tenants: Map<string, { plan: string; limits: string | null }>;
+  /** When each tenant and key last had a job of the model start, in the last minute. */
+  lastStarted: { tenantId: string; fairnessKey: string | null; at: number }[];
+}
+
+/** Release up to `count` of a lane's oldest jobs, if the tenant stays within `maxActive`. */
+export interface ReleasePick {
+  priority: number;
+  tenantId: string;
+  fairnessKey: string | null;
+  count: number;
+  maxActive: number;
+}
+
+/** Picks what to release from a snapshot of a model's line (gateway/jobs/fair-order.ts). */
+export type Chooser = (snapshot: ReleaseSnapshot) => ReleasePick[];
+
+const MAX_TENANTS = 90;
+
+export const ACTIVE = sql`(status = 'running' OR (status = 'queued' AND released_at IS NOT NULL))`;
+
+/** A model's released jobs not yet taken, and its running jobs. */
+export async function windowCounts(db: Db, model: string) {
+  const { rows } = await sql<{ released: number | string | null; running: number | string | null }>`
+    SELECT sum(CASE WHEN status = 'queued' THEN 1 ELSE 0 END) AS released,
+           sum(CASE WHEN status = 'running' THEN 1 ELSE 0 END) AS running
+    FROM jobs WHERE model = ${model} AND ${ACTIVE}`.execute(db);
+  return { released: Number(rows[0]?.released ?? 0), running: Number(rows[0]?.running ?? 0) };
+}
+
+/** How far back a lane's last start counts for breaking ties (fair-order.ts). */
+const RECENT_MS = 60_000;
+
+type LaneRow = {
+  priority: number;
+  tenant_id: string;
+  fairness_key: string | null;
+  held: number | string;
+  oldest: string;
+};
+
+const held = (db: Db, model: string) =>
+  db
+    .selectFrom("jobs")
+    .where("model", "=", model)
+    .where("status", "=", "queued")
+    .where("released_at", "is", null);
+
+/** The held jobs of one lane (a band, a tenant and a `fairness_key`) of `model`. */
+export function heldInLane(
+  model: string,
+  lane: { priority: number; tenantId: string; fairnessKey: string | null },
+) {
+  const key =
+    lane.fairnessKey === null ? sql`fairness_key IS NULL` : sql`fairness_key = ${lane.fairnessKey}`;
+  return sql`model = ${model} AND status = 'queued' AND released_at IS NULL
+    AND priority = ${lane.priority} AND tenant_id = ${lane.tenantId} AND ${key}`;
+}
+
+/**
+ * The model's lanes of held jobs. A backlog of one lane (one tenant alone, the common case
+ * of a long one) is found by two probes of `jobs_held`, its first and last job in lane
+ * order, and counted only up to `cap`; several lanes are grouped over every held job.
+ */
+async function heldLanes(db: Db, model: string, cap: number): Promise<LaneRow[]> {
+  const edge = (direction: "asc" | "desc") =>
+    held(db, model)
+      .select(["priority", "tenant_id", "fairness_key", "id"])
+      .orderBy("priority", direction)
+      .orderBy("tenant_id", direction)
+      .orderBy("fairness_key", direction)
+      .orderBy("id", direction)
+      .limit(1)
+      .executeTakeFirst();
+  const [first, last] = await Promise.all([edge("asc"), edge("desc")]);
+  if (!first || !last) return [];
+  const oneLane =
+    first.priority === last.priority &&
+    first.tenant_id === last.tenant_id &&
+    first.fairness_key === last.fairness_key;
+  if (oneLane) {
+    const lane = {
+      priority: first.priority,
+      tenantId: first.tenant_id,
+      fairnessKey: first.fairness_key,
+    };
+    const { rows } = await sql<{ n: number | string }>`
+      SELECT count(*) AS n FROM (
+        SELECT 1 FROM jobs WHERE ${heldInLane(model, lane)} LIMIT ${Math.max(1, cap)}) capped`.execute(
+      db,
+    );
+    return [{ ...first, held: rows[0]?.n ?? 0, oldest: first.id }];
+  }
+  return held(db, model)
+    .select((eb) => [
+      "priority",
+      "tenant_id",
+      "fairness_key",
+      eb.fn.countAll<number | string>().as("held"),
+      eb.fn.min("id").as("oldest"),
+    ])
+    .groupBy(["priority", "tenant_id", "fairness_key"])
+    .execute();
+}
+
+/**
+ * When each tenant and key last started a job of the model, among its last `RECENT_STARTS`
+ * starts of the last minute, by the (model, started_at) index read backwards. Only ties between
+ * lanes need it (a pass of one lane reads none). Bounded by count and not only by time: a minute
+ * of starts at saturation was 20 000 rows, read on every pass (2.2 ms each, the costliest
+ * statement of a saturated run). A lane with no start among them started before all that did,
+ * which is what breaking a tie needs to know.
+ */
+function lastStarts(db: Db, model: string, tenantIds: string[], now: number) {
+  return sql<{ tenant_id: string; fairness_key: string | null; at: number | string }>`
+    SELECT tenant_id, fairness_key, max(started_at) AS at FROM (
+      SELECT tenant_id, fairness_key, started_at FROM jobs
+      WHERE model = ${model} AND started_at >= ${now - RECENT_MS}
+      ORDER BY started_at DESC LIMIT ${RECENT_STARTS}) recent
+    WHERE tenant_id IN (${sql.join(tenantIds)})
+    GROUP BY tenant_id, fairness_key`.execute(db);
+}
+
+const RECENT_STARTS = 256;
+
+export async function snapshot(
+  db: Db,
+  model: string,
+  now: number,
+  cap: number,
+): Promise<ReleaseSnapshot> {
+  const [counts, lanes] = await Promise.all([windowCounts(db, model), heldLanes(db, model, cap)]);
+  // Tenants with the most urgent heads first; at most MAX_TENANTS a pass (D1 binds at most
+  // 100 parameters a statement): the rest wait for the next pass.
+  const ordered = [...lanes].sort(
+    (a, b) => b.priority - a.priority || (a.oldest < b.oldest ? -1 : a.oldest > b.oldest ? 1 : 0),
+  );
+  const tenantIds = [...new Set(ordered.map((lane) => lane.tenant_id))].slice(0, MAX_TENANTS);
+  const [active, totals, tenants, recent] = tenantIds.length
+    ? await Promise.all([
+        sql<{ tenant_id: string; fairness_key: string | null; n: number | string }>`
+          SELECT tenant_id, fairness_key, count(*) AS n FROM jobs
+          WHERE tenant_id IN (${sql.join(tenantIds)}) AND model = ${model} AND ${ACTIVE}
+          GROUP BY tenant_id, fairness_key`.execute(db),
+        sql<{ tenant_id: string; n: number | string }>`
+          SELECT tenant_id, count(*) AS n FROM jobs
+          WHERE tenant_id IN (${sql.join(tenantIds)}) AND ${ACTIVE}
+          GROUP BY tenant_id`.execute(db),
+        db
+          .selectFrom("tenants")
+          .select(["id", "plan", "limits"])
+          .where("id", "in", tenantIds)
+          .execute(),
+        lanes.length > 1 ? lastStarts(db, model, tenantIds, now) : { rows: [] },
+      ])
+    : [{ rows: [] }, { rows: [] }, [], { rows: [] }];
+  return {
+    model,
+    ...counts,
+    lanes: lanes.map((lane) => ({
+      priority: lane.priority,
+      tenantId: lane.tenant_id,
+      fairnessKey: lane.fairness_key,
+      held: Number(lane.held),
+      oldestId: lane.oldest,
+    })),
+    active: active.rows.map((row) => ({
+      tenantId: row.tenant_id,
+      fairnessKey: row.fairness_key,
+      count: Number(row.n),
+    })),
+    tenantActive: new Map(totals.rows.map((row) => [row.tenant_id, Number(row.n)])),
+    tenants: new Map(tenants.map((row) => [row.id, { plan: row.plan, limits: row.limits }])),
+    lastStarted: recent.rows.map((row) => ({
+      tenantId: row.tenant_id,
+      fairnessKey: row.fairness_key,
+      at: Number(row.at),
+    })),
+  };
+}

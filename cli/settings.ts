@@ -175,7 +175,7 @@ export const GATEWAY_SETTINGS = {
   releaseWindow: setting(
     "GANTRY_RELEASE_WINDOW",
     wholeNumber(1, 100_000).prefault("32"),
-    "Jobs of one model handed to the queue and not yet taken by an agent, or as many as its agents run at once when that is more; the rest wait in the store in fair order (weighted by tenant, then by `fairness_key`). Smaller: a tenant that arrives behind a backlog waits less; larger: fewer release passes. See [Fair share](api.md#fair-share-and-concurrency-limits).",
+    "Jobs of one model handed to the queue and not yet taken by an agent, or as many as its agents run at once or read ahead (the `prefetch` they register) when that is more; the rest wait in the store in fair order (weighted by tenant, then by `fairness_key`). Smaller: a tenant that arrives behind a backlog waits less; larger: fewer release passes. See [Fair share](api.md#fair-share-and-concurrency-limits).",
   ),
   usageRetentionDays: setting(
     "GANTRY_USAGE_RETENTION_DAYS",

@@ -20,6 +20,16 @@ export interface AgentFacts {
 const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`;
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
+/** A registered, unrevoked agent heard from within GONE_AFTER_BEATS of its beats. */
+export function isLive(row: AgentRow, now: number): boolean {
+  if (row.revoked_at !== null || row.registered_at === null) return false;
+  const lastSeen = row.last_heartbeat_at ?? row.registered_at;
+  return (
+    now - lastSeen <=
+    GONE_AFTER_BEATS * (row.heartbeat_interval_ms ?? DEFAULT_HEARTBEAT_INTERVAL_MS)
+  );
+}
+
 /** Which box is idle, busy, overloaded or gone, and why, in one word and one sentence. */
 export function agentState(
   row: AgentRow,

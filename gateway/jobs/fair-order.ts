@@ -5,9 +5,9 @@ import type { HeldLane, ReleasePick, ReleaseSnapshot } from "../store/release-sn
  * Which held jobs of a model go to the broker next: the fair order of issue 26, as plain
  * arithmetic over a snapshot of the model's line (gateway/store/job-release.ts).
  *
- * - Room: the model's release window, `window` or as many as its agents run now when that
- *   is more (agents that take many jobs at once get as many), less what is released and not
- *   yet taken. A tenant alone fills it all: no capacity is held back.
+ * - Room: the model's release window, `window` (which release.ts grows to what the model's
+ *   agents read ahead) or as many as its agents run now when that is more (agents that take
+ *   many jobs at once get as many), less what is released and not yet taken. A tenant alone fills it all: no capacity is held back.
  * - Highest priority band first: a pro job never waits behind a free one.
  * - Inside a band, the tenant whose running and released jobs on the model, one more
  *   counted, divided by its `share_weight`, are fewest (ties: the oldest job): weighted

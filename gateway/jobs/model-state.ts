@@ -1,14 +1,12 @@
 import { registeredModels } from "../agents/reports.ts";
+import { isLive } from "../agents/view.ts";
 import type { Gateway } from "../context.ts";
 import { modelPace } from "./model-pace.ts";
 import { pausedModels } from "./model-switches.ts";
 import { sharedReadings } from "./shared-readings.ts";
 
-/** Agents older than this many missed beats are not counted as serving a model. */
-const GONE_AFTER_BEATS = 3;
-const DEFAULT_BEAT_MS = 5_000;
 /** The most agents read to count a model's (the fleet listing pages past this). */
-const AGENTS_READ = 500;
+export const AGENTS_READ = 500;
 
 /** Counting a model's jobs reads its whole queue: once per period for every reader. */
 const counts = sharedReadings<{ queued: number; running: number }>({
@@ -45,12 +43,9 @@ export async function modelState(gateway: Gateway, model: string): Promise<Model
     gateway.stores.agents.list({ limit: AGENTS_READ }),
   ]);
   const switched = paused.get(model);
-  const serving = agents.filter((agent) => {
-    if (agent.revoked_at !== null || agent.registered_at === null) return false;
-    const lastSeen = agent.last_heartbeat_at ?? agent.registered_at;
-    const goneAfter = GONE_AFTER_BEATS * (agent.heartbeat_interval_ms ?? DEFAULT_BEAT_MS);
-    return now - lastSeen <= goneAfter && registeredModels(agent).includes(model);
-  });
+  const serving = agents.filter(
+    (agent) => isLive(agent, now) && registeredModels(agent).includes(model),
+  );
   const perSecond = pace.startsPerSecond;
   return {
     paused: switched !== undefined,

@@ -84,6 +84,7 @@ export class KyselyAgentStore {
         models: JSON.stringify(registration.models),
         provider: registration.provider,
         slots: registration.slots,
+        prefetch: registration.prefetch ?? null,
         vram_total_mb: registration.vram_total_mb ?? null,
         heartbeat_interval_ms:
           registration.heartbeat_interval_seconds === undefined

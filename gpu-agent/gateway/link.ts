@@ -67,10 +67,11 @@ export async function linkGateway(
     runners.find((runner) => runner.provider)?.provider ?? "cpu";
   const provider = providerNow();
   const vram = provider === "cuda" ? await readVram() : null;
-  const registrationFor = (current: ExecutionProvider): AgentRegistration => ({
+  const registrationFor = (current: ExecutionProvider, prefetch?: number): AgentRegistration => ({
     models: config.models,
     provider: current,
     slots: runners.length,
+    ...(prefetch === undefined ? {} : { prefetch }),
     ...(vram ? { vram_total_mb: vram.totalMb } : {}),
     heartbeat_interval_seconds: config.heartbeatIntervalMs / 1000,
   });
@@ -103,7 +104,8 @@ export async function linkGateway(
         gateway,
         supervisor,
         intervalMs: config.heartbeatIntervalMs,
-        registration: () => registrationFor(providerNow()),
+        // Its prefetch is known once its consumer started: registered again then, at once.
+        registration: () => registrationFor(providerNow(), supervisor.status().prefetch),
         registered,
         logger: options.logger,
         readVram,

@@ -137,13 +137,17 @@ export function startAgentHeartbeats(options: AgentHeartbeatOptions): AgentHeart
     };
   }
 
-  async function beat(): Promise<void> {
+  async function registerIfChanged(): Promise<void> {
     const current = options.registration();
     if (current && JSON.stringify(current) !== lastRegistered) {
       await gateway.register(current);
       lastRegistered = JSON.stringify(current);
       logger.info({ models: current.models, provider: current.provider }, "registered again");
     }
+  }
+
+  async function beat(): Promise<void> {
+    await registerIfChanged();
     const now = supervisor.status();
     if (now.runners.some((runner) => runner.gpu !== undefined)) {
       // Each GPU's own readings, narrowed to this agent's GPUs; the total for older gateways.
@@ -160,6 +164,13 @@ export function startAgentHeartbeats(options: AgentHeartbeatOptions): AgentHeart
     });
   }
 
+  // What changed since the first registration (the queue consumer's prefetch, known only
+  // once it started) is told at once, not a beat later; a failure is retried by the beats.
+  beating = registerIfChanged()
+    .catch((cause) => logger.warn({ err: cause }, "registration failed; the next beat retries"))
+    .finally(() => {
+      beating = null;
+    });
   const timer = setInterval(() => {
     if (beating) return; // a slow gateway: skip a beat rather than pile them up
     beating = beat()

@@ -24,6 +24,7 @@ class AgentSupervisor implements Supervisor {
   readonly #deliveries: Deliveries;
   readonly #listeners = new Set<(event: SupervisorEvent) => void>();
   #consumer: Consumer | null = null;
+  #prefetch: number | undefined;
   #heartbeats: JobHeartbeats | null = null;
   #drained: Promise<void> | null = null;
 
@@ -72,6 +73,7 @@ class AgentSupervisor implements Supervisor {
     try {
       // Runners busy with full batches plus the look-ahead, claimed and downloaded early.
       prefetch = this.#pool.capacity(config.models) + (this.options.lookahead ?? this.#pool.size);
+      this.#prefetch = prefetch;
       this.#consumer = await queue.consume((delivery) => deliveries.handle(delivery), {
         prefetch,
         models: config.models,
@@ -101,6 +103,7 @@ class AgentSupervisor implements Supervisor {
       provider: runners.find((r) => r.provider)?.provider ?? null,
       runners,
       failedGpus: pool.failedGpus?.() ?? [],
+      ...(this.#prefetch === undefined ? {} : { prefetch: this.#prefetch }),
       inFlight: [...this.#deliveries.jobs()].map((job) => ({
         jobId: job.jobId,
         attempt: job.attempt,

@@ -46,6 +46,8 @@ export interface SupervisorStatus {
   runners: RunnerSnapshot[];
   /** GPUs taken out after their runners kept failing (nvidia-smi indices). */
   failedGpus?: number[];
+  /** How many jobs it takes from the queue at once, once started: see AgentRegisterRequest. */
+  prefetch?: number;
   inFlight: { jobId: string; attempt: number; model: string; phase: JobPhase; since: string }[];
 }
 

@@ -23,6 +23,7 @@ import { agentDevices } from "./migrations/0021-agent-devices.ts";
 import { usage } from "./migrations/0022-usage.ts";
 import { jobLoadMs } from "./migrations/0023-job-load-ms.ts";
 import { activeJobIndexes } from "./migrations/0024-active-job-indexes.ts";
+import { agentPrefetch } from "./migrations/0025-agent-prefetch.ts";
 import { instant, type Migration, type SqlDialect } from "./migrations/types.ts";
 import type { Database } from "./schema.ts";
 
@@ -54,6 +55,7 @@ const MIGRATIONS: Migration[] = [
   usage,
   jobLoadMs,
   activeJobIndexes,
+  agentPrefetch,
 ];
 
 /**

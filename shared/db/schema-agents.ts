@@ -1,3 +1,5 @@
+import type { Generated } from "kysely";
+
 /**
  * A GPU agent: its credentials, what it registered and what its heartbeats last said.
  * `secret` is kept as issued, because verifying an HMAC needs the key itself: this table
@@ -19,6 +21,8 @@ export interface AgentTable {
   /** cuda | cpu */
   provider: string | null;
   slots: number | null;
+  /** Jobs it takes from the queue at once, as it registered (migration 0025). */
+  prefetch: Generated<number | null>;
   vram_total_mb: number | null;
   heartbeat_interval_ms: number | null;
   registered_at: number | null;

@@ -198,6 +198,12 @@ export const AgentRegisterRequest = z.object({
   models: z.array(ModelId).min(1).max(100),
   provider: ExecutionProviderName,
   slots: z.number().int().min(1).max(1024),
+  /**
+   * How many jobs it takes from the queue at once: its runners' batches and its look-ahead.
+   * The gateway keeps up to this many of its models' jobs released for it, so a fleet that
+   * reads far ahead is not starved by the release window (gateway/jobs/release.ts).
+   */
+  prefetch: z.number().int().min(1).max(100_000).optional(),
   vram_total_mb: z
     .number()
     .int()

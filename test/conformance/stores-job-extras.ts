@@ -180,7 +180,7 @@ export function jobExtraCases(stores: () => Stores): void {
     await jobs().releaseJobs(model, 10, look, T0 + 300);
     expect(line?.lanes.map((lane) => lane.tenantId).sort()).toEqual([a, b].sort());
     // What breaks the tie between two tenants with nothing running: who started last.
-    const starts = line?.lastStarted.map(({ tenantId, at }) => [tenantId, at]);
+    const starts = line?.lastStarted.map(({ tenantId, at }): [string, number] => [tenantId, at]);
     expect(new Map(starts)).toEqual(
       new Map([
         [a, T0 + 100],

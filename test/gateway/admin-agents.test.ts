@@ -203,6 +203,7 @@ describe("agent state", () => {
     models: JSON.stringify(["ocr"]),
     provider: "cuda",
     slots: 2,
+    prefetch: null,
     vram_total_mb: 80_000,
     heartbeat_interval_ms: 10_000,
     registered_at: 0,

@@ -172,7 +172,7 @@ export const WORKER_SETTINGS = {
   releaseWindow: setting(
     "GANTRY_RELEASE_WINDOW",
     wholeNumber(1, 100_000).prefault("32"),
-    "Jobs of one model handed to the queue and not yet taken, or as many as its agents run when more; the rest wait in D1 in fair order.",
+    "Jobs of one model handed to the queue and not yet taken, or as many as its agents run or read ahead when more; the rest wait in D1 in fair order.",
   ),
   maxQueueDepthByModel: setting(
     "GANTRY_MAX_QUEUE_DEPTH_BY_MODEL",

@@ -24,9 +24,8 @@ import { sharedReadings } from "./shared-readings.ts";
  * sweep publishes.
  *
  * Passes of one model on one gateway do not overlap: a pass asked for while one runs is
- * run once after it and a short linger, for every caller that asked meanwhile (they all
- * wait for that one), so a burst of submits, claims and ends costs a pass or two, not one
- * each. The first pass on an idle model starts at once: a lone tenant's job goes out now.
+ * run once after it, for every caller that asked meanwhile (they all wait for that one), so
+ * a burst of submits, claims and ends costs a pass or two, not one each. The first pass on an idle model starts at once: a lone tenant's job goes out now.
  */
 export function releaseModel(gateway: Gateway, model: string): Promise<number> {
   // Workers: a promise one request's I/O settles cannot be awaited by another request.
@@ -48,11 +47,12 @@ export function releaseModel(gateway: Gateway, model: string): Promise<number> {
     return run;
   };
   if (!lane.running) return start();
+  // A burst (a flood of submits, an agent's batch of claims and reports) is one pass: it
+  // reads the model's held jobs once, not once per job. No linger before it: what queues up
+  // behind the running pass is batch enough (measured on queue-e2e, a linger of 25 ms: paced
+  // p50 35 ms against 17, saturated 962 jobs/s against 1 188).
   const next = lane.running
     .catch(() => 0)
-    // A burst (a flood of submits, an agent's batch of claims and reports) is one pass: it
-    // reads the model's held jobs once, not once per job.
-    .then(() => new Promise((resolve) => setTimeout(resolve, RELEASE_LINGER_MS)))
     .then(() => {
       lane.next = null;
       return start();
@@ -60,9 +60,6 @@ export function releaseModel(gateway: Gateway, model: string): Promise<number> {
   lane.next = next;
   return next;
 }
-
-/** How long a pass asked for while one runs waits for more askers before it starts. */
-const RELEASE_LINGER_MS = 25;
 
 type Lane = { running: Promise<number> | null; next: Promise<number> | null };
 // Keyed by the notifier, which every per-request copy of a gateway shares (queue-position.ts).

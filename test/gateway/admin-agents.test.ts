@@ -6,7 +6,7 @@
  */
 import { Writable } from "node:stream";
 import pino from "pino";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { runAgentsCommand } from "../../cli/agents.ts";
 import { agentState } from "../../gateway/agents/view.ts";
 import { type AgentHandle, startAgent } from "../../gpu-agent/agent.ts";
@@ -121,6 +121,20 @@ describe("admin agents API", () => {
     };
 
     expect(agent.agentId).toBe(credentials.agent_id);
+    // Once its consumer started, it registers again at once with what it reads ahead (one
+    // slot and a look-ahead of one): the release window grows to it.
+    const prefetch = async () =>
+      (
+        await gw.db
+          .selectFrom("agents")
+          .select("prefetch")
+          .where("id", "=", agent?.agentId ?? "")
+          .executeTakeFirst()
+      )?.prefetch;
+    await vi.waitFor(async () => expect(await prefetch()).toBe(2), {
+      timeout: 5_000,
+      interval: 20,
+    });
     expect(await listed(credentials.agent_id)).toMatchObject({
       state: "idle",
       models: ["noop"],

@@ -64,7 +64,7 @@ describe("the release window and the fleet's prefetch", () => {
 
   it("releases the window, then what live agents read ahead, and no more", async () => {
     const { tenant } = await proTenant(database.db, "ten_window", { max_running_jobs: 1_000 });
-    for (let i = 0; i < 40; i++) {
+    for (let i = 0; i < 100; i++) {
       clock++;
       await submitJob(
         gateway,
@@ -87,14 +87,15 @@ describe("the release window and the fleet's prefetch", () => {
     await releaseModel(gateway, "noop");
     expect(await released()).toBe(25);
 
-    // A revoked agent no longer counts, nor do agents silent for three beats.
+    // A revoked agent no longer counts (50, not 65), nor do agents silent for three beats
+    // (80, not 130).
     await gateway.stores.agents.revoke(second, clock);
-    await agentReadingAhead(20);
+    await agentReadingAhead(40);
     await releaseModel(gateway, "noop");
-    expect(await released()).toBe(30);
+    expect(await released()).toBe(50);
     clock += 16_000;
-    await agentReadingAhead(32);
+    await agentReadingAhead(80);
     await releaseModel(gateway, "noop");
-    expect(await released()).toBe(32);
+    expect(await released()).toBe(80);
   });
 });

@@ -1,5 +1,6 @@
 import { type Kysely, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
+import { isPostgresDb } from "./job-metadata.ts";
 
 /**
  * What a model's line looks like now, read for a release pass (job-release.ts): its window,
@@ -59,12 +60,22 @@ const MAX_TENANTS = 90;
 
 export const ACTIVE = sql`(status = 'running' OR (status = 'queued' AND released_at IS NOT NULL))`;
 
+/**
+ * `jobs`, read through `jobs_active` (the index of running and released jobs) on SQLite and
+ * D1. Without statistics SQLite's planner takes the index that serves the equality, on the
+ * model or on the tenant, and reads every job that model or tenant ever had: 0.55 ms a count
+ * at 6 000 jobs against 0.012 ms through `jobs_active`, and on the embedded stack under a
+ * flood the release passes took half of the gateway's time. Postgres picks the partial index
+ * by itself. (If SQLite could not use the index, the statement would fail: never silently slow.)
+ */
+const activeJobs = (db: Db) => (isPostgresDb(db) ? sql`jobs` : sql`jobs INDEXED BY jobs_active`);
+
 /** A model's released jobs not yet taken, and its running jobs. */
 export async function windowCounts(db: Db, model: string) {
   const { rows } = await sql<{ released: number | string | null; running: number | string | null }>`
     SELECT sum(CASE WHEN status = 'queued' THEN 1 ELSE 0 END) AS released,
            sum(CASE WHEN status = 'running' THEN 1 ELSE 0 END) AS running
-    FROM jobs WHERE model = ${model} AND ${ACTIVE}`.execute(db);
+    FROM ${activeJobs(db)} WHERE model = ${model} AND ${ACTIVE}`.execute(db);
   return { released: Number(rows[0]?.released ?? 0), running: Number(rows[0]?.running ?? 0) };
 }
 
@@ -183,7 +194,7 @@ export async function snapshot(
           WHERE tenant_id IN (${sql.join(tenantIds)}) AND model = ${model} AND ${ACTIVE}
           GROUP BY tenant_id, fairness_key`.execute(db),
         sql<{ tenant_id: string; n: number | string }>`
-          SELECT tenant_id, count(*) AS n FROM jobs
+          SELECT tenant_id, count(*) AS n FROM ${activeJobs(db)}
           WHERE tenant_id IN (${sql.join(tenantIds)}) AND ${ACTIVE}
           GROUP BY tenant_id`.execute(db),
         db

@@ -172,7 +172,7 @@ function lastStarts(db: Db, model: string, tenantIds: string[], now: number) {
     GROUP BY tenant_id, fairness_key`.execute(db);
 }
 
-const RECENT_STARTS = 256;
+export const RECENT_STARTS = 256;
 
 export async function snapshot(
   db: Db,

@@ -1,6 +1,6 @@
 import { expect, it } from "vitest";
 import type { Stores } from "../../gateway/store/kysely-stores.ts";
-import type { ReleaseSnapshot } from "../../gateway/store/release-snapshot.ts";
+import { RECENT_STARTS, type ReleaseSnapshot } from "../../gateway/store/release-snapshot.ts";
 import type { JobError } from "../../shared/protocol/index.ts";
 import { freshModel, freshTenant, newJob, T0 } from "./stores-jobs.ts";
 
@@ -160,32 +160,51 @@ export function jobExtraCases(stores: () => Stores): void {
     expect(await mine(T0 + 10)).toEqual([]);
   });
 
-  it("a release pass's line says when each of its tenants last started a job of the model", async () => {
-    const model = freshModel();
-    const [a, b] = [freshTenant(), freshTenant()];
-    const startedAt = async (tenantId: string, at: number) => {
-      const row = await insert({ tenantId, model, now: at - 10 });
-      if (!(await jobs().claim(row.id, "agt_a", 1, at)).ok) throw new Error("claim refused");
-      await jobs().succeed(row.id, 1, null, at + 5, "agt_a");
-    };
-    await startedAt(a, T0 + 100);
-    await startedAt(b, T0 + 200);
-    await startedAt(b, T0 + 220);
-    for (const tenantId of [a, b]) await insert({ tenantId, model, held: true, now: T0 + 250 });
+  /** A job of `tenantId` on `model` that started (was claimed) at `at`. */
+  const startedAt = async (model: string, tenantId: string, at: number) => {
+    const row = await insert({ tenantId, model, now: at - 10 });
+    if (!(await jobs().claim(row.id, "agt_a", 1, at)).ok) throw new Error("claim refused");
+    return row.id;
+  };
+  /** A job of each tenant held, then the line a release pass of `model` reads: tenant → last start. */
+  const lastStartsSeen = async (model: string, tenants: string[], now: number) => {
+    for (const tenantId of tenants) await insert({ tenantId, model, held: true, now: now - 50 });
     let line: ReleaseSnapshot | undefined;
     const look = (snapshot: ReleaseSnapshot) => {
       line = snapshot;
       return [];
     };
-    await jobs().releaseJobs(model, 10, look, T0 + 300);
-    expect(line?.lanes.map((lane) => lane.tenantId).sort()).toEqual([a, b].sort());
+    await jobs().releaseJobs(model, 10, look, now);
+    expect(line?.lanes.map((lane) => lane.tenantId).sort()).toEqual([...tenants].sort());
+    return new Map(line?.lastStarted.map(({ tenantId, at }): [string, number] => [tenantId, at]));
+  };
+
+  it("a release pass's line says when each of its tenants last started a job of the model", async () => {
+    const model = freshModel();
+    const [a, b] = [freshTenant(), freshTenant()];
+    for (const [tenantId, at] of [
+      [a, T0 + 100],
+      [b, T0 + 200],
+      [b, T0 + 220],
+    ] as const) {
+      await jobs().succeed(await startedAt(model, tenantId, at), 1, null, at + 5, "agt_a");
+    }
     // What breaks the tie between two tenants with nothing running: who started last.
-    const starts = line?.lastStarted.map(({ tenantId, at }): [string, number] => [tenantId, at]);
-    expect(new Map(starts)).toEqual(
+    expect(await lastStartsSeen(model, [a, b], T0 + 300)).toEqual(
       new Map([
         [a, T0 + 100],
         [b, T0 + 220],
       ]),
+    );
+  });
+
+  it("a release pass reads only the model's latest starts: one older than them reads as none", async () => {
+    const model = freshModel();
+    const [a, b] = [freshTenant(), freshTenant()];
+    await startedAt(model, a, T0 + 100);
+    for (let i = 1; i <= RECENT_STARTS; i++) await startedAt(model, b, T0 + 100 + i);
+    expect(await lastStartsSeen(model, [a, b], T0 + 1_000)).toEqual(
+      new Map([[b, T0 + 100 + RECENT_STARTS]]),
     );
   });
 }

@@ -20,14 +20,13 @@ export interface AgentFacts {
 const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`;
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
+const intervalOf = (row: AgentRow) => row.heartbeat_interval_ms ?? DEFAULT_HEARTBEAT_INTERVAL_MS;
+
 /** A registered, unrevoked agent heard from within GONE_AFTER_BEATS of its beats. */
 export function isLive(row: AgentRow, now: number): boolean {
   if (row.revoked_at !== null || row.registered_at === null) return false;
   const lastSeen = row.last_heartbeat_at ?? row.registered_at;
-  return (
-    now - lastSeen <=
-    GONE_AFTER_BEATS * (row.heartbeat_interval_ms ?? DEFAULT_HEARTBEAT_INTERVAL_MS)
-  );
+  return now - lastSeen <= GONE_AFTER_BEATS * intervalOf(row);
 }
 
 /** Which box is idle, busy, overloaded or gone, and why, in one word and one sentence. */
@@ -39,20 +38,18 @@ export function agentState(
   if (row.revoked_at !== null) {
     return { state: "revoked", reason: `revoked at ${iso(row.revoked_at)}` };
   }
-  const intervalMs = row.heartbeat_interval_ms ?? DEFAULT_HEARTBEAT_INTERVAL_MS;
-  const goneAfterMs = GONE_AFTER_BEATS * intervalMs;
   if (row.registered_at === null) {
     // An enrolled agent was alive when it enrolled; one made by an operator may never come.
-    if (row.source === "enrollment" && now - row.created_at > goneAfterMs) {
+    if (row.source === "enrollment" && now - row.created_at > GONE_AFTER_BEATS * intervalOf(row)) {
       return { state: "gone", reason: "enrolled but never registered" };
     }
     return { state: "pending", reason: "has not registered yet" };
   }
-  const lastSeen = row.last_heartbeat_at ?? row.registered_at;
-  if (now - lastSeen > goneAfterMs) {
+  if (!isLive(row, now)) {
+    const silent = now - (row.last_heartbeat_at ?? row.registered_at);
     return {
       state: "gone",
-      reason: `no heartbeat for ${seconds(now - lastSeen)} (beats every ${seconds(intervalMs)})`,
+      reason: `no heartbeat for ${seconds(silent)} (beats every ${seconds(intervalOf(row))})`,
     };
   }
   const slots = row.slots ?? 0;

@@ -7,32 +7,21 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../../gateway/context.ts";
 import { releaseModel } from "../../gateway/jobs/release.ts";
 import { submitJob } from "../../gateway/jobs/submit.ts";
-import { sqlQueueOn } from "../../shared/queue/open/index.ts";
+import type { OpenedDatabase } from "../../shared/db/open.ts";
 import { proTenant } from "../helpers/pro-tenant.ts";
-import { sweepGateway } from "../helpers/sweep-gateway.ts";
-import { openTestDatabase } from "../helpers/test-gateway.ts";
+import { releaseTestGateway } from "../helpers/sweep-gateway.ts";
 
 describe("the release window and the fleet's prefetch", () => {
-  let database: Awaited<ReturnType<typeof openTestDatabase>>;
+  let rig: Awaited<ReturnType<typeof releaseTestGateway>>;
+  let database: OpenedDatabase;
   let gateway: Gateway;
   let clock = Date.now();
 
   beforeAll(async () => {
-    database = await openTestDatabase("sqlite");
-    gateway = sweepGateway({
-      database,
-      queue: sqlQueueOn(database, { limits: { maxAttempts: 3 } }),
-      blobDir: "/nonexistent",
-      now: () => clock,
-      config: { releaseWindow: 4, queueDepthCacheMs: 0 },
-    });
+    rig = await releaseTestGateway(() => clock, { releaseWindow: 4, queueDepthCacheMs: 0 });
+    ({ database, gateway } = rig);
   });
-  afterAll(async () => {
-    await releaseModel(gateway, "noop");
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    await gateway?.queue.close();
-    await database?.close();
-  });
+  afterAll(() => rig?.close());
 
   const released = async () =>
     Number(

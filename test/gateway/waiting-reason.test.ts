@@ -7,42 +7,30 @@ import { releaseModel } from "../../gateway/jobs/release.ts";
 import { submitJob } from "../../gateway/jobs/submit.ts";
 import type { TenantEventRow } from "../../gateway/store/tenant-events.ts";
 import type { Tenant } from "../../gateway/store/tenants.ts";
+import type { OpenedDatabase } from "../../shared/db/open.ts";
 import { randomToken } from "../../shared/ids.ts";
 import type { Job, JobEvent } from "../../shared/protocol/index.ts";
-import { sqlQueueOn } from "../../shared/queue/open/index.ts";
 import { proTenant } from "../helpers/pro-tenant.ts";
 import { readSse } from "../helpers/sse.ts";
-import { sweepGateway } from "../helpers/sweep-gateway.ts";
-import { openTestDatabase, startTestGateway } from "../helpers/test-gateway.ts";
+import { releaseTestGateway } from "../helpers/sweep-gateway.ts";
+import { startTestGateway } from "../helpers/test-gateway.ts";
 
 /**
  * `waiting_reason` and `waiting_detail` on queued jobs (issue 26 #3): each reason from the
  * state the store holds, on GET /v1/jobs/{id}'s view and in listings.
  */
 describe("why a queued job waits", () => {
-  let database: Awaited<ReturnType<typeof openTestDatabase>>;
+  let rig: Awaited<ReturnType<typeof releaseTestGateway>>;
+  let database: OpenedDatabase;
   let gateway: Gateway;
   let clock = Date.now();
 
   beforeAll(async () => {
-    database = await openTestDatabase("sqlite");
-    gateway = sweepGateway({
-      database,
-      queue: sqlQueueOn(database, { limits: { maxAttempts: 3 } }),
-      blobDir: "/nonexistent",
-      now: () => clock,
-      // No memory of readings between steps: each step sees the store as it is.
-      config: { releaseWindow: 10, queueDepthCacheMs: 0 },
-    });
+    // No memory of readings between steps: each step sees the store as it is.
+    rig = await releaseTestGateway(() => clock, { releaseWindow: 10, queueDepthCacheMs: 0 });
+    ({ database, gateway } = rig);
   });
-  afterAll(async () => {
-    // The release passes that claims and ends started finish before the store closes.
-    await releaseModel(gateway, "noop");
-    // …and the published marks they batch (50 ms: job-batch-updates.ts).
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    await gateway?.queue.close();
-    await database?.close();
-  });
+  afterAll(() => rig?.close());
 
   const tenant = async (limits: Record<string, number> = {}): Promise<Tenant> => {
     const id = `ten_w${randomToken(6).replace(/[^a-z0-9]/gi, "x")}`;

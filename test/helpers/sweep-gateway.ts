@@ -1,11 +1,14 @@
 import { createGateway } from "../../gateway/app.ts";
 import { GatewayConfig, type GatewayConfigInput } from "../../gateway/config.ts";
 import type { Gateway } from "../../gateway/context.ts";
+import { releaseModel } from "../../gateway/jobs/release.ts";
 import { createKyselyStores } from "../../gateway/store/kysely-stores.ts";
 import { createDiskBlobStore } from "../../shared/blob/disk.ts";
 import type { OpenedDatabase } from "../../shared/db/open.ts";
 import { randomToken } from "../../shared/ids.ts";
+import { sqlQueueOn } from "../../shared/queue/open/index.ts";
 import type { JobQueue } from "../../shared/queue/port.ts";
+import { openTestDatabase } from "./test-gateway.ts";
 
 /**
  * A gateway core for driving the sweeper by hand: no server, no log, background work
@@ -40,4 +43,30 @@ export function sweepGateway(options: {
     // database: its failure then is no failure of the test.
     background: (work) => void work.catch(() => {}),
   });
+}
+
+/**
+ * A `sweepGateway` on a fresh SQLite database and its sql queue, for tests of the release
+ * passes (`noop` jobs). `close()` first lets the passes that claims and ends started finish,
+ * and the published marks they batch (50 ms: job-batch-updates.ts), then closes the store.
+ */
+export async function releaseTestGateway(now: () => number, config: Partial<GatewayConfigInput>) {
+  const database = await openTestDatabase("sqlite");
+  const gateway = sweepGateway({
+    database,
+    queue: sqlQueueOn(database, { limits: { maxAttempts: 3 } }),
+    blobDir: "/nonexistent",
+    now,
+    config,
+  });
+  return {
+    database,
+    gateway,
+    async close() {
+      await releaseModel(gateway, "noop");
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await gateway.queue.close();
+      await database.close();
+    },
+  };
 }

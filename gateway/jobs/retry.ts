@@ -1,4 +1,4 @@
-import { HttpProblem, notFound } from "../../shared/errors.ts";
+import { HttpProblem } from "../../shared/errors.ts";
 import type { JobStatus } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import { admitJob, type JobSlot } from "../limits/backpressure.ts";
@@ -6,6 +6,7 @@ import type { JobRow } from "../store/job-rows.ts";
 import type { Tenant } from "../store/tenants.ts";
 import { afterTransition } from "./lifecycle.ts";
 import { releaseSoon } from "./release.ts";
+import { tenantJob } from "./tenant-job.ts";
 
 const RETRYABLE: readonly JobStatus[] = ["failed", "expired", "canceled"];
 
@@ -24,8 +25,7 @@ export async function retryJob(
   bounded?: Tenant,
 ): Promise<JobRow> {
   const jobs = gateway.stores.jobs;
-  const current = await jobs.forTenant(tenantId, id);
-  if (!current) throw notFound("Job", id);
+  const current = await tenantJob(gateway, tenantId, id);
   if (!gateway.models.has(current.model)) {
     throw new HttpProblem(
       409,

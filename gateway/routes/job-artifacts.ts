@@ -2,6 +2,7 @@ import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { HttpProblem, notFound } from "../../shared/errors.ts";
 import type { AppEnv } from "../env.ts";
 import { ARTIFACT_NAME, storedArtifact } from "../jobs/artifacts.ts";
+import { tenantJob } from "../jobs/tenant-job.ts";
 import { documented, presignedRedirect, problems } from "../openapi/parts.ts";
 import { toJob } from "../store/job-rows.ts";
 import { artifactBlobKey } from "../store/uploads.ts";
@@ -35,9 +36,7 @@ export const jobArtifactRoutes = documented(new OpenAPIHono<AppEnv>(), artifactR
     const gateway = c.var.gateway;
     const id = c.req.param("id");
     const name = c.req.param("name");
-    // Another tenant's job answers like a missing one: ids are not secrets, jobs are.
-    const row = await gateway.stores.jobs.forTenant(c.var.tenant.id, id);
-    if (!row) throw notFound("Job", id);
+    const row = await tenantJob(gateway, c.var.tenant.id, id);
     if (row.status !== "succeeded") {
       throw new HttpProblem(
         409,

@@ -1,11 +1,11 @@
 import { createRoute, OpenAPIHono } from "@hono/zod-openapi";
 import { streamSSE } from "hono/streaming";
-import { notFound } from "../../shared/errors.ts";
 import { isTerminal, type JobProgressEvent, type JobStatus } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
 import { endOnShutdown } from "../feed/shutdown.ts";
 import { queuedAhead } from "../jobs/queue-position.ts";
+import { tenantJob } from "../jobs/tenant-job.ts";
 import { waitingOf } from "../jobs/waiting.ts";
 import { isLater } from "../notifier.ts";
 import { documented, JobIdParams, problems, ref } from "../openapi/parts.ts";
@@ -43,8 +43,7 @@ export const jobEventRoutes = documented(new OpenAPIHono<AppEnv>(), eventsRoute)
   async (c) => {
     const gateway = c.var.gateway;
     const id = c.req.param("id");
-    const job = await gateway.stores.jobs.forTenant(c.var.tenant.id, id);
-    if (!job) throw notFound("Job", id);
+    const job = await tenantJob(gateway, c.var.tenant.id, id);
     const lastEventId = Number.parseInt(c.req.header("last-event-id") ?? "0", 10);
     let seq = Number.isSafeInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0;
     // The attempt whose progress may be sent: the one running as of the last status event

@@ -1,6 +1,7 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { HttpProblem, notFound } from "../../shared/errors.ts";
 import type { AppEnv } from "../env.ts";
+import { tenantJob } from "../jobs/tenant-job.ts";
 import { documented, presignedRedirect, problems } from "../openapi/parts.ts";
 import { toJob } from "../store/job-rows.ts";
 
@@ -53,9 +54,7 @@ export const jobInputRoutes = documented(new OpenAPIHono<AppEnv>(), inputRoute).
     const gateway = c.var.gateway;
     const id = c.req.param("id");
     const name = c.req.param("name");
-    // Another tenant's job answers like a missing one: ids are not secrets, jobs are.
-    const row = await gateway.stores.jobs.forTenant(c.var.tenant.id, id);
-    if (!row) throw notFound("Job", id);
+    const row = await tenantJob(gateway, c.var.tenant.id, id);
     const input = toJob(row).input as Record<string, unknown>;
     const value = INPUT_NAME.test(name) && Object.hasOwn(input, name) ? input[name] : undefined;
     if (typeof value !== "string" || !UPLOAD_ID.test(value)) throw notFound("Input", name);

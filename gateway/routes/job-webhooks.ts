@@ -3,6 +3,7 @@ import { HttpProblem, notFound } from "../../shared/errors.ts";
 import type { WebhookDeliveryList } from "../../shared/protocol/webhook-api.ts";
 import type { AppEnv } from "../env.ts";
 import { webhookDeps } from "../jobs/lifecycle.ts";
+import { tenantJob } from "../jobs/tenant-job.ts";
 import { documented, JobIdParams, json, problems } from "../openapi/parts.ts";
 import { redeliver } from "../webhooks/redeliver.ts";
 import { toWebhookDelivery } from "../webhooks/views.ts";
@@ -46,7 +47,7 @@ export const jobWebhookRoutes = documented(
   .get(deliveriesRoute.getRoutingPath(), async (c) => {
     const gateway = c.var.gateway;
     const id = c.req.param("id");
-    if (!(await gateway.stores.jobs.forTenant(c.var.tenant.id, id))) throw notFound("Job", id);
+    await tenantJob(gateway, c.var.tenant.id, id);
     const deliveries = await gateway.stores.webhooks.deliveries(c.var.tenant.id, id);
     const body: WebhookDeliveryList = { object: "list", data: deliveries.map(toWebhookDelivery) };
     return c.json(body);
@@ -56,7 +57,7 @@ export const jobWebhookRoutes = documented(
     const tenantId = c.var.tenant.id;
     const jobId = c.req.param("id");
     const deliveryId = c.req.param("delivery_id");
-    if (!(await gateway.stores.jobs.forTenant(tenantId, jobId))) throw notFound("Job", jobId);
+    await tenantJob(gateway, tenantId, jobId);
     // The attempt is made before answering (it is bounded by the 15 s webhook timeout), so
     // the answer already shows how it went.
     const result = await redeliver(

@@ -13,6 +13,7 @@ import { idempotencyKeyOf, parseJsonBody, parseWith } from "../http/validation.t
 import { jobView, listedJobs } from "../jobs/job-view.ts";
 import { afterTransition } from "../jobs/lifecycle.ts";
 import { submitJob } from "../jobs/submit.ts";
+import { tenantJob } from "../jobs/tenant-job.ts";
 import { preferredWait, waitForJob } from "../jobs/wait.ts";
 import { documented, JobIdParams, json, problems } from "../openapi/parts.ts";
 import { MAX_METADATA_FILTERS } from "../store/job-metadata.ts";
@@ -183,8 +184,7 @@ export const jobRoutes = documented(
     return c.json(list);
   })
   .get(getRoute.getRoutingPath(), async (c) => {
-    const row = await c.var.gateway.stores.jobs.forTenant(c.var.tenant.id, c.req.param("id"));
-    if (!row) throw notFound("Job", c.req.param("id"));
+    const row = await tenantJob(c.var.gateway, c.var.tenant.id, c.req.param("id"));
     return c.json(await jobView(c.var.gateway, row));
   })
   .post(cancelRoute.getRoutingPath(), async (c) => {

@@ -17,15 +17,17 @@ import { sharedReadings } from "./shared-readings.ts";
  * take.
  *
  * A pass starts after a submit commits (the submit answers without waiting for it: the
- * commit is what makes the job durable), after a job leaves `queued` or `running` (a claim frees room in the window, an end frees a place
- * under the tenant's limit), and on every sweep. The store marks the picks released in the
+ * commit is what makes the job durable), after a job leaves `queued` or `running` (a claim
+ * frees room in the window, an end frees a place under the tenant's limit), and on every
+ * sweep. The store marks the picks released in the
  * same pass that chooses them (gateway/store/job-release.ts); a gateway that dies after the
  * mark and before the publish leaves released, unpublished jobs, which any gateway's outbox
  * sweep publishes.
  *
  * Passes of one model on one gateway do not overlap: a pass asked for while one runs is
  * run once after it, for every caller that asked meanwhile (they all wait for that one), so
- * a burst of submits, claims and ends costs a pass or two, not one each. The first pass on an idle model starts at once: a lone tenant's job goes out now.
+ * a burst of submits, claims and ends costs a pass or two, not one each. The first pass on
+ * an idle model starts at once: a lone tenant's job goes out now.
  */
 export function releaseModel(gateway: Gateway, model: string): Promise<number> {
   // Workers: a promise one request's I/O settles cannot be awaited by another request.

@@ -4,8 +4,8 @@ import { isPostgresDb } from "./job-metadata.ts";
 
 /**
  * What a model's line looks like now, read for a release pass (job-release.ts): its window,
- * its lanes of held jobs, and the counts and recent starts the fair order (gateway/jobs/fair-order.ts)
- * weighs them by.
+ * its lanes of held jobs, and the counts and recent starts the fair order
+ * (gateway/jobs/fair-order.ts) weighs them by.
  */
 
 type Db = Kysely<Database>;

@@ -73,12 +73,13 @@ class AgentSupervisor implements Supervisor {
     try {
       // Runners busy with full batches plus the look-ahead, claimed and downloaded early.
       prefetch = this.#pool.capacity(config.models) + (this.options.lookahead ?? this.#pool.size);
-      this.#prefetch = prefetch;
       this.#consumer = await queue.consume((delivery) => deliveries.handle(delivery), {
         prefetch,
         models: config.models,
         ...(config.overflowAfterMs ? { minAgeMs: config.overflowAfterMs } : {}),
       });
+      // Said (status().prefetch, and so registered) only once a consumer takes that many.
+      this.#prefetch = prefetch;
     } catch (cause) {
       heartbeats.stop();
       this.#state = "stopped";

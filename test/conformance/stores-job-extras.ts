@@ -166,7 +166,7 @@ export function jobExtraCases(stores: () => Stores): void {
     if (!(await jobs().claim(row.id, "agt_a", 1, at)).ok) throw new Error("claim refused");
     return row.id;
   };
-  /** A job of each tenant held, then the line a release pass of `model` reads: tenant → last start. */
+  /** A job of each tenant held, then what a release pass of `model` reads: tenant → last start. */
   const lastStartsSeen = async (model: string, tenants: string[], now: number) => {
     for (const tenantId of tenants) await insert({ tenantId, model, held: true, now: now - 50 });
     let line: ReleaseSnapshot | undefined;

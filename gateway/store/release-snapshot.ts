@@ -79,8 +79,10 @@ export async function windowCounts(db: Db, model: string) {
   return { released: Number(rows[0]?.released ?? 0), running: Number(rows[0]?.running ?? 0) };
 }
 
-/** How far back a lane's last start counts for breaking ties (fair-order.ts). */
+/** How far back a lane's last start counts for breaking ties (fair-order.ts)… */
 const RECENT_MS = 60_000;
+/** …and among how many of the model's latest starts (`lastStarts`). */
+export const RECENT_STARTS = 256;
 
 type LaneRow = {
   priority: number;
@@ -171,8 +173,6 @@ function lastStarts(db: Db, model: string, tenantIds: string[], now: number) {
     WHERE tenant_id IN (${sql.join(tenantIds)})
     GROUP BY tenant_id, fairness_key`.execute(db);
 }
-
-export const RECENT_STARTS = 256;
 
 export async function snapshot(
   db: Db,

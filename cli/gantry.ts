@@ -3,8 +3,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { startNodeGateway } from "../gateway/runtime/node/index.ts";
 import { ensureTenantWithKey } from "../gateway/store/tenants.ts";
-import { type AgentHandle, startAgent } from "../gpu-agent/agent.ts";
-import { parseAgentConfig } from "../gpu-agent/config.ts";
+import type { AgentHandle } from "../gpu-agent/agent.ts";
 import { reportCliError } from "../shared/cli-errors.ts";
 import { sqlitePath } from "../shared/db/open.ts";
 import { isPostgresUrl } from "../shared/db/postgres.ts";
@@ -20,7 +19,7 @@ import {
 import { runAgentsCommand } from "./agents.ts";
 import { startBanner } from "./banner.ts";
 import { CLIENT_COMMANDS, runClientCommand } from "./client/program.ts";
-import { embeddedAgentCredentials } from "./embedded-agent.ts";
+import { embeddedAgentCredentials, startEmbeddedAgent } from "./embedded-agent.ts";
 import { runKeysCommand } from "./keys.ts";
 import { renderTextPng } from "./render-text.ts";
 import { loadOrCreateSecrets } from "./secrets.ts";
@@ -152,30 +151,14 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
   let agent: AgentHandle | null = null;
   if (command === "start") {
     const own = await embeddedAgentCredentials(node.db, settings.dataDir, secrets, Date.now());
-    const config = parseAgentConfig({
-      ...env,
-      GANTRY_GATEWAY_URL: node.url,
-      GANTRY_AGENT_ID: own.agentId,
-      GANTRY_AGENT_SECRET: own.secret,
-      GANTRY_QUEUE_URL: settings.queueUrl ?? settings.databaseUrl,
-      GANTRY_MODELS: settings.models.join(","),
-      GANTRY_SLOTS: String(settings.slots),
-      GANTRY_THREADS: String(settings.threads),
-    });
-    agent = await startAgent(config, {
+    agent = await startEmbeddedAgent(node, own, {
+      env,
+      queueUrl: settings.queueUrl ?? settings.databaseUrl,
+      models: settings.models,
+      slots: settings.slots,
+      threads: settings.threads,
       logger: logger.child({ component: "agent" }),
       progress: say,
-      // Share the gateway's queue: one connection, and on the embedded `sql` queue a publish
-      // wakes the agent at once instead of at its next poll.
-      openQueue: async () => ({
-        queue: node.queue,
-        description: node.queueDescription,
-        close: async () => {},
-      }),
-      // GANTRY_METRICS_PORT is the gateway's listener: the agent's metrics join it there.
-      ...(node.addMetrics ? { metricsHost: node.addMetrics } : {}),
-      // Its calls to the gateway stay in the process: no socket, signature check or nonce.
-      gatewayFetch: node.agentFetch(own.agentId),
     });
   }
 

@@ -1,9 +1,9 @@
 /**
  * The fairness bench's stack (bench/fairness.ts): one or two gateways (gateway-process.ts,
- * each its own process) on one database and queue, agents as `gantry-agent run`
- * processes, and tenants made straight in the store with the limits each scenario needs.
- * Two set-ups: Postgres + RabbitMQ, and the embedded default's storage (SQLite for jobs and
- * the queue). Not a benchmark itself.
+ * each its own process) on one database and queue, and tenants made straight in the store
+ * with the limits each scenario needs. Two set-ups: Postgres + RabbitMQ with agents as
+ * `gantry-agent run` processes, and the embedded default (SQLite for jobs and the queue, the
+ * agent in the gateway's process as `gantry start` runs it). Not a benchmark itself.
  */
 
 import { type ChildProcess, spawn } from "node:child_process";
@@ -64,7 +64,7 @@ export async function startFairStack(
             ...(options.releaseWindow ? { releaseWindow: options.releaseWindow } : {}),
           }),
         },
-        stdio: ["ignore", "pipe", "inherit"],
+        stdio: ["pipe", "pipe", "inherit"],
       },
     );
     children.push(gateway);
@@ -81,6 +81,14 @@ export async function startFairStack(
       return (await proTenant(database.db, id, { ...lifted, ...limits })).apiKey;
     },
     async startAgent({ slots }) {
+      const first = children[0];
+      if (!postgres && first) {
+        // The embedded default: the agent in the first gateway's process, as `gantry start`
+        // runs it, sharing its SQLite queue (gateway-process.ts).
+        first.stdin?.write(`AGENT ${slots}\n`);
+        await waitForLine(first, "stdout", /^AGENT READY/);
+        return;
+      }
       const agent = spawn(process.execPath, [join(ROOT, "bin/gantry-agent.js"), "run"], {
         env: {
           ...process.env,

@@ -6,12 +6,18 @@
  *
  * Reads BENCH_GATEWAY (JSON: databaseUrl, queueUrl, apiKey, agentToken, dataDir) and
  * prints one line, `READY <url> metrics=<metrics url>`, once it listens. SIGTERM closes it.
+ * A line `AGENT <slots>` on its stdin starts the agent `gantry start` runs beside its gateway,
+ * in this process (the embedded default), and it answers `AGENT READY`.
  */
 import { join } from "node:path";
+import { createInterface } from "node:readline";
 import pino from "pino";
+import { startEmbeddedAgent } from "../../cli/embedded-agent.ts";
 import { startNodeGateway } from "../../gateway/runtime/node/index.ts";
+import { KyselyAgentStore } from "../../gateway/store/agents.ts";
 import { ensureTenantWithKey } from "../../gateway/store/tenants.ts";
 import { newWebhookSecret } from "../../gateway/webhooks/secret.ts";
+import type { AgentHandle } from "../../gpu-agent/agent.ts";
 import { randomToken } from "../../shared/ids.ts";
 
 interface GatewaySpec {
@@ -80,9 +86,37 @@ await node.db
   .execute();
 process.stdout.write(`READY ${node.url} metrics=${node.metricsUrl}\n`);
 
-process.on("SIGTERM", () => {
-  node.close().then(
-    () => process.exit(0),
-    () => process.exit(1),
+const agents: AgentHandle[] = [];
+createInterface({ input: process.stdin }).on("line", async (line) => {
+  const [command, slots] = line.trim().split(/\s+/);
+  if (command !== "AGENT") return;
+  const { row, secret } = await new KyselyAgentStore(node.db).create({
+    name: "embedded",
+    source: "admin",
+    now: Date.now(),
+  });
+  agents.push(
+    await startEmbeddedAgent(
+      node,
+      { agentId: row.id, secret },
+      {
+        env: { GANTRY_EXECUTION_PROVIDERS: "cpu", GANTRY_LOG_LEVEL: "warn" },
+        queueUrl: spec.queueUrl ?? spec.databaseUrl,
+        models: spec.models ?? ["noop"],
+        slots: Number(slots),
+        threads: 1,
+        logger: pino({ level: process.env.BENCH_LOG_LEVEL ?? "warn" }),
+      },
+    ),
   );
+  process.stdout.write("AGENT READY\n");
+});
+
+process.on("SIGTERM", () => {
+  Promise.all(agents.map((agent) => agent.stop()))
+    .then(() => node.close())
+    .then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
 });

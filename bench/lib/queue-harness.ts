@@ -189,6 +189,8 @@ export async function submitJob(pool: Pool, apiKey: string, input: unknown): Pro
 /** The gateway's own stamps of one job (Date.now() ms): where its latency went. */
 export interface JobStamps {
   createdAt: number;
+  /** When the fair release handed it to the queue (issue 26). */
+  releasedAt: number;
   startedAt: number;
   finishedAt: number;
 }
@@ -216,7 +218,7 @@ export async function waitSucceeded(
     const pollStarted = Date.now();
     const rows = await db
       .selectFrom("jobs")
-      .select(["id", "status", "created_at", "started_at", "finished_at"])
+      .select(["id", "status", "created_at", "released_at", "started_at", "finished_at"])
       .where("status", "in", ["succeeded", "failed"])
       // The terms of jobs_retention_outputs' condition (migration 0013), as its index asks.
       .where("finished_at", "is not", null)
@@ -231,6 +233,7 @@ export async function waitSucceeded(
       if (row.status !== "succeeded") throw new Error(`job ${row.id} ${row.status}`);
       finished.set(row.id, {
         createdAt: Number(row.created_at),
+        releasedAt: Number(row.released_at),
         startedAt: Number(row.started_at),
         finishedAt: Number(row.finished_at),
       });

@@ -60,25 +60,37 @@ export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes 
 
   /**
    * Where the latency went, from the system's own stamps: submit → stored (the gateway's
-   * insert), stored → started (publish, broker, the agent's claim), started → finished (the
-   * runner and the report).
+   * insert), stored → released (Gantry's fair release pass), released → started (publish,
+   * broker, the agent's claim), started → finished (the runner and the report).
    */
   function sayLegs(
     sent: { id: string; sentAt: number }[],
     finished: Map<string, Partial<JobStamps> & { finishedAt: number }>,
   ) {
-    const legs = { stored: [] as number[], started: [] as number[], finished: [] as number[] };
+    const legs = {
+      stored: [] as number[],
+      released: [] as number[],
+      started: [] as number[],
+      finished: [] as number[],
+    };
     for (const job of sent) {
       const stamps = finished.get(job.id);
       if (stamps?.createdAt === undefined || stamps.startedAt === undefined) return;
       legs.stored.push(stamps.createdAt - job.sentAt);
-      legs.started.push(stamps.startedAt - stamps.createdAt);
+      if (stamps.releasedAt !== undefined) {
+        legs.released.push(stamps.releasedAt - stamps.createdAt);
+        legs.started.push(stamps.startedAt - stamps.releasedAt);
+      } else legs.started.push(stamps.startedAt - stamps.createdAt);
       legs.finished.push(stamps.finishedAt - stamps.startedAt);
     }
     const leg = (name: string, values: number[]) =>
       `${name} p50 ${ms(percentile(values, 50))} p99 ${ms(percentile(values, 99))}`;
+    // Gantry's jobs wait in its store for the fair release (issue 26) before the queue.
+    const queued = legs.released.length
+      ? `${leg("stored→released", legs.released)}; ${leg("released→started", legs.started)}`
+      : leg("stored→started", legs.started);
     say(
-      `  legs: ${leg("submit→stored", legs.stored)}; ${leg("stored→started", legs.started)}; ` +
+      `  legs: ${leg("submit→stored", legs.stored)}; ${queued}; ` +
         leg("started→finished", legs.finished),
     );
   }

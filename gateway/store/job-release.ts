@@ -4,6 +4,7 @@ import { isPostgresDb } from "./job-metadata.ts";
 import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
 import {
   ACTIVE,
+  activeJobs,
   type Chooser,
   heldInLane,
   type ReleasePick,
@@ -43,7 +44,7 @@ async function releaseLane(db: Db, model: string, pick: ReleasePick, now: number
     UPDATE jobs SET released_at = ${now}
     WHERE ${picked}
       AND status = 'queued' AND released_at IS NULL
-      AND (SELECT count(*) FROM jobs
+      AND (SELECT count(*) FROM ${activeJobs(db)}
            WHERE tenant_id = ${pick.tenantId} AND ${ACTIVE}) + ${pick.count} <= ${pick.maxActive}
     RETURNING ${sql.join(JOB_COLUMNS.map((column) => sql.ref(column)))}`.execute(db);
   return rows.sort((a, b) => (a.id < b.id ? -1 : 1));
@@ -89,7 +90,9 @@ export async function releaseJobs(
 /** A tenant's running and released jobs, every model: what `max_running_jobs` bounds. */
 export async function activeCount(db: Db, tenantId: string): Promise<number> {
   const { rows } = await sql<{ n: number | string }>`
-    SELECT count(*) AS n FROM jobs WHERE tenant_id = ${tenantId} AND ${ACTIVE}`.execute(db);
+    SELECT count(*) AS n FROM ${activeJobs(db)} WHERE tenant_id = ${tenantId} AND ${ACTIVE}`.execute(
+    db,
+  );
   return Number(rows[0]?.n ?? 0);
 }
 

@@ -68,7 +68,8 @@ export const ACTIVE = sql`(status = 'running' OR (status = 'queued' AND released
  * flood the release passes took half of the gateway's time. Postgres picks the partial index
  * by itself. (If SQLite could not use the index, the statement would fail: never silently slow.)
  */
-const activeJobs = (db: Db) => (isPostgresDb(db) ? sql`jobs` : sql`jobs INDEXED BY jobs_active`);
+export const activeJobs = (db: Db) =>
+  isPostgresDb(db) ? sql`jobs` : sql`jobs INDEXED BY jobs_active`;
 
 /** A model's released jobs not yet taken, and its running jobs. */
 export async function windowCounts(db: Db, model: string) {
@@ -190,7 +191,7 @@ export async function snapshot(
   const [active, totals, tenants, recent] = tenantIds.length
     ? await Promise.all([
         sql<{ tenant_id: string; fairness_key: string | null; n: number | string }>`
-          SELECT tenant_id, fairness_key, count(*) AS n FROM jobs
+          SELECT tenant_id, fairness_key, count(*) AS n FROM ${activeJobs(db)}
           WHERE tenant_id IN (${sql.join(tenantIds)}) AND model = ${model} AND ${ACTIVE}
           GROUP BY tenant_id, fairness_key`.execute(db),
         sql<{ tenant_id: string; n: number | string }>`

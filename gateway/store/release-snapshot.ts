@@ -111,39 +111,83 @@ export function heldInLane(
     AND priority = ${lane.priority} AND tenant_id = ${lane.tenantId} AND ${key}`;
 }
 
+const HELD = sql`status = 'queued' AND released_at IS NULL`;
+const LANE_ORDER = {
+  asc: sql`priority ASC, tenant_id ASC, fairness_key ASC, id ASC`,
+  desc: sql`priority DESC, tenant_id DESC, fairness_key DESC, id DESC`,
+};
+
+type LineRow = {
+  kind: "window" | "first" | "last" | "held";
+  priority: number | null;
+  tenant_id: string | null;
+  fairness_key: string | null;
+  id: string | null;
+  n: number | string | null;
+  m: number | string | null;
+};
+
+/**
+ * The model's line in one statement: its window (released and running jobs), the first and
+ * last of its held jobs in lane order (probes of `jobs_held`) and its held jobs counted up
+ * to `cap`. A pass reads it on every claim, end and submit, so its parts are one round trip
+ * and not four: each statement is a write to the database's socket and a wake-up of its
+ * backend, which on a busy box cost more than the reads themselves.
+ */
+async function lineOf(db: Db, model: string, cap: number) {
+  const edge = (direction: "asc" | "desc", kind: "first" | "last") => sql`
+    SELECT ${sql.lit(kind)} AS kind, priority, tenant_id, fairness_key, id, NULL AS n, NULL AS m
+    FROM (SELECT priority, tenant_id, fairness_key, id FROM jobs
+          WHERE model = ${model} AND ${HELD} ORDER BY ${LANE_ORDER[direction]} LIMIT 1) ${sql.raw(`edge_${kind}`)}`;
+  const { rows } = await sql<LineRow>`
+    SELECT 'window' AS kind, NULL AS priority, NULL AS tenant_id, NULL AS fairness_key, NULL AS id,
+           sum(CASE WHEN status = 'queued' THEN 1 ELSE 0 END) AS n,
+           sum(CASE WHEN status = 'running' THEN 1 ELSE 0 END) AS m
+    FROM ${activeJobs(db)} WHERE model = ${model} AND ${ACTIVE}
+    UNION ALL ${edge("asc", "first")}
+    UNION ALL ${edge("desc", "last")}
+    UNION ALL
+    SELECT 'held', NULL, NULL, NULL, NULL, count(*), NULL FROM (
+      SELECT 1 FROM jobs WHERE model = ${model} AND ${HELD} LIMIT ${Math.max(1, cap)}) capped`.execute(
+    db,
+  );
+  const of = (kind: LineRow["kind"]) => rows.find((row) => row.kind === kind);
+  const window = of("window");
+  return {
+    released: Number(window?.n ?? 0),
+    running: Number(window?.m ?? 0),
+    first: of("first"),
+    last: of("last"),
+    held: Number(of("held")?.n ?? 0),
+  };
+}
+
 /**
  * The model's lanes of held jobs. A backlog of one lane (one tenant alone, the common case
- * of a long one) is found by two probes of `jobs_held`, its first and last job in lane
- * order, and counted only up to `cap`; several lanes are grouped over every held job.
+ * of a long one) is known from the line's two edges, its first and last job in lane order,
+ * and its count up to the cap; several lanes are grouped over every held job.
  */
-async function heldLanes(db: Db, model: string, cap: number): Promise<LaneRow[]> {
-  const edge = (direction: "asc" | "desc") =>
-    held(db, model)
-      .select(["priority", "tenant_id", "fairness_key", "id"])
-      .orderBy("priority", direction)
-      .orderBy("tenant_id", direction)
-      .orderBy("fairness_key", direction)
-      .orderBy("id", direction)
-      .limit(1)
-      .executeTakeFirst();
-  const [first, last] = await Promise.all([edge("asc"), edge("desc")]);
-  if (!first || !last) return [];
+async function heldLanes(
+  db: Db,
+  model: string,
+  line: Awaited<ReturnType<typeof lineOf>>,
+): Promise<LaneRow[]> {
+  const { first, last } = line;
+  if (!first?.id || !last || first.priority === null || first.tenant_id === null) return [];
   const oneLane =
     first.priority === last.priority &&
     first.tenant_id === last.tenant_id &&
     first.fairness_key === last.fairness_key;
   if (oneLane) {
-    const lane = {
-      priority: first.priority,
-      tenantId: first.tenant_id,
-      fairnessKey: first.fairness_key,
-    };
-    const { rows } = await sql<{ n: number | string }>`
-      SELECT count(*) AS n FROM (
-        SELECT 1 FROM jobs WHERE ${heldInLane(model, lane)} LIMIT ${Math.max(1, cap)}) capped`.execute(
-      db,
-    );
-    return [{ ...first, held: rows[0]?.n ?? 0, oldest: first.id }];
+    return [
+      {
+        priority: Number(first.priority),
+        tenant_id: first.tenant_id,
+        fairness_key: first.fairness_key,
+        held: line.held,
+        oldest: first.id,
+      },
+    ];
   }
   return held(db, model)
     .select((eb) => [
@@ -175,54 +219,88 @@ function lastStarts(db: Db, model: string, tenantIds: string[], now: number) {
     GROUP BY tenant_id, fairness_key`.execute(db);
 }
 
+type TenantRow = {
+  kind: "model" | "total" | "tenant";
+  tenant_id: string;
+  fairness_key: string | null;
+  n: number | string | null;
+  plan: string | null;
+  limits: string | null;
+};
+
+/**
+ * What the fair order weighs of the tenants with held jobs, in one statement: their running
+ * and released jobs on the model per `fairness_key`, the same on every model (what
+ * `max_running_jobs` bounds), and their plans and overrides. The ids are bound once, in a
+ * VALUES list the three parts share (D1 binds at most 100 parameters a statement).
+ */
+function tenantsOf(db: Db, model: string, tenantIds: string[]) {
+  return sql<TenantRow>`
+    WITH ids(id) AS (VALUES ${sql.join(tenantIds.map((id) => sql`(${id})`))})
+    SELECT 'model' AS kind, tenant_id, fairness_key, count(*) AS n, NULL AS plan, NULL AS limits
+    FROM ${activeJobs(db)}
+    WHERE tenant_id IN (SELECT id FROM ids) AND model = ${model} AND ${ACTIVE}
+    GROUP BY tenant_id, fairness_key
+    UNION ALL
+    SELECT 'total', tenant_id, NULL, count(*), NULL, NULL FROM ${activeJobs(db)}
+    WHERE tenant_id IN (SELECT id FROM ids) AND ${ACTIVE}
+    GROUP BY tenant_id
+    UNION ALL
+    SELECT 'tenant', id, NULL, NULL, plan, limits FROM tenants
+    WHERE id IN (SELECT id FROM ids)`.execute(db);
+}
+
+/**
+ * A snapshot of the model's line for a pass whose window is `window`: two statements (the
+ * line, then its tenants), or three when several lanes must be grouped, four with the
+ * starts that break their ties. Held jobs are counted up to twice the window: a pass
+ * releases at most its room. A pass that finds no room reads nothing more.
+ */
 export async function snapshot(
   db: Db,
   model: string,
   now: number,
-  cap: number,
+  window: number,
 ): Promise<ReleaseSnapshot> {
-  const [counts, lanes] = await Promise.all([windowCounts(db, model), heldLanes(db, model, cap)]);
+  const line = await lineOf(db, model, 2 * window);
+  const counts = { released: line.released, running: line.running };
+  const room = Math.max(window, line.running) - line.released;
+  const lanes = room > 0 ? await heldLanes(db, model, line) : [];
   // Tenants with the most urgent heads first; at most MAX_TENANTS a pass (D1 binds at most
   // 100 parameters a statement): the rest wait for the next pass.
   const ordered = [...lanes].sort(
     (a, b) => b.priority - a.priority || (a.oldest < b.oldest ? -1 : a.oldest > b.oldest ? 1 : 0),
   );
   const tenantIds = [...new Set(ordered.map((lane) => lane.tenant_id))].slice(0, MAX_TENANTS);
-  const [active, totals, tenants, recent] = tenantIds.length
+  const [tenantRows, recent] = tenantIds.length
     ? await Promise.all([
-        sql<{ tenant_id: string; fairness_key: string | null; n: number | string }>`
-          SELECT tenant_id, fairness_key, count(*) AS n FROM ${activeJobs(db)}
-          WHERE tenant_id IN (${sql.join(tenantIds)}) AND model = ${model} AND ${ACTIVE}
-          GROUP BY tenant_id, fairness_key`.execute(db),
-        sql<{ tenant_id: string; n: number | string }>`
-          SELECT tenant_id, count(*) AS n FROM ${activeJobs(db)}
-          WHERE tenant_id IN (${sql.join(tenantIds)}) AND ${ACTIVE}
-          GROUP BY tenant_id`.execute(db),
-        db
-          .selectFrom("tenants")
-          .select(["id", "plan", "limits"])
-          .where("id", "in", tenantIds)
-          .execute(),
+        tenantsOf(db, model, tenantIds),
         lanes.length > 1 ? lastStarts(db, model, tenantIds, now) : { rows: [] },
       ])
-    : [{ rows: [] }, { rows: [] }, [], { rows: [] }];
+    : [{ rows: [] }, { rows: [] }];
+  const rows = (kind: TenantRow["kind"]) => tenantRows.rows.filter((row) => row.kind === kind);
   return {
     model,
     ...counts,
     lanes: lanes.map((lane) => ({
-      priority: lane.priority,
+      priority: Number(lane.priority),
       tenantId: lane.tenant_id,
       fairnessKey: lane.fairness_key,
       held: Number(lane.held),
       oldestId: lane.oldest,
     })),
-    active: active.rows.map((row) => ({
+    active: rows("model").map((row) => ({
       tenantId: row.tenant_id,
       fairnessKey: row.fairness_key,
       count: Number(row.n),
     })),
-    tenantActive: new Map(totals.rows.map((row) => [row.tenant_id, Number(row.n)])),
-    tenants: new Map(tenants.map((row) => [row.id, { plan: row.plan, limits: row.limits }])),
+    tenantActive: new Map(rows("total").map((row) => [row.tenant_id, Number(row.n)])),
+    tenants: new Map(
+      rows("tenant").map((row) => [
+        row.tenant_id,
+        { plan: row.plan ?? "free", limits: row.limits },
+      ]),
+    ),
     lastStarted: recent.rows.map((row) => ({
       tenantId: row.tenant_id,
       fairnessKey: row.fairness_key,

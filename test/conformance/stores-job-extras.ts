@@ -1,6 +1,7 @@
 import { expect, it } from "vitest";
 import type { Stores } from "../../gateway/store/kysely-stores.ts";
 import { RECENT_STARTS, type ReleaseSnapshot } from "../../gateway/store/release-snapshot.ts";
+import { newWebhookSecret } from "../../gateway/webhooks/secret.ts";
 import type { JobError } from "../../shared/protocol/index.ts";
 import { freshModel, freshTenant, newJob, T0 } from "./stores-jobs.ts";
 
@@ -206,5 +207,58 @@ export function jobExtraCases(stores: () => Stores): void {
     expect(await lastStartsSeen(model, [a, b], T0 + 1_000)).toEqual(
       new Map([[b, T0 + 100 + RECENT_STARTS]]),
     );
+  });
+
+  it("a release pass's line: its window, each lane, the tenants' counts and plans; a full window, no lanes", async () => {
+    const [model, other, lone] = [freshModel(), freshModel(), freshModel()];
+    const [a, b] = [freshTenant(), freshTenant()];
+    for (const [id, plan] of [
+      [a, "pro"],
+      [b, "free"],
+    ] as const) {
+      await stores().tenants.insert({
+        id,
+        name: id,
+        plan,
+        webhookSecret: newWebhookSecret(),
+        now: T0,
+      });
+    }
+    await startedAt(model, a, T0 + 1);
+    await startedAt(other, a, T0 + 1);
+    await insert({ tenantId: a, model, now: T0 + 2 }); // released
+    const heldA = await insert({ tenantId: a, model, held: true, now: T0 + 3 });
+    await insert({ tenantId: a, model, held: true, now: T0 + 4 });
+    const heldB = await insert({ tenantId: b, model, held: true, fairnessKey: "u1", now: T0 + 5 });
+    const seen: ReleaseSnapshot[] = [];
+    const look = (snapshot: ReleaseSnapshot) => {
+      seen.push(snapshot);
+      return [];
+    };
+    await jobs().releaseJobs(model, 10, look, T0 + 10, { precheck: false });
+    const [line] = seen;
+    expect(line).toMatchObject({ model, released: 1, running: 1 });
+    expect([...(line?.lanes ?? [])].sort((x, y) => (x.tenantId < y.tenantId ? -1 : 1))).toEqual(
+      [
+        { priority: 5, tenantId: a, fairnessKey: null, held: 2, oldestId: heldA.id },
+        { priority: 5, tenantId: b, fairnessKey: "u1", held: 1, oldestId: heldB.id },
+      ].sort((x, y) => (x.tenantId < y.tenantId ? -1 : 1)),
+    );
+    expect(line?.active).toEqual([{ tenantId: a, fairnessKey: null, count: 2 }]);
+    // Running and released on every model: what max_running_jobs bounds.
+    expect(line?.tenantActive).toEqual(new Map([[a, 3]]));
+    expect(line?.tenants).toEqual(
+      new Map([
+        [a, { plan: "pro", limits: null }],
+        [b, { plan: "free", limits: null }],
+      ]),
+    );
+    // A window of one is full (one running, one released): the pass reads no lanes.
+    await jobs().releaseJobs(model, 1, look, T0 + 10, { precheck: false });
+    expect(seen[1]).toMatchObject({ released: 1, running: 1, lanes: [] });
+    // One lane alone is counted up to twice the window.
+    for (let i = 0; i < 3; i++) await insert({ tenantId: a, model: lone, held: true, now: T0 + i });
+    await jobs().releaseJobs(lone, 1, look, T0 + 10, { precheck: false });
+    expect(seen[2]?.lanes).toMatchObject([{ tenantId: a, held: 2 }]);
   });
 }

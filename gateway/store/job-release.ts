@@ -2,15 +2,8 @@ import { type Kysely, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import { isPostgresDb } from "./job-metadata.ts";
 import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
-import {
-  ACTIVE,
-  activeJobs,
-  type Chooser,
-  heldInLane,
-  type ReleasePick,
-  snapshot,
-  windowCounts,
-} from "./release-snapshot.ts";
+import { ACTIVE, activeJobs, heldInLane, windowCounts } from "./release-line.ts";
+import { type Chooser, type ReleasePick, snapshot } from "./release-snapshot.ts";
 
 /**
  * The store's half of the fair release (gateway/jobs/release.ts): marking the jobs the

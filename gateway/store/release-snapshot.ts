@@ -1,6 +1,6 @@
 import { type Kysely, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
-import { isPostgresDb } from "./job-metadata.ts";
+import { ACTIVE, activeJobs, heldLanes, lineOf } from "./release-line.ts";
 
 /**
  * What a model's line looks like now, read for a release pass (job-release.ts): its window,
@@ -58,148 +58,10 @@ export type Chooser = (snapshot: ReleaseSnapshot) => ReleasePick[];
 
 const MAX_TENANTS = 90;
 
-export const ACTIVE = sql`(status = 'running' OR (status = 'queued' AND released_at IS NOT NULL))`;
-
-/**
- * `jobs`, read through `jobs_active` (the index of running and released jobs) on SQLite and
- * D1. Without statistics SQLite's planner takes the index that serves the equality, on the
- * model or on the tenant, and reads every job that model or tenant ever had: 0.55 ms a count
- * at 6 000 jobs against 0.012 ms through `jobs_active`, and on the embedded stack under a
- * flood the release passes took half of the gateway's time. Postgres picks the partial index
- * by itself. (If SQLite could not use the index, the statement would fail: never silently slow.)
- */
-export const activeJobs = (db: Db) =>
-  isPostgresDb(db) ? sql`jobs` : sql`jobs INDEXED BY jobs_active`;
-
-/** A model's released jobs not yet taken, and its running jobs. */
-export async function windowCounts(db: Db, model: string) {
-  const { rows } = await sql<{ released: number | string | null; running: number | string | null }>`
-    SELECT sum(CASE WHEN status = 'queued' THEN 1 ELSE 0 END) AS released,
-           sum(CASE WHEN status = 'running' THEN 1 ELSE 0 END) AS running
-    FROM ${activeJobs(db)} WHERE model = ${model} AND ${ACTIVE}`.execute(db);
-  return { released: Number(rows[0]?.released ?? 0), running: Number(rows[0]?.running ?? 0) };
-}
-
 /** How far back a lane's last start counts for breaking ties (fair-order.ts)… */
 const RECENT_MS = 60_000;
 /** …and among how many of the model's latest starts (`lastStarts`). */
 export const RECENT_STARTS = 256;
-
-type LaneRow = {
-  priority: number;
-  tenant_id: string;
-  fairness_key: string | null;
-  held: number | string;
-  oldest: string;
-};
-
-const held = (db: Db, model: string) =>
-  db
-    .selectFrom("jobs")
-    .where("model", "=", model)
-    .where("status", "=", "queued")
-    .where("released_at", "is", null);
-
-/** The held jobs of one lane (a band, a tenant and a `fairness_key`) of `model`. */
-export function heldInLane(
-  model: string,
-  lane: { priority: number; tenantId: string; fairnessKey: string | null },
-) {
-  const key =
-    lane.fairnessKey === null ? sql`fairness_key IS NULL` : sql`fairness_key = ${lane.fairnessKey}`;
-  return sql`model = ${model} AND status = 'queued' AND released_at IS NULL
-    AND priority = ${lane.priority} AND tenant_id = ${lane.tenantId} AND ${key}`;
-}
-
-const HELD = sql`status = 'queued' AND released_at IS NULL`;
-const LANE_ORDER = {
-  asc: sql`priority ASC, tenant_id ASC, fairness_key ASC, id ASC`,
-  desc: sql`priority DESC, tenant_id DESC, fairness_key DESC, id DESC`,
-};
-
-type LineRow = {
-  kind: "window" | "first" | "last" | "held";
-  priority: number | null;
-  tenant_id: string | null;
-  fairness_key: string | null;
-  id: string | null;
-  n: number | string | null;
-  m: number | string | null;
-};
-
-/**
- * The model's line in one statement: its window (released and running jobs), the first and
- * last of its held jobs in lane order (probes of `jobs_held`) and its held jobs counted up
- * to `cap`. A pass reads it on every claim, end and submit, so its parts are one round trip
- * and not four: each statement is a write to the database's socket and a wake-up of its
- * backend, which on a busy box cost more than the reads themselves.
- */
-async function lineOf(db: Db, model: string, cap: number) {
-  const edge = (direction: "asc" | "desc", kind: "first" | "last") => sql`
-    SELECT ${sql.lit(kind)} AS kind, priority, tenant_id, fairness_key, id, NULL AS n, NULL AS m
-    FROM (SELECT priority, tenant_id, fairness_key, id FROM jobs
-          WHERE model = ${model} AND ${HELD} ORDER BY ${LANE_ORDER[direction]} LIMIT 1) ${sql.raw(`edge_${kind}`)}`;
-  const { rows } = await sql<LineRow>`
-    SELECT 'window' AS kind, NULL AS priority, NULL AS tenant_id, NULL AS fairness_key, NULL AS id,
-           sum(CASE WHEN status = 'queued' THEN 1 ELSE 0 END) AS n,
-           sum(CASE WHEN status = 'running' THEN 1 ELSE 0 END) AS m
-    FROM ${activeJobs(db)} WHERE model = ${model} AND ${ACTIVE}
-    UNION ALL ${edge("asc", "first")}
-    UNION ALL ${edge("desc", "last")}
-    UNION ALL
-    SELECT 'held', NULL, NULL, NULL, NULL, count(*), NULL FROM (
-      SELECT 1 FROM jobs WHERE model = ${model} AND ${HELD} LIMIT ${Math.max(1, cap)}) capped`.execute(
-    db,
-  );
-  const of = (kind: LineRow["kind"]) => rows.find((row) => row.kind === kind);
-  const window = of("window");
-  return {
-    released: Number(window?.n ?? 0),
-    running: Number(window?.m ?? 0),
-    first: of("first"),
-    last: of("last"),
-    held: Number(of("held")?.n ?? 0),
-  };
-}
-
-/**
- * The model's lanes of held jobs. A backlog of one lane (one tenant alone, the common case
- * of a long one) is known from the line's two edges, its first and last job in lane order,
- * and its count up to the cap; several lanes are grouped over every held job.
- */
-async function heldLanes(
-  db: Db,
-  model: string,
-  line: Awaited<ReturnType<typeof lineOf>>,
-): Promise<LaneRow[]> {
-  const { first, last } = line;
-  if (!first?.id || !last || first.priority === null || first.tenant_id === null) return [];
-  const oneLane =
-    first.priority === last.priority &&
-    first.tenant_id === last.tenant_id &&
-    first.fairness_key === last.fairness_key;
-  if (oneLane) {
-    return [
-      {
-        priority: Number(first.priority),
-        tenant_id: first.tenant_id,
-        fairness_key: first.fairness_key,
-        held: line.held,
-        oldest: first.id,
-      },
-    ];
-  }
-  return held(db, model)
-    .select((eb) => [
-      "priority",
-      "tenant_id",
-      "fairness_key",
-      eb.fn.countAll<number | string>().as("held"),
-      eb.fn.min("id").as("oldest"),
-    ])
-    .groupBy(["priority", "tenant_id", "fairness_key"])
-    .execute();
-}
 
 /**
  * When each tenant and key last started a job of the model, among its last `RECENT_STARTS`

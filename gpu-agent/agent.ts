@@ -118,6 +118,7 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
       providers: config.executionProviders,
       modelConfigs,
       batchWindowMs: config.batchWindowMs,
+      tensorrt: config.tensorrt,
       logger: log.child({ runner: index, ...(placed.gpu ? { gpu: placed.gpu.index } : {}) }),
       ...placed,
     }),

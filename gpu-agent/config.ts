@@ -6,6 +6,7 @@ import { ModelId } from "../shared/protocol/job.ts";
 import { readSettings, type SettingProblem, setting } from "../shared/settings/index.ts";
 import {
   allowList,
+  flag,
   httpUrl,
   list,
   logFormat,
@@ -131,6 +132,11 @@ export const AGENT_SETTINGS = {
     "GANTRY_EXECUTION_PROVIDERS",
     list(z.enum(["cuda", "cpu"], { error: "must be cuda or cpu" })).prefault("cuda,cpu"),
     "onnxruntime execution providers to try, in order.",
+  ),
+  tensorrt: setting(
+    "GANTRY_TENSORRT",
+    flag().prefault("false"),
+    "Run models on a GPU through onnxruntime's TensorRT provider (what it cannot place runs on CUDA); needs TensorRT's libraries on the host, else the runner says why and keeps to CUDA. A model's `tensorrt` in models.yaml overrides it.",
   ),
   maxInputBytes: setting(
     "GANTRY_MAX_INPUT_BYTES",

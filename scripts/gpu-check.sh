@@ -68,6 +68,16 @@ step doctor env GANTRY_EXECUTION_PROVIDERS=cuda GANTRY_MODELS=ocr,rmbg \
 step ocr npx tsx bench/ocr-agent.ts --provider cuda --jobs 60 --rounds 3 --threads 1
 step rmbg npx tsx bench/rmbg-agent.ts --provider cuda --jobs 20 --rounds 2 --threads 1 --variants medium
 step oom npx tsx scripts/gpu-oom.ts
+# TensorRT where the host has it (not fatal: the figures above are CUDA's). The doctor's model
+# row says whether the model loaded through TensorRT or why it ran on CUDA alone.
+if ldconfig -p 2>/dev/null | grep -q libnvinfer; then
+  say "── tensorrt: gantry-agent doctor with GANTRY_TENSORRT=true"
+  env GANTRY_EXECUTION_PROVIDERS=cuda GANTRY_MODELS=ocr GANTRY_TENSORRT=true \
+    timeout --kill-after=10 "$STEP_S" node bin/gantry-agent.js doctor 2>&1 | tee "$LOGS/tensorrt.log" ||
+    say "the TensorRT doctor run failed (see $LOGS/tensorrt.log); CUDA's figures stand"
+else
+  say "TensorRT (libnvinfer) is not installed here: GANTRY_TENSORRT=true would run on CUDA alone"
+fi
 
 say "── figures"
 grep -h "through the agent\|bare\|ratio\|session.run" "$LOGS/ocr.log" "$LOGS/rmbg.log" || true

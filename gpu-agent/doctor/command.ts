@@ -57,6 +57,7 @@ export async function doctorCommand(
       models,
       providers: config.executionProviders,
       threads: config.threads,
+      tensorrt: config.tensorrt,
       settingRows: [credentialsCheck(unset)],
       ...(config.metricsPort === undefined ? {} : { agentMetricsPort: config.metricsPort }),
       ...(config.gpus ? { gpus: config.gpus } : {}),

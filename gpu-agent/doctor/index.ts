@@ -34,6 +34,8 @@ export interface DoctorOptions {
   threads: number;
   /** From models.yaml (`toModelConfigs(resolveModels(…))`); built-ins need none. */
   modelConfigs?: Readonly<Record<string, ModelConfig>>;
+  /** GANTRY_TENSORRT. */
+  tensorrt?: boolean;
   /** Per network check. Default 10 s. */
   timeoutMs?: number;
   /** Rows about the settings themselves (credentials), shown before the connections. */
@@ -144,6 +146,7 @@ export async function runDoctor(
       await modelCheck(model, {
         providers: working.length > 0 ? working : providers,
         threads: options.threads,
+        ...(options.tensorrt ? { tensorrt: options.tensorrt } : {}),
         ...(options.modelConfigs ? { configs: options.modelConfigs } : {}),
         ...(deps.loadModels ? { load: deps.loadModels } : {}),
       }),

@@ -1,6 +1,7 @@
 import type { ExecutionProvider } from "../inference/types.ts";
 import type { ModelConfig } from "../pipelines/model-config.ts";
 import { type LoadModelsOptions, loadModels } from "../runner/load-models.ts";
+import { tensorrtUnavailable } from "../runner/providers.ts";
 import { type CheckResult, errorText } from "./report.ts";
 
 export type LoadModelsFn = typeof loadModels;
@@ -16,6 +17,8 @@ export async function modelCheck(
     threads: number;
     configs?: Readonly<Record<string, ModelConfig>>;
     load?: LoadModelsFn;
+    /** GANTRY_TENSORRT (a model's config overrides it). */
+    tensorrt?: boolean;
   },
 ): Promise<CheckResult> {
   const name = `model ${model}`;
@@ -25,6 +28,7 @@ export async function modelCheck(
     providers: options.providers,
     threads: options.threads,
     ...(options.configs ? { configs: options.configs } : {}),
+    ...(options.tensorrt ? { tensorrt: options.tensorrt } : {}),
   };
   try {
     const selection = await (options.load ?? loadModels)(request);
@@ -34,10 +38,17 @@ export async function modelCheck(
     const note = skipped.length
       ? ` (${skipped.map((attempt) => attempt.provider).join(", ")} unavailable)`
       : "";
+    const wantsTensorrt =
+      selection.provider === "cuda" && (options.configs?.[model]?.tensorrt ?? options.tensorrt);
+    const withoutTensorrt = wantsTensorrt ? tensorrtUnavailable() : null;
+    const on = wantsTensorrt && !withoutTensorrt ? "TensorRT and cuda" : selection.provider;
     return {
       name,
-      status: "pass",
-      detail: `loaded and warmed on ${selection.provider} in ${seconds} s${note}`,
+      status: withoutTensorrt ? "warn" : "pass",
+      detail: `loaded and warmed on ${on} in ${seconds} s${note}${withoutTensorrt ? `; TensorRT unavailable, on CUDA alone: ${withoutTensorrt}` : ""}`,
+      ...(withoutTensorrt
+        ? { hint: "install TensorRT 10 for CUDA 12 (libnvinfer), or set GANTRY_TENSORRT=false" }
+        : {}),
     };
   } catch (error) {
     return {

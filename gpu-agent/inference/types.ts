@@ -85,4 +85,10 @@ export interface ModelSession {
   release(): Promise<void>;
 }
 
-export type SessionFactory = (modelPath: string) => Promise<ModelSession>;
+/** How one model's sessions are opened beyond its provider and device. */
+export interface SessionExtras {
+  /** Through TensorRT first, on CUDA (models.yaml `tensorrt`, else GANTRY_TENSORRT). */
+  tensorrt?: boolean;
+}
+
+export type SessionFactory = (modelPath: string, extras?: SessionExtras) => Promise<ModelSession>;

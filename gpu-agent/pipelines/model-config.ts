@@ -31,6 +31,8 @@ export const ModelConfig = z.looseObject({
    * the runner measures it after the load.
    */
   memory_mb: z.number().min(0).optional(),
+  /** On a GPU, through onnxruntime's TensorRT provider first (overrides GANTRY_TENSORRT). */
+  tensorrt: z.boolean().optional(),
 });
 export type ModelConfig = z.infer<typeof ModelConfig>;
 
@@ -54,6 +56,7 @@ export function pipelineOptions<T extends z.ZodType>(
     timeout_seconds: _timeout,
     timeout_transient: _transient,
     memory_mb: _memory,
+    tensorrt: _tensorrt,
     ...rest
   } = config ?? { pipeline: "" };
   const parsed = schema.safeParse(rest);

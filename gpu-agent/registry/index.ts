@@ -22,6 +22,7 @@ export interface ResolvedModelEntry {
   timeout_seconds?: number;
   timeout_transient?: boolean;
   memory_mb?: number;
+  tensorrt?: boolean;
   limits?: { max_pixels?: number; max_side?: number };
   labels?: string[];
   /** The pipeline's own options, merged into its model config. */
@@ -150,6 +151,7 @@ export function toModelConfigs(models: readonly ResolvedModelEntry[]): Record<st
         : { timeout_transient: model.timeout_transient }),
       ...(model.labels ? { labels: model.labels } : {}),
       ...(model.memory_mb === undefined ? {} : { memory_mb: model.memory_mb }),
+      ...(model.tensorrt === undefined ? {} : { tensorrt: model.tensorrt }),
     };
   }
   return configs;

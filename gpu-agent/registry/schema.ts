@@ -92,6 +92,11 @@ export const ModelEntry = z.strictObject({
     .min(0)
     .max(16 * 1024 * 1024)
     .optional(),
+  /**
+   * On a GPU, run the model through onnxruntime's TensorRT provider first (what TensorRT
+   * cannot place runs on CUDA); overrides GANTRY_TENSORRT for this model.
+   */
+  tensorrt: z.boolean().optional(),
   /** Input limits: larger images fail the job permanently instead of filling VRAM. */
   limits: z
     .strictObject({

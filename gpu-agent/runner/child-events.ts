@@ -13,7 +13,8 @@ export interface PendingRun extends TimedRun {
 
 /** What a new child is told to load: `first` (when not empty), or its start-up models. */
 export function loadMessage(options: RunnerOptions, first?: readonly string[]): LoadMessage {
-  const { models, threads, providers, modelConfigs, preload, memoryBudgetMb, gpu } = options;
+  const { models, threads, providers, modelConfigs, preload, memoryBudgetMb, gpu, tensorrt } =
+    options;
   return {
     v: 1,
     type: "load",
@@ -24,6 +25,7 @@ export function loadMessage(options: RunnerOptions, first?: readonly string[]): 
     serves: [...models],
     ...(gpu ? { deviceId: gpu.cudaDeviceId } : {}),
     ...(memoryBudgetMb === undefined ? {} : { budgetMb: memoryBudgetMb }),
+    ...(tensorrt ? { tensorrt } : {}),
   };
 }
 

@@ -42,6 +42,7 @@ export class ChildModels {
           return this.options.sessions(provider, threads, deviceId);
         },
         ...(message.configs ? { configs: message.configs } : {}),
+        ...(message.tensorrt ? { tensorrt: message.tensorrt } : {}),
         // A model whose declared size would not fit is left for later without loading it.
         before: async (model) => {
           before = await this.used();
@@ -107,6 +108,7 @@ export class ChildModels {
         threads: start.threads,
         createSession: this.options.sessions(provider, start.threads, start.deviceId),
         configs: start.configs,
+        tensorrt: start.tensorrt,
       });
       const measured = Math.max(0, Math.round((await this.used()) - before));
       const mb = declaredMb(start.configs?.[model]) ?? measured;

@@ -31,6 +31,8 @@ export const LoadMessage = z.object({
   deviceId: z.number().int().min(0).optional(),
   /** Models after the first load at start only while their sizes stay within this (MiB). */
   budgetMb: z.number().min(0).optional(),
+  /** CUDA sessions through TensorRT first, unless a model's config says otherwise. */
+  tensorrt: z.boolean().optional(),
 });
 export type LoadMessage = z.infer<typeof LoadMessage>;
 

@@ -42,8 +42,10 @@ function log(level: "info" | "warn" | "error", msg: string, data?: Record<string
 }
 
 const models = new ChildModels({
-  sessions: (provider, threads, deviceId) => (modelPath) =>
-    deviceThread().sessionFactory(provider, threads, deviceId)(modelPath),
+  sessions: (provider, threads, deviceId) => (modelPath, extras) =>
+    deviceThread().sessionFactory(provider, threads, deviceId, (reason) =>
+      log("warn", `TensorRT unavailable, running on CUDA alone: ${reason}`, { provider }),
+    )(modelPath, extras),
   log,
 });
 const loaded = models.loaded;

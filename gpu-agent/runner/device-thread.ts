@@ -20,7 +20,7 @@ import {
   toWire,
   type WireTensor,
 } from "./device-protocol.ts";
-import { sessionOptions } from "./providers.ts";
+import { openSession } from "./providers.ts";
 
 const WORKER_ENTRY = new URL("./device-worker-entry.js", import.meta.url);
 
@@ -60,14 +60,29 @@ export class DeviceThread {
     });
   }
 
-  /** Sessions on this thread with the runner's settings for `provider` (and its GPU). */
-  sessionFactory(provider: ExecutionProvider, threads: number, deviceId?: number): SessionFactory {
-    const options = sessionOptions(provider, threads, deviceId);
-    return async (modelPath) => {
-      const created = await this.call({ type: "create", modelPath, options });
-      if (created.type !== "created") throw unexpected(created);
-      return new DeviceSession(this, created.session, created);
-    };
+  /**
+   * Sessions on this thread with the runner's settings for `provider` (and its GPU);
+   * `onFallback` hears why, if TensorRT was asked for and could not be used.
+   */
+  sessionFactory(
+    provider: ExecutionProvider,
+    threads: number,
+    deviceId?: number,
+    onFallback?: (reason: string) => void,
+  ): SessionFactory {
+    return (modelPath, extras) =>
+      openSession(
+        async (options) => {
+          const created = await this.call({ type: "create", modelPath, options });
+          if (created.type !== "created") throw unexpected(created);
+          return new DeviceSession(this, created.session, created);
+        },
+        provider,
+        threads,
+        deviceId,
+        extras,
+        onFallback,
+      );
   }
 
   /** Ends the thread; calls still waiting on it fail. */

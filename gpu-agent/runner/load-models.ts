@@ -17,6 +17,8 @@ export interface LoadModelsOptions {
   threads: number;
   /** The CUDA device the sessions open on (a GPU of a multi-GPU host). */
   deviceId?: number;
+  /** CUDA sessions through TensorRT first, for models whose config does not say. */
+  tensorrt?: boolean;
   /** How sessions are made on a provider; tests inject failures here. */
   createSessionFactory?: (
     provider: ExecutionProvider,
@@ -50,14 +52,16 @@ export async function loadModel(
     threads: number;
     createSession: SessionFactory;
     configs?: Readonly<Record<string, ModelConfig>> | undefined;
+    tensorrt?: boolean | undefined;
   },
 ): Promise<LoadedPipeline> {
   const found = resolveModel(model, options.configs);
   if (!found) throw new UnknownModelError([model]);
+  const extras = { tensorrt: found.config?.tensorrt ?? options.tensorrt ?? false };
   const pipeline = await found.pipeline.load({
     provider: options.provider,
     threads: options.threads,
-    createSession: options.createSession,
+    createSession: (modelPath) => options.createSession(modelPath, extras),
     modelId: model,
     ...(found.config ? { config: found.config } : {}),
   });

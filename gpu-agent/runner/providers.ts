@@ -1,5 +1,5 @@
 import * as ort from "onnxruntime-node";
-import type { ExecutionProvider, SessionFactory } from "../inference/types.ts";
+import type { ExecutionProvider, SessionExtras, SessionFactory } from "../inference/types.ts";
 
 /** What happened when the runner tried one execution provider. */
 export interface ProviderAttempt {
@@ -54,9 +54,10 @@ export function sessionOptions(
   provider: ExecutionProvider,
   threads: number,
   deviceId?: number,
+  extras: SessionExtras = {},
 ): ort.InferenceSession.SessionOptions {
   return {
-    executionProviders: [executionProvider(provider, deviceId)],
+    executionProviders: executionProviders(provider, deviceId, extras),
     // 0 lets onnxruntime pick (one thread per physical core); a GPU slot on a shared host
     // sets it so several runners do not oversubscribe the CPU.
     intraOpNumThreads: threads,
@@ -79,13 +80,65 @@ export function executionProvider(
   return provider === "cuda" && deviceId !== undefined ? { name: "cuda", deviceId } : provider;
 }
 
+/**
+ * The providers a session is opened with: the runner's own, after TensorRT when the model
+ * asks for it on CUDA (onnxruntime then places on TensorRT what it can and the rest on
+ * CUDA). Not once TensorRT has been found unusable in this process (`openSession`).
+ */
+export function executionProviders(
+  provider: ExecutionProvider,
+  deviceId?: number,
+  extras: SessionExtras = {},
+): ort.InferenceSession.ExecutionProviderConfig[] {
+  const own = executionProvider(provider, deviceId);
+  if (provider !== "cuda" || !extras.tensorrt || tensorrtUnusable !== null) return [own];
+  return [{ name: "tensorrt", deviceId: deviceId ?? 0 }, own];
+}
+
+/** Why TensorRT could not be used in this process, once a session found out. */
+let tensorrtUnusable: string | null = null;
+
+/** Why this process opens its sessions without TensorRT, if one asked for it and failed. */
+export const tensorrtUnavailable = (): string | null => tensorrtUnusable;
+
+/**
+ * Opens a session with `open`; a session that asked for TensorRT and failed because of it
+ * (its libraries are not on the host: onnxruntime-node's `cuda12` download ships the
+ * provider library, not TensorRT itself) is opened again on CUDA alone, `onFallback` is
+ * told why, and this process asks for TensorRT no more.
+ */
+export async function openSession<T>(
+  open: (options: ort.InferenceSession.SessionOptions) => Promise<T>,
+  provider: ExecutionProvider,
+  threads: number,
+  deviceId: number | undefined,
+  extras: SessionExtras = {},
+  onFallback?: (reason: string) => void,
+): Promise<T> {
+  const withTensorrt = executionProviders(provider, deviceId, extras).length > 1;
+  try {
+    return await open(sessionOptions(provider, threads, deviceId, extras));
+  } catch (error) {
+    if (!withTensorrt || !/tensorrt/i.test(errorMessage(error))) throw error;
+    tensorrtUnusable = errorMessage(error);
+    onFallback?.(tensorrtUnusable);
+    return open(sessionOptions(provider, threads, deviceId, extras));
+  }
+}
+
 export function sessionFactory(
   provider: ExecutionProvider,
   threads: number,
   deviceId?: number,
 ): SessionFactory {
-  const options = sessionOptions(provider, threads, deviceId);
-  return (modelPath) => ort.InferenceSession.create(modelPath, options);
+  return (modelPath, extras) =>
+    openSession(
+      (options) => ort.InferenceSession.create(modelPath, options),
+      provider,
+      threads,
+      deviceId,
+      extras,
+    );
 }
 
 /**

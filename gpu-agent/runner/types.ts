@@ -77,6 +77,8 @@ export interface RunnerOptions {
   memoryBudgetMb?: number;
   /** The GPU to run on: nvidia-smi's index (for reports) and CUDA's device id. */
   gpu?: { index: number; cudaDeviceId: number };
+  /** CUDA sessions through TensorRT first (GANTRY_TENSORRT; a model's config overrides it). */
+  tensorrt?: boolean;
 }
 
 export type RunnerLogger = Pick<Logger, "info" | "warn" | "error">;

@@ -5,7 +5,10 @@
  *
  * 1. Flood: tenant A (pro) submits `--flood` noop jobs (`delay_ms` 20); two seconds later B
  *    and C (pro) submit 50 each. Each tenant's p50/p95 wait (`metrics.queue_ms`), and B's
- *    p95 against a lone tenant's (50 jobs on the idle system, in the same run).
+ *    p95 against a lone tenant's (50 jobs on the idle system, in the same run). A submits
+ *    as a tenant with thousands of images does, `--flood-by batch` (POST /v1/batches, 1 000
+ *    items each), or `single`: one POST /v1/jobs each, 32 at once, its plan's rate limit
+ *    lifted, so its submits take the box's CPU for as long as B and C wait.
  * 2. Weights: three tenants with `share_weight` 1, 2 and 4, each with a backlog the agents
  *    cannot finish in `--seconds`: each one's share of the jobs started in that time.
  * 3. Limit: A with `max_running_jobs` 4 submits through two gateways while the running
@@ -15,6 +18,7 @@
  * (docs/benchmarks.md).
  *
  *   npx tsx bench/fairness.ts [--setup postgres-rabbitmq|embedded|both] [--flood 5000]
+ *                             [--flood-by batch|single|both]
  *                             [--slots 4] [--seconds 30] [--window 32]
  *                             [--only flood,weights,limit]
  */
@@ -26,6 +30,7 @@ const { values } = parseArgs({
   options: {
     setup: { type: "string", default: "both" },
     flood: { type: "string", default: "5000" },
+    "flood-by": { type: "string", default: "both" },
     slots: { type: "string", default: "4" },
     seconds: { type: "string", default: "30" },
     window: { type: "string", default: "32" },
@@ -63,6 +68,31 @@ async function submit(pool: Pool, apiKey: string, count: number): Promise<string
   return ids;
 }
 
+/** `count` jobs as batches of at most 1 000 items, one request each; their job ids. */
+async function submitBatches(stack: FairStack, pool: Pool, apiKey: string, count: number) {
+  const batchIds: string[] = [];
+  for (let made = 0; made < count; made += 1_000) {
+    const items = Array.from({ length: Math.min(1_000, count - made) }, () => ({
+      input: { ...JOB.params },
+    }));
+    const response = await pool.request({
+      method: "POST",
+      path: "/v1/batches",
+      headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: JOB.model, items }),
+    });
+    const text = await response.body.text();
+    if (response.statusCode !== 202) throw new Error(`batch: ${response.statusCode} ${text}`);
+    batchIds.push((JSON.parse(text) as { id: string }).id);
+  }
+  const rows = await stack.db
+    .selectFrom("jobs")
+    .select("id")
+    .where("batch_id", "in", batchIds)
+    .execute();
+  return rows.map((row) => row.id);
+}
+
 /** Waits (polling the store) until every id started; returns each one's queue wait, ms. */
 async function waits(stack: FairStack, ids: string[], timeoutMs = 600_000): Promise<number[]> {
   const deadline = Date.now() + timeoutMs;
@@ -84,7 +114,7 @@ async function waits(stack: FairStack, ids: string[], timeoutMs = 600_000): Prom
 const line = (name: string, w: number[]) =>
   `${name.padEnd(12)} p50 ${ms(percentile(w, 50)).padStart(8)}  p95 ${ms(percentile(w, 95)).padStart(8)}  (${w.length} jobs)`;
 
-async function flood(setup: FairSetup) {
+async function flood(setup: FairSetup, by: "batch" | "single") {
   const stack = await startFairStack(setup, { gateways: 1, releaseWindow: Number(values.window) });
   try {
     await stack.startAgent({ slots: Number(values.slots) });
@@ -93,7 +123,10 @@ async function flood(setup: FairSetup) {
       ["lone", "a", "b", "c"].map((name) => stack.tenant(`ten_${name}`)),
     );
     const loneWaits = await waits(stack, await submit(pool, lone as string, 50));
-    const floodIds = submit(pool, a as string, Number(values.flood));
+    const floodIds =
+      by === "batch"
+        ? submitBatches(stack, pool, a as string, Number(values.flood))
+        : submit(pool, a as string, Number(values.flood));
     await new Promise((resolve) => setTimeout(resolve, 2_000));
     const [bIds, cIds] = await Promise.all([
       submit(pool, b as string, 50),
@@ -101,7 +134,10 @@ async function flood(setup: FairSetup) {
     ]);
     const [bWaits, cWaits] = await Promise.all([waits(stack, bIds), waits(stack, cIds)]);
     const aWaits = await waits(stack, await floodIds);
-    say(`flood on ${stack.description}: ${values.flood} from A, 50 each from B and C 2 s later`);
+    const how = by === "batch" ? "in batches of 1 000" : "as single submits, 32 at once";
+    say(
+      `flood on ${stack.description}: ${values.flood} from A ${how}, 50 each from B and C 2 s later`,
+    );
     for (const [name, w] of [
       ["lone tenant", loneWaits],
       ["A (flood)", aWaits],
@@ -240,8 +276,12 @@ async function limit(setup: FairSetup) {
 const setups: FairSetup[] =
   values.setup === "both" ? ["postgres-rabbitmq", "embedded"] : [values.setup as FairSetup];
 const only = new Set(values.only.split(","));
+const floodBy = (values["flood-by"] === "both" ? ["batch", "single"] : [values["flood-by"]]) as (
+  | "batch"
+  | "single"
+)[];
 for (const setup of setups) {
-  if (only.has("flood")) await flood(setup);
+  if (only.has("flood")) for (const by of floodBy) await flood(setup, by);
   if (only.has("weights")) await weights(setup);
   if (only.has("limit")) await limit(setup);
 }

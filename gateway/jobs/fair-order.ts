@@ -7,11 +7,18 @@ import type { HeldLane, ReleasePick, ReleaseSnapshot } from "../store/release-sn
  *
  * - Room: the model's release window, `window` (which release.ts grows to what the model's
  *   agents read ahead) or as many as its agents run now when that is more (agents that take
- *   many jobs at once get as many), less what is released and not yet taken. A tenant alone fills it all: no capacity is held back.
+ *   many jobs at once get as many), less what is released and not yet taken. A tenant alone
+ *   fills it all: no capacity is held back.
  * - Highest priority band first: a pro job never waits behind a free one.
- * - Inside a band, the tenant whose running and released jobs on the model, one more
- *   counted, divided by its `share_weight`, are fewest (ties: the oldest job): weighted
- *   round robin, so agents take jobs in proportion to the weights whatever the backlogs.
+ * - Inside a band, weighted round robin with a short memory: the tenant whose service on the
+ *   model, one more counted, divided by its `share_weight`, is least goes next (ties: who
+ *   started least recently, then the oldest job). Its service is its running and released
+ *   jobs plus its starts among the model's last `RECENT_STARTS` (release-snapshot.ts). At
+ *   saturation both grow with a tenant's share, so agents take jobs in proportion to the
+ *   weights whatever the backlogs; a tenant that arrives behind another's flood has had none
+ *   of the recent starts, and goes first until it has had its weighted part of them (at most
+ *   a few hundred starts), instead of waiting a full turn behind every job the flooder has
+ *   in flight.
  * - A tenant at `max_running_jobs` (running and released, every model) is skipped.
  * - Inside a tenant, its `fairness_key`s the same way, unweighted.
  */
@@ -24,32 +31,37 @@ export function pickReleases(
   if (room <= 0) return [];
   const tenants = new Map<
     string,
-    { onModel: number; total: number; weight: number; max: number }
+    { onModel: number; recent: number; total: number; weight: number; max: number }
   >();
   for (const tenantId of snapshot.tenants.keys()) {
     const limits = limitsOf(tenantId);
     tenants.set(tenantId, {
       onModel: 0,
+      recent: 0,
       total: snapshot.tenantActive.get(tenantId) ?? 0,
       weight: limits.share_weight,
       max: limits.max_running_jobs,
     });
   }
-  const keyActive = new Map<string, number>();
+  const keyService = new Map<string, number>();
   for (const active of snapshot.active) {
     const tenant = tenants.get(active.tenantId);
     if (tenant) tenant.onModel += active.count;
     const key = laneKey(active.tenantId, active.fairnessKey);
-    keyActive.set(key, (keyActive.get(key) ?? 0) + active.count);
+    keyService.set(key, (keyService.get(key) ?? 0) + active.count);
   }
-  // Ties (equal counts: with few slots, often none running at all) go to whoever started
-  // least recently, so equals take turns instead of the oldest backlog winning every one.
+  // Service: in flight now, plus the recent starts. Ties (equal counts: with few slots, often
+  // none running at all) go to whoever started least recently, so equals take turns instead
+  // of the oldest backlog winning every one.
   const lastTenant = new Map<string, number>();
   const lastKey = new Map<string, number>();
   for (const start of snapshot.lastStarted) {
     const key = laneKey(start.tenantId, start.fairnessKey);
     lastKey.set(key, Math.max(lastKey.get(key) ?? 0, start.at));
     lastTenant.set(start.tenantId, Math.max(lastTenant.get(start.tenantId) ?? 0, start.at));
+    keyService.set(key, (keyService.get(key) ?? 0) + start.count);
+    const tenant = tenants.get(start.tenantId);
+    if (tenant) tenant.recent += start.count;
   }
   let turn = Number.MAX_SAFE_INTEGER / 2;
   const lanes = snapshot.lanes
@@ -65,13 +77,13 @@ export function pickReleases(
     // at every turn and hand the tie to the lighter (measured: 1:2:4 ran as 2:2:4).
     const share = (l: (typeof inBand)[number]) => {
       const tenant = tenants.get(l.lane.tenantId);
-      return tenant ? (tenant.onModel + 1) / tenant.weight : 0;
+      return tenant ? (tenant.onModel + tenant.recent + 1) / tenant.weight : 0;
     };
     const tenantLane = minBy(inBand, share, (l) => lastTenant.get(l.lane.tenantId) ?? 0);
     const ownLanes = inBand.filter((l) => l.lane.tenantId === tenantLane.lane.tenantId);
     const chosen = minBy(
       ownLanes,
-      (l) => keyActive.get(keyOf(l.lane)) ?? 0,
+      (l) => keyService.get(keyOf(l.lane)) ?? 0,
       (l) => lastKey.get(keyOf(l.lane)) ?? 0,
     );
     // Picked now: later than any start, for the ties of the rest of this pass.
@@ -80,7 +92,7 @@ export function pickReleases(
     lastKey.set(keyOf(chosen.lane), turn);
     chosen.left--;
     chosen.picked++;
-    keyActive.set(keyOf(chosen.lane), (keyActive.get(keyOf(chosen.lane)) ?? 0) + 1);
+    keyService.set(keyOf(chosen.lane), (keyService.get(keyOf(chosen.lane)) ?? 0) + 1);
     const tenant = tenants.get(chosen.lane.tenantId);
     if (tenant) {
       tenant.onModel++;

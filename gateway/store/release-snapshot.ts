@@ -40,8 +40,11 @@ export interface ReleaseSnapshot {
   tenantActive: Map<string, number>;
   /** The plan and overrides of each tenant with held jobs. */
   tenants: Map<string, { plan: string; limits: string | null }>;
-  /** When each tenant and key last had a job of the model start, in the last minute. */
-  lastStarted: { tenantId: string; fairnessKey: string | null; at: number }[];
+  /**
+   * Each tenant and key's share of the model's recent starts (its last `RECENT_STARTS` in
+   * the last minute): when it last had a job start, and how many of them were its own.
+   */
+  lastStarted: { tenantId: string; fairnessKey: string | null; at: number; count: number }[];
 }
 
 /** Release up to `count` of a lane's oldest jobs, if the tenant stays within `maxActive`. */
@@ -58,22 +61,27 @@ export type Chooser = (snapshot: ReleaseSnapshot) => ReleasePick[];
 
 const MAX_TENANTS = 90;
 
-/** How far back a lane's last start counts for breaking ties (fair-order.ts)… */
+/** How far back a lane's starts count as recent service (fair-order.ts)… */
 const RECENT_MS = 60_000;
 /** …and among how many of the model's latest starts (`lastStarts`). */
 export const RECENT_STARTS = 256;
 
 /**
- * When each tenant and key last started a job of the model, among its last `RECENT_STARTS`
- * starts of the last minute, by the (model, started_at) index read backwards. Only ties between
- * lanes need it (a pass of one lane reads none). Bounded by count and not only by time: a minute
- * of starts at saturation was 20 000 rows, read on every pass (2.2 ms each, the costliest
- * statement of a saturated run). A lane with no start among them started before all that did,
- * which is what breaking a tie needs to know.
+ * How many of the model's last `RECENT_STARTS` starts of the last minute each tenant and key
+ * had, and when its latest was, by the (model, started_at) index read backwards. Only a pass
+ * with several lanes needs it (a pass of one lane reads none). Bounded by count and not only
+ * by time: a minute of starts at saturation was 20 000 rows, read on every pass (2.2 ms
+ * each, the costliest statement of a saturated run). A lane with no start among them
+ * started before all that did and has had none of the recent service.
  */
 function lastStarts(db: Db, model: string, tenantIds: string[], now: number) {
-  return sql<{ tenant_id: string; fairness_key: string | null; at: number | string }>`
-    SELECT tenant_id, fairness_key, max(started_at) AS at FROM (
+  return sql<{
+    tenant_id: string;
+    fairness_key: string | null;
+    at: number | string;
+    n: number | string;
+  }>`
+    SELECT tenant_id, fairness_key, max(started_at) AS at, count(*) AS n FROM (
       SELECT tenant_id, fairness_key, started_at FROM jobs
       WHERE model = ${model} AND started_at >= ${now - RECENT_MS}
       ORDER BY started_at DESC LIMIT ${RECENT_STARTS}) recent
@@ -167,6 +175,7 @@ export async function snapshot(
       tenantId: row.tenant_id,
       fairnessKey: row.fairness_key,
       at: Number(row.at),
+      count: Number(row.n),
     })),
   };
 }

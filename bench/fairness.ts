@@ -18,7 +18,7 @@
  * (docs/benchmarks.md).
  *
  *   npx tsx bench/fairness.ts [--setup postgres-rabbitmq|embedded|both] [--flood 5000]
- *                             [--flood-by batch|single|both]
+ *                             [--flood-by batch|single|both] (default batch)
  *                             [--slots 4] [--seconds 30] [--window 32]
  *                             [--only flood,weights,limit]
  */
@@ -30,7 +30,7 @@ const { values } = parseArgs({
   options: {
     setup: { type: "string", default: "both" },
     flood: { type: "string", default: "5000" },
-    "flood-by": { type: "string", default: "both" },
+    "flood-by": { type: "string", default: "batch" },
     slots: { type: "string", default: "4" },
     seconds: { type: "string", default: "30" },
     window: { type: "string", default: "32" },

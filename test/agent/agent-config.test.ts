@@ -39,6 +39,7 @@ describe("agent config", () => {
       leaseMs: 60_000,
       drainTimeoutMs: 60_000,
       executionProviders: ["cuda", "cpu"],
+      tensorrt: false,
       maxInputBytes: 64 * 1024 * 1024,
       inputUrlAllow: [],
       modelCacheDir: "./model-cache",

@@ -31,31 +31,20 @@ import { sharedReadings } from "./shared-readings.ts";
  */
 export function releaseModel(gateway: Gateway, model: string): Promise<number> {
   // Workers: a promise one request's I/O settles cannot be awaited by another request.
-  if (gateway.isolatedRequests) return releasePass(gateway, model, true);
+  if (gateway.isolatedRequests) return releasePass(gateway, model);
   let byModel = passes.get(gateway.notifier);
   if (!byModel) {
     byModel = new Map();
     passes.set(gateway.notifier, byModel);
   }
   const table = byModel;
-  const lane = table.get(model) ?? { running: null, next: null, idle: true };
+  const lane = table.get(model) ?? { running: null, next: null };
   table.set(model, lane);
   if (lane.next) return lane.next;
   const start = (): Promise<number> => {
-    const run: Promise<number> = releasePass(gateway, model, lane.idle)
-      .then(
-        (released) => {
-          lane.idle = released === 0;
-          return released;
-        },
-        (error: unknown) => {
-          lane.idle = true;
-          throw error;
-        },
-      )
-      .finally(() => {
-        if (lane.running === run) lane.running = null;
-      });
+    const run: Promise<number> = releasePass(gateway, model).finally(() => {
+      if (lane.running === run) lane.running = null;
+    });
     lane.running = run;
     return run;
   };
@@ -74,12 +63,7 @@ export function releaseModel(gateway: Gateway, model: string): Promise<number> {
   return next;
 }
 
-type Lane = {
-  running: Promise<number> | null;
-  next: Promise<number> | null;
-  /** The last pass released nothing: the next one first checks the window has room. */
-  idle: boolean;
-};
+type Lane = { running: Promise<number> | null; next: Promise<number> | null };
 // Keyed by the notifier, which every per-request copy of a gateway shares (queue-position.ts).
 const passes = new WeakMap<object, Map<string, Lane>>();
 
@@ -88,13 +72,8 @@ export function kickRelease(gateway: Gateway, model: string): void {
   gateway.background(releaseSoon(gateway, model));
 }
 
-/**
- * One pass: picks, marks and publishes; returns how many jobs it released. After a pass that
- * released nothing (a full window, or nothing held) the store first checks for room, with
- * no lock; after one that released jobs it goes straight to the pass, which reads the window
- * itself (a paced job then costs a pass of six statements on Postgres, not seven).
- */
-async function releasePass(gateway: Gateway, model: string, precheck: boolean): Promise<number> {
+/** One pass: picks, marks and publishes; returns how many jobs it released. */
+async function releasePass(gateway: Gateway, model: string): Promise<number> {
   // A paused model is released as any other: agents' claims of its window are refused and
   // those jobs wait unpublished until the resume (model-switches.ts), which leaves the
   // window full, so the rest of its jobs wait held.
@@ -108,7 +87,6 @@ async function releasePass(gateway: Gateway, model: string, precheck: boolean): 
         return storedLimits(row ?? { plan: "free", limits: null });
       }),
     gateway.now(),
-    { precheck },
   );
   // A failed publish leaves the job released and unpublished: the outbox sweep retries it.
   // In the pass's order: a tenant's jobs of one band must reach the agents oldest first. A

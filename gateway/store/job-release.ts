@@ -2,7 +2,7 @@ import { type Kysely, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import { isPostgresDb } from "./job-metadata.ts";
 import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
-import { ACTIVE, activeJobs, heldInLane, windowCounts } from "./release-line.ts";
+import { ACTIVE, activeJobs, heldInLane, lineOf } from "./release-line.ts";
 import { type Chooser, type ReleasePick, snapshot } from "./release-snapshot.ts";
 
 /**
@@ -54,15 +54,13 @@ export async function releaseJobs(
   window: number,
   choose: Chooser,
   now: number,
-  options: { precheck?: boolean } = {},
 ): Promise<JobRow[]> {
-  // Under a flood most passes find the window full. A caller whose last pass released
-  // nothing asks for this small count first, taken with no lock; a room that opens after
-  // this read was opened by a claim or an end, whose own pass follows.
-  if (options.precheck ?? true) {
-    const { released, running } = await windowCounts(db, model);
-    if (Math.max(window, running) - released <= 0) return [];
-  }
+  // Most passes have nothing to do: under a flood the window is full, and at ordinary load
+  // the pass after a claim or an end finds nothing held. One read of the line, with no lock
+  // and no transaction, says so. A room that opens after it was opened by a claim or an
+  // end, and a job held after it by a submit, each of which starts a pass of its own.
+  const line = await lineOf(db, model, 1);
+  if (Math.max(window, line.running) - line.released <= 0 || !line.first) return [];
   const pass = async (tx: Db) => {
     const picks = choose(await snapshot(tx, model, now, window));
     const lanes: JobRow[][] = [];

@@ -89,14 +89,8 @@ export class KyselyJobStore {
     return jobCountsByStatus(this.db);
   }
   /** A release pass of `model` (job-release.ts): `choose`'s picks marked released, safely. */
-  releaseJobs(
-    model: string,
-    window: number,
-    choose: Chooser,
-    now: number,
-    options?: { precheck?: boolean },
-  ) {
-    return release.releaseJobs(this.db, model, window, choose, now, options);
+  releaseJobs(model: string, window: number, choose: Chooser, now: number) {
+    return release.releaseJobs(this.db, model, window, choose, now);
   }
   /** A tenant's running and released jobs, every model (its `max_running_jobs` count). */
   activeCount(tenantId: string) {

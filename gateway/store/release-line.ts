@@ -22,15 +22,6 @@ export const ACTIVE = sql`(status = 'running' OR (status = 'queued' AND released
 export const activeJobs = (db: Db) =>
   isPostgresDb(db) ? sql`jobs` : sql`jobs INDEXED BY jobs_active`;
 
-/** A model's released jobs not yet taken, and its running jobs. */
-export async function windowCounts(db: Db, model: string) {
-  const { rows } = await sql<{ released: number | string | null; running: number | string | null }>`
-    SELECT sum(CASE WHEN status = 'queued' THEN 1 ELSE 0 END) AS released,
-           sum(CASE WHEN status = 'running' THEN 1 ELSE 0 END) AS running
-    FROM ${activeJobs(db)} WHERE model = ${model} AND ${ACTIVE}`.execute(db);
-  return { released: Number(rows[0]?.released ?? 0), running: Number(rows[0]?.running ?? 0) };
-}
-
 export type LaneRow = {
   priority: number;
   tenant_id: string;

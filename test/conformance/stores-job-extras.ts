@@ -209,7 +209,7 @@ export function jobExtraCases(stores: () => Stores): void {
     );
   });
 
-  it("a release pass's line: its window, each lane, the tenants' counts and plans; a full window, no lanes", async () => {
+  it("a release pass's line: its window, each lane, the tenants' counts and plans; a full window or none held, no choice", async () => {
     const [model, other, lone] = [freshModel(), freshModel(), freshModel()];
     const [a, b] = [freshTenant(), freshTenant()];
     for (const [id, plan] of [
@@ -235,7 +235,7 @@ export function jobExtraCases(stores: () => Stores): void {
       seen.push(snapshot);
       return [];
     };
-    await jobs().releaseJobs(model, 10, look, T0 + 10, { precheck: false });
+    await jobs().releaseJobs(model, 10, look, T0 + 10);
     const [line] = seen;
     expect(line).toMatchObject({ model, released: 1, running: 1 });
     expect([...(line?.lanes ?? [])].sort((x, y) => (x.tenantId < y.tenantId ? -1 : 1))).toEqual(
@@ -253,12 +253,15 @@ export function jobExtraCases(stores: () => Stores): void {
         [b, { plan: "free", limits: null }],
       ]),
     );
-    // A window of one is full (one running, one released): the pass reads no lanes.
-    await jobs().releaseJobs(model, 1, look, T0 + 10, { precheck: false });
-    expect(seen[1]).toMatchObject({ released: 1, running: 1, lanes: [] });
+    // A window of one is full (one running, one released): the pass chooses nothing.
+    expect(await jobs().releaseJobs(model, 1, look, T0 + 10)).toEqual([]);
+    expect(seen).toHaveLength(1);
+    // Nor when nothing is held.
+    expect(await jobs().releaseJobs(other, 10, look, T0 + 10)).toEqual([]);
+    expect(seen).toHaveLength(1);
     // One lane alone is counted up to twice the window.
     for (let i = 0; i < 3; i++) await insert({ tenantId: a, model: lone, held: true, now: T0 + i });
-    await jobs().releaseJobs(lone, 1, look, T0 + 10, { precheck: false });
-    expect(seen[2]?.lanes).toMatchObject([{ tenantId: a, held: 2 }]);
+    await jobs().releaseJobs(lone, 1, look, T0 + 10);
+    expect(seen[1]?.lanes).toMatchObject([{ tenantId: a, held: 2 }]);
   });
 }

@@ -2,7 +2,7 @@ import { type Kysely, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import { isPostgresDb } from "./job-metadata.ts";
 import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
-import { ACTIVE, activeJobs, heldInLane, lineOf } from "./release-line.ts";
+import { ACTIVE, activeJobs, HELD, heldInLane, type Line, lineOf } from "./release-line.ts";
 import { type Chooser, type ReleasePick, snapshot } from "./release-snapshot.ts";
 
 /**
@@ -35,8 +35,7 @@ async function releaseLane(db: Db, model: string, pick: ReleasePick, now: number
   const picked = isPostgresDb(db) ? sql`id = ANY(ARRAY(${oldest}))` : sql`id IN (${oldest})`;
   const { rows } = await sql<JobRow>`
     UPDATE jobs SET released_at = ${now}
-    WHERE ${picked}
-      AND status = 'queued' AND released_at IS NULL
+    WHERE ${picked} AND ${HELD}
       AND (SELECT count(*) FROM ${activeJobs(db)}
            WHERE tenant_id = ${pick.tenantId} AND ${ACTIVE}) + ${pick.count} <= ${pick.maxActive}
     RETURNING ${sql.join(JOB_COLUMNS.map((column) => sql.ref(column)))}`.execute(db);
@@ -59,10 +58,13 @@ export async function releaseJobs(
   // the pass after a claim or an end finds nothing held. One read of the line, with no lock
   // and no transaction, says so. A room that opens after it was opened by a claim or an
   // end, and a job held after it by a submit, each of which starts a pass of its own.
-  const line = await lineOf(db, model, 1);
+  // SQLite and D1 take no lock, so that read is the pass's own line; Postgres reads it again
+  // under the lock, and here counts its held jobs no further than it needs to know any.
+  const postgres = isPostgresDb(db);
+  const line = await lineOf(db, model, postgres ? 1 : 2 * window);
   if (Math.max(window, line.running) - line.released <= 0 || !line.first) return [];
-  const pass = async (tx: Db) => {
-    const picks = choose(await snapshot(tx, model, now, window));
+  const pass = async (tx: Db, known?: Line) => {
+    const picks = choose(await snapshot(tx, model, now, window, known));
     const lanes: JobRow[][] = [];
     for (const pick of picks) lanes.push(await releaseLane(tx, model, pick, now));
     // Published in turn across the lanes, so that one pass does not queue a tenant's whole
@@ -73,7 +75,7 @@ export async function releaseJobs(
     }
     return released;
   };
-  if (!isPostgresDb(db)) return pass(db);
+  if (!postgres) return pass(db, line);
   return db.transaction().execute(async (tx) => {
     await sql`SELECT pg_advisory_xact_lock(${RELEASE_LOCK})`.execute(tx);
     return pass(tx);
@@ -95,8 +97,7 @@ export async function heldModels(db: Db, limit: number): Promise<string[]> {
     .selectFrom("jobs")
     .select("model")
     .distinct()
-    .where("status", "=", "queued")
-    .where("released_at", "is", null)
+    .where(HELD)
     .limit(limit)
     .execute();
   return rows.map((row) => row.model);

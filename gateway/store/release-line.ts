@@ -22,6 +22,9 @@ export const ACTIVE = sql`(status = 'running' OR (status = 'queued' AND released
 export const activeJobs = (db: Db) =>
   isPostgresDb(db) ? sql`jobs` : sql`jobs INDEXED BY jobs_active`;
 
+/** A job held in the store, not yet released to the queue. */
+export const HELD = sql<boolean>`status = 'queued' AND released_at IS NULL`;
+
 export type LaneRow = {
   priority: number;
   tenant_id: string;
@@ -30,13 +33,6 @@ export type LaneRow = {
   oldest: string;
 };
 
-const held = (db: Db, model: string) =>
-  db
-    .selectFrom("jobs")
-    .where("model", "=", model)
-    .where("status", "=", "queued")
-    .where("released_at", "is", null);
-
 /** The held jobs of one lane (a band, a tenant and a `fairness_key`) of `model`. */
 export function heldInLane(
   model: string,
@@ -44,11 +40,9 @@ export function heldInLane(
 ) {
   const key =
     lane.fairnessKey === null ? sql`fairness_key IS NULL` : sql`fairness_key = ${lane.fairnessKey}`;
-  return sql`model = ${model} AND status = 'queued' AND released_at IS NULL
+  return sql`model = ${model} AND ${HELD}
     AND priority = ${lane.priority} AND tenant_id = ${lane.tenantId} AND ${key}`;
 }
-
-const HELD = sql`status = 'queued' AND released_at IS NULL`;
 const LANE_ORDER = {
   asc: sql`priority ASC, tenant_id ASC, fairness_key ASC, id ASC`,
   desc: sql`priority DESC, tenant_id DESC, fairness_key DESC, id DESC`,
@@ -99,16 +93,14 @@ export async function lineOf(db: Db, model: string, cap: number) {
   };
 }
 
+export type Line = Awaited<ReturnType<typeof lineOf>>;
+
 /**
  * The model's lanes of held jobs. A backlog of one lane (one tenant alone, the common case
  * of a long one) is known from the line's two edges, its first and last job in lane order,
  * and its count up to the cap; several lanes are grouped over every held job.
  */
-export async function heldLanes(
-  db: Db,
-  model: string,
-  line: Awaited<ReturnType<typeof lineOf>>,
-): Promise<LaneRow[]> {
+export async function heldLanes(db: Db, model: string, line: Line): Promise<LaneRow[]> {
   const { first, last } = line;
   if (!first?.id || !last || first.priority === null || first.tenant_id === null) return [];
   const oneLane =
@@ -126,7 +118,10 @@ export async function heldLanes(
       },
     ];
   }
-  return held(db, model)
+  return db
+    .selectFrom("jobs")
+    .where("model", "=", model)
+    .where(HELD)
     .select((eb) => [
       "priority",
       "tenant_id",

@@ -1,6 +1,6 @@
 import { type Kysely, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
-import { ACTIVE, activeJobs, heldLanes, lineOf } from "./release-line.ts";
+import { ACTIVE, activeJobs, heldLanes, type Line, lineOf } from "./release-line.ts";
 
 /**
  * What a model's line looks like now, read for a release pass (job-release.ts): its window,
@@ -122,17 +122,18 @@ function tenantsOf(db: Db, model: string, tenantIds: string[]) {
 
 /**
  * A snapshot of the model's line for a pass whose window is `window`: two statements (the
- * line, then its tenants), or three when several lanes must be grouped, four with the
- * starts that break their ties. Held jobs are counted up to twice the window: a pass
- * releases at most its room. A pass that finds no room reads nothing more.
+ * line, unless the caller just read it, then its tenants), or three when several lanes must
+ * be grouped, four with the starts that break their ties. Held jobs are counted up to twice
+ * the window: a pass releases at most its room. A pass that finds no room reads nothing more.
  */
 export async function snapshot(
   db: Db,
   model: string,
   now: number,
   window: number,
+  known?: Line,
 ): Promise<ReleaseSnapshot> {
-  const line = await lineOf(db, model, 2 * window);
+  const line = known ?? (await lineOf(db, model, 2 * window));
   const counts = { released: line.released, running: line.running };
   const room = Math.max(window, line.running) - line.released;
   const lanes = room > 0 ? await heldLanes(db, model, line) : [];

@@ -1,5 +1,5 @@
 import type { ExecutionProvider } from "../inference/types.ts";
-import type { ModelConfig } from "../pipelines/model-config.ts";
+import { type ModelConfig, wantsTensorrt } from "../pipelines/model-config.ts";
 import { type LoadModelsOptions, loadModels } from "../runner/load-models.ts";
 import { tensorrtUnavailable } from "../runner/providers.ts";
 import { type CheckResult, errorText } from "./report.ts";
@@ -38,10 +38,10 @@ export async function modelCheck(
     const note = skipped.length
       ? ` (${skipped.map((attempt) => attempt.provider).join(", ")} unavailable)`
       : "";
-    const wantsTensorrt =
-      selection.provider === "cuda" && (options.configs?.[model]?.tensorrt ?? options.tensorrt);
-    const withoutTensorrt = wantsTensorrt ? tensorrtUnavailable() : null;
-    const on = wantsTensorrt && !withoutTensorrt ? "TensorRT and cuda" : selection.provider;
+    const tensorrt =
+      selection.provider === "cuda" && wantsTensorrt(options.configs?.[model], options.tensorrt);
+    const withoutTensorrt = tensorrt ? tensorrtUnavailable() : null;
+    const on = tensorrt && !withoutTensorrt ? "TensorRT and cuda" : selection.provider;
     return {
       name,
       status: withoutTensorrt ? "warn" : "pass",

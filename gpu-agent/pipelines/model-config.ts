@@ -36,6 +36,14 @@ export const ModelConfig = z.looseObject({
 });
 export type ModelConfig = z.infer<typeof ModelConfig>;
 
+/** Whether a model opens its CUDA sessions through TensorRT: its own `tensorrt`, else the runner's. */
+export function wantsTensorrt(
+  config: ModelConfig | undefined,
+  runner: boolean | undefined,
+): boolean {
+  return config?.tensorrt ?? runner ?? false;
+}
+
 /** The batch size a model gets when its axis is dynamic and its config names none. */
 export const DEFAULT_MAX_BATCH = 8;
 

@@ -1,5 +1,6 @@
 import type { ExecutionProvider, SessionFactory } from "../inference/types.ts";
 import { type LoadedPipeline, type ModelConfig, resolveModel } from "../pipelines/index.ts";
+import { wantsTensorrt } from "../pipelines/model-config.ts";
 import {
   type ProviderSelection,
   probeProvider,
@@ -57,7 +58,7 @@ export async function loadModel(
 ): Promise<LoadedPipeline> {
   const found = resolveModel(model, options.configs);
   if (!found) throw new UnknownModelError([model]);
-  const extras = { tensorrt: found.config?.tensorrt ?? options.tensorrt ?? false };
+  const extras = { tensorrt: wantsTensorrt(found.config, options.tensorrt) };
   const pipeline = await found.pipeline.load({
     provider: options.provider,
     threads: options.threads,

@@ -48,7 +48,7 @@ export function pickReleases(
     const tenant = tenants.get(active.tenantId);
     if (tenant) tenant.onModel += active.count;
     const key = laneKey(active.tenantId, active.fairnessKey);
-    keyService.set(key, (keyService.get(key) ?? 0) + active.count);
+    addTo(keyService, key, active.count);
   }
   // Service: in flight now, plus the recent starts. Ties (equal counts: with few slots, often
   // none running at all) go to whoever started least recently, so equals take turns instead
@@ -59,7 +59,7 @@ export function pickReleases(
     const key = laneKey(start.tenantId, start.fairnessKey);
     lastKey.set(key, Math.max(lastKey.get(key) ?? 0, start.at));
     lastTenant.set(start.tenantId, Math.max(lastTenant.get(start.tenantId) ?? 0, start.at));
-    keyService.set(key, (keyService.get(key) ?? 0) + start.count);
+    addTo(keyService, key, start.count);
     const tenant = tenants.get(start.tenantId);
     if (tenant) tenant.recent += start.count;
   }
@@ -92,7 +92,7 @@ export function pickReleases(
     lastKey.set(keyOf(chosen.lane), turn);
     chosen.left--;
     chosen.picked++;
-    keyService.set(keyOf(chosen.lane), (keyService.get(keyOf(chosen.lane)) ?? 0) + 1);
+    addTo(keyService, keyOf(chosen.lane), 1);
     const tenant = tenants.get(chosen.lane.tenantId);
     if (tenant) {
       tenant.onModel++;
@@ -110,6 +110,9 @@ export function pickReleases(
       maxActive: tenants.get(l.lane.tenantId)?.max ?? 0,
     }));
 }
+
+const addTo = (counts: Map<string, number>, key: string, n: number) =>
+  counts.set(key, (counts.get(key) ?? 0) + n);
 
 const underLimit = (tenant: { total: number; max: number } | undefined) =>
   tenant !== undefined && tenant.total < tenant.max;

@@ -19,10 +19,11 @@
  *
  *   npx tsx bench/fairness.ts [--setup postgres-rabbitmq|embedded|both] [--flood 5000]
  *                             [--flood-by batch|single|both] (default batch)
- *                             [--slots 4] [--seconds 30] [--window 32]
+ *                             [--slots 4] [--seconds 30] [--window 8]
  *                             [--only flood,weights,limit]
  */
 import { parseArgs } from "node:util";
+import { DEFAULT_RELEASE_WINDOW } from "../gateway/config.ts";
 import { type FairSetup, type FairStack, startFairStack } from "./lib/fair-stack.ts";
 import { httpClient, ms, percentile } from "./lib/queue-harness.ts";
 
@@ -33,7 +34,7 @@ const { values } = parseArgs({
     "flood-by": { type: "string", default: "batch" },
     slots: { type: "string", default: "4" },
     seconds: { type: "string", default: "30" },
-    window: { type: "string", default: "32" },
+    window: { type: "string", default: String(DEFAULT_RELEASE_WINDOW) },
     only: { type: "string", default: "flood,weights,limit" },
   },
 });

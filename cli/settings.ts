@@ -1,5 +1,6 @@
 import { join, resolve } from "node:path";
 import { z } from "zod";
+import { DEFAULT_RELEASE_WINDOW } from "../gateway/config.ts";
 import { parseQueueBounds } from "../gateway/limits/queue-bound-settings.ts";
 import { BUILTIN_MODELS, type ModelTask, parseModelTasks } from "../gateway/models.ts";
 import { isPostgresUrl, parsePostgresUrl } from "../shared/db/postgres.ts";
@@ -174,8 +175,8 @@ export const GATEWAY_SETTINGS = {
   ),
   releaseWindow: setting(
     "GANTRY_RELEASE_WINDOW",
-    wholeNumber(1, 100_000).prefault("32"),
-    "Jobs of one model handed to the queue and not yet taken by an agent, or as many as its agents run at once or read ahead (the `prefetch` they register) when that is more; the rest wait in the store in fair order (weighted by tenant, then by `fairness_key`). Smaller: a tenant that arrives behind a backlog waits less; larger: fewer release passes. See [Fair share](api.md#fair-share-and-concurrency-limits).",
+    wholeNumber(1, 100_000).prefault(String(DEFAULT_RELEASE_WINDOW)),
+    "Jobs of one model handed to the queue and not yet taken by an agent, or as many as its agents run at once or read ahead (the `prefetch` they register) when that is more; the rest wait in the store in fair order (weighted by tenant, then by `fairness_key`). Smaller: a tenant that arrives behind a backlog waits less; larger: agents that register no `prefetch` stay fed while released jobs travel to them. See [Fair share](api.md#fair-share-and-concurrency-limits).",
   ),
   usageRetentionDays: setting(
     "GANTRY_USAGE_RETENTION_DAYS",

@@ -6,6 +6,16 @@ import { BUILTIN_MODELS, type ModelSpec, ModelTask, specForTask } from "./models
  * The gateway's settings, runtime-free: each entry file (Node, Workers) reads its own
  * environment and hands the result here to be checked once at start-up.
  */
+/**
+ * The release window's floor (gateway/jobs/release.ts). The window grows to the `prefetch`
+ * a model's live agents register, which is what keeps them fed; the floor only covers jobs
+ * on their way to agents that register none. Every job in it is one a tenant arriving behind
+ * a flood waits behind: `bench/fairness.ts` on the embedded default, B's p95 over a lone
+ * tenant's ×3.55 with 32 against ×2.25 with 8, and the shares and throughput of the weights
+ * run held (5 918 jobs in 30 s with 8, 5 292 with 32).
+ */
+export const DEFAULT_RELEASE_WINDOW = 8;
+
 export const GatewayConfig = z
   .object({
     /** Where clients and agents reach this gateway; presigned disk URLs start with it. */
@@ -61,7 +71,7 @@ export const GatewayConfig = z
      * broker and not yet taken by an agent, or as many as its agents run at once when that
      * is more. The rest wait in the store, where they can still be ordered fairly.
      */
-    releaseWindow: z.number().int().positive().default(32),
+    releaseWindow: z.number().int().positive().default(DEFAULT_RELEASE_WINDOW),
     queueBounds: z.record(z.string(), z.number().int().positive()).default({}),
     /** How long a queue depth reading is reused, so each submit does not ask the broker. */
     queueDepthCacheMs: z.number().int().min(0).default(1_000),

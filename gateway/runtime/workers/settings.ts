@@ -26,7 +26,7 @@ import {
   text,
   wholeNumber,
 } from "../../../shared/settings/values.ts";
-import { GatewayConfig } from "../../config.ts";
+import { DEFAULT_RELEASE_WINDOW, GatewayConfig } from "../../config.ts";
 import { parseQueueBounds } from "../../limits/queue-bound-settings.ts";
 import { BUILTIN_MODELS, type ModelTask, parseModelTasks } from "../../models.ts";
 import { type BlobChoice, chooseBlobs, chooseQueue, type QueueChoice } from "./adapters.ts";
@@ -171,7 +171,7 @@ export const WORKER_SETTINGS = {
   ),
   releaseWindow: setting(
     "GANTRY_RELEASE_WINDOW",
-    wholeNumber(1, 100_000).prefault("32"),
+    wholeNumber(1, 100_000).prefault(String(DEFAULT_RELEASE_WINDOW)),
     "Jobs of one model handed to the queue and not yet taken, or as many as its agents run or read ahead when more; the rest wait in D1 in fair order.",
   ),
   maxQueueDepthByModel: setting(

@@ -155,9 +155,8 @@ async function flood(setup: FairSetup, by: "batch" | "single") {
       ["C", cWaits],
     ] as const)
       say(`  ${line(name, w)}`);
-    say(
-      `  (lone rounds' p95: ${rounds.map((w) => ms(percentile(w, 95))).join(", ")}; the median is the baseline)`,
-    );
+    const p95s = rounds.map((w) => ms(percentile(w, 95))).join(", ");
+    say(`  (lone rounds' p95: ${p95s}; the median is the baseline)`);
     // The order itself, apart from the box's speed: A's jobs that started while B's waited.
     const bounds = await stack.db
       .selectFrom("jobs")

@@ -2,7 +2,7 @@ import { type Kysely, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import { isPostgresDb } from "./job-metadata.ts";
 import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
-import { ACTIVE, activeJobs, HELD, heldInLane, lineOf } from "./release-line.ts";
+import { ACTIVE, activeJobs, HELD, heldInLane, type Line, lineOf } from "./release-line.ts";
 import { type Chooser, type ReleasePick, snapshot } from "./release-snapshot.ts";
 
 /**
@@ -10,14 +10,11 @@ import { type Chooser, type ReleasePick, snapshot } from "./release-snapshot.ts"
  * releaser picked from a snapshot of the model's line (release-snapshot.ts) as released, in
  * one pass that is safe with several gateways at once.
  *
- * The snapshot is read with no lock: it only orders the lanes. What must be exact is checked
- * again where the jobs are marked: each lane's UPDATE counts the tenant's running and
- * released jobs (its `max_running_jobs`) and the model's released ones (the window) in its
- * own condition, and marks nothing when either would be exceeded. On Postgres those UPDATEs
- * run in one transaction behind a transaction-scoped advisory lock, so passes of every
- * gateway take turns and each UPDATE's counts see the previous pass's commit. SQLite and
- * D1 have a single writer, which makes each UPDATE exact by itself (D1 has no interactive
- * transactions).
+ * On Postgres the pass is one transaction behind a transaction-scoped advisory lock: passes
+ * of every gateway take turns, so each sees the counts the previous one left and no tenant
+ * is released past its `max_running_jobs`. SQLite and D1 have a single writer and D1 no
+ * interactive transactions: there each release is one UPDATE whose condition counts the
+ * tenant's running and released jobs itself, which the single writer makes exact.
  */
 
 type Db = Kysely<Database>;
@@ -27,11 +24,9 @@ const RELEASE_LOCK = 0x67616e7472_79;
 
 /**
  * One lane's oldest held jobs marked released, unless that would take the tenant past
- * `maxActive` running and released jobs or the model past `cap` released ones (both counted
- * in the same statement, which sees every earlier pass: the snapshot the pick came from may
- * be older).
+ * `maxActive` running and released jobs (counted in the same statement).
  */
-async function releaseLane(db: Db, model: string, pick: ReleasePick, cap: number, now: number) {
+async function releaseLane(db: Db, model: string, pick: ReleasePick, now: number) {
   const oldest = sql`
     SELECT id FROM jobs WHERE ${heldInLane(model, pick)} ORDER BY id LIMIT ${pick.count}`;
   // Postgres may plan `id IN (subquery)` as a nested loop that runs the subquery once per
@@ -43,9 +38,6 @@ async function releaseLane(db: Db, model: string, pick: ReleasePick, cap: number
     WHERE ${picked} AND ${HELD}
       AND (SELECT count(*) FROM ${activeJobs(db)}
            WHERE tenant_id = ${pick.tenantId} AND ${ACTIVE}) + ${pick.count} <= ${pick.maxActive}
-      AND (SELECT count(*) FROM ${activeJobs(db)}
-           WHERE model = ${model} AND ${ACTIVE} AND status = 'queued')
-          + ${pick.count} <= ${cap}
     RETURNING ${sql.join(JOB_COLUMNS.map((column) => sql.ref(column)))}`.execute(db);
   return rows.sort((a, b) => (a.id < b.id ? -1 : 1));
 }
@@ -63,17 +55,18 @@ export async function releaseJobs(
   now: number,
 ): Promise<JobRow[]> {
   // Most passes have nothing to do: under a flood the window is full, and at ordinary load
-  // the pass after a claim or an end finds nothing held. One read of the line says so. A
-  // room that opens after it was opened by a claim or an end, and a job held after it by a
-  // submit, each of which starts a pass of its own.
-  const line = await lineOf(db, model, 2 * window);
-  const cap = Math.max(window, line.running);
-  if (cap - line.released <= 0 || !line.first) return [];
-  const picks = choose(await snapshot(db, model, now, window, line));
-  if (picks.length === 0) return [];
-  const mark = async (tx: Db) => {
+  // the pass after a claim or an end finds nothing held. One read of the line, with no lock
+  // and no transaction, says so. A room that opens after it was opened by a claim or an
+  // end, and a job held after it by a submit, each of which starts a pass of its own.
+  // SQLite and D1 take no lock, so that read is the pass's own line; Postgres reads it again
+  // under the lock, and here counts its held jobs no further than it needs to know any.
+  const postgres = isPostgresDb(db);
+  const line = await lineOf(db, model, postgres ? 1 : 2 * window);
+  if (Math.max(window, line.running) - line.released <= 0 || !line.first) return [];
+  const pass = async (tx: Db, known?: Line) => {
+    const picks = choose(await snapshot(tx, model, now, window, known));
     const lanes: JobRow[][] = [];
-    for (const pick of picks) lanes.push(await releaseLane(tx, model, pick, cap, now));
+    for (const pick of picks) lanes.push(await releaseLane(tx, model, pick, now));
     // Published in turn across the lanes, so that one pass does not queue a tenant's whole
     // share in the broker ahead of the others'.
     const released: JobRow[] = [];
@@ -82,28 +75,10 @@ export async function releaseJobs(
     }
     return released;
   };
-  return isPostgresDb(db) ? underReleaseLock(db, mark) : mark(db);
-}
-
-/**
- * `work` in a transaction that holds the release lock. Hand-rolled rather than Kysely's
- * `transaction()` so that BEGIN and the lock are one round trip (a simple query: it has no
- * parameters): on a busy box each round trip to Postgres is a wake-up of its backend, and a
- * pass's round trips are what a paced job waits for between its commit and its publish.
- */
-async function underReleaseLock<T>(db: Db, work: (tx: Db) => Promise<T>): Promise<T> {
-  return db.connection().execute(async (tx) => {
-    await sql.raw(`BEGIN; SELECT pg_advisory_xact_lock(${RELEASE_LOCK})`).execute(tx);
-    try {
-      const result = await work(tx);
-      await sql`COMMIT`.execute(tx);
-      return result;
-    } catch (error) {
-      // Never hand the connection back inside a transaction; if even the ROLLBACK fails the
-      // connection is broken, and Postgres ends its transaction with it.
-      await sql`ROLLBACK`.execute(tx).catch(() => undefined);
-      throw error;
-    }
+  if (!postgres) return pass(db, line);
+  return db.transaction().execute(async (tx) => {
+    await sql`SELECT pg_advisory_xact_lock(${RELEASE_LOCK})`.execute(tx);
+    return pass(tx);
   });
 }
 

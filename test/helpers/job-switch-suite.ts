@@ -44,6 +44,13 @@ export function describeModelSwitches(setting: JobApiSetting): void {
         });
         return response;
       };
+      /** Submits; a job taken is kept in `early`, to be run out before the purge counts. */
+      const early: string[] = [];
+      const submitTaking = async () => {
+        const response = await submit();
+        if (response.status === 202) early.push(((await response.json()) as { id: string }).id);
+        return response.status;
+      };
       const state = async (gw: "a" | "b" = "b") => {
         const response = gw === "a" ? await a.api("/v1/models/noop") : await onB("/v1/models/noop");
         return ((await response.json()) as { state: State }).state;
@@ -72,14 +79,7 @@ export function describeModelSwitches(setting: JobApiSetting): void {
 
       expect((await admin(a, "pause", { reject_new: true, reason: "overload" })).status).toBe(200);
       // b reads the switch within its short cache; until then its submits are still taken.
-      const early: string[] = [];
-      await expect
-        .poll(async () => {
-          const response = await submit();
-          if (response.status === 202) early.push(((await response.json()) as { id: string }).id);
-          return response.status;
-        })
-        .toBe(503);
+      await expect.poll(submitTaking).toBe(503);
       const rejected = await submit();
       expect(rejected.status).toBe(503);
       expect(rejected.headers.get("retry-after")).toBeTruthy();
@@ -90,13 +90,7 @@ export function describeModelSwitches(setting: JobApiSetting): void {
       expect(((await resumed.json()) as { republished: number }).republished).toBeGreaterThan(0);
       const { statuses } = await followJob((path) => onB(path), held);
       expect(statuses.at(-1)).toBe("succeeded");
-      await expect
-        .poll(async () => {
-          const response = await submit();
-          if (response.status === 202) early.push(((await response.json()) as { id: string }).id);
-          return response.status;
-        })
-        .toBe(202);
+      await expect.poll(submitTaking).toBe(202);
       // Every job taken before this point runs out first: one still on its way to `running`
       // when the model's queued count is read would be counted and then not purged.
       for (const id of early) {

@@ -6,10 +6,10 @@
  * 1. Flood: tenant A (pro) submits `--flood` noop jobs (`delay_ms` 20); two seconds later B
  *    and C (pro) submit 50 each. Each tenant's p50/p95 wait (`metrics.queue_ms`), and B's
  *    p95 against a lone tenant's (50 jobs on the idle system, in the same run; the median of
- *    three rounds). A submits
- *    as a tenant with thousands of images does, `--flood-by batch` (POST /v1/batches, 1 000
- *    items each), or `single`: one POST /v1/jobs each, 32 at once, its plan's rate limit
- *    lifted, so its submits take the box's CPU for as long as B and C wait.
+ *    three rounds). A submits as a tenant with thousands of images does, `--flood-by batch`
+ *    (POST /v1/batches, 1 000 items each), or `single`: one POST /v1/jobs each, 32 at once,
+ *    its plan's rate limit lifted, so its submits take the box's CPU for as long as B and C
+ *    wait.
  * 2. Weights: three tenants with `share_weight` 1, 2 and 4, each with a backlog the agents
  *    cannot finish in `--seconds`: each one's share of the jobs started in that time.
  * 3. Limit: A with `max_running_jobs` 4 submits through two gateways while the running

@@ -3,10 +3,6 @@ import { parseAllowList } from "../shared/net/allow-list.ts";
 import { BUILTIN_MODELS, type ModelSpec, ModelTask, specForTask } from "./models.ts";
 
 /**
- * The gateway's settings, runtime-free: each entry file (Node, Workers) reads its own
- * environment and hands the result here to be checked once at start-up.
- */
-/**
  * The release window's floor (gateway/jobs/release.ts). The window grows to the `prefetch`
  * a model's live agents register, which is what keeps them fed; the floor only covers jobs
  * on their way to agents that register none. Every job in it is one a tenant arriving behind
@@ -16,6 +12,10 @@ import { BUILTIN_MODELS, type ModelSpec, ModelTask, specForTask } from "./models
  */
 export const DEFAULT_RELEASE_WINDOW = 8;
 
+/**
+ * The gateway's settings, runtime-free: each entry file (Node, Workers) reads its own
+ * environment and hands the result here to be checked once at start-up.
+ */
 export const GatewayConfig = z
   .object({
     /** Where clients and agents reach this gateway; presigned disk URLs start with it. */

@@ -77,7 +77,7 @@ async function releasePass(gateway: Gateway, model: string): Promise<number> {
   // A paused model is released as any other: agents' claims of its window are refused and
   // those jobs wait unpublished until the resume (model-switches.ts), which leaves the
   // window full, so the rest of its jobs wait held.
-  const window = Math.max(gateway.config.releaseWindow, await fleetPrefetch(gateway, model));
+  const window = await releaseWindow(gateway, model);
   const released = await gateway.stores.jobs.releaseJobs(
     model,
     window,
@@ -99,6 +99,11 @@ async function releasePass(gateway: Gateway, model: string): Promise<number> {
   if (gateway.queue.publishesInOrder) await Promise.all(released.map(publish));
   else for (const row of released) await publish(row);
   return released.length;
+}
+
+/** `GANTRY_RELEASE_WINDOW`, or what the model's live agents take at once when that is more. */
+export async function releaseWindow(gateway: Gateway, model: string): Promise<number> {
+  return Math.max(gateway.config.releaseWindow, await fleetPrefetch(gateway, model));
 }
 
 const prefetches = sharedReadings<Map<string, number>>({

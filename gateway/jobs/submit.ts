@@ -15,7 +15,8 @@ import { assertWebhookUrlAllowed } from "../webhooks/url-policy.ts";
 import { assertInputUrlsAllowed } from "./input-urls.ts";
 import { afterTransition } from "./lifecycle.ts";
 import { assertModelAccepting } from "./model-switches.ts";
-import { kickRelease } from "./release.ts";
+import { publishJob } from "./publish.ts";
+import { kickRelease, releaseWindow } from "./release.ts";
 import { type JobTimeout, jobTimeout } from "./timeout.ts";
 
 export interface SubmitOptions {
@@ -133,6 +134,11 @@ async function submitHeld(
     timeoutDefault: timeout.fromDefault,
     fairnessKey: request.fairness_key ?? null,
     held: true,
+    // Nobody waiting and room for it: out at once, with no pass (job-inserts.ts).
+    releaseIfFree: {
+      window: await releaseWindow(gateway, request.model),
+      maxActive: tenant.limits.max_running_jobs,
+    },
   });
   if (!row) {
     // A concurrent request with the same key won the insert.
@@ -145,9 +151,11 @@ async function submitHeld(
   held.slot.queued();
   await markUploadUsed(gateway, request, now);
   afterTransition(gateway, row);
-  // Released in fair order with the model's other held jobs, by a pass that starts now (a
-  // lone tenant's job goes out in it); the answer waits only for the commit (release.ts).
-  kickRelease(gateway, row.model);
+  // Released in fair order with the model's other held jobs, by a pass that starts now; the
+  // answer waits only for the commit (release.ts). Released by the insert: published now,
+  // as a pass would have (a failed publish is the outbox's).
+  if (row.released_at === null) kickRelease(gateway, row.model);
+  else gateway.background(publishJob(gateway, row, { markInBackground: true }));
   phases.lap("publish");
   return { job: row, created: true };
 }

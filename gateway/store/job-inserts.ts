@@ -1,6 +1,8 @@
 import type { Insertable, Kysely } from "kysely";
 import type { Database, JobTable } from "../../shared/db/schema.ts";
 import { naturalBatcher } from "../../shared/natural-batch.ts";
+import { type Candidate, insertReleasing, type ReleaseIfFree } from "./insert-released.ts";
+import { isPostgresDb } from "./job-metadata.ts";
 import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
 
 export interface NewJob {
@@ -30,6 +32,13 @@ export interface NewJob {
    * false (the default): it is released at once, for a caller that publishes it itself.
    */
   held?: boolean;
+  /**
+   * With `held`: released at once all the same when a release pass would release it now
+   * (nothing of its model held, room in the window and under the tenant's limit), decided
+   * under the passes' lock in the insert's own transaction (insert-released.ts). Postgres
+   * only: on SQLite and D1 the pass after the submit releases it, in process.
+   */
+  releaseIfFree?: ReleaseIfFree;
 }
 
 /** The row's columns, each a bound parameter of the INSERT. */
@@ -78,22 +87,33 @@ type Inserted = { row: JobRow | null } | { error: unknown };
  * makes batches of four).
  */
 export function jobInserter(db: Kysely<Database>, maxParameters: number, direct = false) {
-  const insertRows = (rows: Insertable<JobTable>[]) =>
-    db
+  const insertRows = (rows: Insertable<JobTable>[], on: Kysely<Database> = db) =>
+    on
       .insertInto("jobs")
       .values(rows)
       .onConflict((oc) => oc.columns(["tenant_id", "idempotency_key"]).doNothing())
       .returningAll()
       .execute();
 
+  const postgres = isPostgresDb(db);
   const batcher = naturalBatcher<NewJob, Inserted>(
     async (jobs) => {
       const rows = jobs.map(toRow);
+      const releasing = postgres && jobs.some((job) => job.held && job.releaseIfFree);
       try {
-        const inserted = new Map((await insertRows(rows)).map((row) => [row.id, row]));
+        const candidates: Candidate[] = jobs.map((job, i) => ({
+          row: rows[i] as Insertable<JobTable>,
+          releaseIfFree: job.held ? (job.releaseIfFree ?? null) : null,
+        }));
+        const now = Math.max(...jobs.map((job) => job.now));
+        const written = releasing
+          ? await insertReleasing(db, candidates, now, (on, all) => insertRows(all, on))
+          : await insertRows(rows);
+        const inserted = new Map(written.map((row) => [row.id, row]));
         return rows.map((row) => ({ row: inserted.get(row.id as string) ?? null }));
       } catch (error) {
-        if (rows.length === 1) return [{ error }];
+        // One by one, and held: the pass after each submit releases what went in.
+        if (rows.length === 1 && !releasing) return [{ error }];
         return Promise.all(
           rows.map((row) =>
             insertRows([row]).then(

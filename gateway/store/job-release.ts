@@ -20,7 +20,7 @@ import { type Chooser, type ReleasePick, snapshot } from "./release-snapshot.ts"
 type Db = Kysely<Database>;
 
 /** A transaction-scoped lock all the gateways' release passes share ("gantry" + "release"). */
-const RELEASE_LOCK = 0x67616e7472_79;
+export const RELEASE_LOCK = 0x67616e7472_79;
 
 /**
  * One lane's oldest held jobs marked released, unless that would take the tenant past

@@ -1,0 +1,102 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { KyselyJobStore, type NewJob } from "../../gateway/store/job-store.ts";
+import { openDatabase } from "../../shared/db/open.ts";
+import { newId } from "../../shared/ids.ts";
+import { proTenant } from "../helpers/pro-tenant.ts";
+import { openTestDatabase } from "../helpers/test-gateway.ts";
+
+/**
+ * A submit's job released by its own insert on Postgres (gateway/store/insert-released.ts):
+ * only when a release pass would release it at once, and never past the window or the
+ * tenant's limit, even with two gateways inserting at the same moment.
+ */
+describe("release at insert (postgres)", () => {
+  let database: Awaited<ReturnType<typeof openTestDatabase>>;
+  let store: KyselyJobStore;
+  let model = "";
+  let modelCount = 0;
+
+  beforeAll(async () => {
+    database = await openTestDatabase("postgres");
+    store = new KyselyJobStore(database.db, { maxParameters: 10_000 });
+  });
+  afterAll(() => database.close());
+
+  const nextModel = () => {
+    model = `m${modelCount++}`;
+    return model;
+  };
+  /** Two tenants with nothing running yet. */
+  const tenants = async () => {
+    const ids = [`t_a${modelCount}`, `t_b${modelCount}`] as const;
+    for (const id of ids) await proTenant(database.db, id);
+    return ids;
+  };
+  const job = (tenantId: string, window = 4, maxActive = 100): NewJob => {
+    const now = Date.now();
+    return {
+      id: newId("job", now),
+      tenantId,
+      model,
+      priority: 0,
+      input: {},
+      webhook: null,
+      idempotencyKey: null,
+      requestHash: null,
+      traceparent: null,
+      now,
+      expiresAt: now + 60_000,
+      held: true,
+      releaseIfFree: { window, maxActive },
+    };
+  };
+  const insert = async (of: NewJob, on = store) => {
+    const row = await on.insert(of);
+    if (!row) throw new Error("not inserted");
+    return row;
+  };
+  const released = (row: { released_at: number | null }) => row.released_at !== null;
+
+  it("releases a job when nothing of its model is held and the window has room", async () => {
+    nextModel();
+    const [a, b] = await tenants();
+    expect(released(await insert(job(a)))).toBe(true);
+    expect(released(await insert(job(b)))).toBe(true);
+  });
+
+  it("holds it once the window is full, and behind any held job of its model", async () => {
+    nextModel();
+    const [a, b] = await tenants();
+    for (let i = 0; i < 2; i++) expect(released(await insert(job(a, 2)))).toBe(true);
+    expect(released(await insert(job(b, 2)))).toBe(false);
+    // The window has room again (a bigger fleet), but a job waits: this one waits behind it.
+    expect(released(await insert(job(b, 8)))).toBe(false);
+  });
+
+  it("holds it when its tenant is at max_running_jobs, not another tenant's", async () => {
+    nextModel();
+    const [a, b] = await tenants();
+    expect(released(await insert(job(a, 8, 1)))).toBe(true);
+    expect(released(await insert(job(a, 8, 1)))).toBe(false);
+    nextModel();
+    // a's released job of the other model counts against its limit here too.
+    expect(released(await insert(job(a, 8, 1)))).toBe(false);
+    nextModel();
+    expect(released(await insert(job(b, 8, 1)))).toBe(true);
+  });
+
+  it("lets only one of two gateways' simultaneous inserts into a window of one", async () => {
+    const other = await openDatabase(database.url);
+    try {
+      const second = new KyselyJobStore(other.db, { maxParameters: 10_000 });
+      const [a, b] = await tenants();
+      for (let round = 0; round < 15; round++) {
+        nextModel();
+        const rows = await Promise.all([insert(job(a, 1)), insert(job(b, 1), second)]);
+        expect(rows.filter(released)).toHaveLength(1);
+      }
+    } finally {
+      await other.close();
+    }
+  });
+});

@@ -1,6 +1,7 @@
 import { registeredModels } from "../agents/reports.ts";
 import { isLive } from "../agents/view.ts";
 import type { Gateway } from "../context.ts";
+import { gathered } from "../gathered.ts";
 import { storedLimits } from "../store/tenants.ts";
 import { pickReleases } from "./fair-order.ts";
 import { AGENTS_READ } from "./model-state.ts";
@@ -67,10 +68,23 @@ type Lane = { running: Promise<number> | null; next: Promise<number> | null };
 // Keyed by the notifier, which every per-request copy of a gateway shares (queue-position.ts).
 const passes = new WeakMap<object, Map<string, Lane>>();
 
-/** Starts a pass in the background: a job left the window or the tenant's running count. */
+/** Starts a pass in the background: a submit's job was held. */
 export function kickRelease(gateway: Gateway, model: string): void {
   gateway.background(releaseSoon(gateway, model));
 }
+
+/**
+ * Starts a pass in the background, soon: a job left the window or the tenant's running
+ * count. The claims and ends of a few milliseconds share one pass: at ordinary load nothing
+ * is held (on Postgres a submit's job goes out with its insert, job-inserts.ts), and a pass
+ * after each of them was a read of the line each, most of a paced job's statements (issue
+ * 29). Under a backlog the window is at least what the agents read ahead, so they do not
+ * run dry meanwhile.
+ */
+export function kickReleaseAfterChange(gateway: Gateway, model: string): void {
+  gatheredPass(gateway, model, () => releaseSoon(gateway, model));
+}
+const gatheredPass = gathered(5);
 
 /** One pass: picks, marks and publishes; returns how many jobs it released. */
 async function releasePass(gateway: Gateway, model: string): Promise<number> {

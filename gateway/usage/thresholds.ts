@@ -1,6 +1,6 @@
-import { pause } from "../../shared/pause.ts";
 import type { UsageThresholdPayload } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
+import { gathered } from "../gathered.ts";
 import { webhookDeps } from "../jobs/lifecycle.ts";
 import { toTenantView } from "../store/tenants.ts";
 import { type TtlCache, ttlCache } from "../ttl-cache.ts";
@@ -22,43 +22,20 @@ const sent = new WeakMap<Gateway, TtlCache<true>>();
 const MONTH_MS = 31 * 86_400_000;
 
 /**
- * How long a tenant's check waits after the billed run that asked for it, gathering the runs
- * recorded meanwhile into the same check: a busy tenant costs a few checks a second, not a
- * tenant read (and a usage read, with a budget) per job (issue 29).
+ * A tenant's check waits this long after the billed run that asked for it, gathering the
+ * runs recorded meanwhile: a busy tenant costs a few checks a second, not a tenant read
+ * (and a usage read, with a budget) per job (issue 29).
  */
-const CHECK_DELAY_MS = 200;
-
-/** Tenants with a check scheduled, per gateway (keyed as release.ts keys its passes). */
-const scheduled = new WeakMap<object, Set<string>>();
+const gatheredCheck = gathered(200);
 
 /** After a billed run of `tenantId`'s is recorded: in the background, sends what it crossed. */
 export function afterBilledRun(gateway: Gateway, tenantId: string): void {
-  const check = () =>
+  gatheredCheck(gateway, tenantId, () =>
     checkThresholds(gateway, tenantId).catch((error: unknown) => {
       gateway.log.error(
         { tenant_id: tenantId, err: String(error) },
         "usage threshold check failed",
       );
-    });
-  // Workers: a request's background work cannot wait on another request's.
-  if (gateway.isolatedRequests) {
-    gateway.background(check());
-    return;
-  }
-  let waiting = scheduled.get(gateway.notifier);
-  if (!waiting) {
-    waiting = new Set();
-    scheduled.set(gateway.notifier, waiting);
-  }
-  const mine = waiting;
-  // The check already scheduled starts after this run was recorded, so it counts it.
-  if (mine.has(tenantId)) return;
-  mine.add(tenantId);
-  gateway.background(
-    pause(CHECK_DELAY_MS).then(() => {
-      // Runs recorded from now on schedule a check of their own.
-      mine.delete(tenantId);
-      return check();
     }),
   );
 }

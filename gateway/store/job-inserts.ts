@@ -1,4 +1,4 @@
-import type { Insertable, Kysely } from "kysely";
+import type { Insertable, InsertObject, Kysely } from "kysely";
 import type { Database, JobTable } from "../../shared/db/schema.ts";
 import { naturalBatcher } from "../../shared/natural-batch.ts";
 import { type Candidate, insertReleasing, type ReleaseIfFree } from "./insert-released.ts";
@@ -87,7 +87,7 @@ type Inserted = { row: JobRow | null } | { error: unknown };
  * makes batches of four).
  */
 export function jobInserter(db: Kysely<Database>, maxParameters: number, direct = false) {
-  const insertRows = (rows: Insertable<JobTable>[], on: Kysely<Database> = db) =>
+  const insertRows = (rows: InsertObject<Database, "jobs">[], on: Kysely<Database> = db) =>
     on
       .insertInto("jobs")
       .values(rows)
@@ -102,7 +102,7 @@ export function jobInserter(db: Kysely<Database>, maxParameters: number, direct 
       const releasing = postgres && jobs.some((job) => job.held && job.releaseIfFree);
       try {
         const candidates: Candidate[] = jobs.map((job, i) => ({
-          row: rows[i] as Insertable<JobTable>,
+          row: { ...(rows[i] as Insertable<JobTable>), model: job.model, tenant_id: job.tenantId },
           releaseIfFree: job.held ? (job.releaseIfFree ?? null) : null,
         }));
         const now = Math.max(...jobs.map((job) => job.now));

@@ -1,7 +1,7 @@
 import type { Insertable, InsertObject, Kysely } from "kysely";
 import type { Database, JobTable } from "../../shared/db/schema.ts";
 import { naturalBatcher } from "../../shared/natural-batch.ts";
-import { type Candidate, insertReleasing, type ReleaseIfFree } from "./insert-released.ts";
+import { type Candidate, type ReleaseIfFree, releaseAtInsert } from "./insert-released.ts";
 import { isPostgresDb } from "./job-metadata.ts";
 import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
 
@@ -95,25 +95,30 @@ export function jobInserter(db: Kysely<Database>, maxParameters: number, direct 
       .returningAll()
       .execute();
 
-  const postgres = isPostgresDb(db);
+  // On Postgres a job a pass would release at once goes in released (insert-released.ts).
+  const releasing = isPostgresDb(db)
+    ? releaseAtInsert(db, (on, all) => insertRows(all, on))
+    : async () => null;
   const batcher = naturalBatcher<NewJob, Inserted>(
     async (jobs) => {
       const rows = jobs.map(toRow);
-      const releasing = postgres && jobs.some((job) => job.held && job.releaseIfFree);
+      const candidates: Candidate[] = jobs.map((job, i) => ({
+        row: { ...(rows[i] as Insertable<JobTable>), model: job.model, tenant_id: job.tenantId },
+        releaseIfFree: job.held ? (job.releaseIfFree ?? null) : null,
+      }));
+      let tried = false;
       try {
-        const candidates: Candidate[] = jobs.map((job, i) => ({
-          row: { ...(rows[i] as Insertable<JobTable>), model: job.model, tenant_id: job.tenantId },
-          releaseIfFree: job.held ? (job.releaseIfFree ?? null) : null,
-        }));
         const now = Math.max(...jobs.map((job) => job.now));
-        const written = releasing
-          ? await insertReleasing(db, candidates, now, (on, all) => insertRows(all, on))
-          : await insertRows(rows);
+        const released = await releasing(candidates, now).catch((error: unknown) => {
+          tried = true;
+          throw error;
+        });
+        const written = released ?? (await insertRows(rows));
         const inserted = new Map(written.map((row) => [row.id, row]));
         return rows.map((row) => ({ row: inserted.get(row.id as string) ?? null }));
       } catch (error) {
         // One by one, and held: the pass after each submit releases what went in.
-        if (rows.length === 1 && !releasing) return [{ error }];
+        if (rows.length === 1 && !tried) return [{ error }];
         return Promise.all(
           rows.map((row) =>
             insertRows([row]).then(

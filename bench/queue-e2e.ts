@@ -102,15 +102,17 @@ async function measureGantry(name: string, traced: boolean) {
     }
     const system = { ...(await gantry(stack)), name };
     await warmUp(system);
-    const writesBefore = await writeCounts(stack.db, say);
+    const writesBefore = stack.postgres ? await writeCounts(stack.db, say) : null;
     const paced_ = await paced(system, pacedJobs);
     report(name, "paced", paced_);
     const saturated_ = await saturated(system, saturationJobs);
     report(name, "saturated", saturated_);
     results[name] = { paced: paced_, saturated: saturated_ };
-    const writesAfter = await writeCounts(stack.db, say);
-    for (const line of writesPerJob(writesBefore, writesAfter, pacedJobs + saturationJobs)) {
-      say(line);
+    if (writesBefore) {
+      const writesAfter = await writeCounts(stack.db, say);
+      for (const line of writesPerJob(writesBefore, writesAfter, pacedJobs + saturationJobs)) {
+        say(line);
+      }
     }
     say(
       `${name} ran on ${stack.description}; ${agents} agent(s) × ${values.slots} slot(s), ` +

@@ -6,8 +6,8 @@
  *
  * Reads BENCH_GATEWAY (JSON: databaseUrl, queueUrl, apiKey, agentToken, dataDir) and
  * prints one line, `READY <url> metrics=<metrics url>`, once it listens. SIGTERM closes it.
- * A line `AGENT <slots>` on its stdin starts the agent `gantry start` runs beside its gateway,
- * in this process (the embedded default), and it answers `AGENT READY`.
+ * A line `AGENT <slots> [<look-ahead>]` on its stdin starts the agent `gantry start` runs
+ * beside its gateway, in this process (the embedded default), and it answers `AGENT READY`.
  */
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -88,7 +88,7 @@ process.stdout.write(`READY ${node.url} metrics=${node.metricsUrl}\n`);
 
 const agents: AgentHandle[] = [];
 createInterface({ input: process.stdin }).on("line", async (line) => {
-  const [command, slots] = line.trim().split(/\s+/);
+  const [command, slots, lookahead] = line.trim().split(/\s+/);
   if (command !== "AGENT") return;
   const { row, secret } = await new KyselyAgentStore(node.db).create({
     name: "embedded",
@@ -100,7 +100,11 @@ createInterface({ input: process.stdin }).on("line", async (line) => {
       node,
       { agentId: row.id, secret },
       {
-        env: { GANTRY_EXECUTION_PROVIDERS: "cpu", GANTRY_LOG_LEVEL: "warn" },
+        env: {
+          GANTRY_EXECUTION_PROVIDERS: "cpu",
+          GANTRY_LOG_LEVEL: "warn",
+          ...(lookahead ? { GANTRY_LOOKAHEAD: lookahead } : {}),
+        },
         queueUrl: spec.queueUrl ?? spec.databaseUrl,
         models: spec.models ?? ["noop"],
         slots: Number(slots),

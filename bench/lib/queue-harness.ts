@@ -31,6 +31,8 @@ export interface Stack {
   description: string;
   /** A pool on the stack's database, for reading results without the API. */
   db: Kysely<Database>;
+  /** False for the embedded default (SQLite): no Postgres write counters to read. */
+  postgres: boolean;
   /** `lookahead`: deliveries claimed beyond the slots (GANTRY_LOOKAHEAD; the agent's default when absent). */
   startAgent(options: { slots: number; lookahead?: number }): Promise<AgentProcess>;
   /** Process ids, for the CPU meter. */
@@ -69,18 +71,25 @@ export async function startStack(
 ): Promise<Stack> {
   const postgres = freshPostgresUrl("gantry_bench");
   // `sql`: the sql queue, agents on the database; `gateway`: the sql queue served by the
-  // gateway, agents without a queue URL; otherwise RabbitMQ when it answers.
+  // gateway, agents without a queue URL; `embedded`: the embedded default (SQLite for jobs
+  // and queue, the agent in the gateway's process, as `gantry start` runs them); otherwise
+  // RabbitMQ when it answers.
   const benchQueue = process.env.GANTRY_BENCH_QUEUE;
   const viaGateway = benchQueue === "gateway";
-  const useRabbit = benchQueue !== "sql" && !viaGateway && (await rabbitReachable());
+  const embedded = benchQueue === "embedded";
+  const useRabbit = benchQueue !== "sql" && !viaGateway && !embedded && (await rabbitReachable());
   const prefix = `gantry-bench-${randomToken(6).replace(/[^A-Za-z0-9]/g, "x")}`;
   const queueUrl = useRabbit ? `${BENCH_AMQP_URL}?queue_type=${queueType}&prefix=${prefix}` : null;
   const description = useRabbit
     ? `Postgres + RabbitMQ (${queueType} queues)`
     : viaGateway
       ? "Postgres + the sql queue on Postgres, served to agents by the gateway"
-      : "Postgres + the sql queue on Postgres (agents on the database)";
+      : embedded
+        ? "the embedded default: SQLite jobs and queue, the agent in the gateway's process " +
+          "(its CPU counted as the gateway's, its runners as the agents')"
+        : "Postgres + the sql queue on Postgres (agents on the database)";
   const dataDir = mkdtempSync(join(tmpdir(), "gantry-bench-"));
+  const databaseUrl = embedded ? join(dataDir, "gantry.db") : postgres.url;
   const apiKey = `gk_${randomToken(24)}`;
   const agentToken = `gat_${randomToken(24)}`;
   const children: ChildProcess[] = [];
@@ -94,7 +103,7 @@ export async function startStack(
       env: {
         ...process.env,
         BENCH_GATEWAY: JSON.stringify({
-          databaseUrl: postgres.url,
+          databaseUrl,
           queueUrl,
           apiKey,
           agentToken,
@@ -102,7 +111,7 @@ export async function startStack(
           ...gatewayExtra,
         }),
       },
-      stdio: ["ignore", "pipe", "inherit"],
+      stdio: [embedded ? "pipe" : "ignore", "pipe", "inherit"],
     },
   );
   children.push(gateway);
@@ -111,7 +120,7 @@ export async function startStack(
     "stdout",
     /^READY (\S+) metrics=(\S+)/,
   )) as RegExpMatchArray;
-  const database = await openDatabase(postgres.url, { maxConnections: 2 });
+  const database = await openDatabase(databaseUrl, { maxConnections: 2 });
 
   return {
     url: url!,
@@ -119,8 +128,16 @@ export async function startStack(
     apiKey,
     description,
     db: database.db,
+    postgres: !embedded,
     pids: () => ({ gateway: gateway.pid ? [gateway.pid] : [], agents: agentPids }),
     async startAgent({ slots, lookahead }) {
+      if (embedded) {
+        // In the gateway's process (gateway-process.ts); its runners are its children.
+        gateway.stdin?.write(`AGENT ${slots} ${lookahead ?? ""}\n`);
+        await waitForLine(gateway, "stdout", /^AGENT READY/);
+        if (gateway.pid) agentPids.push(gateway.pid);
+        return { stop: async () => {} };
+      }
       const agent = spawn(
         process.execPath,
         [...profileArgs, join(ROOT, "bin/gantry-agent.js"), "run"],
@@ -148,7 +165,7 @@ export async function startStack(
     async close() {
       for (const child of children.reverse()) await stopChild(child);
       await database.close();
-      await dropPostgresSchema(postgres.url, postgres.schema);
+      if (!embedded) await dropPostgresSchema(postgres.url, postgres.schema);
       if (queueUrl) {
         await deleteBenchTopology(prefix);
       }

@@ -1,8 +1,9 @@
 import { type InsertObject, type Kysely, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
+import { isPostgresDb } from "./job-metadata.ts";
 import { RELEASE_LOCK } from "./job-release.ts";
 import type { JobRow } from "./job-rows.ts";
-import { ACTIVE, HELD } from "./release-line.ts";
+import { ACTIVE, activeJobs, HELD } from "./release-line.ts";
 
 type Db = Kysely<Database>;
 type JobInsert = InsertObject<Database, "jobs">;
@@ -26,7 +27,7 @@ type RoomRow = {
   key: string;
   n: number | string | null;
   m: number | string | null;
-  held: boolean | null;
+  held: boolean | number | null;
 };
 
 /**
@@ -58,11 +59,13 @@ export function releaseAtInsert(db: Db, insert: (db: Db, rows: JobInsert[]) => P
 }
 
 /**
- * A group of submits inserted with their release decided in the same transaction, on
- * Postgres (issue 29: the pass after each submit cost seven round trips; this costs three
- * more than the insert alone, and none after it).
+ * A group of submits inserted with their release decided in the same transaction (issue 29:
+ * on Postgres the pass after each submit cost seven round trips; this costs three more than
+ * the insert alone, and none after it; on SQLite a pass cost half a millisecond of the
+ * process's one thread per job).
  *
- * Under the release passes' own lock (job-release.ts) it reads, for each model and tenant of
+ * Under the release passes' own lock on Postgres (job-release.ts), SQLite's write lock on
+ * SQLite, it reads, for each model and tenant of
  * the group, what a pass would weigh: the model's released and running jobs and whether any
  * of its jobs is held, and each tenant's running and released jobs. A model's rows go out
  * released when none of its jobs is held (nobody waits, so there is no order to keep), the
@@ -86,9 +89,13 @@ async function insertReleasing(
   const models = [...new Set(candidates.map((c) => c.row.model))];
   const tenants = [...new Set(candidates.map((c) => c.row.tenant_id))];
   return db.connection().execute(async (conn) => {
-    // One round trip for both: no parameters, so pg sends it as a simple query, which may
-    // hold several statements (the lock is a constant).
-    await sql.raw(`BEGIN; SELECT pg_advisory_xact_lock(${RELEASE_LOCK})`).execute(conn);
+    // Postgres: one round trip for both, as a simple query (no parameters: the lock is a
+    // constant), which may hold several statements. SQLite: its one writer, taken at once,
+    // so that no other process writes between the read and the insert.
+    const begin = isPostgresDb(db)
+      ? `BEGIN; SELECT pg_advisory_xact_lock(${RELEASE_LOCK})`
+      : "BEGIN IMMEDIATE";
+    await sql.raw(begin).execute(conn);
     try {
       const room = await roomOf(conn, models, tenants);
       const free = freeModels(candidates, room);
@@ -110,16 +117,16 @@ async function insertReleasing(
 async function roomOf(db: Db, models: string[], tenants: string[]) {
   const perModel = models.map(
     (model) => sql`
-      SELECT 'model' AS kind, ${model}::text AS key,
+      SELECT 'model' AS kind, CAST(${model} AS text) AS key,
              sum(CASE WHEN status = 'queued' THEN 1 ELSE 0 END) AS n,
              sum(CASE WHEN status = 'running' THEN 1 ELSE 0 END) AS m,
              EXISTS (SELECT 1 FROM jobs WHERE model = ${model} AND ${HELD}) AS held
-      FROM jobs WHERE model = ${model} AND ${ACTIVE}`,
+      FROM ${activeJobs(db)} WHERE model = ${model} AND ${ACTIVE}`,
   );
   const perTenant = tenants.map(
     (tenant) => sql`
-      SELECT 'tenant', ${tenant}::text, count(*), NULL, NULL
-      FROM jobs WHERE tenant_id = ${tenant} AND ${ACTIVE}`,
+      SELECT 'tenant', CAST(${tenant} AS text), count(*), NULL, NULL
+      FROM ${activeJobs(db)} WHERE tenant_id = ${tenant} AND ${ACTIVE}`,
   );
   const { rows } =
     await sql<RoomRow>`${sql.join([...perModel, ...perTenant], sql` UNION ALL `)}`.execute(db);
@@ -134,7 +141,8 @@ function freeModels(candidates: Candidate[], room: Awaited<ReturnType<typeof roo
   for (const model of new Set(candidates.map((c) => c.row.model))) {
     const mine = candidates.filter((c) => c.row.model === model);
     const line = room.models.get(model);
-    if (!line || line.held || mine.some((c) => !c.releaseIfFree)) continue;
+    // `held`: a boolean on Postgres, 0 or 1 on SQLite.
+    if (!line || Number(line.held) > 0 || mine.some((c) => !c.releaseIfFree)) continue;
     const released = Number(line.n ?? 0);
     const running = Number(line.m ?? 0);
     // As a pass counts its room (job-release.ts): a window never smaller than what runs.

@@ -2,7 +2,6 @@ import type { Insertable, InsertObject, Kysely } from "kysely";
 import type { Database, JobTable } from "../../shared/db/schema.ts";
 import { naturalBatcher } from "../../shared/natural-batch.ts";
 import { type Candidate, type ReleaseIfFree, releaseAtInsert } from "./insert-released.ts";
-import { isPostgresDb } from "./job-metadata.ts";
 import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
 
 export interface NewJob {
@@ -35,8 +34,8 @@ export interface NewJob {
   /**
    * With `held`: released at once all the same when a release pass would release it now
    * (nothing of its model held, room in the window and under the tenant's limit), decided
-   * under the passes' lock in the insert's own transaction (insert-released.ts). Postgres
-   * only: on SQLite and D1 the pass after the submit releases it, in process.
+   * under the passes' lock in the insert's own transaction (insert-released.ts). Not on D1:
+   * there the pass after the submit releases it.
    */
   releaseIfFree?: ReleaseIfFree;
 }
@@ -95,10 +94,11 @@ export function jobInserter(db: Kysely<Database>, maxParameters: number, direct 
       .returningAll()
       .execute();
 
-  // On Postgres a job a pass would release at once goes in released (insert-released.ts).
-  const releasing = isPostgresDb(db)
-    ? releaseAtInsert(db, (on, all) => insertRows(all, on))
-    : async () => null;
+  // A job a pass would release at once goes in released (insert-released.ts). Not on D1
+  // (`direct`: Workers), which has no interactive transactions.
+  const releasing = direct
+    ? async () => null
+    : releaseAtInsert(db, (on, all) => insertRows(all, on));
   const batcher = naturalBatcher<NewJob, Inserted>(
     async (jobs) => {
       const rows = jobs.map(toRow);

@@ -87,3 +87,23 @@ export function cpuPerJob(before: CpuGroups, after: CpuGroups, jobs: number): st
   );
   return `CPU ms per job: ${parts.join(", ")} (total ${((total * 1000) / jobs).toFixed(1)})`;
 }
+
+/**
+ * CPU seconds the whole box has spent busy since boot (/proc/stat: user, nice, system, irq,
+ * softirq and steal; not idle or iowait), or NaN off Linux. A peer whose processes the bench
+ * does not know (BullMQ's Redis, its worker) is measured the same way as Gantry: on a quiet
+ * box, what a phase cost all of it.
+ */
+export function boxCpuSeconds(): number {
+  try {
+    const fields = readFileSync("/proc/stat", "utf8").split("\n")[0]?.trim().split(/\s+/) ?? [];
+    const [user, nice, system, , , irq, softirq, steal] = fields.slice(1).map(Number);
+    const busy = [user, nice, system, irq, softirq, steal].reduce<number>(
+      (a, b) => a + (b ?? 0),
+      0,
+    );
+    return busy / TICKS_PER_SECOND;
+  } catch {
+    return Number.NaN;
+  }
+}

@@ -3,7 +3,7 @@
  * and p50/p99 latency from submit to finished, with the CPU each job cost and where its
  * latency went when the system says.
  */
-import { type CpuGroups, cpuPerJob } from "./queue-cpu.ts";
+import { boxCpuSeconds, type CpuGroups, cpuPerJob } from "./queue-cpu.ts";
 import { type JobStamps, ms, percentile } from "./queue-harness.ts";
 
 /** One system under test: how to submit a no-op job, and when each one finished. */
@@ -20,6 +20,8 @@ export interface Figures {
   jobsPerSecond: number;
   p50: number;
   p99: number;
+  /** Whole-box CPU ms per job over the phase, submits to the last finish (`boxCpuSeconds`). */
+  boxCpuMs: number;
 }
 
 export interface LoadOptions {
@@ -42,9 +44,12 @@ export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes 
     sent: { id: string; sentAt: number }[],
     cpuBefore: CpuGroups | undefined,
     quiet: boolean,
+    boxBefore: number,
   ): Promise<Figures> {
     const finished = await system.finishedAt(sent.map((job) => job.id));
+    const boxCpuMs = ((boxCpuSeconds() - boxBefore) * 1000) / sent.length;
     if (cpuBefore && system.cpu) say(`  ${cpuPerJob(cpuBefore, system.cpu(), sent.length)}`);
+    if (!quiet) say(`  whole-box CPU ms per job: ${boxCpuMs.toFixed(2)}`);
     const latencies = sent.map(
       (job) => (finished.get(job.id)?.finishedAt ?? Number.NaN) - job.sentAt,
     );
@@ -55,6 +60,7 @@ export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes 
       jobsPerSecond: sent.length / ((last - first) / 1000),
       p50: percentile(latencies, 50),
       p99: percentile(latencies, 99),
+      boxCpuMs,
     };
   }
 
@@ -99,6 +105,7 @@ export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes 
   async function paced(system: System, count: number, { quiet = false } = {}): Promise<Figures> {
     if (!quiet) say(`${system.name}: ${count} jobs paced at ${rate}/s…`);
     const cpuBefore = quiet ? undefined : system.cpu?.();
+    const boxBefore = boxCpuSeconds();
     const started = performance.now();
     const pending: Promise<{ id: string; sentAt: number }>[] = [];
     for (let i = 0; i < count; i++) {
@@ -107,7 +114,7 @@ export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes 
       if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
       pending.push(system.submit(i));
     }
-    return measure(system, await Promise.all(pending), cpuBefore, quiet);
+    return measure(system, await Promise.all(pending), cpuBefore, quiet, boxBefore);
   }
 
   /** Submits `count` jobs as fast as `connections` concurrent clients can. */
@@ -118,13 +125,14 @@ export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes 
   ): Promise<Figures> {
     if (!quiet) say(`${system.name}: ${count} jobs as fast as ${connections} clients submit…`);
     const cpuBefore = quiet ? undefined : system.cpu?.();
+    const boxBefore = boxCpuSeconds();
     const sent: { id: string; sentAt: number }[] = [];
     let next = 0;
     const client = async () => {
       while (next < count) sent.push(await system.submit(next++));
     };
     await Promise.all(Array.from({ length: connections }, client));
-    return measure(system, sent, cpuBefore, quiet);
+    return measure(system, sent, cpuBefore, quiet, boxBefore);
   }
 
   /**

@@ -202,6 +202,13 @@ export function jobStoreCases(stores: () => Stores): void {
     expect((await jobs().byId(row.id))?.published_at).toBe(T0 + 5);
   });
 
+  it("jobs: a job claimed before its published mark is not written for it", async () => {
+    const row = await insert({ tenantId: freshTenant(), now: T0 });
+    expect((await jobs().claim(row.id, "agt_a", 1, T0 + 1)).ok).toBe(true);
+    await jobs().markPublished(row.id, T0 + 5);
+    expect(await jobs().byId(row.id)).toMatchObject({ status: "running", published_at: null });
+  });
+
   it("jobs: a silent running job is reclaimed once, unpublished; a heartbeat since wins", async () => {
     const row = await insert({ tenantId: freshTenant() });
     await jobs().markPublished(row.id, T0);

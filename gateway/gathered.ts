@@ -22,17 +22,13 @@ export function gathered(delayMs: number) {
       gateway.background(work());
       return;
     }
-    let waiting = scheduled.get(gateway.notifier);
-    if (!waiting) {
-      waiting = new Set();
-      scheduled.set(gateway.notifier, waiting);
-    }
-    const mine = waiting;
-    if (mine.has(key)) return;
-    mine.add(key);
+    const waiting = scheduled.get(gateway.notifier) ?? new Set<string>();
+    scheduled.set(gateway.notifier, waiting);
+    if (waiting.has(key)) return;
+    waiting.add(key);
     gateway.background(
       pause(delayMs).then(() => {
-        mine.delete(key);
+        waiting.delete(key);
         return work();
       }),
     );

@@ -1,12 +1,12 @@
-import { type InsertObject, type Kysely, sql } from "kysely";
-import type { Database } from "../../shared/db/schema.ts";
+import { type Insertable, type Kysely, sql } from "kysely";
+import type { Database, JobTable } from "../../shared/db/schema.ts";
 import { isPostgresDb } from "./job-metadata.ts";
 import { RELEASE_LOCK } from "./job-release.ts";
 import type { JobRow } from "./job-rows.ts";
-import { ACTIVE, activeJobs, HELD } from "./release-line.ts";
+import { HELD, tenantActive, windowCounts } from "./release-line.ts";
 
 type Db = Kysely<Database>;
-type JobInsert = InsertObject<Database, "jobs">;
+type JobInsert = Insertable<JobTable>;
 
 /** When a submitted job may skip the wait for a release pass (job-inserts.ts, `NewJob`). */
 export interface ReleaseIfFree {
@@ -18,16 +18,16 @@ export interface ReleaseIfFree {
 
 /** A row to insert, and when it may go out released at once. */
 export interface Candidate {
-  row: JobInsert & { model: string; tenant_id: string };
+  row: JobInsert;
   releaseIfFree: ReleaseIfFree | null;
 }
 
 type RoomRow = {
   kind: "model" | "tenant";
   key: string;
+  held: boolean | number | null;
   n: number | string | null;
   m: number | string | null;
-  held: boolean | number | null;
 };
 
 /**
@@ -130,15 +130,12 @@ async function roomOf(db: Db, models: string[], tenants: string[]) {
   const perModel = models.map(
     (model) => sql`
       SELECT 'model' AS kind, CAST(${model} AS text) AS key,
-             sum(CASE WHEN status = 'queued' THEN 1 ELSE 0 END) AS n,
-             sum(CASE WHEN status = 'running' THEN 1 ELSE 0 END) AS m,
-             EXISTS (SELECT 1 FROM jobs WHERE model = ${model} AND ${HELD}) AS held
-      FROM ${activeJobs(db)} WHERE model = ${model} AND ${ACTIVE}`,
+             EXISTS (SELECT 1 FROM jobs WHERE model = ${model} AND ${HELD}) AS held,
+             ${windowCounts(db, model)}`,
   );
   const perTenant = tenants.map(
     (tenant) => sql`
-      SELECT 'tenant', CAST(${tenant} AS text), count(*), NULL, NULL
-      FROM ${activeJobs(db)} WHERE tenant_id = ${tenant} AND ${ACTIVE}`,
+      SELECT 'tenant', CAST(${tenant} AS text), NULL, ${tenantActive(db, tenant)}, NULL`,
   );
   const { rows } =
     await sql<RoomRow>`${sql.join([...perModel, ...perTenant], sql` UNION ALL `)}`.execute(db);

@@ -1,4 +1,4 @@
-import type { Insertable, InsertObject, Kysely } from "kysely";
+import type { Insertable, Kysely } from "kysely";
 import type { Database, JobTable } from "../../shared/db/schema.ts";
 import { naturalBatcher } from "../../shared/natural-batch.ts";
 import { type Candidate, type ReleaseIfFree, releaseAtInsert } from "./insert-released.ts";
@@ -86,7 +86,7 @@ type Inserted = { row: JobRow | null } | { error: unknown };
  * makes batches of four).
  */
 export function jobInserter(db: Kysely<Database>, maxParameters: number, direct = false) {
-  const insertRows = (rows: InsertObject<Database, "jobs">[], on: Kysely<Database> = db) =>
+  const insertRows = (rows: Insertable<JobTable>[], on: Kysely<Database> = db) =>
     on
       .insertInto("jobs")
       .values(rows)
@@ -99,34 +99,38 @@ export function jobInserter(db: Kysely<Database>, maxParameters: number, direct 
   const releasing = direct
     ? async () => null
     : releaseAtInsert(db, (on, all) => insertRows(all, on));
+  /** One row per statement: one bad row fails only its own submit. */
+  const oneByOne = (rows: Insertable<JobTable>[]) =>
+    Promise.all(
+      rows.map((row) =>
+        insertRows([row]).then(
+          ([only]): Inserted => ({ row: only ?? null }),
+          (cause: unknown): Inserted => ({ error: cause }),
+        ),
+      ),
+    );
   const batcher = naturalBatcher<NewJob, Inserted>(
     async (jobs) => {
-      const rows = jobs.map(toRow);
-      const candidates: Candidate[] = jobs.map((job, i) => ({
-        row: { ...(rows[i] as Insertable<JobTable>), model: job.model, tenant_id: job.tenantId },
+      const candidates: Candidate[] = jobs.map((job) => ({
+        row: toRow(job),
         releaseIfFree: job.held ? (job.releaseIfFree ?? null) : null,
       }));
-      let tried = false;
+      const rows = candidates.map((candidate) => candidate.row);
+      let released: JobRow[] | null;
       try {
-        const now = Math.max(...jobs.map((job) => job.now));
-        const released = await releasing(candidates, now).catch((error: unknown) => {
-          tried = true;
-          throw error;
-        });
+        released = await releasing(candidates, Math.max(...jobs.map((job) => job.now)));
+      } catch {
+        // The try failed (its read, its insert or its commit): held, one by one, and the
+        // pass after each submit releases what went in.
+        return oneByOne(rows);
+      }
+      try {
         const written = released ?? (await insertRows(rows));
         const inserted = new Map(written.map((row) => [row.id, row]));
         return rows.map((row) => ({ row: inserted.get(row.id as string) ?? null }));
       } catch (error) {
-        // One by one, and held: the pass after each submit releases what went in.
-        if (rows.length === 1 && !tried) return [{ error }];
-        return Promise.all(
-          rows.map((row) =>
-            insertRows([row]).then(
-              ([only]) => ({ row: only ?? null }),
-              (cause: unknown) => ({ error: cause }),
-            ),
-          ),
-        );
+        if (rows.length === 1) return [{ error }];
+        return oneByOne(rows);
       }
     },
     { maxBatch: Math.max(1, Math.floor(maxParameters / JOB_COLUMNS.length)), direct },

@@ -2,7 +2,7 @@ import { type Kysely, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import { isPostgresDb } from "./job-metadata.ts";
 import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
-import { ACTIVE, activeJobs, HELD, heldInLane, type Line, lineOf } from "./release-line.ts";
+import { HELD, heldInLane, type Line, lineOf, tenantActive } from "./release-line.ts";
 import { type Chooser, type ReleasePick, snapshot } from "./release-snapshot.ts";
 
 /**
@@ -36,8 +36,7 @@ async function releaseLane(db: Db, model: string, pick: ReleasePick, now: number
   const { rows } = await sql<JobRow>`
     UPDATE jobs SET released_at = ${now}
     WHERE ${picked} AND ${HELD}
-      AND (SELECT count(*) FROM ${activeJobs(db)}
-           WHERE tenant_id = ${pick.tenantId} AND ${ACTIVE}) + ${pick.count} <= ${pick.maxActive}
+      AND ${tenantActive(db, pick.tenantId)} + ${pick.count} <= ${pick.maxActive}
     RETURNING ${sql.join(JOB_COLUMNS.map((column) => sql.ref(column)))}`.execute(db);
   return rows.sort((a, b) => (a.id < b.id ? -1 : 1));
 }
@@ -85,9 +84,7 @@ export async function releaseJobs(
 /** A tenant's running and released jobs, every model: what `max_running_jobs` bounds. */
 export async function activeCount(db: Db, tenantId: string): Promise<number> {
   const { rows } = await sql<{ n: number | string }>`
-    SELECT count(*) AS n FROM ${activeJobs(db)} WHERE tenant_id = ${tenantId} AND ${ACTIVE}`.execute(
-    db,
-  );
+    SELECT ${tenantActive(db, tenantId)} AS n`.execute(db);
   return Number(rows[0]?.n ?? 0);
 }
 

@@ -22,6 +22,19 @@ export const ACTIVE = sql`(status = 'running' OR (status = 'queued' AND released
 export const activeJobs = (db: Db) =>
   isPostgresDb(db) ? sql`jobs` : sql`jobs INDEXED BY jobs_active`;
 
+/**
+ * A model's window, its released (`n`) and running (`m`) jobs: the last terms of a SELECT and
+ * where they are counted (the line a pass reads, and the release at insert).
+ */
+export const windowCounts = (db: Db, model: string) => sql`
+  sum(CASE WHEN status = 'queued' THEN 1 ELSE 0 END) AS n,
+  sum(CASE WHEN status = 'running' THEN 1 ELSE 0 END) AS m
+  FROM ${activeJobs(db)} WHERE model = ${model} AND ${ACTIVE}`;
+
+/** A tenant's running and released jobs, every model, as a scalar subquery: what `max_running_jobs` bounds. */
+export const tenantActive = (db: Db, tenantId: string) =>
+  sql<number>`(SELECT count(*) FROM ${activeJobs(db)} WHERE tenant_id = ${tenantId} AND ${ACTIVE})`;
+
 /** A job held in the store, not yet released to the queue. */
 export const HELD = sql<boolean>`status = 'queued' AND released_at IS NULL`;
 
@@ -72,9 +85,7 @@ export async function lineOf(db: Db, model: string, cap: number) {
           WHERE model = ${model} AND ${HELD} ORDER BY ${LANE_ORDER[direction]} LIMIT 1) ${sql.raw(`edge_${kind}`)}`;
   const { rows } = await sql<LineRow>`
     SELECT 'window' AS kind, NULL AS priority, NULL AS tenant_id, NULL AS fairness_key, NULL AS id,
-           sum(CASE WHEN status = 'queued' THEN 1 ELSE 0 END) AS n,
-           sum(CASE WHEN status = 'running' THEN 1 ELSE 0 END) AS m
-    FROM ${activeJobs(db)} WHERE model = ${model} AND ${ACTIVE}
+           ${windowCounts(db, model)}
     UNION ALL ${edge("asc", "first")}
     UNION ALL ${edge("desc", "last")}
     UNION ALL

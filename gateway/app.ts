@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { HttpProblem, UserError } from "../shared/errors.ts";
+import { HttpProblem } from "../shared/errors.ts";
 import { modelSpecs } from "./config.ts";
 import type { Gateway, GatewayRuntime } from "./context.ts";
 import type { AppEnv } from "./env.ts";
@@ -8,13 +8,14 @@ import { TenantFeed } from "./feed/tenant-feed.ts";
 import { requireApiKey, requireScope } from "./http/auth.ts";
 import { jsonBodyLimit } from "./http/json-body.ts";
 import { PAGE_HEADERS } from "./http/page-policy.ts";
-import { answerWith, problemFor, problemResponse } from "./http/problem.ts";
+import { answerWith, logFailure, problemFor, problemResponse } from "./http/problem.ts";
 import { addressLimit } from "./limits/address-limit.ts";
 import { cachedCounts } from "./limits/cached-count.ts";
 import { rateLimit } from "./limits/rate-limit.ts";
 import { JobNotifier } from "./notifier.ts";
 import { agentRoutes } from "./routes/agent.ts";
 import { agentBatchRoutes } from "./routes/agent-batch.ts";
+import { AGENT_API_PREFIX } from "./routes/agent-calls.ts";
 import { agentQueueRoutes } from "./routes/agent-queue.ts";
 import { blobRoutes } from "./routes/blobs.ts";
 import { consoleRoutes } from "./routes/console.ts";
@@ -67,14 +68,7 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
   });
   app.onError((error, c) => {
     const answer = problemFor(error, c.req.path);
-    if (answer.internal) {
-      gateway.log.error(
-        { err: error instanceof Error ? error.stack : String(error), path: c.req.path },
-        "internal error",
-      );
-    } else if (error instanceof UserError) {
-      gateway.log.error({ err: error.message, path: c.req.path }, "gateway misconfigured");
-    }
+    logFailure(gateway.log, error, answer, c.req.path);
     return answerWith(c, answer);
   });
   app.notFound((c) =>
@@ -92,9 +86,9 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
 
   app.route("/", metaRoutes);
   app.route("/", consoleRoutes);
-  app.route("/internal/v1", agentRoutes);
-  app.route("/internal/v1", agentBatchRoutes);
-  app.route("/internal/v1", agentQueueRoutes);
+  app.route(AGENT_API_PREFIX, agentRoutes);
+  app.route(AGENT_API_PREFIX, agentBatchRoutes);
+  app.route(AGENT_API_PREFIX, agentQueueRoutes);
   // Who (401, and per address for requests without a valid key), then how often (429,
   // counted even for what the key may not do), then what (403).
   const api = new Hono<AppEnv>().use(

@@ -56,6 +56,26 @@ export function problemFor(error: unknown, instance: string): ProblemAnswer {
 }
 
 /**
+ * Logs what an answer hides: a bug with its stack, a misconfiguration with its message. A
+ * refusal is the caller's business and is not logged here.
+ */
+export function logFailure(
+  log: { error(fields: object, message: string): void },
+  error: unknown,
+  answer: ProblemAnswer,
+  path: string,
+): void {
+  if (answer.internal) {
+    log.error(
+      { err: error instanceof Error ? error.stack : String(error), path },
+      "internal error",
+    );
+  } else if (error instanceof UserError) {
+    log.error({ err: error.message, path }, "gateway misconfigured");
+  }
+}
+
+/**
  * The answer to `error` (see `problemFor`) through Hono's context, so headers middleware has
  * set (`RateLimit-*`) go with it.
  */

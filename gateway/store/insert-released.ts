@@ -1,4 +1,5 @@
 import { type Insertable, type Kysely, sql } from "kysely";
+import { INSERTED_COLUMNS } from "../../shared/db/migrations/0026-insert-released.ts";
 import type { Database, JobTable } from "../../shared/db/schema.ts";
 import { isPostgresDb } from "./job-metadata.ts";
 import { RELEASE_LOCK } from "./job-release.ts";
@@ -54,9 +55,11 @@ const MAX_GROUP_POSTGRES = 8;
  */
 export function releaseAtInsert(db: Db, insert: (db: Db, rows: JobInsert[]) => Promise<JobRow[]>) {
   const heldAt = new Map<string, number>();
-  const maxGroup = isPostgresDb(db) ? MAX_GROUP_POSTGRES : Number.POSITIVE_INFINITY;
+  const postgres = isPostgresDb(db);
+  const maxGroup = postgres ? MAX_GROUP_POSTGRES : Number.POSITIVE_INFINITY;
   return async (candidates: Candidate[], now: number): Promise<JobRow[] | null> => {
     if (candidates.length > maxGroup) return null;
+    if (postgres && !candidates.every(({ row }) => insertedByFunction(row))) return null;
     const trying = candidates.map((c) =>
       (heldAt.get(c.row.model) ?? Number.NEGATIVE_INFINITY) > now - HELD_LATELY_MS
         ? { ...c, releaseIfFree: null }
@@ -72,22 +75,21 @@ export function releaseAtInsert(db: Db, insert: (db: Db, rows: JobInsert[]) => P
 
 /**
  * A group of submits inserted with their release decided in the same transaction (issue 29:
- * on Postgres the pass after each submit cost seven round trips; this costs three more than
- * the insert alone, and none after it; on SQLite a pass cost half a millisecond of the
- * process's one thread per job).
+ * a pass after each submit cost a read of the line and, to release, five round trips more).
  *
  * Under the release passes' own lock on Postgres (job-release.ts), SQLite's write lock on
- * SQLite, it reads, for each model and tenant of
- * the group, what a pass would weigh: the model's released and running jobs and whether any
- * of its jobs is held, and each tenant's running and released jobs. A model's rows go out
- * released when none of its jobs is held (nobody waits, so there is no order to keep), the
- * window has room for all of them and every tenant among them stays within its
- * `max_running_jobs`: exactly what a pass would release. Otherwise all of that model's rows
- * are held, and the pass the submit starts releases them in fair order.
+ * SQLite, it reads, for each model and tenant of the group, what a pass would weigh: the
+ * model's released and running jobs and whether any of its jobs is held, and each tenant's
+ * running and released jobs. A model's rows go out released when none of its jobs is held
+ * (nobody waits, so there is no order to keep), the window has room for all of them and
+ * every tenant among them stays within its `max_running_jobs`: exactly what a pass would
+ * release. Otherwise all of that model's rows are held, and the pass the submit starts
+ * releases them in fair order.
  *
- * The counts are read once for the group, not in the INSERT: a CASE of counts per row (one
- * round trip fewer) cost Postgres 0.8–0.9 ms of CPU per job at saturation against 0.5–0.6,
- * as the groups grow (queue-e2e, in turn with this: 771–782 jobs/s against 913–1 068).
+ * On Postgres that is one statement, `gantry_insert_jobs` (migration 0026): the lock, the
+ * counts and the INSERT in one round trip, as a plain insert. On SQLite the same decision is
+ * made here (`freeModels`), between calls in process that cost no round trip; the two are
+ * held to the same answers by test/gateway/release-at-insert.test.ts, run on both.
  *
  * The caller publishes what comes back released; a gateway that dies first leaves released,
  * unpublished jobs, which the outbox publishes (as after a pass).
@@ -98,19 +100,15 @@ async function insertReleasing(
   now: number,
   insert: (db: Db, rows: JobInsert[]) => Promise<JobRow[]>,
 ): Promise<JobRow[]> {
-  const models = [...new Set(candidates.map((c) => c.row.model))];
-  const tenants = [...new Set(candidates.map((c) => c.row.tenant_id))];
+  if (isPostgresDb(db)) return insertReleasingPostgres(db, candidates, now);
   return db.connection().execute(async (conn) => {
-    // Postgres: one round trip for both, as a simple query (no parameters: the lock is a
-    // constant), which may hold several statements. SQLite: its one writer, taken at once,
-    // so that no other process writes between the read and the insert.
-    const begin = isPostgresDb(db)
-      ? `BEGIN; SELECT pg_advisory_xact_lock(${RELEASE_LOCK})`
-      : "BEGIN IMMEDIATE";
-    await sql.raw(begin).execute(conn);
+    // Its one writer, taken at once, so that no other process writes between the read and
+    // the insert.
+    await sql.raw("BEGIN IMMEDIATE").execute(conn);
     try {
-      const room = await roomOf(conn, models, tenants);
-      const free = freeModels(candidates, room);
+      const models = [...new Set(candidates.map((c) => c.row.model))];
+      const tenants = [...new Set(candidates.map((c) => c.row.tenant_id))];
+      const free = freeModels(candidates, await roomOf(conn, models, tenants));
       const rows = candidates.map(({ row }) => ({
         ...row,
         released_at: free.has(row.model) ? now : row.released_at,
@@ -123,6 +121,26 @@ async function insertReleasing(
       throw error;
     }
   });
+}
+
+const functionColumns = new Set<string>(INSERTED_COLUMNS);
+
+/** Whether `gantry_insert_jobs` writes every column the row sets (migration 0026). */
+const insertedByFunction = (row: JobInsert) =>
+  Object.keys(row).every((column) => functionColumns.has(column));
+
+/** `insertReleasing` on Postgres: one call of `gantry_insert_jobs` (migration 0026). */
+async function insertReleasingPostgres(db: Db, candidates: Candidate[], now: number) {
+  const decided = candidates.map(({ row, releaseIfFree }) => ({
+    row,
+    window: releaseIfFree?.window ?? null,
+    max_active: releaseIfFree?.maxActive ?? null,
+  }));
+  const { rows } = await sql<JobRow>`
+    SELECT * FROM gantry_insert_jobs(${RELEASE_LOCK}, ${JSON.stringify(decided)}::jsonb, ${now})`.execute(
+    db,
+  );
+  return rows;
 }
 
 /** What a pass would weigh, read in one statement (see `insertReleasing`). */

@@ -24,6 +24,7 @@ import { usage } from "./migrations/0022-usage.ts";
 import { jobLoadMs } from "./migrations/0023-job-load-ms.ts";
 import { activeJobIndexes } from "./migrations/0024-active-job-indexes.ts";
 import { agentPrefetch } from "./migrations/0025-agent-prefetch.ts";
+import { insertReleased } from "./migrations/0026-insert-released.ts";
 import { instant, type Migration, type SqlDialect } from "./migrations/types.ts";
 import type { Database } from "./schema.ts";
 
@@ -56,6 +57,7 @@ const MIGRATIONS: Migration[] = [
   jobLoadMs,
   activeJobIndexes,
   agentPrefetch,
+  insertReleased,
 ];
 
 /**

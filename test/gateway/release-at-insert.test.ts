@@ -89,6 +89,44 @@ describe.each(["sqlite", "postgres"] as const)("release at insert (%s)", (kind) 
     expect(released(await insert(job(b, 8, 1)))).toBe(true);
   });
 
+  it("stores every column a submit sets, as a plain insert does", async () => {
+    nextModel();
+    const [a] = await tenants();
+    const full = (of: NewJob): NewJob => ({
+      ...of,
+      input: { text: 'ünïcode \\ "quoted"', n: 1.5, list: [null, true] },
+      webhook: { url: "https://example.com/hook", events: ["job.succeeded"] },
+      idempotencyKey: `key-${of.id}`,
+      requestHash: "sha256:abc",
+      traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+      metadata: { customer: "c-1", "a b": "x" },
+      timeoutSeconds: 90,
+      timeoutDefault: true,
+      keyId: "key_1",
+      fairnessKey: "user-7",
+    });
+    const tried = await insert(full(job(a)));
+    expect(released(tried)).toBe(true);
+    const plain = await insert({ ...full(job(a)), held: false, releaseIfFree: undefined });
+    const columns = (row: object) =>
+      Object.fromEntries(
+        Object.entries(row).filter(
+          ([column]) =>
+            ![
+              "id",
+              "idempotency_key",
+              "created_at",
+              "updated_at",
+              "expires_at",
+              "released_at",
+            ].includes(column),
+        ),
+      );
+    expect(columns(tried)).toEqual(columns(plain));
+    expect(tried.idempotency_key).toBe(`key-${tried.id}`);
+    expect(tried.created_at).toBe(tried.released_at);
+  });
+
   it.runIf(kind === "postgres")(
     "lets only one of two gateways' simultaneous inserts into a window of one",
     async () => {

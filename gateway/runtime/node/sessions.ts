@@ -10,10 +10,14 @@ import {
   type SessionAnswer,
   type SessionCall,
 } from "../../../shared/protocol/agent-session.ts";
+import { type CallScope, callFinder, type FoundCall } from "../../agents/calls.ts";
 import { sessionEnv } from "../../agents/middleware.ts";
 import { agentRefusal, verifyAgentRequest } from "../../agents/verify.ts";
 import type { Gateway } from "../../context.ts";
 import type { AppEnv } from "../../env.ts";
+import { bodyTooLarge } from "../../http/json-body.ts";
+import { logFailure, problemFor } from "../../http/problem.ts";
+import { AGENT_API_PREFIX, sessionCalls } from "../../routes/agent-calls.ts";
 import type { AgentRow } from "../../store/agents.ts";
 
 /**
@@ -39,6 +43,24 @@ export interface AgentSessions {
 }
 
 const OPEN = 1;
+
+const findCall = callFinder(AGENT_API_PREFIX, sessionCalls);
+
+/**
+ * A path with no dot segment, the same before and after URL parsing (a call's path has no
+ * escapes: shared/protocol/agent-session.ts). Others go through the app, whose URL parsing
+ * resolves them as it would a signed request's.
+ */
+const plainPath = (path: string) => !/\/\.\.?(\/|$)/.test(path);
+
+/**
+ * Whether a call's body is over the JSON body limit (json-body.ts). A body serializes to no
+ * more than it took in its message, so a message within the limit needs no second look.
+ */
+function tooLarge(message: string, call: SessionCall, maxBytes: number): boolean {
+  if (Buffer.byteLength(message) <= maxBytes) return false;
+  return Buffer.byteLength(JSON.stringify(call.body ?? null)) > maxBytes;
+}
 
 export function agentSessions(): AgentSessions {
   const server = new WebSocketServer({ noServer: true, perMessageDeflate: false });
@@ -115,7 +137,11 @@ export function agentSessions(): AgentSessions {
  * revocation or a new registration shows.
  */
 function agentEnv(gateway: Gateway, agentId: string): object {
-  return sessionEnv(async () => {
+  return sessionEnv(sessionAgent(gateway, agentId));
+}
+
+function sessionAgent(gateway: Gateway, agentId: string): () => Promise<AgentRow> {
+  return async () => {
     const row = gateway.agentRows.get(agentId) ?? (await gateway.stores.agents.byId(agentId));
     if (!row) throw agentRefusal("unknown_agent", `No agent ${agentId}.`);
     if (row.revoked_at !== null) {
@@ -123,7 +149,7 @@ function agentEnv(gateway: Gateway, agentId: string): object {
     }
     gateway.agentRows.set(agentId, row);
     return row;
-  });
+  };
 }
 
 function openSession(
@@ -132,7 +158,8 @@ function openSession(
   send: (text: string) => void,
   ws: { readonly readyState: number; close(code?: number, reason?: string): void },
 ) {
-  const env = agentEnv(gateway, agentId);
+  const agent = sessionAgent(gateway, agentId);
+  const env = sessionEnv(agent);
   const calls = new Map<number, AbortController>();
   gateway.log.info({ agent_id: agentId }, "agent session opened");
 
@@ -144,7 +171,8 @@ function openSession(
     );
   };
 
-  const run = async (call: SessionCall, signal: AbortSignal) => {
+  /** Through the app, as a signed request would go: any path but the calls themselves. */
+  const viaApp = async (call: SessionCall, signal: AbortSignal) => {
     const response = await app.fetch(
       new Request(`http://session${call.path}`, {
         method: "POST",
@@ -156,6 +184,36 @@ function openSession(
     );
     const text = await response.text();
     answer(call, response.status, text ? JSON.parse(text) : null);
+  };
+
+  /** A call of the agent API (agents/calls.ts), answered as its route would answer. */
+  const direct = async (
+    message: string,
+    call: SessionCall,
+    found: FoundCall,
+    signal: AbortSignal,
+  ) => {
+    try {
+      if (tooLarge(message, call, gateway.config.maxBodyBytes)) {
+        throw bodyTooLarge(gateway.config.maxBodyBytes);
+      }
+      const scope: CallScope = {
+        gateway,
+        agent: await agent(),
+        param: (name) => found.params[name] ?? "",
+        signal: () => signal,
+      };
+      answer(call, 200, await found.call.handle(scope, call.body ?? null));
+    } catch (error) {
+      const problem = problemFor(error, call.path);
+      logFailure(gateway.log, error, problem, call.path);
+      answer(call, problem.status, problem.body);
+    }
+  };
+
+  const run = (message: string, call: SessionCall, signal: AbortSignal) => {
+    const found = plainPath(call.path) ? findCall(call.path) : null;
+    return found ? direct(message, call, found, signal) : viaApp(call, signal);
   };
 
   return {
@@ -177,7 +235,7 @@ function openSession(
       }
       const controller = new AbortController();
       calls.set(message.id, controller);
-      run(message, controller.signal).catch((error: unknown) => {
+      run(text, message, controller.signal).catch((error: unknown) => {
         gateway.log.error({ err: String(error), path: message.path }, "session call failed");
         answer(message, 500, { code: "internal_error" });
       });

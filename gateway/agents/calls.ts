@@ -2,6 +2,8 @@ import { Hono } from "hono";
 import { TrieRouter } from "hono/router/trie-router";
 import type { z } from "zod";
 import type { Gateway } from "../context.ts";
+import { bodyTooLarge } from "../http/json-body.ts";
+import { logFailure, problemFor } from "../http/problem.ts";
 import { parseWith, readJsonBody } from "../http/validation.ts";
 import type { AgentRow } from "../store/agents.ts";
 import { type AgentEnv, requireSignedAgent } from "./middleware.ts";
@@ -76,4 +78,48 @@ export function callFinder(prefix: string, calls: AgentCall[]): (path: string) =
     const [call, params] = first;
     return { call, params: params as Record<string, string> };
   };
+}
+
+/** A call made without a request (a session message, an in-process agent's call). */
+export interface DirectCall {
+  gateway: Gateway;
+  /** Its agent, looked up as `requireSignedAgent` does for a session (revocation shows). */
+  agent: () => Promise<AgentRow>;
+  /** The full path, for the problem's `instance`. */
+  path: string;
+  body: unknown;
+  /** Whether the body is over `maxBytes` (as sent: a call has no bytes of its own). */
+  bodyOver(maxBytes: number): boolean;
+  signal: AbortSignal;
+}
+
+/** A direct call's answer: its route's status, JSON body and headers (a problem's). */
+export interface DirectAnswer {
+  status: number;
+  body: unknown;
+  headers: Record<string, string>;
+}
+
+/**
+ * The answer `found` gives a direct call, as its route answers a signed request: the same
+ * checks in the same order (the body's size, the agent, the body's schema), 200 and the
+ * result, or the error's problem+json and status.
+ */
+export async function answerDirect(found: FoundCall, direct: DirectCall): Promise<DirectAnswer> {
+  const { gateway, path } = direct;
+  try {
+    const maxBytes = gateway.config.maxBodyBytes;
+    if (direct.bodyOver(maxBytes)) throw bodyTooLarge(maxBytes);
+    const scope: CallScope = {
+      gateway,
+      agent: await direct.agent(),
+      param: (name) => found.params[name] ?? "",
+      signal: () => direct.signal,
+    };
+    return { status: 200, body: await found.call.handle(scope, direct.body), headers: {} };
+  } catch (error) {
+    const problem = problemFor(error, path);
+    logFailure(gateway.log, error, problem, path);
+    return { status: problem.status, body: problem.body, headers: problem.headers };
+  }
 }

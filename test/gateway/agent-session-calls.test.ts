@@ -65,18 +65,21 @@ const heartbeat = () => ({
   heartbeat_interval_seconds: 1,
 });
 
+const claim = (attempt: number) => ({ v: 1, agent_id: agent.agentId, attempt });
+const cases: [string, string, () => unknown][] = [
+  ["an agent heartbeat", "/agents/heartbeat", heartbeat],
+  ["a claim of a job that does not exist", "/jobs/job_missing/claim", () => claim(1)],
+  ["a claim with a bad body", "/jobs/job_missing/claim", () => ({ v: 1, attempt: 0 })],
+  ["a batch of claims with none in it", "/jobs/claims", () => ({ v: 1, claims: [] })],
+  ["a report with no body", "/jobs/job_missing/events", () => null],
+  ["the queue's settings", "/queue/info", () => ({ v: 1 })],
+  ["a path with dot segments", "/jobs/../claim", () => claim(1)],
+  ["a route that does not exist", "/jobs/job_missing/nothing", () => ({ v: 1 })],
+  ["a body over the limit", "/jobs/claims", () => ({ v: 1, pad: "x".repeat(70_000) })],
+];
+
 describe("agent session calls", () => {
-  it.each([
-    ["an agent heartbeat", "/agents/heartbeat", heartbeat],
-    ["a claim of a job that does not exist", "/jobs/job_missing/claim", () => claim(1)],
-    ["a claim with a bad body", "/jobs/job_missing/claim", () => ({ v: 1, attempt: 0 })],
-    ["a batch of claims with none in it", "/jobs/claims", () => ({ v: 1, claims: [] })],
-    ["a report with no body", "/jobs/job_missing/events", () => null],
-    ["the queue's settings", "/queue/info", () => ({ v: 1 })],
-    ["a path with dot segments", "/jobs/../claim", () => claim(1)],
-    ["a route that does not exist", "/jobs/job_missing/nothing", () => ({ v: 1 })],
-    ["a body over the limit", "/jobs/claims", () => ({ v: 1, pad: "x".repeat(70_000) })],
-  ])("answers %s as the signed request is", async (_name, path, body) => {
+  it.each(cases)("answers %s as the signed request is", async (_name, path, body) => {
     const http = await overHttp(path, body());
     expect(await onSession(path, body())).toEqual(http);
   });
@@ -87,5 +90,15 @@ describe("agent session calls", () => {
     expect(answer.status).toBe(200);
   });
 
-  const claim = (attempt: number) => ({ v: 1, agent_id: agent.agentId, attempt });
+  it.each(cases)("answers %s in process as the signed request is", async (_name, path, body) => {
+    const http = await agent.send(await agent.sign(path, body()));
+    const inProcess = await gw.agentFetch(agent.agentId)(`${gw.url}/internal/v1${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body()),
+    });
+    expect(inProcess.status).toBe(http.status);
+    expect(inProcess.headers.get("content-type")).toBe(http.headers.get("content-type"));
+    expect(await inProcess.json()).toEqual(await http.json());
+  });
 });

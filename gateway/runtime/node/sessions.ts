@@ -10,15 +10,13 @@ import {
   type SessionAnswer,
   type SessionCall,
 } from "../../../shared/protocol/agent-session.ts";
-import { type CallScope, callFinder, type FoundCall } from "../../agents/calls.ts";
+import { answerDirect, type FoundCall } from "../../agents/calls.ts";
 import { sessionEnv } from "../../agents/middleware.ts";
 import { agentRefusal, verifyAgentRequest } from "../../agents/verify.ts";
 import type { Gateway } from "../../context.ts";
 import type { AppEnv } from "../../env.ts";
-import { bodyTooLarge } from "../../http/json-body.ts";
-import { logFailure, problemFor } from "../../http/problem.ts";
-import { AGENT_API_PREFIX, sessionCalls } from "../../routes/agent-calls.ts";
 import type { AgentRow } from "../../store/agents.ts";
+import { findCall, inProcessCall, plainPath } from "./direct-calls.ts";
 
 /**
  * Agent sessions on the Node gateway (shared/protocol/agent-session.ts): the upgrade request
@@ -44,18 +42,9 @@ export interface AgentSessions {
 
 const OPEN = 1;
 
-const findCall = callFinder(AGENT_API_PREFIX, sessionCalls);
-
 /**
- * A path with no dot segment, the same before and after URL parsing (a call's path has no
- * escapes: shared/protocol/agent-session.ts). Others go through the app, whose URL parsing
- * resolves them as it would a signed request's.
- */
-const plainPath = (path: string) => !/\/\.\.?(\/|$)/.test(path);
-
-/**
- * Whether a call's body is over the JSON body limit (json-body.ts). A body serializes to no
- * more than it took in its message, so a message within the limit needs no second look.
+ * Whether a call's body is over the JSON body limit. A body serializes to no more than it
+ * took in its message, so a message within the limit needs no second look.
  */
 function tooLarge(message: string, call: SessionCall, maxBytes: number): boolean {
   if (Buffer.byteLength(message) <= maxBytes) return false;
@@ -123,10 +112,13 @@ export function agentSessions(): AgentSessions {
     },
     agentFetch(agentId) {
       let env: object | null = null;
+      let agent: (() => Promise<AgentRow>) | null = null;
       return async (input, init) => {
         if (!attached) return new Response("starting", { status: 503 });
-        env ??= agentEnv(attached.gateway, agentId);
-        return attached.app.fetch(new Request(input, init), env);
+        agent ??= sessionAgent(attached.gateway, agentId);
+        env ??= sessionEnv(agent);
+        const direct = await inProcessCall(attached.gateway, agent, input, init);
+        return direct ?? attached.app.fetch(new Request(input, init), env);
       };
     },
   };
@@ -136,10 +128,6 @@ export function agentSessions(): AgentSessions {
  * What a session's calls run with: its agent, read through the gateway's short cache so a
  * revocation or a new registration shows.
  */
-function agentEnv(gateway: Gateway, agentId: string): object {
-  return sessionEnv(sessionAgent(gateway, agentId));
-}
-
 function sessionAgent(gateway: Gateway, agentId: string): () => Promise<AgentRow> {
   return async () => {
     const row = gateway.agentRows.get(agentId) ?? (await gateway.stores.agents.byId(agentId));
@@ -193,22 +181,15 @@ function openSession(
     found: FoundCall,
     signal: AbortSignal,
   ) => {
-    try {
-      if (tooLarge(message, call, gateway.config.maxBodyBytes)) {
-        throw bodyTooLarge(gateway.config.maxBodyBytes);
-      }
-      const scope: CallScope = {
-        gateway,
-        agent: await agent(),
-        param: (name) => found.params[name] ?? "",
-        signal: () => signal,
-      };
-      answer(call, 200, await found.call.handle(scope, call.body ?? null));
-    } catch (error) {
-      const problem = problemFor(error, call.path);
-      logFailure(gateway.log, error, problem, call.path);
-      answer(call, problem.status, problem.body);
-    }
+    const { status, body } = await answerDirect(found, {
+      gateway,
+      agent,
+      path: call.path,
+      body: call.body ?? null,
+      bodyOver: (maxBytes) => tooLarge(message, call, maxBytes),
+      signal,
+    });
+    answer(call, status, body);
   };
 
   const run = (message: string, call: SessionCall, signal: AbortSignal) => {

@@ -30,6 +30,13 @@ export interface NaturalBatcherOptions<T> {
    */
   lingerMs?: number;
   /**
+   * Waits for the event loop's next turn (setImmediate) before the first flush, not only for
+   * the next microtask: for a store whose calls finish before they yield (SQLite in
+   * process), behind whose flush nothing would otherwise queue up. What the same turn brings
+   * in (the other requests read from their sockets with it) shares the flush.
+   */
+  nextTurn?: boolean;
+  /**
    * Every item flushed alone and at once, never waiting on another's flush: for a runtime
    * where one request's I/O must not settle another request's promise (Workers, whose
    * isolate serves many requests with one set of stores).
@@ -87,7 +94,9 @@ export function naturalBatcher<T, R>(
         flushing = true;
         const start = options.lingerMs
           ? new Promise((resolve) => setTimeout(resolve, options.lingerMs))
-          : Promise.resolve();
+          : options.nextTurn
+            ? new Promise((resolve) => setImmediate(resolve))
+            : Promise.resolve();
         void start.then(drain);
       }
       return result;

@@ -22,6 +22,11 @@ export interface BatchedJobCallsDeps {
   /** The single-job route: `/internal/v1/jobs/{id}/{action}`. */
   single(jobId: string, action: "claim" | "events", body: unknown): Promise<Answer>;
   agentId(): string;
+  /**
+   * The gateway is in this process (`gantry start`): its answers come before anything else
+   * runs, so calls only pile up if each batch waits for the event loop's turn to end.
+   */
+  inProcess?: boolean;
 }
 
 /**
@@ -59,6 +64,7 @@ export function batchedJobCalls(deps: BatchedJobCallsDeps) {
         maxBatch: MAX_AGENT_BATCH,
         weigh: (call) => JSON.stringify(call.body).length,
         maxWeight: MAX_BATCH_BYTES,
+        nextTurn: deps.inProcess ?? false,
       },
     );
   }

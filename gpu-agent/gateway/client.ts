@@ -32,6 +32,7 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
     send: (path, body, action) => send(path, body, { auth: "signed", action }),
     single: (jobId, action, body) => jobCall(jobId, action, body),
     agentId: () => currentId(),
+    inProcess: Boolean(options.fetch),
   });
 
   /**

@@ -62,7 +62,13 @@ export function startConsumer(ctx: Context, handler: DeliveryHandler, settings: 
       for (const row of rows) dispatch(row);
       if (rows.length === free) continue;
       interval = rows.length > 0 ? pollMs : Math.min(interval * 2, IDLE_POLL_MS);
-      if (await slots.pause(interval)) interval = pollMs;
+      if (await slots.pause(interval)) {
+        interval = pollMs;
+        // A release publishes its jobs one by one, in one turn of the event loop: the claim
+        // after the first one's wake waits for the turn to end and takes them together (in
+        // process, SQLite's calls finish before anything else runs).
+        await new Promise((resolve) => setImmediate(resolve));
+      }
     }
   };
   const running = loop();

@@ -41,6 +41,16 @@ async function releaseLane(db: Db, model: string, pick: ReleasePick, now: number
   return rows.sort((a, b) => (a.id < b.id ? -1 : 1));
 }
 
+/** What a release pass did: the jobs it released, and whether any of the model's waited. */
+export interface ReleasePass {
+  released: JobRow[];
+  /**
+   * Jobs of the model were held when the pass read its line (some may still be): the next
+   * room that opens is theirs. False: nothing of the model waits in the store.
+   */
+  held: boolean;
+}
+
 /**
  * A release pass of `model`: reads its line, lets `choose` pick (gateway/jobs/fair-order.ts),
  * marks the picks released and returns them taken in turn from each lane. A job marked released is
@@ -52,7 +62,7 @@ export async function releaseJobs(
   window: number,
   choose: Chooser,
   now: number,
-): Promise<JobRow[]> {
+): Promise<ReleasePass> {
   // Most passes have nothing to do: under a flood the window is full, and at ordinary load
   // the pass after a claim or an end finds nothing held. One read of the line, with no lock
   // and no transaction, says so. A room that opens after it was opened by a claim or an
@@ -61,7 +71,8 @@ export async function releaseJobs(
   // under the lock, and here counts its held jobs no further than it needs to know any.
   const postgres = isPostgresDb(db);
   const line = await lineOf(db, model, postgres ? 1 : 2 * window);
-  if (Math.max(window, line.running) - line.released <= 0 || !line.first) return [];
+  if (!line.first) return { released: [], held: false };
+  if (Math.max(window, line.running) - line.released <= 0) return { released: [], held: true };
   const pass = async (tx: Db, known?: Line) => {
     const picks = choose(await snapshot(tx, model, now, window, known));
     const lanes: JobRow[][] = [];
@@ -74,11 +85,13 @@ export async function releaseJobs(
     }
     return released;
   };
-  if (!postgres) return pass(db, line);
-  return db.transaction().execute(async (tx) => {
-    await sql`SELECT pg_advisory_xact_lock(${RELEASE_LOCK})`.execute(tx);
-    return pass(tx);
-  });
+  const released = postgres
+    ? await db.transaction().execute(async (tx) => {
+        await sql`SELECT pg_advisory_xact_lock(${RELEASE_LOCK})`.execute(tx);
+        return pass(tx);
+      })
+    : await pass(db, line);
+  return { released, held: true };
 }
 
 /** A tenant's running and released jobs, every model: what `max_running_jobs` bounds. */

@@ -187,7 +187,7 @@ export function describeFairRelease(
         });
         if (row) ids.push(row.id);
       }
-      const marked = await a.stores.jobs.releaseJobs(
+      const { released: marked, held } = await a.stores.jobs.releaseJobs(
         model,
         3,
         (snapshot) =>
@@ -201,6 +201,7 @@ export function describeFairRelease(
         Date.now() - 60_000,
       );
       expect(marked.map((row) => row.id).sort()).toEqual([...ids].sort());
+      expect(held).toBe(true);
       const ran = await runAgent(b, fixture.queue, model, { prefetch: 4, holdMs: 1 }, undo);
       // Gateway b's sweep publishes them from the outbox; each runs once.
       const report = await sweep(b, { outboxGraceMs: 1_000, retention: false });

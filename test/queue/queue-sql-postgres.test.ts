@@ -49,6 +49,8 @@ async function postgresFixture(
       limits: LIMITS,
       pollIntervalMs: 20,
       onError,
+      // As a Node gateway opens it (sqlQueueOn).
+      groupPublishes: true,
     });
     opened.push({ db, queue });
     return queue;

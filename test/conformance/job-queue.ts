@@ -283,20 +283,6 @@ export function describeJobQueueConformance(
       await consumer.stop();
     });
 
-    it("delivers each of many publishes made at once, once", async () => {
-      // A queue may write publishes that come together in one go (the sql queue does).
-      const sent = Array.from({ length: 20 }, () => queueMessage(model));
-      await Promise.all(sent.map((message) => queue.publish(message)));
-      const box = inbox(async (d) => d.ack());
-      const consumer = await queue.consume(box.handler, { prefetch: 8, models: [model] });
-      await box.nth(20);
-      await expectDepth({ ready: 0, inFlight: 0, delayed: 0, dead: 0 });
-      const ids = box.received.map((d) => d.message.id);
-      expect(new Set(ids).size).toBe(20);
-      expect([...ids].sort()).toEqual(sent.map((m) => m.id).sort());
-      await consumer.stop();
-    });
-
     it("never holds more than prefetch unsettled deliveries", async () => {
       for (let i = 0; i < 5; i++) await queue.publish(queueMessage(model));
       let unsettled = 0;

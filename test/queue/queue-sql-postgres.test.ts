@@ -49,8 +49,6 @@ async function postgresFixture(
       limits: LIMITS,
       pollIntervalMs: 20,
       onError,
-      // As a Node gateway opens it (sqlQueueOn).
-      groupPublishes: true,
     });
     opened.push({ db, queue });
     return queue;

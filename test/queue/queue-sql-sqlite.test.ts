@@ -32,8 +32,6 @@ async function sqliteFixture(
       limits: LIMITS,
       pollIntervalMs: 20,
       onError,
-      // As a Node gateway opens it (sqlQueueOn).
-      groupPublishes: true,
     });
     opened.push({ db, queue });
     return queue;

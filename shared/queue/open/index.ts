@@ -74,7 +74,6 @@ export function sqlQueueOn(database: OpenedDatabase, options: OpenQueueOptions =
     dialect: database.dialect,
     ...(options.limits ? { limits: options.limits } : {}),
     onError: logQueueError(options),
-    groupPublishes: true,
   });
 }
 

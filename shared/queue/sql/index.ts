@@ -17,7 +17,6 @@ import {
 import { type Context, parseBody, parseError } from "./claim.ts";
 import { startConsumer } from "./consumer.ts";
 import { createQueueLeases, type QueueLeases } from "./leases.ts";
-import { messageWriter } from "./publish.ts";
 
 // Kept for importers from before the class moved to the port.
 export { LeaseLostError } from "../port.ts";
@@ -41,11 +40,6 @@ export interface SqlQueueOptions {
   clock?: () => number;
   /** Told about handler errors and failed polls; neither stops a consumer. */
   onError?: (error: unknown) => void;
-  /**
-   * Publishes that come while one is written share the next INSERT (publish.ts). Not on
-   * Workers, where one request's I/O cannot settle another request's promise.
-   */
-  groupPublishes?: boolean;
 }
 
 export type { LeasedMessage, QueueLeases, TakeRequest } from "./leases.ts";
@@ -76,7 +70,6 @@ export function createSqlQueue(db: Kysely<Database>, options: SqlQueueOptions): 
     onError: options.onError ?? ((error) => console.error("gantry sql queue:", error)),
   };
   const pollMs = options.pollIntervalMs ?? 50;
-  const write = messageWriter(ctx, options.groupPublishes ?? false);
   const consumers = new ConsumerSet();
   let closed = false;
   const assertOpen = () => {
@@ -90,16 +83,19 @@ export function createSqlQueue(db: Kysely<Database>, options: SqlQueueOptions): 
       assertOpen();
       const valid = QueueMessage.parse(message);
       const now = ctx.clock();
-      await write({
-        queue: valid.model,
-        job_id: valid.id,
-        body: JSON.stringify(valid),
-        priority: valid.priority,
-        available_at: now + Math.max(0, publishOptions?.delayMs ?? 0),
-        attempts: 0,
-        state: "ready",
-        created_at: now,
-      });
+      await db
+        .insertInto("queue_messages")
+        .values({
+          queue: valid.model,
+          job_id: valid.id,
+          body: JSON.stringify(valid),
+          priority: valid.priority,
+          available_at: now + Math.max(0, publishOptions?.delayMs ?? 0),
+          attempts: 0,
+          state: "ready",
+          created_at: now,
+        })
+        .execute();
       for (const wake of ctx.wakers) wake(valid.model);
     },
 

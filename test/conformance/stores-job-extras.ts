@@ -253,11 +253,15 @@ export function jobExtraCases(stores: () => Stores): void {
         [b, { plan: "free", limits: null }],
       ]),
     );
-    // A window of one is full (one running, one released): the pass chooses nothing.
-    expect(await jobs().releaseJobs(model, 1, look, T0 + 10)).toEqual([]);
+    // A window of one is full (one running, one released): the pass chooses nothing, and
+    // says that jobs wait.
+    expect(await jobs().releaseJobs(model, 1, look, T0 + 10)).toEqual({ released: [], held: true });
     expect(seen).toHaveLength(1);
-    // Nor when nothing is held.
-    expect(await jobs().releaseJobs(other, 10, look, T0 + 10)).toEqual([]);
+    // Nor when nothing is held, and it says so.
+    expect(await jobs().releaseJobs(other, 10, look, T0 + 10)).toEqual({
+      released: [],
+      held: false,
+    });
     expect(seen).toHaveLength(1);
     // One lane alone is counted up to twice the window.
     for (let i = 0; i < 3; i++) await insert({ tenantId: a, model: lone, held: true, now: T0 + i });

@@ -38,9 +38,10 @@ export async function inProcessCall(
       ? headers["content-type"]
       : undefined;
   if (type !== "application/json") return null;
-  // Parsed as the app would: dot segments resolved.
+  // Parsed as the app would: dot segments resolved. An escaped path goes to the app, which
+  // decodes its parameters.
   const path = new URL(input).pathname;
-  const found = findCall(path);
+  const found = path.includes("%") ? null : findCall(path);
   if (!found) return null;
   let body: unknown;
   try {

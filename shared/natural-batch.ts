@@ -1,3 +1,5 @@
+import { nextTurn } from "./pause.ts";
+
 /**
  * Natural batching: items that arrive while a flush is running wait for it and then go
  * out together in the next one. At low load every item flushes alone and at once (no
@@ -95,7 +97,7 @@ export function naturalBatcher<T, R>(
         const start = options.lingerMs
           ? new Promise((resolve) => setTimeout(resolve, options.lingerMs))
           : options.nextTurn
-            ? new Promise((resolve) => setImmediate(resolve))
+            ? nextTurn()
             : Promise.resolve();
         void start.then(drain);
       }

@@ -14,3 +14,12 @@ export function pause(ms: number, signal?: AbortSignal): Promise<void> {
     signal?.addEventListener("abort", done, { once: true });
   });
 }
+
+/**
+ * Resolves on the event loop's next turn (setImmediate), after the I/O already waiting: what
+ * that turn brings in can join work that waits for it (natural-batch.ts, the sql consumer).
+ * Node only; nothing on Workers calls it.
+ */
+export function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}

@@ -56,6 +56,28 @@ describe("naturalBatcher", () => {
     await Promise.all(["ab", "cd", "ef", "heavyweight", "g"].map((x) => batcher.add(x)));
     expect(flushed).toEqual([["ab", "cd"], ["ef"], ["heavyweight"], ["g"]]);
   });
+
+  it("with nextTurn, gathers what the same turn of the event loop brings, even from a store that never yields", async () => {
+    const run = async (nextTurn: boolean) => {
+      const flushed: string[][] = [];
+      // A flush that finishes before it yields, as SQLite's calls do in process.
+      const batcher = naturalBatcher<string, string>(
+        async (items) => {
+          flushed.push(items);
+          return items;
+        },
+        { nextTurn },
+      );
+      // Another callback of this turn (another socket's request, say) adds the second item.
+      const second = new Promise<string>((resolve) =>
+        setImmediate(() => resolve(batcher.add("b"))),
+      );
+      await Promise.all([batcher.add("a"), second]);
+      return flushed;
+    };
+    expect(await run(true)).toEqual([["a", "b"]]);
+    expect(await run(false)).toEqual([["a"], ["b"]]);
+  });
 });
 
 describe("cachedCounts", () => {

@@ -1,3 +1,4 @@
+import { nextTurn } from "../../pause.ts";
 import type { JobError, QueueMessage } from "../../protocol/index.ts";
 import { type LocalLease, openLocalLease } from "../lease.ts";
 import { type Delivery, type DeliveryHandler, LeaseLostError, type RetryOutcome } from "../port.ts";
@@ -67,7 +68,7 @@ export function startConsumer(ctx: Context, handler: DeliveryHandler, settings: 
         // A release publishes its jobs one by one, in one turn of the event loop: the claim
         // after the first one's wake waits for the turn to end and takes them together (in
         // process, SQLite's calls finish before anything else runs).
-        await new Promise((resolve) => setImmediate(resolve));
+        await nextTurn();
       }
     }
   };

@@ -1,5 +1,4 @@
 import { type Insertable, type Kysely, sql } from "kysely";
-import { INSERTED_COLUMNS } from "../../shared/db/migrations/0026-insert-released.ts";
 import type { Database, JobTable } from "../../shared/db/schema.ts";
 import { isPostgresDb } from "./job-metadata.ts";
 import { RELEASE_LOCK } from "./job-release.ts";
@@ -56,11 +55,9 @@ const MAX_GROUP_POSTGRES = 8;
  */
 export function releaseAtInsert(db: Db, insert: (db: Db, rows: JobInsert[]) => Promise<JobRow[]>) {
   const heldAt = new Map<string, number>();
-  const postgres = isPostgresDb(db);
-  const maxGroup = postgres ? MAX_GROUP_POSTGRES : Number.POSITIVE_INFINITY;
+  const maxGroup = isPostgresDb(db) ? MAX_GROUP_POSTGRES : Number.POSITIVE_INFINITY;
   return async (candidates: Candidate[], now: number): Promise<JobRow[] | null> => {
     if (candidates.length > maxGroup) return null;
-    if (postgres && !candidates.every(({ row }) => insertedByFunction(row))) return null;
     const trying = candidates.map((c) =>
       (heldAt.get(c.row.model) ?? Number.NEGATIVE_INFINITY) > now - HELD_LATELY_MS
         ? { ...c, releaseIfFree: null }
@@ -123,12 +120,6 @@ async function insertReleasing(
     }
   });
 }
-
-const functionColumns = new Set<string>(INSERTED_COLUMNS);
-
-/** Whether `gantry_insert_jobs` writes every column the row sets (migration 0026). */
-const insertedByFunction = (row: JobInsert) =>
-  Object.keys(row).every((column) => functionColumns.has(column));
 
 /** `insertReleasing` on Postgres: one call of `gantry_insert_jobs` (migration 0026). */
 async function insertReleasingPostgres(db: Db, candidates: Candidate[], now: number) {

@@ -1,4 +1,5 @@
 import type { Insertable, Kysely } from "kysely";
+import type { InsertedColumn } from "../../shared/db/migrations/0026-insert-released.ts";
 import type { Database, JobTable } from "../../shared/db/schema.ts";
 import { naturalBatcher } from "../../shared/natural-batch.ts";
 import { type Candidate, type ReleaseIfFree, releaseAtInsert } from "./insert-released.ts";
@@ -41,7 +42,11 @@ export interface NewJob {
   releaseIfFree?: ReleaseIfFree;
 }
 
-/** The row's columns, each a bound parameter of the INSERT. */
+/**
+ * The row's columns, each a bound parameter of the INSERT: exactly those the release at
+ * insert's function writes on Postgres (migration 0026), which the compiler checks, so that
+ * a column added here without a new version of the function cannot be dropped there.
+ */
 function toRow(job: NewJob): Insertable<JobTable> {
   return {
     id: job.id,
@@ -72,7 +77,7 @@ function toRow(job: NewJob): Insertable<JobTable> {
     key_id: job.keyId ?? null,
     fairness_key: job.fairnessKey ?? null,
     released_at: job.held ? null : job.now,
-  };
+  } satisfies Record<InsertedColumn, unknown>;
 }
 
 type Inserted = { row: JobRow | null } | { error: unknown };

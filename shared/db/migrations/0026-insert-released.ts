@@ -23,11 +23,11 @@ import type { Migration } from "./types.ts";
  * out: a migration is frozen.
  */
 /**
- * The columns the function writes, the ones a submit sets (gateway/store/job-inserts.ts), as
- * a list and not the rows' keys: a statement built per call (EXECUTE) cost Postgres about
- * 150 µs more per insert than this one, planned once per connection. A submit whose row has
- * a column not in this list is not tried here (insert-released.ts), so nothing is dropped;
- * a later migration that adds one replaces the function with a longer list.
+ * The columns the function writes, the ones a submit sets (gateway/store/job-inserts.ts,
+ * whose rows the compiler holds to exactly these), as a list and not the rows' keys: a
+ * statement built per call (EXECUTE) cost Postgres about 150 µs more per insert than this
+ * one, planned once per connection. A later migration that adds a column replaces the
+ * function with a longer list.
  */
 export const INSERTED_COLUMNS = [
   "id",
@@ -59,6 +59,7 @@ export const INSERTED_COLUMNS = [
   "fairness_key",
   "released_at",
 ] as const;
+export type InsertedColumn = (typeof INSERTED_COLUMNS)[number];
 
 export const insertReleased: Migration = {
   name: "0026_insert_released",

@@ -6,7 +6,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../../gateway/context.ts";
 import { afterChangeDelayMs, releaseModel } from "../../gateway/jobs/release.ts";
-import { submitJob } from "../../gateway/jobs/submit.ts";
 import { proTenant } from "../helpers/pro-tenant.ts";
 import { releaseTestGateway } from "../helpers/sweep-gateway.ts";
 
@@ -32,12 +31,7 @@ describe("gathering the passes after claims and ends", () => {
     const { tenant } = await proTenant(rig.database.db, "ten_gather", { max_running_jobs: 100 });
     for (let i = 0; i < 4; i++) {
       clock++;
-      await submitJob(
-        gateway,
-        tenant,
-        { model: "noop", input: {} },
-        { idempotencyKey: null, traceparent: null },
-      );
+      await rig.submitNoop(tenant);
     }
     await releaseModel(gateway, "noop");
     expect(afterChangeDelayMs(gateway, "noop")).toBe(soon);

@@ -6,7 +6,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../../gateway/context.ts";
 import { releaseModel } from "../../gateway/jobs/release.ts";
-import { submitJob } from "../../gateway/jobs/submit.ts";
 import type { OpenedDatabase } from "../../shared/db/open.ts";
 import { proTenant } from "../helpers/pro-tenant.ts";
 import { releaseTestGateway } from "../helpers/sweep-gateway.ts";
@@ -55,12 +54,7 @@ describe("the release window and the fleet's prefetch", () => {
     const { tenant } = await proTenant(database.db, "ten_window", { max_running_jobs: 1_000 });
     for (let i = 0; i < 100; i++) {
       clock++;
-      await submitJob(
-        gateway,
-        tenant,
-        { model: "noop", input: {} },
-        { idempotencyKey: null, traceparent: null },
-      );
+      await rig.submitNoop(tenant);
     }
     await releaseModel(gateway, "noop");
     expect(await released()).toBe(4);

@@ -2,7 +2,9 @@ import { createGateway } from "../../gateway/app.ts";
 import { GatewayConfig, type GatewayConfigInput } from "../../gateway/config.ts";
 import type { Gateway } from "../../gateway/context.ts";
 import { releaseModel } from "../../gateway/jobs/release.ts";
+import { submitJob } from "../../gateway/jobs/submit.ts";
 import { createKyselyStores } from "../../gateway/store/kysely-stores.ts";
+import type { Tenant } from "../../gateway/store/tenants.ts";
 import { createDiskBlobStore } from "../../shared/blob/disk.ts";
 import type { OpenedDatabase } from "../../shared/db/open.ts";
 import { randomToken } from "../../shared/ids.ts";
@@ -62,6 +64,14 @@ export async function releaseTestGateway(now: () => number, config: Partial<Gate
   return {
     database,
     gateway,
+    /** A `noop` job submitted as the API submits it, for the passes to release. */
+    submitNoop: (tenant: Tenant) =>
+      submitJob(
+        gateway,
+        tenant,
+        { model: "noop", input: {} },
+        { idempotencyKey: null, traceparent: null },
+      ),
     async close() {
       await releaseModel(gateway, "noop");
       await new Promise((resolve) => setTimeout(resolve, 200));

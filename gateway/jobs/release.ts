@@ -32,20 +32,18 @@ import { sharedReadings } from "./shared-readings.ts";
  */
 export function releaseModel(gateway: Gateway, model: string): Promise<number> {
   // Workers: a promise one request's I/O settles cannot be awaited by another request.
-  if (gateway.isolatedRequests) return releasePass(gateway, model);
-  let byModel = passes.get(gateway.notifier);
-  if (!byModel) {
-    byModel = new Map();
-    passes.set(gateway.notifier, byModel);
-  }
-  const table = byModel;
-  const lane = table.get(model) ?? { running: null, next: null };
-  table.set(model, lane);
+  if (gateway.isolatedRequests) return releasePass(gateway, model).then((pass) => pass.released);
+  const lane = laneOf(gateway, model);
   if (lane.next) return lane.next;
   const start = (): Promise<number> => {
-    const run: Promise<number> = releasePass(gateway, model).finally(() => {
-      if (lane.running === run) lane.running = null;
-    });
+    const run: Promise<number> = releasePass(gateway, model)
+      .then((pass) => {
+        lane.held = pass.held;
+        return pass.released;
+      })
+      .finally(() => {
+        if (lane.running === run) lane.running = null;
+      });
     lane.running = run;
     return run;
   };
@@ -64,9 +62,22 @@ export function releaseModel(gateway: Gateway, model: string): Promise<number> {
   return next;
 }
 
-type Lane = { running: Promise<number> | null; next: Promise<number> | null };
+type Lane = {
+  running: Promise<number> | null;
+  next: Promise<number> | null;
+  /** Whether its last pass found jobs of the model held; null before the first. */
+  held: boolean | null;
+};
 // Keyed by the notifier, which every per-request copy of a gateway shares (queue-position.ts).
 const passes = new WeakMap<object, Map<string, Lane>>();
+
+function laneOf(gateway: Gateway, model: string): Lane {
+  const table = passes.get(gateway.notifier) ?? new Map<string, Lane>();
+  passes.set(gateway.notifier, table);
+  const lane = table.get(model) ?? { running: null, next: null, held: null };
+  table.set(model, lane);
+  return lane;
+}
 
 /** Starts a pass in the background: a submit's job was held. */
 export function kickRelease(gateway: Gateway, model: string): void {
@@ -99,26 +110,19 @@ const LATER_MS = 50;
 const gatherSoon = gathered(SOON_MS);
 const gatherLater = gathered(LATER_MS);
 
-// Per gateway and model: whether its last pass found jobs held (keyed as `passes`).
-const heldAtLastPass = new WeakMap<object, Map<string, boolean>>();
-
 /** How long the passes after a model's claims and ends gather (`kickReleaseAfterChange`). */
 export function afterChangeDelayMs(gateway: Gateway, model: string): number {
-  return heldAtLastPass.get(gateway.notifier)?.get(model) === false ? LATER_MS : SOON_MS;
+  return passes.get(gateway.notifier)?.get(model)?.held === false ? LATER_MS : SOON_MS;
 }
 
-function noteHeld(gateway: Gateway, model: string, held: boolean): void {
-  let byModel = heldAtLastPass.get(gateway.notifier);
-  if (!byModel) {
-    byModel = new Map();
-    heldAtLastPass.set(gateway.notifier, byModel);
-  }
-  if (byModel.size > 10_000) byModel.clear();
-  byModel.set(model, held);
-}
-
-/** One pass: picks, marks and publishes; returns how many jobs it released. */
-async function releasePass(gateway: Gateway, model: string): Promise<number> {
+/**
+ * One pass: picks, marks and publishes; returns how many jobs it released and whether jobs
+ * of the model were held.
+ */
+async function releasePass(
+  gateway: Gateway,
+  model: string,
+): Promise<{ released: number; held: boolean }> {
   // A paused model is released as any other: agents' claims of its window are refused and
   // those jobs wait unpublished until the resume (model-switches.ts), which leaves the
   // window full, so the rest of its jobs wait held.
@@ -133,7 +137,6 @@ async function releasePass(gateway: Gateway, model: string): Promise<number> {
       }),
     gateway.now(),
   );
-  noteHeld(gateway, model, held);
   // A failed publish leaves the job released and unpublished: the outbox sweep retries it.
   // In the pass's order: a tenant's jobs of one band must reach the agents oldest first. A
   // queue that keeps the order of publishes made together gets them all at once (one broker
@@ -144,7 +147,7 @@ async function releasePass(gateway: Gateway, model: string): Promise<number> {
     publishJob(gateway, row, { markInBackground: true });
   if (gateway.queue.publishesInOrder) await Promise.all(released.map(publish));
   else for (const row of released) await publish(row);
-  return released.length;
+  return { released: released.length, held };
 }
 
 /** `GANTRY_RELEASE_WINDOW`, or what the model's live agents take at once when that is more. */

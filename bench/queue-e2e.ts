@@ -19,6 +19,11 @@
  * at 60 (measured: 866–911 jobs/s with 60 against 1297–1314 with 200, at less CPU per job,
  * the batches being larger). For GPU jobs the default (one per slot) is right.
  *
+ * A job is finished when the load generator hears so (`--completions heard`, the default, as
+ * issue 29 measured): Gantry's completions on one `GET /v1/events` stream, BullMQ's on its
+ * `QueueEvents`. `--completions stamped` takes the systems' own finish stamps instead (no
+ * listener: what the systems cost without one).
+ *
  * Then the rows each job wrote to Postgres, table by table (bench/lib/pg-writes.ts).
  *
  * The paced phase lasts 30 s (6000 jobs at 200/s): a p99 over 2000 jobs is the 20th slowest,
@@ -28,6 +33,7 @@
  *                              [--slots 1] [--lookahead 200] [--connections 64]
  *                              [--bullmq-concurrency 16] [--queue-type quorum|classic]
  *                              [--tracing off|on|both]
+ *                              [--completions heard|stamped]
  *
  * `--tracing both` runs Gantry twice, tracing off then on (OpenTelemetry over OTLP
  * http/protobuf to a local endpoint that only counts what it gets, bench/lib/otlp-sink.ts),
@@ -35,6 +41,7 @@
  */
 import { parseArgs } from "node:util";
 import { bullmq, redisClientInstalled } from "./lib/bullmq-peer.ts";
+import { hearGantry } from "./lib/heard.ts";
 import { startOtlpSink } from "./lib/otlp-sink.ts";
 import { writeCounts, writesPerJob } from "./lib/pg-writes.ts";
 import { cpuSnapshot } from "./lib/queue-cpu.ts";
@@ -61,8 +68,13 @@ const { values } = parseArgs({
     only: { type: "string" },
     "queue-type": { type: "string", default: "quorum" },
     tracing: { type: "string", default: "off" },
+    completions: { type: "string", default: "heard" },
   },
 });
+if (values.completions !== "heard" && values.completions !== "stamped") {
+  throw new Error(`--completions is heard or stamped, not ${values.completions}`);
+}
+const heard = values.completions === "heard";
 const rate = Number(values.rate);
 const pacedJobs = rate * Number(values.seconds);
 const saturationJobs = Number(values.jobs);
@@ -70,13 +82,31 @@ const connections = Number(values.connections);
 const say = (line: string) => console.log(`[queue-e2e] ${line}`);
 const { paced, saturated, warmUp } = loadShapes({ rate, connections, say });
 
-async function gantry(stack: Stack): Promise<System> {
+async function gantry(stack: Stack): Promise<{ system: System; close(): Promise<void> }> {
   const pool = httpClient(stack.url, connections);
-  return {
+  const listener = heard ? await hearGantry(stack.url, stack.apiKey, say) : null;
+  const system: System = {
     name: "Gantry",
     cpu: () => cpuSnapshot(stack.pids()),
     submit: (n) => submitJob(pool, stack.apiKey, { n }),
-    finishedAt: (ids) => waitSucceeded(stack.db, ids, say),
+    async finishedAt(ids) {
+      // Heard is what counts; the gateway's stamps still say where the time went (the legs),
+      // read once all were heard.
+      const heardAt = await listener?.finishedAt(ids);
+      const stamped = await waitSucceeded(stack.db, ids, say);
+      if (!heardAt) return stamped;
+      for (const [id, stamps] of stamped) {
+        stamps.finishedAt = heardAt.get(id)?.finishedAt ?? Number.NaN;
+      }
+      return stamped;
+    },
+  };
+  return {
+    system,
+    async close() {
+      await listener?.close();
+      await pool.close();
+    },
   };
 }
 
@@ -93,6 +123,7 @@ async function measureGantry(name: string, traced: boolean) {
   const stack = await startStack(say, {
     queueType: values["queue-type"] === "classic" ? "classic" : "quorum",
   });
+  const closers: (() => Promise<void>)[] = [];
   try {
     const agents = Number(values.agents);
     say(`${name}: starting ${agents} agent process(es) with ${values.slots} slot(s) each…`);
@@ -100,7 +131,9 @@ async function measureGantry(name: string, traced: boolean) {
     for (let i = 0; i < agents; i++) {
       await stack.startAgent({ slots: Number(values.slots), lookahead });
     }
-    const system = { ...(await gantry(stack)), name };
+    const tested = await gantry(stack);
+    closers.push(tested.close);
+    const system = { ...tested.system, name };
     await warmUp(system);
     const writesBefore = stack.postgres ? await writeCounts(stack.db, say) : null;
     const paced_ = await paced(system, pacedJobs);
@@ -116,9 +149,10 @@ async function measureGantry(name: string, traced: boolean) {
     }
     say(
       `${name} ran on ${stack.description}; ${agents} agent(s) × ${values.slots} slot(s), ` +
-        `look-ahead ${values.lookahead}`,
+        `look-ahead ${values.lookahead}; completions ${values.completions}`,
     );
   } finally {
+    for (const close of closers) await close();
     await stack.close();
     if (sink) {
       say(
@@ -147,7 +181,7 @@ if (values.only !== "gantry" && !redisClientInstalled()) {
 } else if (values.only !== "gantry") {
   results.BullMQ = {};
   for (const phase of ["paced", "saturated"] as const) {
-    const peer = await bullmq(phase, Number(values["bullmq-concurrency"]));
+    const peer = await bullmq(phase, Number(values["bullmq-concurrency"]), say, heard);
     try {
       await warmUp(peer.system);
       const figures =

@@ -121,7 +121,7 @@ for (const transport of TRANSPORTS.filter((t) => wanted.has(t))) {
 
 if (wanted.has("bullmq") && redisClientInstalled()) {
   // BullMQ's peer makes a fresh queue and worker per phase; both phases here use one each.
-  const peerPaced = await bullmq("paced", 16);
+  const peerPaced = await bullmq("paced", 16, say, false);
   let pacedFigures: Figures;
   let before: number;
   try {
@@ -131,7 +131,7 @@ if (wanted.has("bullmq") && redisClientInstalled()) {
   } finally {
     await peerPaced.close();
   }
-  const peerSaturated = await bullmq("saturated", 16);
+  const peerSaturated = await bullmq("saturated", 16, say, false);
   try {
     const saturatedFigures = await saturated(peerSaturated.system, saturationJobs);
     const cpuMsPerJob =

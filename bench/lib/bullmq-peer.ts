@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { Queue } from "bullmq";
 import { randomToken } from "../../shared/ids.ts";
+import { hearBullmq } from "./heard.ts";
 import type { System } from "./queue-load.ts";
 
 /** BullMQ 6 needs a Redis client installed beside it; without one there is no peer. */
@@ -18,11 +19,22 @@ export function redisClientInstalled(): boolean {
   }
 }
 
-/** BullMQ on the local Redis, its worker in another process. */
-export async function bullmq(phase: string, concurrency: number) {
+/**
+ * BullMQ on the local Redis, its worker in another process. `heard`: completions as its
+ * `QueueEvents` hears them (bench/lib/heard.ts), else the `finishedOn` BullMQ stamped.
+ */
+export async function bullmq(
+  phase: string,
+  concurrency: number,
+  say: (line: string) => void,
+  heard: boolean,
+) {
   const connection = { host: process.env.REDIS_HOST ?? "127.0.0.1", port: 6379 };
   const name = `gantry-bench-${phase}-${randomToken(6).replace(/[^A-Za-z0-9]/g, "x")}`;
-  const queue = new Queue(name, { connection });
+  // The event stream is trimmed at 10 000 entries by default, four a job: a listener behind
+  // by a saturated phase's worth would miss completions.
+  const queue = new Queue(name, { connection, streams: { events: { maxLen: 200_000 } } });
+  const listener = heard ? await hearBullmq(name, connection, say) : null;
   const worker = spawn(
     process.execPath,
     ["--import", "tsx", join(import.meta.dirname, "bullmq-worker.ts")],
@@ -52,6 +64,7 @@ export async function bullmq(phase: string, concurrency: number) {
       return { id: job.id ?? "", sentAt };
     },
     async finishedAt(ids) {
+      if (listener) return listener.finishedAt(ids);
       const wanted = new Set(ids);
       const finished = new Map<string, { finishedAt: number }>();
       while (finished.size < wanted.size) {
@@ -68,6 +81,7 @@ export async function bullmq(phase: string, concurrency: number) {
   return {
     system,
     async close() {
+      await listener?.close();
       worker.kill("SIGTERM");
       await once(worker, "exit");
       await queue.obliterate({ force: true });

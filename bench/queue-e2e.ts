@@ -41,7 +41,7 @@
  */
 import { parseArgs } from "node:util";
 import { bullmq, redisClientInstalled } from "./lib/bullmq-peer.ts";
-import { hearGantry } from "./lib/heard.ts";
+import { gantryFeedReads, hearGantry } from "./lib/heard.ts";
 import { startOtlpSink } from "./lib/otlp-sink.ts";
 import { writeCounts, writesPerJob } from "./lib/pg-writes.ts";
 import { cpuSnapshot } from "./lib/queue-cpu.ts";
@@ -136,10 +136,19 @@ async function measureGantry(name: string, traced: boolean) {
     const system = { ...tested.system, name };
     await warmUp(system);
     const writesBefore = stack.postgres ? await writeCounts(stack.db, say) : null;
+    const reads = heard ? await gantryFeedReads(stack.metricsUrl) : 0;
     const paced_ = await paced(system, pacedJobs);
     report(name, "paced", paced_);
+    const pacedReads = heard ? await gantryFeedReads(stack.metricsUrl) : 0;
     const saturated_ = await saturated(system, saturationJobs);
     report(name, "saturated", saturated_);
+    if (heard) {
+      const end = await gantryFeedReads(stack.metricsUrl);
+      say(
+        `  the event stream's store reads per job: paced ${((pacedReads - reads) / pacedJobs).toFixed(2)}, ` +
+          `saturated ${((end - pacedReads) / saturationJobs).toFixed(2)}`,
+      );
+    }
     results[name] = { paced: paced_, saturated: saturated_ };
     if (writesBefore) {
       const writesAfter = await writeCounts(stack.db, say);

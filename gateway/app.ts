@@ -24,6 +24,12 @@ import { v1Routes } from "./routes/v1.ts";
 import { ttlCache } from "./ttl-cache.ts";
 import { budgetHeader } from "./usage/budget.ts";
 
+/**
+ * How far apart a tenant's change feed reads start (feed/tenant-feed.ts): at most this much
+ * later for a change that follows another closely, none for a lone one.
+ */
+const FEED_GATHER_MS = 5;
+
 export function createGateway(runtime: GatewayRuntime): Gateway {
   const notifier = new JobNotifier();
   const { config } = runtime;
@@ -36,11 +42,15 @@ export function createGateway(runtime: GatewayRuntime): Gateway {
         pollMs: config.feedPollMs,
         livePollMs: config.feedSafetyPollMs,
         pageSize: 500,
+        gatherMs: FEED_GATHER_MS,
         isolated: runtime.isolatedRequests ?? false,
       },
       runtime.now,
     ),
-    feedCursors: cursorTokens(() => runtime.stores.sharedSecret(CURSOR_SECRET_NAME, runtime.now())),
+    feedCursors: cursorTokens(
+      () => runtime.stores.sharedSecret(CURSOR_SECRET_NAME, runtime.now()),
+      runtime.cursorCipher,
+    ),
     models: modelSpecs(runtime.config),
     notifier,
     apiKeys: ttlCache(runtime.config.apiKeyCacheMs, runtime.now),

@@ -5,7 +5,7 @@ import type { JobQueue } from "../shared/queue/port.ts";
 import type { QueueLeases } from "../shared/queue/sql/index.ts";
 import type { Tracer } from "../shared/tracing/tracer.ts";
 import type { GatewayConfig } from "./config.ts";
-import type { CursorTokens } from "./feed/cursor-token.ts";
+import type { CursorCipher, CursorTokens } from "./feed/cursor-token.ts";
 import type { TenantFeed } from "./feed/tenant-feed.ts";
 import type { CachedCounts } from "./limits/cached-count.ts";
 import type { ModelSpec } from "./models.ts";
@@ -56,6 +56,8 @@ export interface GatewayRuntime {
   localBlobs?: BlobRouteDeps;
   /** Hashing for agent signatures: node:crypto on Node; Web Crypto when absent (Workers). */
   agentCrypto?: AgentCrypto;
+  /** The event ids' cipher (feed/cursor-token.ts): node:crypto on Node; Web Crypto when absent. */
+  cursorCipher?: CursorCipher;
   /**
    * Workers: I/O that one request starts cannot be used by another, so an event stream
    * cannot share a reader with other streams or be woken by another request's change;

@@ -102,3 +102,10 @@ export async function hearBullmq(
   await events.waitUntilReady();
   return { finishedAt: log.finishedAt, close: () => events.close() };
 }
+
+/** Store reads the gateway's tenant feed made so far (its `/metrics`): what hearing costs it. */
+export async function gantryFeedReads(metricsUrl: string): Promise<number> {
+  const text = await (await fetch(metricsUrl)).text();
+  const line = text.split("\n").find((l) => l.startsWith("gantry_gateway_event_feed_reads_total"));
+  return Number(line?.split(" ").at(-1) ?? Number.NaN);
+}

@@ -32,35 +32,82 @@ export interface CursorTokens {
 export const CURSOR_SECRET_NAME = "events_cursor";
 
 const PREFIX = "e1.";
-const NONCE_BYTES = 12;
-const TAG_BYTES = 16;
+export const NONCE_BYTES = 12;
+export const TAG_BYTES = 16;
 /** Far above any real id: a longer header is refused before any work. */
 const MAX_TOKEN_CHARS = 512;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder("utf-8", { fatal: true });
 
-export function cursorTokens(secret: () => Promise<string>): CursorTokens {
-  // Only the key itself is kept, never a promise: on Workers a promise begun in one
-  // request cannot be awaited by another. Two requests that find no key yet both derive it.
-  let key: CryptoKey | null = null;
+/** AES-256-GCM under the cursor key. */
+export interface KeyedCipher {
+  /** nonce ‖ ciphertext ‖ tag, under a fresh random nonce of `NONCE_BYTES`. */
+  seal(
+    aad: Uint8Array<ArrayBuffer>,
+    plain: Uint8Array<ArrayBuffer>,
+  ): Uint8Array | Promise<Uint8Array>;
+  /** What `seal` sealed with the same `aad`, or null when `sealed` does not open. */
+  open(
+    aad: Uint8Array<ArrayBuffer>,
+    sealed: Uint8Array<ArrayBuffer>,
+  ): Uint8Array | null | Promise<Uint8Array | null>;
+}
+
+/**
+ * The runtime's AES-256-GCM for a raw 32-byte key: Web Crypto by default (Node and Workers
+ * alike); the Node gateway passes node:crypto's (runtime/node/cursor-cipher.ts), synchronous:
+ * a stream following a busy tenant seals an id per event, and each Web Crypto call is a
+ * round trip through the thread pool.
+ */
+export type CursorCipher = (key: Uint8Array<ArrayBuffer>) => Promise<KeyedCipher>;
+
+export const webCursorCipher: CursorCipher = async (raw) => {
+  const key = await crypto.subtle.importKey("raw", raw, "AES-GCM", false, ["encrypt", "decrypt"]);
+  return {
+    async seal(aad, plain) {
+      const nonce = crypto.getRandomValues(new Uint8Array(NONCE_BYTES));
+      const box = await crypto.subtle.encrypt(
+        { name: "AES-GCM", iv: nonce, additionalData: aad },
+        key,
+        plain,
+      );
+      const bytes = new Uint8Array(NONCE_BYTES + box.byteLength);
+      bytes.set(nonce);
+      bytes.set(new Uint8Array(box), NONCE_BYTES);
+      return bytes;
+    },
+    async open(aad, sealed) {
+      try {
+        const plain = await crypto.subtle.decrypt(
+          { name: "AES-GCM", iv: sealed.subarray(0, NONCE_BYTES), additionalData: aad },
+          key,
+          sealed.subarray(NONCE_BYTES),
+        );
+        return new Uint8Array(plain);
+      } catch {
+        return null;
+      }
+    },
+  };
+};
+
+export function cursorTokens(
+  secret: () => Promise<string>,
+  cipher: CursorCipher = webCursorCipher,
+): CursorTokens {
+  // Only the cipher itself is kept, never a promise: on Workers a promise begun in one
+  // request cannot be awaited by another. Two requests that find none yet both derive it.
+  let keyed: KeyedCipher | null = null;
   const keyNow = async () => {
-    if (key) return key;
-    const derived = await deriveKey(await secret());
-    key ??= derived;
-    return key;
+    if (keyed) return keyed;
+    const derived = await cipher(await deriveKey(await secret()));
+    keyed ??= derived;
+    return keyed;
   };
   const sealed = new WeakMap<TenantEventRow, Promise<string>>();
 
   const seal = async (tenantId: string, cursor: FeedCursor) => {
-    const nonce = crypto.getRandomValues(new Uint8Array(NONCE_BYTES));
-    const box = await crypto.subtle.encrypt(
-      { name: "AES-GCM", iv: nonce, additionalData: associatedData(tenantId) },
-      await keyNow(),
-      encoder.encode(cursor),
-    );
-    const bytes = new Uint8Array(NONCE_BYTES + box.byteLength);
-    bytes.set(nonce);
-    bytes.set(new Uint8Array(box), NONCE_BYTES);
+    const bytes = await (await keyNow()).seal(associatedData(tenantId), encoder.encode(cursor));
     return PREFIX + toBase64Url(bytes);
   };
 
@@ -78,21 +125,9 @@ export function cursorTokens(secret: () => Promise<string>): CursorTokens {
       if (token.length > MAX_TOKEN_CHARS || !token.startsWith(PREFIX)) return null;
       const bytes = fromBase64Url(token.slice(PREFIX.length));
       if (!bytes || bytes.length <= NONCE_BYTES + TAG_BYTES) return null;
-      let plain: ArrayBuffer;
-      try {
-        plain = await crypto.subtle.decrypt(
-          {
-            name: "AES-GCM",
-            iv: bytes.subarray(0, NONCE_BYTES),
-            additionalData: associatedData(tenantId),
-          },
-          await keyNow(),
-          bytes.subarray(NONCE_BYTES),
-        );
-      } catch {
-        // Altered, made up, sealed for another tenant or by another deployment.
-        return null;
-      }
+      // Altered, made up, sealed for another tenant or by another deployment: null.
+      const plain = await (await keyNow()).open(associatedData(tenantId), bytes);
+      if (!plain) return null;
       let cursor: string;
       try {
         cursor = decoder.decode(plain);
@@ -104,11 +139,15 @@ export function cursorTokens(secret: () => Promise<string>): CursorTokens {
   };
 }
 
-async function deriveKey(secret: string): Promise<CryptoKey> {
+/**
+ * The key's 32 bytes, HKDF-SHA-256 of the shared secret: the bytes Web Crypto's `deriveKey`
+ * to AES-256-GCM makes, so ids sealed before this took raw bytes still open.
+ */
+async function deriveKey(secret: string): Promise<Uint8Array<ArrayBuffer>> {
   const base = await crypto.subtle.importKey("raw", encoder.encode(secret), "HKDF", false, [
-    "deriveKey",
+    "deriveBits",
   ]);
-  return crypto.subtle.deriveKey(
+  const bits = await crypto.subtle.deriveBits(
     {
       name: "HKDF",
       hash: "SHA-256",
@@ -117,10 +156,9 @@ async function deriveKey(secret: string): Promise<CryptoKey> {
       info: encoder.encode("gantry/v1/events-cursor"),
     },
     base,
-    { name: "AES-GCM", length: 256 },
-    false,
-    ["encrypt", "decrypt"],
+    256,
   );
+  return new Uint8Array(bits);
 }
 
 function associatedData(tenantId: string): Uint8Array<ArrayBuffer> {

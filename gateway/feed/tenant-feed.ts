@@ -10,6 +10,11 @@ export interface TenantFeedOptions {
   /** Rows per read. */
   pageSize: number;
   /**
+   * A tenant's reads start at least this far apart: announcements that come sooner are
+   * gathered into the next read (0: every announcement reads at once).
+   */
+  gatherMs: number;
+  /**
    * Each stream reads for itself, on its own timer, and is never woken by another request
    * (Workers: see `GatewayRuntime.isolatedRequests`).
    */
@@ -150,6 +155,9 @@ class TenantPump {
   private readonly awaited = new Map<string, number>();
   private retryMs = FIRST_RETRY_MS;
   private retry: ReturnType<typeof setTimeout> | null = null;
+  /** When the last read began (`performance.now()`), and the timer of a gathered read. */
+  private lastRead = Number.NEGATIVE_INFINITY;
+  private gathered: ReturnType<typeof setTimeout> | null = null;
   private readonly poll: ReturnType<typeof setInterval>;
   private readonly unsubscribe: () => void;
 
@@ -184,6 +192,7 @@ class TenantPump {
     this.stopped = true;
     clearInterval(this.poll);
     if (this.retry) clearTimeout(this.retry);
+    if (this.gathered) clearTimeout(this.gathered);
     this.unsubscribe();
   }
 
@@ -197,12 +206,28 @@ class TenantPump {
     this.wake();
   }
 
+  /**
+   * Reads now, or gathers: a busy tenant's changes are announced hundreds of times a second,
+   * each in its own transaction, and a read per announcement cost more than the changes'
+   * own statements (issue 29); many also found nothing yet, an older transaction still open.
+   * The first announcement after a quiet spell reads at once, so a lone change waits for
+   * nothing.
+   */
   private wake(): void {
-    if (this.stopped) return;
+    if (this.stopped || this.gathered) return;
     if (this.reading) {
       this.again = true;
       return;
     }
+    const wait = this.lastRead + this.options.gatherMs - performance.now();
+    if (wait > 0) {
+      this.gathered = setTimeout(() => {
+        this.gathered = null;
+        this.wake();
+      }, wait);
+      return;
+    }
+    this.lastRead = performance.now();
     this.reading = this.readAll()
       .catch(() => this.scheduleRetry())
       .finally(() => {

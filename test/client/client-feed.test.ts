@@ -40,24 +40,27 @@ describe.each(["sqlite", "postgres"] as const)("gantry.events() on %s", (databas
       while (gw.gateway.feed.stats.openStreams === 0) {
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
-      for (let i = 0; i < 5; i++) {
-        jobs.push(
-          (await direct.jobs.create({ model: "noop", input: { i }, metadata: { run } })).id,
-        );
-        // Noise the filter must keep out.
-        await direct.jobs.create({ model: "noop", input: { i }, metadata: { run: `${run}-x` } });
-      }
-      const done = () =>
-        jobs.every((id) => seen.some((e) => e.data.job_id === id && e.data.status === "succeeded"));
       const take = (event: TenantStreamEvent) => {
         if (event.type === "status") seen.push(event);
       };
-      const head = await first;
-      if (!head.done) take(head.value);
-      while (!done()) {
-        const next = await stream.next();
-        if (next.done) throw new Error("the stream ended");
-        take(next.value);
+      const ended = (id: string) =>
+        seen.some((e) => e.data.job_id === id && e.data.status === "succeeded");
+      // One job at a time, each after the last one's end: the gateway writes what waits in
+      // one chunk, so spread-out changes are what makes the proxy cut and the SDK resume
+      // again and again.
+      let head: Promise<IteratorResult<TenantStreamEvent>> | null = first;
+      for (let i = 0; i < 5 || (cut <= 12 && i < 40); i++) {
+        const id = (await direct.jobs.create({ model: "noop", input: { i }, metadata: { run } }))
+          .id;
+        jobs.push(id);
+        // Noise the filter must keep out.
+        await direct.jobs.create({ model: "noop", input: { i }, metadata: { run: `${run}-x` } });
+        while (!ended(id)) {
+          const next = await (head ?? stream.next());
+          head = null;
+          if (next.done) throw new Error("the stream ended");
+          take(next.value);
+        }
       }
       await stream.return(undefined);
     } finally {

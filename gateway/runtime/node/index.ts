@@ -21,6 +21,7 @@ import { createWebhookDispatcher } from "../../webhooks/dispatcher.ts";
 import { diskAssets } from "./assets.ts";
 import { readIncomingBody } from "./body.ts";
 import { nodeAddressOf } from "./client-address.ts";
+import { nodeCursorCipher } from "./cursor-cipher.ts";
 import { drain } from "./drain.ts";
 import { startSharedLimits } from "./limits.ts";
 import { createGatewayMetrics, submitPhases } from "./metrics.ts";
@@ -137,6 +138,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     background,
     localBlobs: { backend: blobs, secret: options.blobSecret },
     agentCrypto: nodeAgentCrypto,
+    cursorCipher: nodeCursorCipher,
     readRawBody: readIncomingBody,
     assets: diskAssets(),
   });

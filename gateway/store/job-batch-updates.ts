@@ -60,13 +60,20 @@ const isPostgres = (db: Kysely<Database>) => db.getExecutor().adapter instanceof
 
 /**
  * `jobs.id` among `ids`, with those rows locked in id order first on Postgres; with
- * `skipLocked`, rows another statement holds are left out instead of waited for.
+ * `skipLocked`, rows another statement holds are left out instead of waited for. `only`:
+ * rows that fail it are neither locked nor changed (a lock writes the row, as an update does).
  */
-function lockedInOrder(db: Kysely<Database>, ids: readonly string[], skipLocked = false) {
+function lockedInOrder(
+  db: Kysely<Database>,
+  ids: readonly string[],
+  skipLocked = false,
+  only?: RawBuilder<unknown>,
+) {
   const list = sql.join([...ids]);
   if (!isPostgres(db)) return sql`jobs.id IN (${list})`;
   const skip = skipLocked ? sql` SKIP LOCKED` : sql``;
-  return sql`jobs.id IN (SELECT id FROM jobs WHERE id IN (${list}) ORDER BY id FOR UPDATE${skip})`;
+  const filter = only ? sql` AND ${only}` : sql``;
+  return sql`jobs.id IN (SELECT id FROM jobs WHERE id IN (${list})${filter} ORDER BY id FOR UPDATE${skip})`;
 }
 
 /**
@@ -94,7 +101,7 @@ export function publishedMarker(db: Kysely<Database>, maxParameters: number, dir
 /**
  * Stamps jobs as published, those still queued: the outbox looks only at queued jobs, so a
  * job claimed before its mark (most of them, at ordinary load: a claim takes milliseconds,
- * the mark waits 50 ms) needs none, and is not written again for it (issue 29: one row
+ * the mark waits 50 ms) needs none, and is neither locked nor written for it (issue 29: one row
  * write per job fewer). A job another statement holds is skipped: it is being claimed or
  * settled; at worst a skipped job still queued is published once more, which agents
  * tolerate.
@@ -107,7 +114,9 @@ export async function markPublishedMany(
 ): Promise<void> {
   for (const part of chunks(ids, 1, 1, maxParameters)) {
     await sql`UPDATE jobs SET published_at = ${now}
-      WHERE ${lockedInOrder(db, part, true)} AND status = 'queued'`.execute(db);
+      WHERE ${lockedInOrder(db, part, true, sql`status = 'queued'`)} AND status = 'queued'`.execute(
+      db,
+    );
   }
 }
 

@@ -77,6 +77,24 @@ describe("JobStore on Postgres", () => {
     expect(await store.claims(id)).toBe(1);
   });
 
+  it("marks published the jobs still queued, and neither locks nor writes the others", async () => {
+    const queued = made(await store.insert(newJob()));
+    const running = made(await store.insert(newJob()));
+    expect((await store.claim(running.id, "agent-1", 1, T0 + 10)).ok).toBe(true);
+    // A row lock writes the row's xmax: a mark that locked the running job would show there.
+    const xmax = async (id: string) =>
+      (
+        await sql<{ xmax: string }>`SELECT xmax::text AS xmax FROM jobs WHERE id = ${id}`.execute(
+          database.db,
+        )
+      ).rows[0]?.xmax;
+    const before = await xmax(running.id);
+    await markPublishedMany(database.db, 10_000, [queued.id, running.id], T0 + 50);
+    expect(made(await store.byId(queued.id)).published_at).toBe(T0 + 50);
+    expect(made(await store.byId(running.id)).published_at).toBeNull();
+    expect(await xmax(running.id)).toBe(before);
+  });
+
   it("refuses a reused Idempotency-Key without an error", async () => {
     const job = newJob({ id: newId("job", T0 + 1), idempotencyKey: "k1" });
     const first = made(await store.insert(job));

@@ -65,14 +65,17 @@ async function get(
 interface Reads {
   firstPage: number[];
   deepPage: number[];
+  /** `?status=queued`, following its cursor: how issue 29 read the backlog. */
+  queuedPage: number[];
   model: number[];
   position: number[];
 }
 
 /** The reads a client makes of a backlog, `SAMPLES` times each, one at a time. */
 async function measureReads(pool: Pool, apiKey: string, middleId: string): Promise<Reads> {
-  const reads: Reads = { firstPage: [], deepPage: [], model: [], position: [] };
+  const reads: Reads = { firstPage: [], deepPage: [], queuedPage: [], model: [], position: [] };
   let cursor: string | null = null;
+  let queuedCursor: string | null = null;
   for (let i = 0; i < SAMPLES; i++) {
     const first = await get(pool, apiKey, "/v1/jobs?limit=100");
     reads.firstPage.push(first.ms);
@@ -87,6 +90,10 @@ async function measureReads(pool: Pool, apiKey: string, middleId: string): Promi
       reads.deepPage.push(deep.ms);
       cursor = (deep.body as { next_cursor: string | null }).next_cursor;
     }
+    const after = queuedCursor ? `&cursor=${encodeURIComponent(queuedCursor)}` : "";
+    const queued = await get(pool, apiKey, `/v1/jobs?status=queued&limit=100${after}`);
+    reads.queuedPage.push(queued.ms);
+    queuedCursor = (queued.body as { next_cursor: string | null }).next_cursor;
     reads.model.push((await get(pool, apiKey, "/v1/models/noop")).ms);
     const job = await get(pool, apiKey, `/v1/jobs/${middleId}`);
     reads.position.push(job.ms);
@@ -102,6 +109,7 @@ function printReads(label: string, reads: Reads, bare?: Reads) {
   const rows: [string, keyof Reads][] = [
     ["GET /v1/jobs (first page of 100)", "firstPage"],
     ["GET /v1/jobs (following the cursor)", "deepPage"],
+    ["GET /v1/jobs?status=queued (pages)", "queuedPage"],
     ["GET /v1/models/noop (depth, state)", "model"],
     ["GET /v1/jobs/{id} (queue_position)", "position"],
   ];

@@ -177,7 +177,13 @@ export function usageStoreCases(stores: () => Stores): void {
       to: base + 2 * DAY,
       groupBy: ["tenant", "day"],
     });
-    const ours = days.filter((row) => row.tenant_id === one || row.tenant_id === two);
+    // The two tenants' rows in one order on both sides: random ids sort differently by
+    // locale ("ten__…" before "ten_6…") than by code unit, as the stores may.
+    const byTenant = (x: { tenant_id?: string }, y: { tenant_id?: string }) =>
+      (x.tenant_id ?? "") < (y.tenant_id ?? "") ? -1 : 1;
+    const ours = days
+      .filter((row) => row.tenant_id === one || row.tenant_id === two)
+      .sort(byTenant);
     expect(ours).toEqual(
       [
         { tenant_id: one, day: base - (base % DAY), jobs: 2, gpu_ms: 2000, wasted_gpu_ms: 0 },
@@ -188,7 +194,7 @@ export function usageStoreCases(stores: () => Stores): void {
           gpu_ms: 1000,
           wasted_gpu_ms: 0,
         },
-      ].sort((x, y) => x.tenant_id.localeCompare(y.tenant_id)),
+      ].sort(byTenant),
     );
     // Pruning goes a day at a time, oldest first, and leaves later hours.
     let pruned = 0;

@@ -6,6 +6,7 @@ import { apiKeyById, insertApiKey, listApiKeys, type NewApiKey, revokeApiKey } f
 import { sharedSecret } from "./gateway-secrets.ts";
 import { KyselyJobStore } from "./job-store.ts";
 import { kyselyRetentionStore } from "./retention-store.ts";
+import { refreshStatistics } from "./statistics.ts";
 import { tenantEvents } from "./tenant-events.ts";
 import {
   type BootstrapTenant,
@@ -82,6 +83,11 @@ export function createKyselyStores(db: Kysely<Database>, options: KyselyStoreOpt
     sharedSecret: (name: string, now: number) => sharedSecret(db, name, now),
     /** Resolves when the database answers (readiness). */
     ping: () => ping(db),
+    /**
+     * Analyzes the busy tables that changed much since their last analyze (Postgres; a
+     * no-op elsewhere): the tables it analyzed (statistics.ts).
+     */
+    refreshStatistics: () => refreshStatistics(db),
   };
 }
 

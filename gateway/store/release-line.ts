@@ -74,7 +74,8 @@ type LineRow = {
 /**
  * The model's line in one statement: its window (released and running jobs), the first and
  * last of its held jobs in lane order (probes of `jobs_held`) and its held jobs counted up
- * to `cap`. A pass reads it on every claim, end and submit, so its parts are one round trip
+ * to `cap` (in lane order too: `jobs_held` then serves it, where a scan of the table that stops
+ * at the first `cap` held jobs would read the finished jobs before them). A pass reads it on every claim, end and submit, so its parts are one round trip
  * and not four: each statement is a write to the database's socket and a wake-up of its
  * backend, which on a busy box cost more than the reads themselves.
  */
@@ -90,7 +91,8 @@ export async function lineOf(db: Db, model: string, cap: number) {
     UNION ALL ${edge("desc", "last")}
     UNION ALL
     SELECT 'held', NULL, NULL, NULL, NULL, count(*), NULL FROM (
-      SELECT 1 FROM jobs WHERE model = ${model} AND ${HELD} LIMIT ${Math.max(1, cap)}) capped`.execute(
+      SELECT 1 FROM jobs WHERE model = ${model} AND ${HELD}
+      ORDER BY ${LANE_ORDER.asc} LIMIT ${Math.max(1, cap)}) capped`.execute(
     db,
   );
   const of = (kind: LineRow["kind"]) => rows.find((row) => row.kind === kind);

@@ -66,6 +66,8 @@ export interface SweepReport {
   webhooksRecorded: number;
   /** What retention deleted in this sweep; null when it is off. */
   retention: RetentionStats | null;
+  /** Tables whose planner statistics this sweep refreshed (store/statistics.ts). */
+  analyzed: string[];
 }
 
 /**
@@ -109,6 +111,8 @@ export async function sweep(gateway: Gateway, options: SweepOptions = {}): Promi
   const webhooksRecorded = await recordLostWebhooks(gateway, now, outboxGrace, batch);
   const retention =
     options.retention === false ? null : await sweepRetention(gateway, now, options.retention);
+  // Last: a burst that outran the statistics gets plans fit for it from the next sweep on.
+  const analyzed = await gateway.stores.refreshStatistics();
   return {
     republished,
     releasedHeld,
@@ -117,6 +121,7 @@ export async function sweep(gateway: Gateway, options: SweepOptions = {}): Promi
     deadLettered: silent.failed,
     webhooksRecorded,
     retention,
+    analyzed,
   };
 }
 

@@ -13,6 +13,7 @@ import { claimMany, succeedMany } from "../../gateway/store/job-batch-updates.ts
 import { openDatabase } from "../../shared/db/open.ts";
 import { dropPostgresSchema } from "../../shared/db/postgres.ts";
 import type { Database } from "../../shared/db/schema.ts";
+import { jobScans, planOf, rowsTouched } from "../helpers/plan-rows.ts";
 import { freshPostgresUrl, TEST_POSTGRES_URL } from "../helpers/test-gateway.ts";
 
 const fresh = freshPostgresUrl("gantry_plan");
@@ -24,37 +25,6 @@ const sent: { sql: string; parameters: readonly unknown[] }[] = [];
 const TABLE_ROWS = 24_000;
 
 /**
- * Rows a statement touched, from its executed plan: every row a scan of `jobs` returned or
- * filtered out, each loop counted, and every pair a join compared and threw away. A claim by
- * id touches its batch and at most one pass over the table; the stale-statistics plan
- * touched the queued jobs once per id in the batch.
- */
-function rowsTouched(plan: unknown): number {
-  if (!plan || typeof plan !== "object") return 0;
-  const node = plan as Record<string, unknown>;
-  const count = (key: string) => Number(node[key] ?? 0);
-  let touched = count("Rows Removed by Join Filter");
-  if (node["Relation Name"] === "jobs") {
-    touched += count("Actual Loops") * (count("Actual Rows") + count("Rows Removed by Filter"));
-  }
-  for (const value of Object.values(node)) {
-    for (const child of Array.isArray(value) ? value : [value]) touched += rowsTouched(child);
-  }
-  return touched;
-}
-
-/** How many nodes of the plan scan `jobs`: none means the walker read nothing of it. */
-function jobScans(plan: unknown): number {
-  if (!plan || typeof plan !== "object") return 0;
-  const node = plan as Record<string, unknown>;
-  let scans = node["Relation Name"] === "jobs" ? 1 : 0;
-  for (const value of Object.values(node)) {
-    for (const child of Array.isArray(value) ? value : [value]) scans += jobScans(child);
-  }
-  return scans;
-}
-
-/**
  * Runs the statement under EXPLAIN ANALYZE and rolls it back: the rows it touched, checked
  * against both ends. At most the table once over (with a margin); at least `atLeast`, the
  * rows it must have read (a batch reads every job of its batch), from at least one scan of
@@ -64,26 +34,11 @@ async function expectTouched(
   statement: { sql: string; parameters: readonly unknown[] },
   atLeast: number,
 ) {
-  const plan = await planOf(statement);
+  const plan = await planOf(pool, statement);
   expect(jobScans(plan)).toBeGreaterThan(0);
   const touched = rowsTouched(plan);
   expect(touched).toBeGreaterThanOrEqual(atLeast);
   expect(touched).toBeLessThan(TABLE_ROWS + 2_000);
-}
-
-/** Runs the statement under EXPLAIN ANALYZE and rolls it back: its executed plan. */
-async function planOf(statement: { sql: string; parameters: readonly unknown[] }) {
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN");
-    const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${statement.sql}`, [
-      ...statement.parameters,
-    ]);
-    return rows[0]["QUERY PLAN"] as unknown;
-  } finally {
-    await client.query("ROLLBACK");
-    client.release();
-  }
 }
 
 beforeAll(async () => {
@@ -123,13 +78,13 @@ describe("batched job statements on Postgres with stale statistics", () => {
     Array.from({ length: count }, (_, i) => `job_${String(from + i).padStart(8, "0")}`);
 
   it("counts what a statement reads: the whole table for a scan, the rows asked for by id", async () => {
-    const scan = await planOf({
+    const scan = await planOf(pool, {
       sql: "SELECT count(*) FROM jobs WHERE input::text <> 'x'",
       parameters: [],
     });
     // Exact but for the rounding of per-loop averages, should the scan run in parallel.
     expect(Math.abs(rowsTouched(scan) - TABLE_ROWS)).toBeLessThanOrEqual(3);
-    const byId = await planOf({
+    const byId = await planOf(pool, {
       sql: "SELECT id FROM jobs WHERE id = ANY($1::text[])",
       parameters: [ids(5_000, 200)],
     });

@@ -1,0 +1,54 @@
+/**
+ * What a statement read, from its executed plan (EXPLAIN ANALYZE), for the tests that hold
+ * the store's hot statements to plans that do not depend on Postgres's statistics.
+ */
+import type pg from "pg";
+
+/**
+ * Rows a statement touched, from its executed plan: every row a scan of `jobs` returned or
+ * filtered out, each loop counted, and every pair a join compared and threw away. A claim by
+ * id touches its batch and at most one pass over the table; the stale-statistics plan
+ * touched the queued jobs once per id in the batch.
+ */
+export function rowsTouched(plan: unknown): number {
+  if (!plan || typeof plan !== "object") return 0;
+  const node = plan as Record<string, unknown>;
+  const count = (key: string) => Number(node[key] ?? 0);
+  let touched = count("Rows Removed by Join Filter");
+  if (node["Relation Name"] === "jobs") {
+    touched += count("Actual Loops") * (count("Actual Rows") + count("Rows Removed by Filter"));
+  }
+  for (const value of Object.values(node)) {
+    for (const child of Array.isArray(value) ? value : [value]) touched += rowsTouched(child);
+  }
+  return touched;
+}
+
+/** How many nodes of the plan scan `jobs`: none means the walker read nothing of it. */
+export function jobScans(plan: unknown): number {
+  if (!plan || typeof plan !== "object") return 0;
+  const node = plan as Record<string, unknown>;
+  let scans = node["Relation Name"] === "jobs" ? 1 : 0;
+  for (const value of Object.values(node)) {
+    for (const child of Array.isArray(value) ? value : [value]) scans += jobScans(child);
+  }
+  return scans;
+}
+
+/** Runs the statement under EXPLAIN ANALYZE and rolls it back: its executed plan. */
+export async function planOf(
+  pool: pg.Pool,
+  statement: { sql: string; parameters: readonly unknown[] },
+) {
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${statement.sql}`, [
+      ...statement.parameters,
+    ]);
+    return rows[0]["QUERY PLAN"] as unknown;
+  } finally {
+    await client.query("ROLLBACK");
+    client.release();
+  }
+}

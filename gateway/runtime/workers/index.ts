@@ -108,7 +108,12 @@ function buildGateway(
     // A publisher only: `close` is never called, the isolate's end drops the client.
     queue = createSqsQueue({ ...url, credentials, limits, onError });
   } else {
-    const sqlQueue = createSqlQueue(db, { dialect: "sqlite", limits, onError });
+    const sqlQueue = createSqlQueue(db, {
+      dialect: "sqlite",
+      limits,
+      onError,
+      isolatedRequests: true,
+    });
     queue = sqlQueue;
     // No agent can reach D1: they take the jobs from the gateway (routes/agent-queue.ts).
     queueLeases = sqlQueue.leases;

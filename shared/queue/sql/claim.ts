@@ -16,6 +16,8 @@ export interface Context {
   clock: () => number;
   wakers: Set<(model: string) => void>;
   onError: (error: unknown) => void;
+  /** Deletes a delivery while its lease is still the one given; 1n when it did (leases.ts). */
+  ack: (lease: { seq: number; token: string }) => Promise<bigint>;
 }
 
 /**

@@ -4,7 +4,7 @@ import { type LocalLease, openLocalLease } from "../lease.ts";
 import { type Delivery, type DeliveryHandler, LeaseLostError, type RetryOutcome } from "../port.ts";
 import { PullLoop } from "../pull-loop.ts";
 import { type Context, claim, dead, IDLE_POLL_MS, parseBody, type Row } from "./claim.ts";
-import { ackLeased, leaseOf, releaseLeased, updateLeased } from "./leases.ts";
+import { leaseOf, releaseLeased, updateLeased } from "./leases.ts";
 
 /** A polling consumer of the `sql` queue: claims up to its free prefetch slots per poll. */
 export interface ConsumerSettings {
@@ -98,7 +98,7 @@ function createDelivery(ctx: Context, row: Row, message: QueueMessage, slot: Loc
   return {
     message,
     attempt,
-    ack: () => settle(ackLeased(db, lease)),
+    ack: () => settle(ctx.ack(lease)),
     async retry(delayMs: number, error: JobError): Promise<RetryOutcome> {
       if (attempt >= limits.maxAttempts) {
         await deadLetter(error);

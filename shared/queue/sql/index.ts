@@ -16,7 +16,7 @@ import {
 
 import { type Context, parseBody, parseError } from "./claim.ts";
 import { startConsumer } from "./consumer.ts";
-import { createQueueLeases, type QueueLeases } from "./leases.ts";
+import { createQueueLeases, leasedAcks, type QueueLeases } from "./leases.ts";
 
 // Kept for importers from before the class moved to the port.
 export { LeaseLostError } from "../port.ts";
@@ -40,6 +40,11 @@ export interface SqlQueueOptions {
   clock?: () => number;
   /** Told about handler errors and failed polls; neither stops a consumer. */
   onError?: (error: unknown) => void;
+  /**
+   * Requests must not share a statement (Workers: one request's I/O may not settle another
+   * request's promise): every ack is its own.
+   */
+  isolatedRequests?: boolean;
 }
 
 export type { LeasedMessage, QueueLeases, TakeRequest } from "./leases.ts";
@@ -68,6 +73,7 @@ export function createSqlQueue(db: Kysely<Database>, options: SqlQueueOptions): 
     clock: options.clock ?? Date.now,
     wakers,
     onError: options.onError ?? ((error) => console.error("gantry sql queue:", error)),
+    ack: leasedAcks(db, options.isolatedRequests ?? false),
   };
   const pollMs = options.pollIntervalMs ?? 50;
   const consumers = new ConsumerSet();

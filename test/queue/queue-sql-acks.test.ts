@@ -1,0 +1,51 @@
+import type { KyselyPlugin } from "kysely";
+import { describe, expect, it } from "vitest";
+import { randomToken } from "../../shared/ids.ts";
+import { createSqlQueue } from "../../shared/queue/sql/index.ts";
+import { queueMessage } from "../conformance/job-queue.ts";
+import { openTestDatabase } from "../helpers/test-gateway.ts";
+
+/** Counts the DELETE statements a Kysely sends: the sql queue's acks. */
+function countingDeletes(): KyselyPlugin & { deletes: number } {
+  return {
+    deletes: 0,
+    transformQuery(args) {
+      if (args.node.kind === "DeleteQueryNode") this.deletes++;
+      return args.node;
+    },
+    async transformResult(args) {
+      return args.result;
+    },
+  };
+}
+
+describe.each(["sqlite", "postgres"] as const)("the sql queue's acks on %s", (dialect) => {
+  it("deletes the deliveries settled together in one statement, each only under its own lease", async () => {
+    const database = await openTestDatabase(dialect);
+    const counter = countingDeletes();
+    const queue = createSqlQueue(database.db.withPlugin(counter), {
+      dialect,
+      limits: { maxAttempts: 3, leaseMs: 60_000 },
+    });
+    try {
+      const model = `acks-${randomToken(8).toLowerCase().replace(/[^a-z0-9]/g, "x")}`;
+      for (let i = 0; i < 20; i++) await queue.publish(queueMessage(model));
+      const leased = await queue.leases.take({ models: [model], max: 20 });
+      expect(leased).toHaveLength(20);
+      // The first delivery's row under a token it was never leased with: not its lease.
+      const forged = `${leased[0]?.receipt.split(".")[0]}.forged-token`;
+      const acks = await Promise.all([
+        queue.leases.ack(forged),
+        ...leased.map((delivery) => queue.leases.ack(delivery.receipt)),
+      ]);
+      expect(acks).toEqual([false, ...leased.map(() => true)]);
+      expect(counter.deletes).toBe(1);
+      // Gone: a second ack finds no lease, and nothing is left to take.
+      expect(await queue.leases.ack(leased[1]?.receipt ?? "")).toBe(false);
+      expect(await queue.leases.take({ models: [model], max: 20 })).toEqual([]);
+    } finally {
+      await queue.close();
+      await database.close();
+    }
+  });
+});

@@ -92,9 +92,7 @@ export async function lineOf(db: Db, model: string, cap: number) {
     UNION ALL
     SELECT 'held', NULL, NULL, NULL, NULL, count(*), NULL FROM (
       SELECT 1 FROM jobs WHERE model = ${model} AND ${HELD}
-      ORDER BY ${LANE_ORDER.asc} LIMIT ${Math.max(1, cap)}) capped`.execute(
-    db,
-  );
+      ORDER BY ${LANE_ORDER.asc} LIMIT ${Math.max(1, cap)}) capped`.execute(db);
   const of = (kind: LineRow["kind"]) => rows.find((row) => row.kind === kind);
   const window = of("window");
   return {

@@ -28,7 +28,9 @@ describe.each(["sqlite", "postgres"] as const)("the sql queue's acks on %s", (di
       limits: { maxAttempts: 3, leaseMs: 60_000 },
     });
     try {
-      const model = `acks-${randomToken(8).toLowerCase().replace(/[^a-z0-9]/g, "x")}`;
+      const model = `acks-${randomToken(8)
+        .toLowerCase()
+        .replace(/[^a-z0-9]/g, "x")}`;
       for (let i = 0; i < 20; i++) await queue.publish(queueMessage(model));
       const leased = await queue.leases.take({ models: [model], max: 20 });
       expect(leased).toHaveLength(20);

@@ -42,3 +42,28 @@ export async function publishJob(
     return false;
   }
 }
+
+/**
+ * Publishes committed jobs together, in their order, where the queue can (`publishMany`: one
+ * statement for the `sql` queue, not a commit each), else one after another; marks them
+ * published in the background as `publishJob` does. A failure loses nothing: the jobs stay
+ * unpublished (or are marked only once stored) and the sweeper's outbox publishes them again.
+ */
+export async function publishJobs(gateway: Gateway, rows: readonly JobRow[]): Promise<void> {
+  const { queue } = gateway;
+  if (!queue.publishMany || rows.length < 2) {
+    for (const row of rows) await publishJob(gateway, row, { markInBackground: true });
+    return;
+  }
+  try {
+    await queue.publishMany(rows.map(queueMessageOf));
+  } catch (error) {
+    gateway.log.error(
+      { job_ids: rows.map((row) => row.id), err: String(error) },
+      "publish failed; the sweeper will retry",
+    );
+    return;
+  }
+  const now = gateway.now();
+  for (const row of rows) gateway.background(gateway.stores.jobs.markPublished(row.id, now));
+}

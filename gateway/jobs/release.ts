@@ -5,7 +5,7 @@ import { gathered } from "../gathered.ts";
 import { storedLimits } from "../store/tenants.ts";
 import { pickReleases } from "./fair-order.ts";
 import { AGENTS_READ } from "./model-state.ts";
-import { publishJob } from "./publish.ts";
+import { publishJob, publishJobs } from "./publish.ts";
 import { sharedReadings } from "./shared-readings.ts";
 
 /**
@@ -141,12 +141,11 @@ async function releasePass(
   // In the pass's order: a tenant's jobs of one band must reach the agents oldest first. A
   // queue that keeps the order of publishes made together gets them all at once (one broker
   // round trip for the pass, not one per job: a confirm each capped a tenant alone at a
-  // window per few round trips); any other (the sql queue on a Postgres pool would store
-  // them as they land) one after another.
-  const publish = (row: (typeof released)[number]) =>
-    publishJob(gateway, row, { markInBackground: true });
-  if (gateway.queue.publishesInOrder) await Promise.all(released.map(publish));
-  else for (const row of released) await publish(row);
+  // window per few round trips); one that publishes many in order (the sql queue: one
+  // statement) gets them in one go; any other one after another.
+  if (gateway.queue.publishesInOrder) {
+    await Promise.all(released.map((row) => publishJob(gateway, row, { markInBackground: true })));
+  } else await publishJobs(gateway, released);
   return { released: released.length, held };
 }
 

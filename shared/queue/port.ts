@@ -18,6 +18,13 @@ export interface JobQueue {
    * that may store concurrent publishes in any order (the `sql` queue over a pool, SQS).
    */
   readonly publishesInOrder?: boolean;
+  /**
+   * Optional: publishes these together, delivered in this order (within a priority),
+   * resolving once all are durably stored; a failure may have stored some. For a queue
+   * whose publishes are commits (`sql`): a release pass's jobs in one statement, not one
+   * commit each.
+   */
+  publishMany?(messages: readonly QueueMessage[]): Promise<void>;
   /** Starts delivering to `handler`; never more than `prefetch` unsettled at once. */
   consume(handler: DeliveryHandler, options: ConsumeOptions): Promise<Consumer>;
   depth(model?: string): Promise<QueueDepth>;

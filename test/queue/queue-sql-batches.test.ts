@@ -5,12 +5,14 @@ import { createSqlQueue } from "../../shared/queue/sql/index.ts";
 import { queueMessage } from "../conformance/job-queue.ts";
 import { openTestDatabase } from "../helpers/test-gateway.ts";
 
-/** Counts the DELETE statements a Kysely sends: the sql queue's acks. */
-function countingDeletes(): KyselyPlugin & { deletes: number } {
+/** Counts the INSERT and DELETE statements a Kysely sends: the sql queue's publishes and acks. */
+function countingDeletes(): KyselyPlugin & { deletes: number; inserts: number } {
   return {
     deletes: 0,
+    inserts: 0,
     transformQuery(args) {
       if (args.node.kind === "DeleteQueryNode") this.deletes++;
+      if (args.node.kind === "InsertQueryNode") this.inserts++;
       return args.node;
     },
     async transformResult(args) {
@@ -19,7 +21,33 @@ function countingDeletes(): KyselyPlugin & { deletes: number } {
   };
 }
 
-describe.each(["sqlite", "postgres"] as const)("the sql queue's acks on %s", (dialect) => {
+describe.each(["sqlite", "postgres"] as const)("the sql queue's batches on %s", (dialect) => {
+  it("publishes many in as few statements as the dialect allows, delivered in their order", async () => {
+    const database = await openTestDatabase(dialect);
+    const counter = countingDeletes();
+    const queue = createSqlQueue(database.db.withPlugin(counter), {
+      dialect,
+      limits: { maxAttempts: 3, leaseMs: 60_000 },
+    });
+    try {
+      const model = `many-${randomToken(8)
+        .toLowerCase()
+        .replace(/[^a-z0-9]/g, "x")}`;
+      const messages = Array.from({ length: 30 }, () => queueMessage(model));
+      await queue.publishMany(messages);
+      // 12 rows a statement on SQLite (D1's 100 parameters), all of them on Postgres.
+      expect(counter.inserts).toBe(dialect === "postgres" ? 1 : 3);
+      const leased = await queue.leases.take({ models: [model], max: 50 });
+      expect(leased.map((delivery) => delivery.message.id)).toEqual(
+        messages.map((message) => message.id),
+      );
+      expect(leased.map((delivery) => delivery.message)).toEqual(messages);
+    } finally {
+      await queue.close();
+      await database.close();
+    }
+  });
+
   it("deletes the deliveries settled together in one statement, each only under its own lease", async () => {
     const database = await openTestDatabase(dialect);
     const counter = countingDeletes();

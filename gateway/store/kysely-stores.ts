@@ -6,7 +6,7 @@ import { apiKeyById, insertApiKey, listApiKeys, type NewApiKey, revokeApiKey } f
 import { sharedSecret } from "./gateway-secrets.ts";
 import { KyselyJobStore } from "./job-store.ts";
 import { kyselyRetentionStore } from "./retention-store.ts";
-import { refreshStatistics } from "./statistics.ts";
+import { statisticsRefresher } from "./statistics.ts";
 import { tenantEvents } from "./tenant-events.ts";
 import {
   type BootstrapTenant,
@@ -87,7 +87,7 @@ export function createKyselyStores(db: Kysely<Database>, options: KyselyStoreOpt
      * Analyzes the busy tables that changed much since their last analyze (Postgres; a
      * no-op elsewhere): the tables it analyzed (statistics.ts).
      */
-    refreshStatistics: () => refreshStatistics(db),
+    refreshStatistics: statisticsRefresher(db),
   };
 }
 

@@ -11,7 +11,7 @@ import { Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { releaseJobs } from "../../gateway/store/job-release.ts";
-import { refreshStatistics } from "../../gateway/store/statistics.ts";
+import { statisticsRefresher } from "../../gateway/store/statistics.ts";
 import { openDatabase } from "../../shared/db/open.ts";
 import { dropPostgresSchema } from "../../shared/db/postgres.ts";
 import type { Database } from "../../shared/db/schema.ts";
@@ -73,10 +73,21 @@ describe("a release pass on Postgres after a backlog outran the statistics", () 
       if (waited > 20_000) throw new Error("the statistics views never saw the backlog");
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
-    expect(await refreshStatistics(db)).toContain("jobs");
+    let clock = 1_000_000;
+    const refresh = statisticsRefresher(db, () => clock);
+    expect(await refresh()).toEqual(["jobs"]);
     expect(await changedSinceAnalyze()).toBeLessThan(1_000);
     // Nothing changed since: the next sweep leaves the tables alone.
-    expect(await refreshStatistics(db)).toEqual([]);
+    expect(await refresh()).toEqual([]);
+    // Changed again at once: not before a minute has passed since this gateway's analyze.
+    await sql`UPDATE jobs SET updated_at = updated_at + 1`.execute(db);
+    for (let waited = 0; (await changedSinceAnalyze()) < HELD_JOBS; waited += 200) {
+      if (waited > 20_000) throw new Error("the statistics views never saw the update");
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    expect(await refresh()).toEqual([]);
+    clock += 60_000;
+    expect(await refresh()).toEqual(["jobs"]);
   });
 
   it("then reads the line and marks its 8 jobs without reading the backlog", async () => {

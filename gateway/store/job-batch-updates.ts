@@ -112,11 +112,12 @@ export async function markPublishedMany(
   ids: readonly string[],
   now: number,
 ): Promise<void> {
+  // By id only, as the claims (`bare`): a condition on `status` the planner could serve with
+  // an index of queued jobs made it scan them all for each mark once the statistics saw few.
+  const queued = sql`${bare("status")} = 'queued'`;
   for (const part of chunks(ids, 1, 1, maxParameters)) {
     await sql`UPDATE jobs SET published_at = ${now}
-      WHERE ${lockedInOrder(db, part, true, sql`status = 'queued'`)} AND status = 'queued'`.execute(
-      db,
-    );
+      WHERE ${lockedInOrder(db, part, true, queued)} AND ${queued}`.execute(db);
   }
 }
 

@@ -9,7 +9,11 @@
 import { Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { claimMany, succeedMany } from "../../gateway/store/job-batch-updates.ts";
+import {
+  claimMany,
+  markPublishedMany,
+  succeedMany,
+} from "../../gateway/store/job-batch-updates.ts";
 import { openDatabase } from "../../shared/db/open.ts";
 import { dropPostgresSchema } from "../../shared/db/postgres.ts";
 import type { Database } from "../../shared/db/schema.ts";
@@ -116,5 +120,17 @@ describe("batched job statements on Postgres with stale statistics", () => {
     const statement = sent.find((query) => /status = 'succeeded'/.test(query.sql));
     expect(statement).toBeDefined();
     await expectTouched(statement!, done.length);
+  });
+
+  it("marks 200 jobs published by id, not by reading every queued job", async () => {
+    sent.length = 0;
+    await markPublishedMany(db, 10_000, ids(12_000, 200), 3);
+    const statement = sent.find((query) => /SET published_at/.test(query.sql));
+    expect(statement).toBeDefined();
+    const plan = await planOf(pool, statement!);
+    expect(jobScans(plan)).toBeGreaterThan(0);
+    // The 200 by id, in the lock's subquery and the update: a few reads each, not 20 000.
+    expect(rowsTouched(plan)).toBeGreaterThanOrEqual(200);
+    expect(rowsTouched(plan)).toBeLessThan(1_000);
   });
 });

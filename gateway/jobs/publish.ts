@@ -35,35 +35,42 @@ export async function publishJob(
     else await marked;
     return true;
   } catch (error) {
-    gateway.log.error(
-      { job_id: row.id, err: String(error) },
-      "publish failed; the sweeper will retry",
-    );
+    publishFailed(gateway, { job_id: row.id }, error);
     return false;
   }
 }
 
 /**
- * Publishes committed jobs together, in their order, where the queue can (`publishMany`: one
- * statement for the `sql` queue, not a commit each), else one after another; marks them
- * published in the background as `publishJob` does. A failure loses nothing: the jobs stay
- * unpublished (or are marked only once stored) and the sweeper's outbox publishes them again.
+ * Publishes committed jobs (a release pass's), in their order: a tenant's jobs of one band
+ * must reach the agents oldest first. A queue that keeps the order of publishes made
+ * together gets them all at once (one broker round trip for the pass, not one per job: a
+ * confirm each capped a tenant alone at a window per few round trips); one that publishes
+ * many in order (`publishMany`: the sql queue, one statement, not a commit each) gets them in
+ * one call; any other one after another. Marked published in the background, as
+ * `publishJob` does. A failure loses nothing: the jobs stay unpublished and the sweeper's
+ * outbox publishes them again.
  */
 export async function publishJobs(gateway: Gateway, rows: readonly JobRow[]): Promise<void> {
   const { queue } = gateway;
+  const one = (row: JobRow) => publishJob(gateway, row, { markInBackground: true });
+  if (queue.publishesInOrder) {
+    await Promise.all(rows.map(one));
+    return;
+  }
   if (!queue.publishMany || rows.length < 2) {
-    for (const row of rows) await publishJob(gateway, row, { markInBackground: true });
+    for (const row of rows) await one(row);
     return;
   }
   try {
     await queue.publishMany(rows.map(queueMessageOf));
   } catch (error) {
-    gateway.log.error(
-      { job_ids: rows.map((row) => row.id), err: String(error) },
-      "publish failed; the sweeper will retry",
-    );
+    publishFailed(gateway, { job_ids: rows.map((row) => row.id) }, error);
     return;
   }
   const now = gateway.now();
   for (const row of rows) gateway.background(gateway.stores.jobs.markPublished(row.id, now));
+}
+
+function publishFailed(gateway: Gateway, jobs: object, error: unknown): void {
+  gateway.log.error({ ...jobs, err: String(error) }, "publish failed; the sweeper will retry");
 }

@@ -5,7 +5,7 @@ import { gathered } from "../gathered.ts";
 import { storedLimits } from "../store/tenants.ts";
 import { pickReleases } from "./fair-order.ts";
 import { AGENTS_READ } from "./model-state.ts";
-import { publishJob, publishJobs } from "./publish.ts";
+import { publishJobs } from "./publish.ts";
 import { sharedReadings } from "./shared-readings.ts";
 
 /**
@@ -137,15 +137,9 @@ async function releasePass(
       }),
     gateway.now(),
   );
-  // A failed publish leaves the job released and unpublished: the outbox sweep retries it.
-  // In the pass's order: a tenant's jobs of one band must reach the agents oldest first. A
-  // queue that keeps the order of publishes made together gets them all at once (one broker
-  // round trip for the pass, not one per job: a confirm each capped a tenant alone at a
-  // window per few round trips); one that publishes many in order (the sql queue: one
-  // statement) gets them in one go; any other one after another.
-  if (gateway.queue.publishesInOrder) {
-    await Promise.all(released.map((row) => publishJob(gateway, row, { markInBackground: true })));
-  } else await publishJobs(gateway, released);
+  // In the pass's order; a failed publish leaves the job released and unpublished: the
+  // outbox sweep retries it.
+  await publishJobs(gateway, released);
   return { released: released.length, held };
 }
 

@@ -2,7 +2,43 @@
  * What a statement read, from its executed plan (EXPLAIN ANALYZE), for the tests that hold
  * the store's hot statements to plans that do not depend on Postgres's statistics.
  */
-import type pg from "pg";
+import { Kysely, PostgresDialect } from "kysely";
+import pg from "pg";
+import { openDatabase } from "../../shared/db/open.ts";
+import { dropPostgresSchema } from "../../shared/db/postgres.ts";
+import type { Database } from "../../shared/db/schema.ts";
+import { freshPostgresUrl, TEST_POSTGRES_URL } from "./test-gateway.ts";
+
+export type SentStatement = { sql: string; parameters: readonly unknown[] };
+
+/**
+ * A fresh schema, migrated, with a Kysely of its own that records every statement it sends
+ * (`sent`): what a plan test runs again under EXPLAIN ANALYZE. `close` drops the schema.
+ */
+export async function recordingDatabase(prefix: string) {
+  const fresh = freshPostgresUrl(prefix);
+  await (await openDatabase(fresh.url)).close();
+  const pool = new pg.Pool({
+    connectionString: TEST_POSTGRES_URL,
+    options: `-c search_path=${fresh.schema}`,
+  });
+  const sent: SentStatement[] = [];
+  const db = new Kysely<Database>({
+    dialect: new PostgresDialect({ pool }),
+    log: (event) => {
+      if (event.level === "query") sent.push(event.query);
+    },
+  });
+  return {
+    pool,
+    db,
+    sent,
+    async close() {
+      await db.destroy();
+      await dropPostgresSchema(fresh.url, fresh.schema);
+    },
+  };
+}
 
 /**
  * Rows a statement touched, from its executed plan: every row a scan of `jobs` returned or
@@ -36,10 +72,7 @@ export function jobScans(plan: unknown): number {
 }
 
 /** Runs the statement under EXPLAIN ANALYZE and rolls it back: its executed plan. */
-export async function planOf(
-  pool: pg.Pool,
-  statement: { sql: string; parameters: readonly unknown[] },
-) {
+export async function planOf(pool: pg.Pool, statement: SentStatement) {
   const client = await pool.connect();
   try {
     await client.query("BEGIN");

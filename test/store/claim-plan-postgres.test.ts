@@ -6,24 +6,27 @@
  * in the batch (a 200-job claim took 11 s during bench/backlog.ts). Checked on the plan
  * (EXPLAIN ANALYZE of the very statement the store sent: the rows it touched), not on time.
  */
-import { Kysely, PostgresDialect, sql } from "kysely";
-import pg from "pg";
+import { type Kysely, sql } from "kysely";
+import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   claimMany,
   markPublishedMany,
   succeedMany,
 } from "../../gateway/store/job-batch-updates.ts";
-import { openDatabase } from "../../shared/db/open.ts";
-import { dropPostgresSchema } from "../../shared/db/postgres.ts";
 import type { Database } from "../../shared/db/schema.ts";
-import { jobScans, planOf, rowsTouched } from "../helpers/plan-rows.ts";
-import { freshPostgresUrl, TEST_POSTGRES_URL } from "../helpers/test-gateway.ts";
+import {
+  jobScans,
+  planOf,
+  recordingDatabase,
+  rowsTouched,
+  type SentStatement,
+} from "../helpers/plan-rows.ts";
 
-const fresh = freshPostgresUrl("gantry_plan");
+let rig: Awaited<ReturnType<typeof recordingDatabase>>;
 let pool: pg.Pool;
 let db: Kysely<Database>;
-const sent: { sql: string; parameters: readonly unknown[] }[] = [];
+let sent: SentStatement[];
 
 /** Table rows the test makes (the bound on rows one statement may touch, with a margin). */
 const TABLE_ROWS = 24_000;
@@ -34,10 +37,7 @@ const TABLE_ROWS = 24_000;
  * rows it must have read (a batch reads every job of its batch), from at least one scan of
  * `jobs`: a walker that finds nothing in the plan must not pass for a good plan.
  */
-async function expectTouched(
-  statement: { sql: string; parameters: readonly unknown[] },
-  atLeast: number,
-) {
+async function expectTouched(statement: SentStatement, atLeast: number) {
   const plan = await planOf(pool, statement);
   expect(jobScans(plan)).toBeGreaterThan(0);
   const touched = rowsTouched(plan);
@@ -46,18 +46,8 @@ async function expectTouched(
 }
 
 beforeAll(async () => {
-  // Migrates the schema; then a Kysely of its own that records what it sends.
-  await (await openDatabase(fresh.url)).close();
-  pool = new pg.Pool({
-    connectionString: TEST_POSTGRES_URL,
-    options: `-c search_path=${fresh.schema}`,
-  });
-  db = new Kysely<Database>({
-    dialect: new PostgresDialect({ pool }),
-    log: (event) => {
-      if (event.level === "query") sent.push(event.query);
-    },
-  });
+  rig = await recordingDatabase("gantry_plan");
+  ({ pool, db, sent } = rig);
   const insert = (count: number, offset: number, status: string) =>
     sql`
     INSERT INTO jobs (id, tenant_id, model, status, priority, input, attempt, created_at,
@@ -72,10 +62,7 @@ beforeAll(async () => {
   await insert(2_000, 22_000, "running");
 });
 
-afterAll(async () => {
-  await db?.destroy();
-  await dropPostgresSchema(fresh.url, fresh.schema);
-});
+afterAll(() => rig?.close());
 
 describe("batched job statements on Postgres with stale statistics", () => {
   const ids = (from: number, count: number) =>

@@ -7,38 +7,32 @@
  * sort of every queued job) and the whole backlog again to mark its jobs: 35 ms a pass on
  * bench/backlog.ts, most of the drain's database time. Checked on the executed plans.
  */
-import { Kysely, PostgresDialect, sql } from "kysely";
-import pg from "pg";
+import { type Kysely, sql } from "kysely";
+import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { releaseJobs } from "../../gateway/store/job-release.ts";
 import { statisticsRefresher } from "../../gateway/store/statistics.ts";
-import { openDatabase } from "../../shared/db/open.ts";
-import { dropPostgresSchema } from "../../shared/db/postgres.ts";
 import type { Database } from "../../shared/db/schema.ts";
-import { jobScans, planOf, rowsTouched } from "../helpers/plan-rows.ts";
-import { freshPostgresUrl, TEST_POSTGRES_URL } from "../helpers/test-gateway.ts";
+import {
+  jobScans,
+  planOf,
+  recordingDatabase,
+  rowsTouched,
+  type SentStatement,
+} from "../helpers/plan-rows.ts";
 
-const fresh = freshPostgresUrl("gantry_relplan");
+let rig: Awaited<ReturnType<typeof recordingDatabase>>;
 let pool: pg.Pool;
 let db: Kysely<Database>;
-const sent: { sql: string; parameters: readonly unknown[] }[] = [];
+let sent: SentStatement[];
 
 const HELD_JOBS = 20_000;
 /** Rows a pass of 8 may read: its jobs, the window's few, the lane's edges. Far below a scan. */
 const MOST_TOUCHED = 500;
 
 beforeAll(async () => {
-  await (await openDatabase(fresh.url)).close();
-  pool = new pg.Pool({
-    connectionString: TEST_POSTGRES_URL,
-    options: `-c search_path=${fresh.schema}`,
-  });
-  db = new Kysely<Database>({
-    dialect: new PostgresDialect({ pool }),
-    log: (event) => {
-      if (event.level === "query") sent.push(event.query);
-    },
-  });
+  rig = await recordingDatabase("gantry_relplan");
+  ({ pool, db, sent } = rig);
   const insert = (count: number, offset: number, status: string, released: boolean) =>
     sql`
     INSERT INTO jobs (id, tenant_id, model, status, priority, input, attempt, created_at,
@@ -53,10 +47,7 @@ beforeAll(async () => {
   await insert(4, 2_000 + HELD_JOBS, "running", true);
 });
 
-afterAll(async () => {
-  await db?.destroy();
-  await dropPostgresSchema(fresh.url, fresh.schema);
-});
+afterAll(() => rig?.close());
 
 /** Rows changed in `jobs` since its last analyze, as the statistics views say now. */
 async function changedSinceAnalyze(): Promise<number> {

@@ -65,9 +65,10 @@ export function startConsumer(ctx: Context, handler: DeliveryHandler, settings: 
       interval = rows.length > 0 ? pollMs : Math.min(interval * 2, IDLE_POLL_MS);
       if (await slots.pause(interval)) {
         interval = pollMs;
-        // A release publishes its jobs one by one, in one turn of the event loop: the claim
-        // after the first one's wake waits for the turn to end and takes them together (in
-        // process, SQLite's calls finish before anything else runs).
+        // Publishes come several in one turn of the event loop (the submits a turn read, a
+        // release pass's statements of 12 rows on SQLite): the claim after the first one's
+        // wake waits for the turn to end and takes them together (in process, SQLite's calls
+        // finish before anything else runs).
         await nextTurn();
       }
     }

@@ -96,7 +96,13 @@ export function jobInserter(db: Kysely<Database>, maxParameters: number, direct 
     on
       .insertInto("jobs")
       .values(rows)
-      .onConflict((oc) => oc.columns(["tenant_id", "idempotency_key"]).doNothing())
+      // The unique index holds keyed jobs only (migration 0027): the target names its predicate.
+      .onConflict((oc) =>
+        oc
+          .columns(["tenant_id", "idempotency_key"])
+          .where("idempotency_key", "is not", null)
+          .doNothing(),
+      )
       .returningAll()
       .execute();
 

@@ -25,6 +25,7 @@ import { jobLoadMs } from "./migrations/0023-job-load-ms.ts";
 import { activeJobIndexes } from "./migrations/0024-active-job-indexes.ts";
 import { agentPrefetch } from "./migrations/0025-agent-prefetch.ts";
 import { insertReleased } from "./migrations/0026-insert-released.ts";
+import { leanJobIndexes } from "./migrations/0027-lean-job-indexes.ts";
 import { instant, type Migration, type SqlDialect } from "./migrations/types.ts";
 import type { Database } from "./schema.ts";
 
@@ -58,6 +59,7 @@ const MIGRATIONS: Migration[] = [
   activeJobIndexes,
   agentPrefetch,
   insertReleased,
+  leanJobIndexes,
 ];
 
 /**

@@ -1,4 +1,4 @@
-import { sql } from "kysely";
+import { type RawBuilder, sql } from "kysely";
 import type { Migration } from "./types.ts";
 
 /**
@@ -65,8 +65,18 @@ export const insertReleased: Migration = {
   name: "0026_insert_released",
   async up(db, dialect) {
     if (dialect !== "postgres") return;
-    const columns = sql.raw(INSERTED_COLUMNS.join(", "));
-    await sql`
+    await insertJobsFunction(sql`(tenant_id, idempotency_key)`).execute(db);
+  },
+};
+
+/**
+ * The statement that (re)defines `gantry_insert_jobs`, with `conflict` as the target its
+ * INSERT skips a row on (an Idempotency-Key already used): the one place its body is
+ * written, so a migration that only moves that target (0027) does not copy the rest.
+ */
+export function insertJobsFunction(conflict: RawBuilder<unknown>) {
+  const columns = sql.raw(INSERTED_COLUMNS.join(", "));
+  return sql`
       CREATE OR REPLACE FUNCTION gantry_insert_jobs(lock_key bigint, candidates jsonb, now_ms bigint)
       RETURNS SETOF jobs AS $$
       DECLARE
@@ -110,8 +120,7 @@ export const insertReleased: Migration = {
         RETURN QUERY
           INSERT INTO jobs (${columns}) SELECT ${columns}
             FROM jsonb_populate_recordset(NULL::jobs, decided)
-          ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING *;
+          ON CONFLICT ${conflict} DO NOTHING RETURNING *;
       END
-      $$ LANGUAGE plpgsql`.execute(db);
-  },
-};
+      $$ LANGUAGE plpgsql`;
+}

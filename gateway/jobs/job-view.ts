@@ -2,7 +2,7 @@ import type { Job, JobStatus } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
 import { modelPace } from "./model-pace.ts";
-import { queuedAhead } from "./queue-position.ts";
+import { queuedAhead, queuedAheadMany } from "./queue-position.ts";
 import { type TenantLoads, waitingOf } from "./waiting.ts";
 
 /**
@@ -11,11 +11,13 @@ import { type TenantLoads, waitingOf } from "./waiting.ts";
  */
 export async function listedJobs(gateway: Gateway, rows: JobRow[]): Promise<Job[]> {
   const loads: TenantLoads = new Map();
+  const queued = rows.filter((row) => (row.status as JobStatus) === "queued");
+  const placed = await queuedAheadMany(gateway, queued);
   return Promise.all(
     rows.map(async (row) => {
       const job = toJob(row);
       if ((row.status as JobStatus) !== "queued") return job;
-      const ahead = await queuedAhead(gateway, row);
+      const ahead = placed.get(row.id) ?? (await queuedAhead(gateway, row));
       const waiting = await waitingOf(gateway, row, ahead, loads);
       const behind = waiting.waiting_reason === "behind_jobs";
       return { ...job, ...(behind ? { queue_position: ahead + 1 } : {}), ...waiting };

@@ -59,3 +59,55 @@ export async function queuedAhead(gateway: Gateway, job: JobRow): Promise<number
   ]);
   return nearest.rank + rest + bands + own;
 }
+
+/**
+ * `queuedAhead` of each of a listing page's queued jobs, by id: per band (model and
+ * priority), the first job of the band in line order is placed as `queuedAhead` places one
+ * job, and the others by one index range from it to the last (the band's queued jobs between
+ * them). A page then costs a few reads, not one to three per job. A band whose range holds
+ * more than `BOUND` jobs (a page of jobs far apart in the line) is placed job by job.
+ */
+export async function queuedAheadMany(
+  gateway: Gateway,
+  rows: readonly JobRow[],
+): Promise<Map<string, number>> {
+  const bands = new Map<string, JobRow[]>();
+  for (const row of rows) {
+    const key = `${row.model}\n${row.priority}`;
+    bands.set(key, [...(bands.get(key) ?? []), row]);
+  }
+  const placed = new Map<string, number>();
+  await Promise.all(
+    [...bands.values()].map(async (band) => {
+      band.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+      const first = band[0];
+      const last = band.at(-1);
+      if (!first || !last) return;
+      const [base, between] = await Promise.all([
+        queuedAhead(gateway, first),
+        band.length > 1
+          ? gateway.stores.jobs.queuedIdsInBand(
+              first.model,
+              { priority: first.priority, fromId: first.id, toId: last.id },
+              BOUND + 1,
+            )
+          : Promise.resolve([first.id]),
+      ]);
+      if (between.length > BOUND) {
+        const each = await Promise.all(band.map((row) => queuedAhead(gateway, row)));
+        band.forEach((row, i) => {
+          placed.set(row.id, each[i] ?? 0);
+        });
+        return;
+      }
+      // `between` is in line order and starts at `first`: a job's index in it is how many
+      // of the band's queued jobs from `first` on an agent takes before it.
+      let index = 0;
+      for (const row of band) {
+        while (index < between.length && (between[index] as string) < row.id) index++;
+        placed.set(row.id, base + index);
+      }
+    }),
+  );
+  return placed;
+}

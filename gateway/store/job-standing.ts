@@ -55,6 +55,34 @@ export async function countQueued(
   return Number(row?.n ?? 0);
 }
 
+/** One priority's stretch of a model's line, from one id to another (both included). */
+export type QueuedBand = { priority: number; fromId: string; toId: string };
+
+/**
+ * The ids of `model`'s queued jobs of one priority from `fromId` to `toId` (both included),
+ * in line order, at most `limit`: one index range that places a whole listing page's jobs
+ * of that band against each other (queue-position.ts).
+ */
+export async function queuedIdsInBand(
+  db: Kysely<Database>,
+  model: string,
+  band: QueuedBand,
+  limit: number,
+): Promise<string[]> {
+  const rows = await db
+    .selectFrom("jobs")
+    .select("id")
+    .where("status", "=", "queued")
+    .where("model", "=", model)
+    .where("priority", "=", band.priority)
+    .where("id", ">=", band.fromId)
+    .where("id", "<=", band.toId)
+    .orderBy("id")
+    .limit(limit)
+    .execute();
+  return rows.map((row) => row.id);
+}
+
 /**
  * Every `every`-th queued job of `model` in the order agents take them (priority, then
  * age), with its rank: the checkpoints a job's place is counted from. One pass over the

@@ -18,7 +18,8 @@ import type { JobListOptions } from "./job-reads.ts";
 import * as reads from "./job-reads.ts";
 import * as release from "./job-release.ts";
 import type { JobRow } from "./job-rows.ts";
-import { countQueued, type QueuedRange, queueCheckpoints, recentStarts } from "./job-standing.ts";
+import type { QueuedBand, QueuedRange } from "./job-standing.ts";
+import * as standing from "./job-standing.ts";
 import * as changes from "./job-transitions.ts";
 import * as switches from "./model-switches.ts";
 import type { Chooser } from "./release-snapshot.ts";
@@ -132,15 +133,19 @@ export class KyselyJobStore {
   }
   /** Queued jobs of a model in one band range, counting at most `limit` (job-standing.ts). */
   countQueued(model: string, range: QueuedRange, limit: number) {
-    return countQueued(this.db, model, range, limit);
+    return standing.countQueued(this.db, model, range, limit);
+  }
+  /** A model's queued ids of one priority between two ids, in line order (job-standing.ts). */
+  queuedIdsInBand(model: string, band: QueuedBand, limit: number) {
+    return standing.queuedIdsInBand(this.db, model, band, limit);
   }
   /** Every `every`-th queued job of a model in line order, with its rank. */
   queueCheckpoints(model: string, every: number) {
-    return queueCheckpoints(this.db, model, every);
+    return standing.queueCheckpoints(this.db, model, every);
   }
   /** A model's jobs started since `since`, newest first, at most `limit`, with their waits. */
   recentStarts(model: string, since: number, limit: number) {
-    return recentStarts(this.db, model, since, limit);
+    return standing.recentStarts(this.db, model, since, limit);
   }
 
   /** Undefined when the tenant already has a batch under the same `Idempotency-Key`. */

@@ -44,8 +44,8 @@ export function callRoutes(calls: AgentCall[]): Hono<AgentEnv> {
   for (const call of calls) {
     routes.post(call.path, requireSignedAgent, async (c) => {
       const scope: CallScope = {
-        gateway: c.var.gateway,
-        agent: c.var.agent,
+        gateway: c.get("gateway"),
+        agent: c.get("agent"),
         param: (name) => c.req.param(name) ?? "",
         // Lazily: on Node the Web Request behind `raw` is built on first use, and only a
         // take waits.

@@ -36,7 +36,7 @@ function sessionOf(env: unknown): (() => Promise<AgentRow>) | undefined {
  * and secrets are never logged.
  */
 export const requireSignedAgent = createMiddleware<AgentEnv>(async (c, next) => {
-  const gateway = c.var.gateway;
+  const gateway = c.get("gateway");
   // A call on an agent session: the agent signed the session's handshake, not each call.
   const session = sessionOf(c.env);
   if (session) {
@@ -77,9 +77,9 @@ export const requireSignedAgent = createMiddleware<AgentEnv>(async (c, next) => 
 export const requireEnrollmentToken = createMiddleware<AgentEnv>(async (c, next) => {
   const match = /^Bearer\s+(\S{1,256})\s*$/i.exec(c.req.header("authorization") ?? "");
   const token = match?.[1];
-  const crypto = c.var.gateway.agentCrypto ?? webAgentCrypto;
-  if (!token || !(await sameSecret(crypto, token, c.var.gateway.config.agentToken))) {
-    c.var.gateway.log.warn({ path: c.req.path }, "agent enrollment refused");
+  const crypto = c.get("gateway").agentCrypto ?? webAgentCrypto;
+  if (!token || !(await sameSecret(crypto, token, c.get("gateway").config.agentToken))) {
+    c.get("gateway").log.warn({ path: c.req.path }, "agent enrollment refused");
     throw new HttpProblem(
       401,
       "unauthorized",

@@ -37,7 +37,7 @@ export const requireApiKey = createMiddleware<AppEnv>(async (c, next) => {
     challenge();
     throw unauthorized(SEND_KEY_AS);
   }
-  const gateway = c.var.gateway;
+  const gateway = c.get("gateway");
   const found = gateway.apiKeys.get(token) ?? (await gateway.stores.tenants.forKey(token));
   if (!found) {
     gateway.log.warn({ key_prefix: loggablePrefix(token), path: c.req.path }, "API key refused");
@@ -66,7 +66,7 @@ export function requiredScope(method: string, path: string): Scope | null {
 /** Refuses a key without the scope its request needs: 403, naming the scope. */
 export const requireScope = createMiddleware<AppEnv>(async (c, next) => {
   const scope = requiredScope(c.req.method, c.req.path);
-  if (scope && !c.var.apiKey.scopes.includes(scope)) {
+  if (scope && !c.get("apiKey").scopes.includes(scope)) {
     throw new HttpProblem(
       403,
       "insufficient_scope",

@@ -35,12 +35,12 @@ function refuse(policy: BucketPolicy): RetryLaterProblem {
 }
 
 export const addressLimit = createMiddleware<AppEnv>(async (c, next) => {
-  const limiter = byGateway.get(c.var.gateway.notifier);
+  const limiter = byGateway.get(c.get("gateway").notifier);
   const address = limiter?.addressOf(c);
   if (!limiter || !address) return next();
-  const now = c.var.gateway.now();
+  const now = c.get("gateway").now();
   const key = `addr:${address}`;
-  const remote = remoteBucketsOf(c.var.gateway);
+  const remote = remoteBucketsOf(c.get("gateway"));
   if (remote) {
     const keyless = !c.req.header("authorization");
     if (keyless && !(await remote.take(key, ANONYMOUS_POLICY)).allowed) {

@@ -147,7 +147,8 @@ export function remoteBucketsOf(gateway: Gateway): RemoteBuckets | undefined {
 
 /** Spends one token of the tenant's bucket per request; 429 with Retry-After when empty. */
 export const rateLimit = createMiddleware<AppEnv>(async (c, next) => {
-  const { gateway, tenant } = c.var;
+  const gateway = c.get("gateway");
+  const tenant = c.get("tenant");
   const policy = { ratePerSecond: tenant.limits.rate_per_second, burst: tenant.limits.burst };
   const remote = remoteByGateway.get(gateway.notifier);
   const local = sharedByGateway.get(gateway.notifier) ?? bucketsOf(gateway);

@@ -78,7 +78,7 @@ export const adminAgentRoutes = documented(
   revokeRoute,
 )
   .get(listRoute.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const query = parseWith(ListQuery, c.req.query(), "query");
     const rows = await gateway.stores.agents.list({
       limit: query.limit,
@@ -92,7 +92,7 @@ export const adminAgentRoutes = documented(
     return c.json(body);
   })
   .post(createAgentRoute.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const request = await parseJsonBody(c, AgentCreateRequest);
     const { row, secret } = await gateway.stores.agents.create({
       name: request.name,
@@ -100,7 +100,7 @@ export const adminAgentRoutes = documented(
       now: gateway.now(),
     });
     gateway.log.info(
-      { agent_id: row.id, name: row.name, tenant_id: c.var.tenant.id },
+      { agent_id: row.id, name: row.name, tenant_id: c.get("tenant").id },
       "agent created",
     );
     const [view] = await views(gateway, [row]);
@@ -108,18 +108,18 @@ export const adminAgentRoutes = documented(
     return c.json(body, 201, { location: `/v1/admin/agents/${row.id}` });
   })
   .get(getRoute.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const row = await gateway.stores.agents.byId(c.req.param("id"));
     if (!row) throw notFound("Agent", c.req.param("id"));
     const [view] = await views(gateway, [row]);
     return c.json(view);
   })
   .post(revokeRoute.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const row = await gateway.stores.agents.revoke(c.req.param("id"), gateway.now());
     gateway.agentRows.delete(c.req.param("id"));
     if (!row) throw notFound("Agent", c.req.param("id"));
-    gateway.log.warn({ agent_id: row.id, tenant_id: c.var.tenant.id }, "agent revoked");
+    gateway.log.warn({ agent_id: row.id, tenant_id: c.get("tenant").id }, "agent revoked");
     const [view] = await views(gateway, [row]);
     return c.json(view);
   });

@@ -89,7 +89,7 @@ function filterOf(query: {
 export const adminDeadLetterRoutes = documented(new OpenAPIHono<AppEnv>(), listRoute, redriveRoute)
   .get(listRoute.getRoutingPath(), async (c) => {
     const query = parseWith(ListQuery, c.req.query(), "query");
-    const rows = await c.var.gateway.stores.jobs.deadLetters({
+    const rows = await c.get("gateway").stores.jobs.deadLetters({
       ...filterOf(query),
       limit: query.limit + 1,
     });
@@ -108,7 +108,7 @@ export const adminDeadLetterRoutes = documented(new OpenAPIHono<AppEnv>(), listR
    */
   .post(redriveRoute.getRoutingPath(), async (c) => {
     const request = await parseJsonBody(c, RedriveRequest);
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const rows = await gateway.stores.jobs.deadLetters({
       ...filterOf(request),
       limit: request.limit + 1,

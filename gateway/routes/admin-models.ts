@@ -107,7 +107,7 @@ export const adminModelRoutes = documented(
   purgeRoute,
 )
   .post(pauseRoute.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const model = servedModel(gateway, c.req.param("id"));
     const request = await optionalBody(c, PauseRequest);
     await gateway.stores.jobs.pauseModel(
@@ -119,7 +119,7 @@ export const adminModelRoutes = documented(
     return c.json({ id: model, object: "model_state", ...(await modelState(gateway, model)) });
   })
   .post(resumeRoute.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const model = servedModel(gateway, c.req.param("id"));
     await gateway.stores.jobs.resumeModel(model, gateway.now());
     forgetSwitches(gateway);
@@ -134,7 +134,7 @@ export const adminModelRoutes = documented(
     return c.json({ id: model, object: "model_state", ...state, republished });
   })
   .post(purgeRoute.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const model = servedModel(gateway, c.req.param("id"));
     const request = await optionalBody(c, PurgeRequest);
     const now = gateway.now();

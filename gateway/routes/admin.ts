@@ -1,4 +1,5 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
 import { HttpProblem, notFound } from "../../shared/errors.ts";
 import { newId } from "../../shared/ids.ts";
 import type { AppEnv } from "../env.ts";
@@ -148,8 +149,8 @@ function invalidLimits(detail: string) {
   return new HttpProblem(422, "invalid_limits", "Invalid plan limits", detail);
 }
 
-async function tenantOr404(c: { var: AppEnv["Variables"] }, id: string) {
-  const row = await c.var.gateway.stores.tenants.byId(id);
+async function tenantOr404(c: Pick<Context<AppEnv>, "get">, id: string) {
+  const row = await c.get("gateway").stores.tenants.byId(id);
   if (!row) throw notFound("Tenant", id);
   return row;
 }
@@ -168,10 +169,10 @@ export const adminRoutes = documented(
   // A key revoked or a plan changed here applies to this gateway's next request at once.
   .use(async (c, next) => {
     await next();
-    if (c.req.method !== "GET") c.var.gateway.apiKeys.clear();
+    if (c.req.method !== "GET") c.get("gateway").apiKeys.clear();
   })
   .post(createTenant.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const request = await parseJsonBody(c, CreateTenant);
     const problem = overridesProblem(request.plan, request.limits ?? null);
     if (problem) throw invalidLimits(problem);
@@ -193,7 +194,7 @@ export const adminRoutes = documented(
   })
   .get(listTenants.getRoutingPath(), async (c) => {
     const query = parseWith(ListQuery, c.req.query(), "query");
-    const rows = await c.var.gateway.stores.tenants.list({
+    const rows = await c.get("gateway").stores.tenants.list({
       limit: query.limit + 1,
       ...(query.cursor ? { after: query.cursor } : {}),
     });
@@ -208,7 +209,7 @@ export const adminRoutes = documented(
     c.json(toTenantView(await tenantOr404(c, c.req.param("id")))),
   )
   .patch(updateTenant.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const current = await tenantOr404(c, c.req.param("id"));
     const change = await parseJsonBody(c, UpdateTenant);
     const plan = change.plan ?? planOf(current.plan);
@@ -227,7 +228,7 @@ export const adminRoutes = documented(
   })
   // A tenant leaving: one bounded step of deleting its data; call again until `done`.
   .post(purge.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const tenant = await tenantOr404(c, c.req.param("id"));
     const result = await purgeTenant(gateway, tenant.id, gateway.now());
     gateway.log.info({ tenant_id: tenant.id, done: result.done }, "tenant data purged");
@@ -242,7 +243,7 @@ export const adminRoutes = documented(
     });
   })
   .post(createKey.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const tenant = await tenantOr404(c, c.req.param("id"));
     const request = await parseJsonBody(c, CreateKey);
     const created = await gateway.stores.tenants.insertKey({
@@ -263,11 +264,11 @@ export const adminRoutes = documented(
   })
   .get(listKeys.getRoutingPath(), async (c) => {
     const tenant = await tenantOr404(c, c.req.param("id"));
-    const rows = await c.var.gateway.stores.tenants.listKeys(tenant.id);
+    const rows = await c.get("gateway").stores.tenants.listKeys(tenant.id);
     return c.json({ object: "list", data: rows.map(toApiKeyView) });
   })
   .post(revokeKey.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const row = await gateway.stores.tenants.revokeKey(c.req.param("id"), gateway.now());
     if (!row) throw notFound("API key", c.req.param("id"));
     gateway.log.info(

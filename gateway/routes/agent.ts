@@ -54,7 +54,7 @@ export const agentCalls: AgentCall[] = [
 export const agentRoutes = new Hono<AgentEnv>()
   .post("/agents/enroll", requireEnrollmentToken, async (c) => {
     const request = await parseJsonBody(c, AgentEnrollRequest);
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const { row, secret } = await gateway.stores.agents.create({
       name: request.name,
       source: "enrollment",

@@ -1,4 +1,5 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
 import { notFound } from "../../shared/errors.ts";
 import { Batch, BatchRequest, JobId, JobList } from "../../shared/protocol/index.ts";
 import { parseTraceparent, requestTraceparent } from "../../shared/trace.ts";
@@ -18,8 +19,8 @@ const JobsQuery = z.object({
 /** Cancels this many of a batch's jobs per statement pass (a batch holds at most 1 000). */
 const CANCEL_PAGE = 200;
 
-async function batchOr404(c: { var: AppEnv["Variables"] }, id: string) {
-  const row = await c.var.gateway.stores.jobs.batchForTenant(c.var.tenant.id, id);
+async function batchOr404(c: Pick<Context<AppEnv>, "get">, id: string) {
+  const row = await c.get("gateway").stores.jobs.batchForTenant(c.get("tenant").id, id);
   if (!row) throw notFound("Batch", id);
   return row;
 }
@@ -116,15 +117,15 @@ export const batchRoutes = documented(
     // One trace for the batch: the client's, or one started here. Traced, a `batch` span
     // holds the items' submits, so none of them hangs off a span that was never exported.
     const parent = requestTraceparent(c.req.header("traceparent"));
-    const span = c.var.gateway.tracer?.startSpan("batch", {
+    const span = c.get("gateway").tracer?.startSpan("batch", {
       parent: parseTraceparent(c.req.header("traceparent")) ? parent : null,
       kind: "server",
-      attributes: { "gantry.model": request.model, "gantry.tenant_id": c.var.tenant.id },
+      attributes: { "gantry.model": request.model, "gantry.tenant_id": c.get("tenant").id },
     });
-    const created = await createBatch(c.var.gateway, c.var.tenant, request, {
+    const created = await createBatch(c.get("gateway"), c.get("tenant"), request, {
       traceparent: span?.traceparent ?? parent,
       idempotencyKey: idempotencyKeyOf(c),
-      keyId: c.var.apiKey.id,
+      keyId: c.get("apiKey").id,
     }).finally(() => span?.end());
     const { batch, replayed } = created;
     c.header("location", `/v1/batches/${batch.id}`);
@@ -133,12 +134,12 @@ export const batchRoutes = documented(
   })
   .get(getRoute.getRoutingPath(), async (c) => {
     const row = await batchOr404(c, c.req.param("id"));
-    return c.json(await batchView(c.var.gateway, row));
+    return c.json(await batchView(c.get("gateway"), row));
   })
   .get(jobsRoute.getRoutingPath(), async (c) => {
     const row = await batchOr404(c, c.req.param("id"));
     const query = parseWith(JobsQuery, c.req.query(), "query");
-    const rows = await c.var.gateway.stores.jobs.batchJobs(row.id, {
+    const rows = await c.get("gateway").stores.jobs.batchJobs(row.id, {
       limit: query.limit + 1,
       ...(query.cursor ? { after: query.cursor } : {}),
     });
@@ -152,7 +153,7 @@ export const batchRoutes = documented(
   })
   /** Cancels every job of the batch still queued or running; the batch ends `canceled`. */
   .post(cancelRoute.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const row = await batchOr404(c, c.req.param("id"));
     const now = gateway.now();
     await gateway.stores.jobs.markBatchCanceled(row.id, now);

@@ -16,7 +16,7 @@ const isAppRoute = (path: string): boolean => !/\.[a-z0-9]+$/i.test(path.split("
 export const consoleRoutes = new Hono<AppEnv>()
   .get("/console", (c) => c.redirect("/console/", 301))
   .get("/console/*", async (c) => {
-    const assets = c.var.gateway.assets;
+    const assets = c.get("gateway").assets;
     const path = c.req.path;
     const file = assets ? await assets(isAppRoute(path) ? INDEX : path) : null;
     if (!file) {

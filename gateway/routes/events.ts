@@ -82,8 +82,8 @@ const feedRoute = createRoute({
 export const eventRoutes = documented(new OpenAPIHono<AppEnv>(), feedRoute).get(
   feedRoute.getRoutingPath(),
   async (c) => {
-    const gateway = c.var.gateway;
-    const tenantId = c.var.tenant.id;
+    const gateway = c.get("gateway");
+    const tenantId = c.get("tenant").id;
     const filter = parseFilter(new URL(c.req.url).searchParams, c.req.query());
     const resume = c.req.header("last-event-id") ?? c.req.query("last_event_id");
     const resumeFrom = resume ? await checkResume(gateway, tenantId, resume) : null;

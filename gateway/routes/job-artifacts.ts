@@ -33,10 +33,10 @@ const artifactRoute = createRoute({
 export const jobArtifactRoutes = documented(new OpenAPIHono<AppEnv>(), artifactRoute).get(
   artifactRoute.getRoutingPath(),
   async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const id = c.req.param("id");
     const name = c.req.param("name");
-    const row = await tenantJob(gateway, c.var.tenant.id, id);
+    const row = await tenantJob(gateway, c.get("tenant").id, id);
     if (row.status !== "succeeded") {
       throw new HttpProblem(
         409,

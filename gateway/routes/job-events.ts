@@ -41,9 +41,9 @@ const eventsRoute = createRoute({
 export const jobEventRoutes = documented(new OpenAPIHono<AppEnv>(), eventsRoute).get(
   eventsRoute.getRoutingPath(),
   async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const id = c.req.param("id");
-    const job = await tenantJob(gateway, c.var.tenant.id, id);
+    const job = await tenantJob(gateway, c.get("tenant").id, id);
     const lastEventId = Number.parseInt(c.req.header("last-event-id") ?? "0", 10);
     let seq = Number.isSafeInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0;
     // The attempt whose progress may be sent: the one running as of the last status event
@@ -77,7 +77,7 @@ export const jobEventRoutes = documented(new OpenAPIHono<AppEnv>(), eventsRoute)
         const rows = await gateway.stores.jobs.eventsAfter(id, seq);
         if (!live && running !== null) {
           // No feed brings progress here: read it with the events.
-          const row = await gateway.stores.jobs.forTenant(c.var.tenant.id, id);
+          const row = await gateway.stores.jobs.forTenant(c.get("tenant").id, id);
           stored = row ? progressOf(row) : stored;
         }
         await sendProgress();

@@ -51,10 +51,10 @@ const inputRoute = createRoute({
 export const jobInputRoutes = documented(new OpenAPIHono<AppEnv>(), inputRoute).get(
   inputRoute.getRoutingPath(),
   async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const id = c.req.param("id");
     const name = c.req.param("name");
-    const row = await tenantJob(gateway, c.var.tenant.id, id);
+    const row = await tenantJob(gateway, c.get("tenant").id, id);
     const input = toJob(row).input as Record<string, unknown>;
     const value = INPUT_NAME.test(name) && Object.hasOwn(input, name) ? input[name] : undefined;
     if (typeof value !== "string" || !UPLOAD_ID.test(value)) throw notFound("Input", name);

@@ -22,8 +22,8 @@ const retryRoute = createRoute({
 export const jobRetryRoutes = documented(new OpenAPIHono<AppEnv>(), retryRoute).post(
   retryRoute.getRoutingPath(),
   async (c) => {
-    const tenant = c.var.tenant;
-    const job = await retryJob(c.var.gateway, tenant.id, c.req.param("id"), tenant);
+    const tenant = c.get("tenant");
+    const job = await retryJob(c.get("gateway"), tenant.id, c.req.param("id"), tenant);
     c.header("location", `/v1/jobs/${job.id}`);
     return c.json(toJob(job), 202);
   },

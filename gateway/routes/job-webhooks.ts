@@ -45,16 +45,16 @@ export const jobWebhookRoutes = documented(
   redeliverRoute,
 )
   .get(deliveriesRoute.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const id = c.req.param("id");
-    await tenantJob(gateway, c.var.tenant.id, id);
-    const deliveries = await gateway.stores.webhooks.deliveries(c.var.tenant.id, id);
+    await tenantJob(gateway, c.get("tenant").id, id);
+    const deliveries = await gateway.stores.webhooks.deliveries(c.get("tenant").id, id);
     const body: WebhookDeliveryList = { object: "list", data: deliveries.map(toWebhookDelivery) };
     return c.json(body);
   })
   .post(redeliverRoute.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
-    const tenantId = c.var.tenant.id;
+    const gateway = c.get("gateway");
+    const tenantId = c.get("tenant").id;
     const jobId = c.req.param("id");
     const deliveryId = c.req.param("delivery_id");
     await tenantJob(gateway, tenantId, jobId);

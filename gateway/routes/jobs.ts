@@ -150,9 +150,9 @@ export const jobRoutes = documented(
   .post(submitRoute.getRoutingPath(), async (c) => {
     const request = await parseJsonBody(c, JobRequest);
     const idempotencyKey = idempotencyKeyOf(c);
-    const { job, created } = await submitJob(c.var.gateway, c.var.tenant, request, {
+    const { job, created } = await submitJob(c.get("gateway"), c.get("tenant"), request, {
       idempotencyKey,
-      keyId: c.var.apiKey.id,
+      keyId: c.get("apiKey").id,
       // Every job gets a trace: the client's, or a new one its submit starts.
       traceparent: c.req.header("traceparent") ?? null,
     });
@@ -161,14 +161,14 @@ export const jobRoutes = documented(
     const wait = preferredWait(c.req.header("prefer"));
     if (wait === null) return c.json(toJob(job), 202);
     c.header("preference-applied", `wait=${wait}`);
-    const now = await waitForJob(c.var.gateway, job, wait * 1000, c.req.raw.signal);
-    const view = await jobView(c.var.gateway, now);
+    const now = await waitForJob(c.get("gateway"), job, wait * 1000, c.req.raw.signal);
+    const view = await jobView(c.get("gateway"), now);
     return c.json(view, isTerminal(now.status as JobStatus) ? 200 : 202);
   })
   .get(listRoute.getRoutingPath(), async (c) => {
     const query = parseWith(ListQuery, c.req.query(), "query");
     const metadata = metadataFilters(c.req.query());
-    const rows = await c.var.gateway.stores.jobs.list(c.var.tenant.id, {
+    const rows = await c.get("gateway").stores.jobs.list(c.get("tenant").id, {
       limit: query.limit + 1,
       ...(metadata.length ? { metadata } : {}),
       ...(query.cursor ? { before: query.cursor } : {}),
@@ -178,24 +178,25 @@ export const jobRoutes = documented(
     const page = rows.slice(0, query.limit);
     const list: JobList = {
       object: "list",
-      data: await listedJobs(c.var.gateway, page),
+      data: await listedJobs(c.get("gateway"), page),
       next_cursor: rows.length > query.limit ? (page.at(-1)?.id ?? null) : null,
     };
     return c.json(list);
   })
   .get(getRoute.getRoutingPath(), async (c) => {
-    const row = await tenantJob(c.var.gateway, c.var.tenant.id, c.req.param("id"));
-    return c.json(await jobView(c.var.gateway, row));
+    const row = await tenantJob(c.get("gateway"), c.get("tenant").id, c.req.param("id"));
+    return c.json(await jobView(c.get("gateway"), row));
   })
   .post(cancelRoute.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const id = c.req.param("id");
-    const result = await gateway.stores.jobs.cancel(c.var.tenant.id, id, gateway.now());
+    const result = await gateway.stores.jobs.cancel(c.get("tenant").id, id, gateway.now());
     if (result.ok) {
       afterTransition(gateway, result.job);
       return c.json(toJob(result.job));
     }
-    if (!result.current || result.current.tenant_id !== c.var.tenant.id) throw notFound("Job", id);
+    if (!result.current || result.current.tenant_id !== c.get("tenant").id)
+      throw notFound("Job", id);
     throw new HttpProblem(
       409,
       "job_not_cancelable",

@@ -7,7 +7,7 @@ import { openApiDocument } from "../openapi/index.ts";
 export const metaRoutes = new Hono<AppEnv>()
   .get("/healthz", (c) => c.json({ status: "ok" }))
   .get("/readyz", async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const checks: Record<string, string> = {};
     // Connection errors can carry URLs with credentials: log them, answer only a word.
     const check = (name: string, probe: Promise<unknown>) =>
@@ -31,9 +31,9 @@ export const metaRoutes = new Hono<AppEnv>()
     const ready = Object.values(checks).every((v) => v === "ok");
     return c.json({ status: ready ? "ready" : "not_ready", checks }, ready ? 200 : 503);
   })
-  .get("/openapi.json", (c) => c.json(openApiDocument(c.var.gateway.config.publicUrl)))
+  .get("/openapi.json", (c) => c.json(openApiDocument(c.get("gateway").config.publicUrl)))
   .get("/docs", (c) => {
     // Swagger UI and its style come from this gateway only (see page-policy.ts).
     for (const [name, value] of Object.entries(PAGE_HEADERS)) c.header(name, value);
-    return c.html(docsPage(openApiDocument(c.var.gateway.config.publicUrl)));
+    return c.html(docsPage(openApiDocument(c.get("gateway").config.publicUrl)));
   });

@@ -68,12 +68,14 @@ const getRoute = createRoute({
 /** `GET /v1/models` and `GET /v1/models/{id}`: mounted at /v1/models; any valid key. */
 export const modelRoutes = documented(new OpenAPIHono<AppEnv>(), listRoute, getRoute)
   .get(listRoute.getRoutingPath(), (c) => {
-    const { gateway, tenant } = c.var;
+    const gateway = c.get("gateway");
+    const tenant = c.get("tenant");
     const data = [...gateway.models.values()].map((spec) => modelView(gateway, tenant, spec));
     return c.json({ object: "list", data });
   })
   .get(getRoute.getRoutingPath(), async (c) => {
-    const { gateway, tenant } = c.var;
+    const gateway = c.get("gateway");
+    const tenant = c.get("tenant");
     const spec = gateway.models.get(c.req.param("id"));
     if (!spec) throw notFound("Model", c.req.param("id"));
     // Its live state (queued, running, agents, pace, waits, the operator's pause) costs a

@@ -45,7 +45,8 @@ const statusRoute = createRoute({
  */
 export const uploadRoutes = documented(new OpenAPIHono<AppEnv>(), presignRoute, statusRoute)
   .post(presignRoute.getRoutingPath(), async (c) => {
-    const { gateway, tenant } = c.var;
+    const gateway = c.get("gateway");
+    const tenant = c.get("tenant");
     const request = await parseJsonBody(c, UploadRequest);
     const accepted = acceptedContentTypes(gateway.models);
     if (!accepted.includes(request.content_type)) {
@@ -93,7 +94,8 @@ export const uploadRoutes = documented(new OpenAPIHono<AppEnv>(), presignRoute, 
     return c.json(upload, 201);
   })
   .get(statusRoute.getRoutingPath(), async (c) => {
-    const { gateway, tenant } = c.var;
+    const gateway = c.get("gateway");
+    const tenant = c.get("tenant");
     const id = c.req.param("id");
     // Another tenant's upload is simply not found, like its jobs.
     const upload = await gateway.stores.uploads.forTenant(tenant.id, id);

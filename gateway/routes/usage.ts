@@ -48,16 +48,16 @@ const adminUsageRoute = createRoute({
 /** `/v1/usage` (the tenant's own) and `/v1/admin/usage` (every tenant's, also as CSV). */
 export const usageRoutes = documented(new OpenAPIHono<AppEnv>(), usageRoute, adminUsageRoute)
   .get(usageRoute.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const query = parseWith(UsageQuery, c.req.query(), "query");
     const period = periodOf(query, gateway.now());
     const [totals, budget] = await Promise.all([
       gateway.stores.usage.report({
-        tenantId: c.var.tenant.id,
+        tenantId: c.get("tenant").id,
         ...period,
         groupBy: groupsOf(query.group_by),
       }),
-      budgetOf(gateway, c.var.tenant, true),
+      budgetOf(gateway, c.get("tenant"), true),
     ]);
     const report: UsageReportType = {
       data: totals.map(usageRow),
@@ -68,7 +68,7 @@ export const usageRoutes = documented(new OpenAPIHono<AppEnv>(), usageRoute, adm
     return c.json(report);
   })
   .get(adminUsageRoute.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const query = parseWith(AdminUsageQuery, c.req.query(), "query");
     const period = periodOf(query, gateway.now());
     const groups = groupsOf(query.group_by);

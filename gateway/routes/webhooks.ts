@@ -67,40 +67,40 @@ export const webhookRoutes = documented(
   enableRoute,
 )
   .get(secretRoute.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
-    const state = await gateway.stores.webhooks.secretState(c.var.tenant.id, gateway.now());
-    if (!state) throw notFound("Tenant", c.var.tenant.id);
+    const gateway = c.get("gateway");
+    const state = await gateway.stores.webhooks.secretState(c.get("tenant").id, gateway.now());
+    if (!state) throw notFound("Tenant", c.get("tenant").id);
     c.header("cache-control", "no-store");
     return c.json(toWebhookSecretDetails(state));
   })
   .post(rotateRoute.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     // The body is optional: an empty POST rotates with the default overlap.
     const empty = (await c.req.text()).trim() === "";
     const request = empty ? {} : await parseJsonBody(c, WebhookSecretRotateRequest);
-    const state = await gateway.stores.webhooks.rotateSecret(c.var.tenant.id, {
+    const state = await gateway.stores.webhooks.rotateSecret(c.get("tenant").id, {
       now: gateway.now(),
       ...(request.overlap_seconds === undefined
         ? {}
         : { overlapMs: request.overlap_seconds * 1000 }),
     });
     gateway.log.info(
-      { tenant_id: c.var.tenant.id, previous_expires_at: state.previousExpiresAt },
+      { tenant_id: c.get("tenant").id, previous_expires_at: state.previousExpiresAt },
       "webhook secret rotated",
     );
     c.header("cache-control", "no-store");
     return c.json(toWebhookSecretDetails(state));
   })
   .get(endpointsRoute.getRoutingPath(), async (c) => {
-    const endpoints = await c.var.gateway.stores.webhooks.endpoints(c.var.tenant.id);
+    const endpoints = await c.get("gateway").stores.webhooks.endpoints(c.get("tenant").id);
     const body: WebhookEndpointList = { object: "list", data: endpoints.map(toWebhookEndpoint) };
     return c.json(body);
   })
   .post(enableRoute.getRoutingPath(), async (c) => {
-    const gateway = c.var.gateway;
+    const gateway = c.get("gateway");
     const { url } = await parseJsonBody(c, WebhookEndpointEnableRequest);
     const endpoint = await gateway.stores.webhooks.enableEndpoint(
-      c.var.tenant.id,
+      c.get("tenant").id,
       url,
       gateway.now(),
     );

@@ -113,7 +113,7 @@ export async function assertBudgetLeft(gateway: Gateway, tenant: Tenant): Promis
  * runs, so a refusal carries it too; read through the short cache above.
  */
 export const budgetHeader = createMiddleware<AppEnv>(async (c, next) => {
-  const state = await budgetOf(c.var.gateway, c.var.tenant);
+  const state = await budgetOf(c.get("gateway"), c.get("tenant"));
   if (state) c.header(BUDGET_HEADER, remainingSeconds(state));
   await next();
 });

@@ -5,9 +5,12 @@
  * gateway's RSS, `GET /v1/jobs` page latency (first page and pages deep in the cursor),
  * `GET /v1/models/noop` (the model's depth and state) and `GET /v1/jobs/{id}` of a job in
  * the middle of the queue (its `queue_position`), then the drain rate once agents run.
+ * `--gateways 2` runs two gateway processes on the one database, as issue 29 measured:
+ * submits and reads go to each in turn, agents to the first, and the RSS is the largest.
  *
  *   npx tsx bench/backlog.ts [--jobs 100000] [--agents 2] [--slots 1] [--lookahead 200]
  *                            [--connections 32] [--samples 40] [--bare-jobs 300]
+ *                            [--gateways 1]
  *
  * Stack: bench/lib/queue-harness.ts (gateway and agents in their own processes, Postgres +
  * RabbitMQ, or the sql queue when RabbitMQ is not reachable).
@@ -26,6 +29,7 @@ const { values } = parseArgs({
     connections: { type: "string", default: "32" },
     samples: { type: "string", default: "40" },
     "bare-jobs": { type: "string", default: "300" },
+    gateways: { type: "string", default: "1" },
   },
 });
 const JOBS = Number(values.jobs);
@@ -43,6 +47,15 @@ function rssMiB(pid: number | undefined): number {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
   const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? Number.NaN);
   return kb / 1024;
+}
+
+/** The largest resident set of the gateways, MiB. */
+const gatewaysRss = (pids: number[]) => Math.max(...pids.map(rssMiB));
+
+/** Pools to the gateways, handed out in turn: every other request goes to the next one. */
+function inTurn(pools: Pool[]): () => Pool {
+  let next = 0;
+  return () => pools[next++ % pools.length] as Pool;
 }
 
 async function get(
@@ -72,18 +85,18 @@ interface Reads {
 }
 
 /** The reads a client makes of a backlog, `SAMPLES` times each, one at a time. */
-async function measureReads(pool: Pool, apiKey: string, middleId: string): Promise<Reads> {
+async function measureReads(pick: () => Pool, apiKey: string, middleId: string): Promise<Reads> {
   const reads: Reads = { firstPage: [], deepPage: [], queuedPage: [], model: [], position: [] };
   let cursor: string | null = null;
   let queuedCursor: string | null = null;
   for (let i = 0; i < SAMPLES; i++) {
-    const first = await get(pool, apiKey, "/v1/jobs?limit=100");
+    const first = await get(pick(), apiKey, "/v1/jobs?limit=100");
     reads.firstPage.push(first.ms);
     // Follow the cursor: each sample one page further into the backlog.
     cursor ??= (first.body as { next_cursor: string | null }).next_cursor;
     if (cursor) {
       const deep = await get(
-        pool,
+        pick(),
         apiKey,
         `/v1/jobs?limit=100&cursor=${encodeURIComponent(cursor)}`,
       );
@@ -91,11 +104,11 @@ async function measureReads(pool: Pool, apiKey: string, middleId: string): Promi
       cursor = (deep.body as { next_cursor: string | null }).next_cursor;
     }
     const after = queuedCursor ? `&cursor=${encodeURIComponent(queuedCursor)}` : "";
-    const queued = await get(pool, apiKey, `/v1/jobs?status=queued&limit=100${after}`);
+    const queued = await get(pick(), apiKey, `/v1/jobs?status=queued&limit=100${after}`);
     reads.queuedPage.push(queued.ms);
     queuedCursor = (queued.body as { next_cursor: string | null }).next_cursor;
-    reads.model.push((await get(pool, apiKey, "/v1/models/noop")).ms);
-    const job = await get(pool, apiKey, `/v1/jobs/${middleId}`);
+    reads.model.push((await get(pick(), apiKey, "/v1/models/noop")).ms);
+    const job = await get(pick(), apiKey, `/v1/jobs/${middleId}`);
     reads.position.push(job.ms);
   }
   return reads;
@@ -120,7 +133,7 @@ function printReads(label: string, reads: Reads, bare?: Reads) {
   }
 }
 
-async function submitMany(pool: Pool, apiKey: string, n: number): Promise<string[]> {
+async function submitMany(pick: () => Pool, apiKey: string, n: number): Promise<string[]> {
   const ids: string[] = new Array(n);
   let next = 0;
   let lastSaid = Date.now();
@@ -128,7 +141,7 @@ async function submitMany(pool: Pool, apiKey: string, n: number): Promise<string
     Array.from({ length: CONNECTIONS }, async () => {
       while (next < n) {
         const i = next++;
-        ids[i] = (await submitJob(pool, apiKey, { n: i })).id;
+        ids[i] = (await submitJob(pick(), apiKey, { n: i })).id;
         if (Date.now() - lastSaid > 5_000) {
           lastSaid = Date.now();
           say(`  ${i + 1}/${n} queued…`);
@@ -139,30 +152,33 @@ async function submitMany(pool: Pool, apiKey: string, n: number): Promise<string
   return ids;
 }
 
-const stack = await startStack(say);
-const pool = httpClient(stack.url, CONNECTIONS);
+const GATEWAYS = Number(values.gateways);
+const stack = await startStack(say, { gateways: GATEWAYS });
+const pools = stack.urls.map((url) => httpClient(url, Math.ceil(CONNECTIONS / GATEWAYS)));
+const pick = inTurn(pools);
 try {
-  say(`backlog: ${JOBS} no-op jobs on ${stack.description}, then ${AGENTS} agents`);
-  const gatewayPid = stack.pids().gateway[0];
-  const rssStart = rssMiB(gatewayPid);
-  const shallow = await submitMany(pool, stack.apiKey, BARE_JOBS);
-  const bare = await measureReads(pool, stack.apiKey, shallow[Math.floor(BARE_JOBS / 2)]!);
+  const on = GATEWAYS === 1 ? "" : ` through ${GATEWAYS} gateways`;
+  say(`backlog: ${JOBS} no-op jobs on ${stack.description}${on}, then ${AGENTS} agents`);
+  const gatewayPids = stack.pids().gateway;
+  const rssStart = gatewaysRss(gatewayPids);
+  const shallow = await submitMany(pick, stack.apiKey, BARE_JOBS);
+  const bare = await measureReads(pick, stack.apiKey, shallow[Math.floor(BARE_JOBS / 2)]!);
   printReads(`bare (${BARE_JOBS} jobs queued)`, bare);
 
   const submitStarted = performance.now();
-  const ids = await submitMany(pool, stack.apiKey, JOBS);
+  const ids = await submitMany(pick, stack.apiKey, JOBS);
   const submitSeconds = (performance.now() - submitStarted) / 1000;
   say(
     `queued ${JOBS} in ${submitSeconds.toFixed(1)} s (${(JOBS / submitSeconds).toFixed(0)} jobs/s)`,
   );
   const middle = ids[Math.floor(ids.length / 2)]!;
-  const deep = await measureReads(pool, stack.apiKey, middle);
+  const deep = await measureReads(pick, stack.apiKey, middle);
   printReads(`deep (${JOBS + BARE_JOBS} queued)`, deep, bare);
-  const position = (await get(pool, stack.apiKey, `/v1/jobs/${middle}`)).body as {
+  const position = (await get(pick(), stack.apiKey, `/v1/jobs/${middle}`)).body as {
     queue_position?: number;
   };
   say(`  queue_position of the middle job: ${position.queue_position ?? "absent"}`);
-  const rssDeep = rssMiB(gatewayPid);
+  const rssDeep = gatewaysRss(gatewayPids);
   say(
     `gateway RSS: ${rssStart.toFixed(0)} MiB at start, ${rssDeep.toFixed(0)} MiB with the backlog`,
   );
@@ -185,7 +201,7 @@ try {
       .where("status", "=", "succeeded")
       .executeTakeFirstOrThrow();
     done = Number(row.n);
-    rssPeak = Math.max(rssPeak, rssMiB(gatewayPid));
+    rssPeak = Math.max(rssPeak, gatewaysRss(gatewayPids));
     if (performance.now() - lastSaid > 10_000) {
       const now = performance.now();
       const recent = ((done - doneAtLastSaid) * 1000) / (now - lastSaid);
@@ -204,9 +220,9 @@ try {
       `(${(drainRate / (JOBS / submitSeconds)).toFixed(2)}× the submit rate), agents' start included`,
   );
   say(
-    `gateway RSS peak while draining: ${rssPeak.toFixed(0)} MiB; after: ${rssMiB(gatewayPid).toFixed(0)} MiB`,
+    `gateway RSS peak while draining: ${rssPeak.toFixed(0)} MiB; after: ${gatewaysRss(gatewayPids).toFixed(0)} MiB`,
   );
 } finally {
-  await pool.close();
+  await Promise.all(pools.map((pool) => pool.close()));
   await stack.close();
 }

@@ -23,8 +23,11 @@ const PROFILE_DIR = process.env.GANTRY_BENCH_PROFILE;
 const profileArgs = PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${PROFILE_DIR}`] : [];
 
 export interface Stack {
+  /** The first gateway's URL: the one agents are given. */
   url: string;
-  /** The gateway's Prometheus `/metrics` (its metrics listener, not the public port). */
+  /** Every gateway's URL (`gateways` of them), the first one first. */
+  urls: string[];
+  /** The first gateway's Prometheus `/metrics` (its metrics listener, not the public port). */
   metricsUrl: string;
   apiKey: string;
   /** "Postgres + RabbitMQ (quorum)", or the fallback in use. */
@@ -63,10 +66,13 @@ export async function startStack(
   {
     queueType = "quorum",
     gateway: gatewayExtra = {},
+    gateways = 1,
   }: {
     queueType?: "quorum" | "classic";
     /** More of queue-gateway-process.ts's spec (sweep interval, retention: the soak). */
     gateway?: Record<string, unknown>;
+    /** Gateway processes on the one database and queue (not the embedded default's SQLite). */
+    gateways?: number;
   } = {},
 ): Promise<Stack> {
   const postgres = freshPostgresUrl("gantry_bench");
@@ -95,41 +101,52 @@ export async function startStack(
   const children: ChildProcess[] = [];
   const agentPids: number[] = [];
 
-  say(`starting the gateway (${description})…`);
-  const gateway = spawn(
-    process.execPath,
-    [...profileArgs, "--import", "tsx", join(ROOT, "bench/lib/gateway-process.ts")],
-    {
-      env: {
-        ...process.env,
-        BENCH_GATEWAY: JSON.stringify({
-          databaseUrl,
-          queueUrl,
-          apiKey,
-          agentToken,
-          dataDir,
-          ...gatewayExtra,
-        }),
+  if (embedded && gateways > 1) throw new Error("the embedded default runs one gateway");
+  say(`starting ${gateways === 1 ? "the gateway" : `${gateways} gateways`} (${description})…`);
+  const started: { process: ChildProcess; url: string; metricsUrl: string }[] = [];
+  for (let i = 0; i < gateways; i++) {
+    const child = spawn(
+      process.execPath,
+      [...profileArgs, "--import", "tsx", join(ROOT, "bench/lib/gateway-process.ts")],
+      {
+        env: {
+          ...process.env,
+          BENCH_GATEWAY: JSON.stringify({
+            databaseUrl,
+            queueUrl,
+            apiKey,
+            agentToken,
+            dataDir: i === 0 ? dataDir : join(dataDir, `gateway-${i}`),
+            ...gatewayExtra,
+          }),
+        },
+        stdio: [embedded ? "pipe" : "ignore", "pipe", "inherit"],
       },
-      stdio: [embedded ? "pipe" : "ignore", "pipe", "inherit"],
-    },
-  );
-  children.push(gateway);
-  const [, url, metricsUrl] = (await waitForLine(
-    gateway,
-    "stdout",
-    /^READY (\S+) metrics=(\S+)/,
-  )) as RegExpMatchArray;
+    );
+    children.push(child);
+    const [, url, metricsUrl] = (await waitForLine(
+      child,
+      "stdout",
+      /^READY (\S+) metrics=(\S+)/,
+    )) as RegExpMatchArray;
+    started.push({ process: child, url: url as string, metricsUrl: metricsUrl as string });
+  }
+  const [first] = started;
+  if (!first) throw new Error("no gateway started");
+  const gateway = first.process;
+  const url = first.url;
   const database = await openDatabase(databaseUrl, { maxConnections: 2 });
+  const gatewayPids = started.flatMap((one) => (one.process.pid ? [one.process.pid] : []));
 
   return {
-    url: url!,
-    metricsUrl: metricsUrl!,
+    url,
+    urls: started.map((one) => one.url),
+    metricsUrl: first.metricsUrl,
     apiKey,
     description,
     db: database.db,
     postgres: !embedded,
-    pids: () => ({ gateway: gateway.pid ? [gateway.pid] : [], agents: agentPids }),
+    pids: () => ({ gateway: gatewayPids, agents: agentPids }),
     async startAgent({ slots, lookahead }) {
       if (embedded) {
         // In the gateway's process (gateway-process.ts); its runners are its children.

@@ -6,7 +6,7 @@ import { apiKeyById, insertApiKey, listApiKeys, type NewApiKey, revokeApiKey } f
 import { sharedSecret } from "./gateway-secrets.ts";
 import { KyselyJobStore } from "./job-store.ts";
 import { kyselyRetentionStore } from "./retention-store.ts";
-import { statisticsRefresher } from "./statistics.ts";
+import { deadRowVacuum, statisticsRefresher } from "./statistics.ts";
 import { tenantEvents } from "./tenant-events.ts";
 import {
   type BootstrapTenant,
@@ -88,6 +88,11 @@ export function createKyselyStores(db: Kysely<Database>, options: KyselyStoreOpt
      * no-op elsewhere): the tables it analyzed (statistics.ts).
      */
     refreshStatistics: statisticsRefresher(db),
+    /**
+     * Vacuums the busy tables whose dead rows piled up (Postgres; a no-op elsewhere): the
+     * tables it vacuumed (statistics.ts).
+     */
+    vacuumDeadRows: deadRowVacuum(db),
   };
 }
 

@@ -68,6 +68,8 @@ export interface SweepReport {
   retention: RetentionStats | null;
   /** Tables whose planner statistics this sweep refreshed (store/statistics.ts). */
   analyzed: string[];
+  /** Tables whose dead rows this sweep vacuumed away (store/statistics.ts). */
+  vacuumed: string[];
 }
 
 /**
@@ -111,8 +113,10 @@ export async function sweep(gateway: Gateway, options: SweepOptions = {}): Promi
   const webhooksRecorded = await recordLostWebhooks(gateway, now, outboxGrace, batch);
   const retention =
     options.retention === false ? null : await sweepRetention(gateway, now, options.retention);
-  // Last: a burst that outran the statistics gets plans fit for it from the next sweep on.
+  // Last: a burst that outran the statistics gets plans fit for it from the next sweep on,
+  // and the row versions its jobs left dead stop slowing the line's scans.
   const analyzed = await gateway.stores.refreshStatistics();
+  const vacuumed = await gateway.stores.vacuumDeadRows();
   return {
     republished,
     releasedHeld,
@@ -122,6 +126,7 @@ export async function sweep(gateway: Gateway, options: SweepOptions = {}): Promi
     webhooksRecorded,
     retention,
     analyzed,
+    vacuumed,
   };
 }
 

@@ -34,8 +34,8 @@ const MIN_INTERVAL_MS = 60_000;
 const VACUUM_INTERVAL_MS = 15_000;
 /** "gantry" + "stats": the analyze of one gateway at a time. */
 const ANALYZE_LOCK = 0x67616e7472_5354;
-/** "gantry" + "vc": the vacuum of one gateway at a time. */
-const VACUUM_LOCK = 0x67616e7472_5643;
+/** "gantry" + "VD" (vacuum, dead rows): the vacuum of one gateway at a time. */
+const VACUUM_LOCK = 0x67616e7472_5644;
 
 interface TableActivity {
   relname: string;

@@ -74,7 +74,9 @@ export async function queuedAheadMany(
   const bands = new Map<string, JobRow[]>();
   for (const row of rows) {
     const key = `${row.model}\n${row.priority}`;
-    bands.set(key, [...(bands.get(key) ?? []), row]);
+    const band = bands.get(key);
+    if (band) band.push(row);
+    else bands.set(key, [row]);
   }
   const placed = new Map<string, number>();
   await Promise.all(

@@ -3,6 +3,7 @@ import type { Gateway } from "../../gateway/context.ts";
 import { queuedAhead, queuedAheadMany } from "../../gateway/jobs/queue-position.ts";
 import type { JobRow } from "../../gateway/store/job-rows.ts";
 import { newId } from "../../shared/ids.ts";
+import { newJob } from "../conformance/stores-jobs.ts";
 import { releaseTestGateway } from "../helpers/sweep-gateway.ts";
 
 /**
@@ -26,19 +27,17 @@ describe("queue positions of a listing page", () => {
   const insert = async (count: number, priority: number, model = "noop") => {
     const rows = await Promise.all(
       Array.from({ length: count }, () =>
-        gateway.stores.jobs.insert({
-          id: newId("job", clock - 10_000_000 + made++),
-          tenantId: "ten_page",
-          model,
-          priority,
-          input: {},
-          webhook: null,
-          idempotencyKey: null,
-          requestHash: null,
-          traceparent: null,
-          now: clock,
-          expiresAt: clock + 3_600_000,
-        }),
+        gateway.stores.jobs.insert(
+          newJob({
+            id: newId("job", clock - 10_000_000 + made++),
+            tenantId: "ten_page",
+            model,
+            priority,
+            input: {},
+            now: clock,
+            expiresAt: clock + 3_600_000,
+          }),
+        ),
       ),
     );
     return rows.filter((row): row is JobRow => row !== null);

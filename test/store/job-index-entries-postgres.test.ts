@@ -2,6 +2,7 @@ import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KyselyJobStore } from "../../gateway/store/job-store.ts";
 import { newId } from "../../shared/ids.ts";
+import { newJob } from "../conformance/stores-jobs.ts";
 import { openTestDatabase } from "../helpers/test-gateway.ts";
 
 /**
@@ -33,20 +34,9 @@ describe("index entries per job on Postgres", () => {
       sql`INSERT INTO job_versions SELECT * FROM jobs WHERE id = ${id}`.execute(db);
 
     const id = newId("job", T0);
-    const inserted = await store.insert({
-      id,
-      tenantId: "ten_idx",
-      model: "noop",
-      priority: 5,
-      input: { n: 1 },
-      webhook: null,
-      idempotencyKey: null,
-      requestHash: null,
-      traceparent: null,
-      now: T0,
-      expiresAt: T0 + 3_600_000,
-      held: true,
-    });
+    const inserted = await store.insert(
+      newJob({ id, tenantId: "ten_idx", now: T0, expiresAt: T0 + 3_600_000, held: true }),
+    );
     expect(inserted?.released_at).toBeNull();
     await keep(id);
     // What a release pass writes (job-release.ts): the job is out in the window.

@@ -18,6 +18,12 @@ import type { Migration } from "./types.ts";
  * - `jobs_tenant_queued` counted a tenant's queued jobs, which `jobs_tenant_status`
  *   (tenant, status) counts as well.
  *
+ * And `jobs_queue_position` (model, priority, id) becomes `jobs_queue_line` (model, priority
+ * DESC, id), the order agents take a model's jobs in: the checkpoints of a line
+ * (job-standing.ts) read it in that order, which the old index could not give (its priority
+ * ascends with the ids), so every read sorted the whole line, on disk past a few thousand
+ * jobs. Its range counts read either.
+ *
  * Eleven entries fewer per job that runs once, without an Idempotency-Key. The new indexes are
  * built before the old ones go. A gateway older than this migration names no predicate in its
  * conflict target, which Postgres cannot match with a partial index: upgrade every gateway of
@@ -32,6 +38,9 @@ export const leanJobIndexes: Migration = {
     await sql`
       CREATE INDEX IF NOT EXISTS jobs_model_started_at ON jobs (model, started_at)
       WHERE started_at IS NOT NULL`.execute(db);
+    await sql`
+      CREATE INDEX IF NOT EXISTS jobs_queue_line ON jobs (model, priority DESC, id)
+      WHERE status = 'queued'`.execute(db);
     if (dialect === "postgres") {
       await insertJobsFunction(
         sql`(tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL`,
@@ -40,5 +49,6 @@ export const leanJobIndexes: Migration = {
     await sql`DROP INDEX IF EXISTS jobs_tenant_idempotency`.execute(db);
     await sql`DROP INDEX IF EXISTS jobs_model_started`.execute(db);
     await sql`DROP INDEX IF EXISTS jobs_tenant_queued`.execute(db);
+    await sql`DROP INDEX IF EXISTS jobs_queue_position`.execute(db);
   },
 };

@@ -106,8 +106,13 @@ export function describeModelSwitches(setting: JobApiSetting): void {
         waiting.push(((await (await submit()).json()) as { id: string }).id);
       // A model's counts are read at most once per queueDepthCacheMs (1 s) for every reader:
       // one read before the earlier jobs ran out still counts them (9 where 3 wait, seen in
-      // CI), so wait for the count of now. Every earlier job has ended: the 3 are all.
-      await expect.poll(async () => (await state()).queued).toBe(waiting.length);
+      // CI), so wait for the count of now. Every earlier job has ended: the 3 are all. A
+      // reading made just before the submits serves its 1 s, then the next one loads in the
+      // background: up to two periods and a load, longer than expect.poll's default second
+      // (0 where 3 waited, seen in CI).
+      await expect
+        .poll(async () => (await state()).queued, { timeout: 10_000 })
+        .toBe(waiting.length);
       const queuedNow = (await state()).queued;
       const first = (await (await admin(a, "purge", { limit: 2 })).json()) as {
         canceled: number;

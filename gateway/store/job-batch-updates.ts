@@ -62,6 +62,12 @@ const isPostgres = (db: Kysely<Database>) => db.getExecutor().adapter instanceof
  * `jobs.id` among `ids`, with those rows locked in id order first on Postgres; with
  * `skipLocked`, rows another statement holds are left out instead of waited for. `only`:
  * rows that fail it are neither locked nor changed (a lock writes the row, as an update does).
+ *
+ * The locking subquery sits in `ARRAY(…)`, which Postgres runs once, before the update (an
+ * init plan). As `jobs.id IN (subquery)` the planner was free to join it, and with some
+ * statistics it made it the inner side of a nested-loop semi join: the subquery ran again
+ * for every job of the batch, each run re-reading the batch (during bench/backlog.ts a
+ * 100-job claim read 24 000 buffers and took 40 ms; 13 ms this way).
  */
 function lockedInOrder(
   db: Kysely<Database>,
@@ -73,7 +79,7 @@ function lockedInOrder(
   if (!isPostgres(db)) return sql`jobs.id IN (${list})`;
   const skip = skipLocked ? sql` SKIP LOCKED` : sql``;
   const filter = only ? sql` AND ${only}` : sql``;
-  return sql`jobs.id IN (SELECT id FROM jobs WHERE id IN (${list})${filter} ORDER BY id FOR UPDATE${skip})`;
+  return sql`jobs.id = ANY(ARRAY(SELECT id FROM jobs WHERE id IN (${list})${filter} ORDER BY id FOR UPDATE${skip}))`;
 }
 
 /**

@@ -60,6 +60,19 @@ export function rowsTouched(plan: unknown): number {
   return touched;
 }
 
+/** How many times each row-locking node of the plan ran (`FOR UPDATE`), in plan order. */
+export function lockLoops(plan: unknown): number[] {
+  if (!plan || typeof plan !== "object") return [];
+  const node = plan as Record<string, unknown>;
+  const own = node["Node Type"] === "LockRows" ? [Number(node["Actual Loops"] ?? 0)] : [];
+  return [
+    ...own,
+    ...Object.values(node).flatMap((value) =>
+      (Array.isArray(value) ? value : [value]).flatMap((child) => lockLoops(child)),
+    ),
+  ];
+}
+
 /** How many nodes of the plan scan `jobs`: none means the walker read nothing of it. */
 export function jobScans(plan: unknown): number {
   if (!plan || typeof plan !== "object") return 0;
@@ -71,11 +84,22 @@ export function jobScans(plan: unknown): number {
   return scans;
 }
 
-/** Runs the statement under EXPLAIN ANALYZE and rolls it back: its executed plan. */
-export async function planOf(pool: pg.Pool, statement: SentStatement) {
+/**
+ * Runs the statement under EXPLAIN ANALYZE and rolls it back: its executed plan. `planner`:
+ * settings for this one statement (`enable_hashjoin: "off"`), to see what a plan the
+ * statistics could lead to would do.
+ */
+export async function planOf(
+  pool: pg.Pool,
+  statement: SentStatement,
+  planner: Record<string, string> = {},
+) {
   const client = await pool.connect();
   try {
     await client.query("BEGIN");
+    for (const [name, value] of Object.entries(planner)) {
+      await client.query("SELECT set_config($1, $2, true)", [name, value]);
+    }
     const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${statement.sql}`, [
       ...statement.parameters,
     ]);

@@ -19,9 +19,7 @@ import {
 import { runAgentsCommand } from "./agents.ts";
 import { startBanner } from "./banner.ts";
 import { CLIENT_COMMANDS, runClientCommand } from "./client/program.ts";
-import { embeddedAgentCredentials, startEmbeddedAgent } from "./embedded-agent.ts";
 import { runKeysCommand } from "./keys.ts";
-import { renderTextPng } from "./render-text.ts";
 import { loadOrCreateSecrets } from "./secrets.ts";
 import { type GantrySettings, readSettings } from "./settings.ts";
 import { webhookPolicyNote } from "./webhook-note.ts";
@@ -150,6 +148,10 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
 
   let agent: AgentHandle | null = null;
   if (command === "start") {
+    // Loaded here, not at the top: the agent brings onnxruntime and sharp (their native
+    // libraries, tens of MiB resident), which `gantry gateway` and the client commands
+    // never use.
+    const { embeddedAgentCredentials, startEmbeddedAgent } = await import("./embedded-agent.ts");
     const own = await embeddedAgentCredentials(node.db, settings.dataDir, secrets, Date.now());
     agent = await startEmbeddedAgent(node, own, {
       env,
@@ -164,6 +166,8 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
 
   const examplePath = join(settings.dataDir, "example.png");
   if (!existsSync(examplePath)) {
+    // Once per data directory; sharp stays unloaded otherwise (see the agent above).
+    const { renderTextPng } = await import("./render-text.ts");
     writeFileSync(examplePath, await renderTextPng(["Hello from Gantry", "OCR 2026 works"]), {
       mode: PRIVATE_FILE_MODE,
     });

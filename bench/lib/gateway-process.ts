@@ -12,7 +12,6 @@
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import pino from "pino";
-import { startEmbeddedAgent } from "../../cli/embedded-agent.ts";
 import { startNodeGateway } from "../../gateway/runtime/node/index.ts";
 import { KyselyAgentStore } from "../../gateway/store/agents.ts";
 import { ensureTenantWithKey } from "../../gateway/store/tenants.ts";
@@ -90,6 +89,9 @@ const agents: AgentHandle[] = [];
 createInterface({ input: process.stdin }).on("line", async (line) => {
   const [command, slots, lookahead] = line.trim().split(/\s+/);
   if (command !== "AGENT") return;
+  // Loaded only for the embedded default, as `gantry start` does: a gateway alone runs
+  // without the agent's onnxruntime and sharp, as `gantry gateway` does (its RSS is measured).
+  const { startEmbeddedAgent } = await import("../../cli/embedded-agent.ts");
   const { row, secret } = await new KyselyAgentStore(node.db).create({
     name: "embedded",
     source: "admin",

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -158,6 +158,15 @@ describe("gantry gateway with an allow-list, a queue bound and JSON logs", () =>
       .filter((line) => line.includes("job changed"));
     expect(logLines.length).toBeGreaterThan(0);
     for (const line of logLines) expect(() => JSON.parse(line)).not.toThrow();
+  });
+
+  // onnxruntime is tens of MiB resident in every process that loads it, and a gateway never
+  // runs a model. (sharp does load here: a fresh data directory gets its example image.)
+  // Read from the libraries the process has mapped (Linux).
+  it.runIf(process.platform === "linux")("does not load onnxruntime, the agent's", () => {
+    const maps = readFileSync(`/proc/${gw.child.pid}/maps`, "utf8");
+    expect(maps).toContain("libc.so");
+    expect(maps).not.toMatch(/onnxruntime/);
   });
 });
 

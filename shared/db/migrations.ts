@@ -26,6 +26,7 @@ import { activeJobIndexes } from "./migrations/0024-active-job-indexes.ts";
 import { agentPrefetch } from "./migrations/0025-agent-prefetch.ts";
 import { insertReleased } from "./migrations/0026-insert-released.ts";
 import { leanJobIndexes } from "./migrations/0027-lean-job-indexes.ts";
+import { insertGenericPlans } from "./migrations/0028-insert-generic-plans.ts";
 import { instant, type Migration, type SqlDialect } from "./migrations/types.ts";
 import type { Database } from "./schema.ts";
 
@@ -60,6 +61,7 @@ const MIGRATIONS: Migration[] = [
   agentPrefetch,
   insertReleased,
   leanJobIndexes,
+  insertGenericPlans,
 ];
 
 /**

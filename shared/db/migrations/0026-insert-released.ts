@@ -70,6 +70,12 @@ export const insertReleased: Migration = {
 };
 
 /**
+ * The function's statements are planned once per connection (migration 0028 says why), and a
+ * function defined again keeps that.
+ */
+export const GENERIC_PLANS = sql`SET plan_cache_mode = force_generic_plan`;
+
+/**
  * The statement that (re)defines `gantry_insert_jobs`, with `conflict` as the target its
  * INSERT skips a row on (an Idempotency-Key already used): the one place its body is
  * written, so a migration that only moves that target (0027) does not copy the rest.
@@ -122,5 +128,5 @@ export function insertJobsFunction(conflict: RawBuilder<unknown>) {
             FROM jsonb_populate_recordset(NULL::jobs, decided)
           ON CONFLICT ${conflict} DO NOTHING RETURNING *;
       END
-      $$ LANGUAGE plpgsql`;
+      $$ LANGUAGE plpgsql ${GENERIC_PLANS}`;
 }

@@ -1,4 +1,5 @@
 import { type Kysely, PostgresAdapter, type RawBuilder, sql } from "kysely";
+import { PLAN_EACH_CALL } from "../../shared/db/pg-prepared.ts";
 import type { Database } from "../../shared/db/schema.ts";
 import { naturalBatcher } from "../../shared/natural-batch.ts";
 import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
@@ -12,9 +13,13 @@ import { lostRunChange, type RunUsage } from "./usage.ts";
  * row; a job that does not meet them is simply not returned, and the caller settles it
  * alone, which also says why.
  *
- * Written in the SQL that SQLite (3.33+, D1) and Postgres share: the rows as a
- * `SELECT … UNION ALL` (SQLite's VALUES cannot name its columns), their columns named
- * apart from `jobs`' so that `RETURNING` lists `jobs`' own unambiguously.
+ * The rows are a table `b`, their columns named apart from `jobs`' so that `RETURNING` lists
+ * `jobs`' own unambiguously. On SQLite and D1 a `SELECT … UNION ALL` (SQLite's VALUES cannot
+ * name its columns); on Postgres one array per column, `unnest`ed. Postgres plans a
+ * statement per text, and the `UNION ALL` of a 100-job batch took it 10–15 ms to plan, more
+ * than to run, again for every batch size on every connection and, its generic plan looking
+ * dearer, on most calls (pg_stat_statements during bench/backlog.ts: 25 plans for 25 calls,
+ * 364 ms); the arrays are one text whatever the batch, planned like a one-job statement.
  *
  * On Postgres, statements that change several rows take their row locks in id order (or
  * skip locked rows, where that is harmless): two of them locking the same jobs in different
@@ -24,11 +29,39 @@ import { lostRunChange, type RunUsage } from "./usage.ts";
 
 const returningJob = sql.join(JOB_COLUMNS.map((column) => sql.ref(column)));
 
-/** `SELECT $1 AS b_id, … UNION ALL SELECT …`: the batch as a table `b`. */
-function rowsTable(rows: RawBuilder<unknown>[][], columns: string[]): RawBuilder<unknown> {
-  const selects = rows.map(
-    (values) =>
-      sql`SELECT ${sql.join(values.map((value, i) => sql`${value} AS ${sql.ref(columns[i]!)}`))}`,
+/**
+ * The claims and reports join their batch to `jobs`, and only a plan made for the batch at
+ * hand knows how many rows it holds (see `PLAN_EACH_CALL`); the arrays keep that planning
+ * cheap. (A comment to SQLite and D1.)
+ */
+const planEachCall = sql.raw(PLAN_EACH_CALL);
+
+const isPostgres = (db: Kysely<Database>) => db.getExecutor().adapter instanceof PostgresAdapter;
+
+/** One column of a batch: its name in `b`, its SQL type and a value per row. */
+interface BatchColumn {
+  name: string;
+  type: "text" | "integer";
+  values: readonly (string | number | null)[];
+}
+
+/** The batch as a table `b`: arrays on Postgres, `SELECT … UNION ALL` elsewhere. */
+function rowsTable(db: Kysely<Database>, columns: readonly BatchColumn[]): RawBuilder<unknown> {
+  const names = sql.join(columns.map((column) => sql.ref(column.name)));
+  if (isPostgres(db)) {
+    const arrays = columns.map((column) => sql`${[...column.values]}::${sql.raw(column.type)}[]`);
+    return sql`unnest(${sql.join(arrays)}) AS b(${names})`;
+  }
+  const rows = columns[0]?.values.length ?? 0;
+  const selects = Array.from(
+    { length: rows },
+    (_, i) =>
+      sql`SELECT ${sql.join(
+        columns.map(
+          (column) =>
+            sql`CAST(${column.values[i] ?? null} AS ${sql.raw(column.type)}) AS ${sql.ref(column.name)}`,
+        ),
+      )}`,
   );
   return sql`(${sql.join(selects, sql` UNION ALL `)}) AS b`;
 }
@@ -41,9 +74,6 @@ function chunks<T>(items: readonly T[], perItem: number, fixed: number, maxParam
   return out;
 }
 
-const asInteger = (value: number) => sql`CAST(${value} AS integer)`;
-const asText = (value: string | undefined) => sql`CAST(${value ?? null} AS text)`;
-
 /**
  * `jobs.<column>` read so that no index can serve a condition on it (`status || ''`,
  * `expires_at + 0`). These statements find their rows by id, through the batch and the
@@ -55,8 +85,6 @@ const asText = (value: string | undefined) => sql`CAST(${value ?? null} AS text)
  */
 const bare = (column: "status" | "model" | "expires_at") =>
   column === "expires_at" ? sql`(jobs.expires_at + 0)` : sql`(${sql.ref(`jobs.${column}`)} || '')`;
-
-const isPostgres = (db: Kysely<Database>) => db.getExecutor().adapter instanceof PostgresAdapter;
 
 /**
  * `jobs.id` among `ids`, with those rows locked in id order first on Postgres; with
@@ -75,11 +103,10 @@ function lockedInOrder(
   skipLocked = false,
   only?: RawBuilder<unknown>,
 ) {
-  const list = sql.join([...ids]);
-  if (!isPostgres(db)) return sql`jobs.id IN (${list})`;
+  if (!isPostgres(db)) return sql`jobs.id IN (${sql.join([...ids])})`;
   const skip = skipLocked ? sql` SKIP LOCKED` : sql``;
   const filter = only ? sql` AND ${only}` : sql``;
-  return sql`jobs.id = ANY(ARRAY(SELECT id FROM jobs WHERE id IN (${list})${filter} ORDER BY id FOR UPDATE${skip}))`;
+  return sql`jobs.id = ANY(ARRAY(SELECT id FROM jobs WHERE id = ANY(${[...ids]}::text[])${filter} ORDER BY id FOR UPDATE${skip}))`;
 }
 
 /**
@@ -143,11 +170,11 @@ export async function claimMany(
   const fixed = 6 + claim.models.length;
   const claimed: JobRow[] = [];
   for (const part of chunks(items, 3, fixed, maxParameters)) {
-    const batch = rowsTable(
-      part.map((item) => [sql`${item.id}`, asInteger(item.attempt)]),
-      ["b_id", "b_attempt"],
-    );
-    const { rows } = await sql<JobRow>`
+    const batch = rowsTable(db, [
+      { name: "b_id", type: "text", values: part.map((item) => item.id) },
+      { name: "b_attempt", type: "integer", values: part.map((item) => item.attempt) },
+    ]);
+    const { rows } = await sql<JobRow>`${planEachCall}
       UPDATE jobs SET
         status = 'running', attempt = b.b_attempt, agent_id = ${claim.agentId},
         started_at = ${claim.now}, error = NULL, updated_at = ${claim.now},
@@ -185,21 +212,25 @@ export async function succeedMany(
 ): Promise<JobRow[]> {
   const succeeded: JobRow[] = [];
   for (const part of chunks(items, 8, 4, maxParameters)) {
-    const batch = rowsTable(
-      part.map((item) => [
-        sql`${item.id}`,
-        asInteger(item.attempt),
-        sql`${JSON.stringify(item.output ?? null)}`,
-        asInteger(Math.max(0, Math.round(item.run?.gpuMs ?? 0))),
-        asText(item.run?.provider),
-        asText(item.run?.device),
-        item.run?.loadMs ? asInteger(Math.round(item.run.loadMs)) : sql`CAST(NULL AS integer)`,
-      ]),
-      ["b_id", "b_attempt", "b_output", "b_gpu_ms", "b_provider", "b_device", "b_load_ms"],
-    );
+    const column = (
+      name: string,
+      type: BatchColumn["type"],
+      of: (item: SuccessItem) => string | number | null,
+    ): BatchColumn => ({ name, type, values: part.map(of) });
+    const batch = rowsTable(db, [
+      column("b_id", "text", (item) => item.id),
+      column("b_attempt", "integer", (item) => item.attempt),
+      column("b_output", "text", (item) => JSON.stringify(item.output ?? null)),
+      column("b_gpu_ms", "integer", (item) => Math.max(0, Math.round(item.run?.gpuMs ?? 0))),
+      column("b_provider", "text", (item) => item.run?.provider ?? null),
+      column("b_device", "text", (item) => item.run?.device ?? null),
+      column("b_load_ms", "integer", (item) =>
+        item.run?.loadMs ? Math.round(item.run.loadMs) : null,
+      ),
+    ]);
     // Each success is a billed run: its time and count ride in the change, and the trigger
     // of migration 0022 rolls them up in this same statement.
-    const { rows } = await sql<JobRow>`
+    const { rows } = await sql<JobRow>`${planEachCall}
       UPDATE jobs SET
         status = 'succeeded', output = b.b_output, finished_at = ${report.now},
         updated_at = ${report.now}, last_seq = last_seq + 1,

@@ -14,6 +14,7 @@ import {
   markPublishedMany,
   succeedMany,
 } from "../../gateway/store/job-batch-updates.ts";
+import { PLAN_EACH_CALL } from "../../shared/db/pg-prepared.ts";
 import type { Database } from "../../shared/db/schema.ts";
 import {
   jobScans,
@@ -116,6 +117,8 @@ describe("batched job statements on Postgres with stale statistics", () => {
     // it still reads each of the 200 to find it is no longer queued).
     await expectTouched(statement!, claimed.length);
     await expectOneLockPass(statement!);
+    // Planned for its batch: a generic plan cannot know the batch's size (pg-prepared.ts).
+    expect(statement!.sql.startsWith(PLAN_EACH_CALL)).toBe(true);
   });
 
   it("reports 200 running jobs by id, not by scanning them once per job", async () => {
@@ -128,6 +131,7 @@ describe("batched job statements on Postgres with stale statistics", () => {
     expect(statement).toBeDefined();
     await expectTouched(statement!, done.length);
     await expectOneLockPass(statement!);
+    expect(statement!.sql.startsWith(PLAN_EACH_CALL)).toBe(true);
   });
 
   it("marks 200 jobs published by id, not by reading every queued job", async () => {

@@ -14,12 +14,14 @@ import { lostRunChange, type RunUsage } from "./usage.ts";
  * alone, which also says why.
  *
  * The rows are a table `b`, their columns named apart from `jobs`' so that `RETURNING` lists
- * `jobs`' own unambiguously. On SQLite and D1 a `SELECT … UNION ALL` (SQLite's VALUES cannot
- * name its columns); on Postgres one array per column, `unnest`ed. Postgres plans a
- * statement per text, and the `UNION ALL` of a 100-job batch took it 10–15 ms to plan, more
- * than to run, again for every batch size on every connection and, its generic plan looking
- * dearer, on most calls (pg_stat_statements during bench/backlog.ts: 25 plans for 25 calls,
- * 364 ms); the arrays are one text whatever the batch, planned like a one-job statement.
+ * `jobs`' own unambiguously: a `SELECT … UNION ALL` (SQLite's VALUES cannot name its
+ * columns), or on Postgres, for a batch of more than `PLANNED_BATCH` jobs, one array per
+ * column, `unnest`ed. Postgres plans a statement per text: the `UNION ALL` of a 100-job
+ * batch took it 10–15 ms to plan, more than to run, again on most calls (pg_stat_statements
+ * during bench/backlog.ts: 25 plans for 25 calls, 364 ms), where the arrays plan like a
+ * one-job statement. Small batches, the common case at ordinary load, keep their rows: each
+ * size is a text of its own that Postgres settles on a plan for, where the arrays of a small
+ * batch were planned anew on most calls (the batch's size moving its cost).
  *
  * On Postgres, statements that change several rows take their row locks in id order (or
  * skip locked rows, where that is harmless): two of them locking the same jobs in different
@@ -31,12 +33,18 @@ const returningJob = sql.join(JOB_COLUMNS.map((column) => sql.ref(column)));
 
 /**
  * The claims and reports join their batch to `jobs`, and only a plan made for the batch at
- * hand knows how many rows it holds (see `PLAN_EACH_CALL`); the arrays keep that planning
- * cheap. (A comment to SQLite and D1.)
+ * hand knows how many rows it holds (see `PLAN_EACH_CALL`): a generic plan joins them as if
+ * ten, re-reading the batch once per job. Planning costs Postgres about 0.6 ms a call, which
+ * that re-reading costs (about 1 µs a row read) for a batch of some 25 jobs. (A comment to
+ * SQLite and D1.)
  */
-const planEachCall = sql.raw(PLAN_EACH_CALL);
+const PLANNED_BATCH = 32;
+const plannedFor = (rows: number) => sql.raw(rows > PLANNED_BATCH ? PLAN_EACH_CALL : "");
 
 const isPostgres = (db: Kysely<Database>) => db.getExecutor().adapter instanceof PostgresAdapter;
+
+/** Whether a batch of `rows` jobs goes as arrays (Postgres, a large batch; see above). */
+const asArrays = (db: Kysely<Database>, rows: number) => rows > PLANNED_BATCH && isPostgres(db);
 
 /** One column of a batch: its name in `b`, its SQL type and a value per row. */
 interface BatchColumn {
@@ -45,14 +53,14 @@ interface BatchColumn {
   values: readonly (string | number | null)[];
 }
 
-/** The batch as a table `b`: arrays on Postgres, `SELECT … UNION ALL` elsewhere. */
+/** The batch as a table `b`: arrays, or `SELECT … UNION ALL` (see above). */
 function rowsTable(db: Kysely<Database>, columns: readonly BatchColumn[]): RawBuilder<unknown> {
-  const names = sql.join(columns.map((column) => sql.ref(column.name)));
-  if (isPostgres(db)) {
+  const rows = columns[0]?.values.length ?? 0;
+  if (asArrays(db, rows)) {
+    const names = sql.join(columns.map((column) => sql.ref(column.name)));
     const arrays = columns.map((column) => sql`${[...column.values]}::${sql.raw(column.type)}[]`);
     return sql`unnest(${sql.join(arrays)}) AS b(${names})`;
   }
-  const rows = columns[0]?.values.length ?? 0;
   const selects = Array.from(
     { length: rows },
     (_, i) =>
@@ -103,10 +111,13 @@ function lockedInOrder(
   skipLocked = false,
   only?: RawBuilder<unknown>,
 ) {
-  if (!isPostgres(db)) return sql`jobs.id IN (${sql.join([...ids])})`;
+  const among = asArrays(db, ids.length)
+    ? sql`= ANY(${[...ids]}::text[])`
+    : sql`IN (${sql.join([...ids])})`;
+  if (!isPostgres(db)) return sql`jobs.id ${among}`;
   const skip = skipLocked ? sql` SKIP LOCKED` : sql``;
   const filter = only ? sql` AND ${only}` : sql``;
-  return sql`jobs.id = ANY(ARRAY(SELECT id FROM jobs WHERE id = ANY(${[...ids]}::text[])${filter} ORDER BY id FOR UPDATE${skip}))`;
+  return sql`jobs.id = ANY(ARRAY(SELECT id FROM jobs WHERE id ${among}${filter} ORDER BY id FOR UPDATE${skip}))`;
 }
 
 /**
@@ -174,7 +185,7 @@ export async function claimMany(
       { name: "b_id", type: "text", values: part.map((item) => item.id) },
       { name: "b_attempt", type: "integer", values: part.map((item) => item.attempt) },
     ]);
-    const { rows } = await sql<JobRow>`${planEachCall}
+    const { rows } = await sql<JobRow>`${plannedFor(part.length)}
       UPDATE jobs SET
         status = 'running', attempt = b.b_attempt, agent_id = ${claim.agentId},
         started_at = ${claim.now}, error = NULL, updated_at = ${claim.now},
@@ -230,7 +241,7 @@ export async function succeedMany(
     ]);
     // Each success is a billed run: its time and count ride in the change, and the trigger
     // of migration 0022 rolls them up in this same statement.
-    const { rows } = await sql<JobRow>`${planEachCall}
+    const { rows } = await sql<JobRow>`${plannedFor(part.length)}
       UPDATE jobs SET
         status = 'succeeded', output = b.b_output, finished_at = ${report.now},
         updated_at = ${report.now}, last_seq = last_seq + 1,

@@ -121,6 +121,22 @@ describe("batched job statements on Postgres with stale statistics", () => {
     expect(statement!.sql.startsWith(PLAN_EACH_CALL)).toBe(true);
   });
 
+  it("claims a small batch (its rows written out, a named statement) with one lock pass", async () => {
+    sent.length = 0;
+    const items = ids(11_000, 20).map((id) => ({ id, attempt: 1 }));
+    const claimed = await claimMany(db, 10_000, items, {
+      agentId: "agt_plan",
+      now: 1,
+      models: ["noop"],
+    });
+    expect(claimed).toHaveLength(20);
+    const statement = sent.find((query) => /UPDATE jobs SET\s+status = 'running'/.test(query.sql));
+    expect(statement).toBeDefined();
+    expect(statement!.sql.startsWith(PLAN_EACH_CALL)).toBe(false);
+    await expectTouched(statement!, claimed.length);
+    await expectOneLockPass(statement!);
+  });
+
   it("reports 200 running jobs by id, not by scanning them once per job", async () => {
     sent.length = 0;
     await sql`UPDATE jobs SET agent_id = 'agt_plan' WHERE status = 'running'`.execute(db);

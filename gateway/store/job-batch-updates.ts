@@ -35,16 +35,18 @@ const returningJob = sql.join(JOB_COLUMNS.map((column) => sql.ref(column)));
  * The claims and reports join their batch to `jobs`, and only a plan made for the batch at
  * hand knows how many rows it holds (see `PLAN_EACH_CALL`): a generic plan joins them as if
  * ten, re-reading the batch once per job. Planning costs Postgres about 0.6 ms a call, which
- * that re-reading costs (about 1 µs a row read) for a batch of some 25 jobs. (A comment to
- * SQLite and D1.)
+ * that re-reading costs (about 1 µs a row read) for a batch of some 25 jobs.
  */
 const PLANNED_BATCH = 32;
-const plannedFor = (rows: number) => sql.raw(rows > PLANNED_BATCH ? PLAN_EACH_CALL : "");
 
 const isPostgres = (db: Kysely<Database>) => db.getExecutor().adapter instanceof PostgresAdapter;
 
 /** Whether a batch of `rows` jobs goes as arrays (Postgres, a large batch; see above). */
 const asArrays = (db: Kysely<Database>, rows: number) => rows > PLANNED_BATCH && isPostgres(db);
+
+/** A batch that goes as arrays is planned for its size; one written out keeps its plan. */
+const plannedFor = (db: Kysely<Database>, rows: number) =>
+  sql.raw(asArrays(db, rows) ? PLAN_EACH_CALL : "");
 
 /** One column of a batch: its name in `b`, its SQL type and a value per row. */
 interface BatchColumn {
@@ -185,7 +187,7 @@ export async function claimMany(
       { name: "b_id", type: "text", values: part.map((item) => item.id) },
       { name: "b_attempt", type: "integer", values: part.map((item) => item.attempt) },
     ]);
-    const { rows } = await sql<JobRow>`${plannedFor(part.length)}
+    const { rows } = await sql<JobRow>`${plannedFor(db, part.length)}
       UPDATE jobs SET
         status = 'running', attempt = b.b_attempt, agent_id = ${claim.agentId},
         started_at = ${claim.now}, error = NULL, updated_at = ${claim.now},
@@ -241,7 +243,7 @@ export async function succeedMany(
     ]);
     // Each success is a billed run: its time and count ride in the change, and the trigger
     // of migration 0022 rolls them up in this same statement.
-    const { rows } = await sql<JobRow>`${plannedFor(part.length)}
+    const { rows } = await sql<JobRow>`${plannedFor(db, part.length)}
       UPDATE jobs SET
         status = 'succeeded', output = b.b_output, finished_at = ${report.now},
         updated_at = ${report.now}, last_seq = last_seq + 1,

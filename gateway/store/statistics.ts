@@ -98,9 +98,10 @@ export function statisticsRefresher(
  * index scan of the line steps over them: with autovacuum off, one agent's drain of 100 000
  * jobs fell from 1 000 jobs/s to 600 as they piled up, and with this vacuum it did not fall
  * (913 jobs/s on average, ending at 1 105; bench/backlog.ts). Autovacuum's default waits for
- * a fifth of a table to die, which on a large jobs table is far later than this. `SKIP_LOCKED`: a table autovacuum (or another
- * gateway) is vacuuming is passed over, never waited for. A vacuum cannot run inside a
- * transaction, so the one-gateway-at-a-time lock is a session lock on one connection.
+ * a fifth of a table to die, which on a large jobs table is far later than this.
+ * `SKIP_LOCKED`: a table autovacuum (or another gateway) is vacuuming is passed over, never
+ * waited for. A vacuum cannot run inside a transaction, so the one-gateway-at-a-time lock is
+ * a session lock on one connection.
  */
 export function deadRowVacuum(
   db: Kysely<Database>,

@@ -102,39 +102,37 @@ describe("batched job statements on Postgres with stale statistics", () => {
     expect(rowsTouched(byId)).toBe(200);
   });
 
-  it("claims 200 queued jobs by id, not by scanning the backlog once per job", async () => {
+  /** Claims `count` queued jobs from the `from`th on: what came back, and the statement sent. */
+  async function claimBatch(from: number, count: number) {
     sent.length = 0;
-    const items = ids(10_000, 200).map((id) => ({ id, attempt: 1 }));
+    const items = ids(from, count).map((id) => ({ id, attempt: 1 }));
     const claimed = await claimMany(db, 10_000, items, {
       agentId: "agt_plan",
       now: 1,
       models: ["noop"],
     });
-    expect(claimed).toHaveLength(200);
     const statement = sent.find((query) => /UPDATE jobs SET\s+status = 'running'/.test(query.sql));
-    expect(statement).toBeDefined();
+    if (!statement) throw new Error("no claim statement was sent");
+    return { claimed, statement };
+  }
+
+  it("claims 200 queued jobs by id, not by scanning the backlog once per job", async () => {
+    const { claimed, statement } = await claimBatch(10_000, 200);
+    expect(claimed).toHaveLength(200);
     // Run again under EXPLAIN ANALYZE (the jobs are running now, so it changes nothing, but
     // it still reads each of the 200 to find it is no longer queued).
-    await expectTouched(statement!, claimed.length);
-    await expectOneLockPass(statement!);
+    await expectTouched(statement, claimed.length);
+    await expectOneLockPass(statement);
     // Planned for its batch: a generic plan cannot know the batch's size (pg-prepared.ts).
-    expect(statement!.sql.startsWith(PLAN_EACH_CALL)).toBe(true);
+    expect(statement.sql.startsWith(PLAN_EACH_CALL)).toBe(true);
   });
 
   it("claims a small batch (its rows written out, a named statement) with one lock pass", async () => {
-    sent.length = 0;
-    const items = ids(11_000, 20).map((id) => ({ id, attempt: 1 }));
-    const claimed = await claimMany(db, 10_000, items, {
-      agentId: "agt_plan",
-      now: 1,
-      models: ["noop"],
-    });
+    const { claimed, statement } = await claimBatch(11_000, 20);
     expect(claimed).toHaveLength(20);
-    const statement = sent.find((query) => /UPDATE jobs SET\s+status = 'running'/.test(query.sql));
-    expect(statement).toBeDefined();
-    expect(statement!.sql.startsWith(PLAN_EACH_CALL)).toBe(false);
-    await expectTouched(statement!, claimed.length);
-    await expectOneLockPass(statement!);
+    expect(statement.sql.startsWith(PLAN_EACH_CALL)).toBe(false);
+    await expectTouched(statement, claimed.length);
+    await expectOneLockPass(statement);
   });
 
   it("reports 200 running jobs by id, not by scanning them once per job", async () => {

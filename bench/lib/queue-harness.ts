@@ -227,6 +227,8 @@ export interface JobStamps {
   releasedAt: number;
   startedAt: number;
   finishedAt: number;
+  /** When the gateway took the job's report (its `finished_at`), where `finishedAt` is when it was heard. */
+  reportedAt?: number;
 }
 
 /**

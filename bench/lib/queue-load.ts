@@ -35,7 +35,8 @@ export interface LoadOptions {
 export interface LoadShapes {
   paced(system: System, count: number, options?: { quiet?: boolean }): Promise<Figures>;
   saturated(system: System, count: number, options?: { quiet?: boolean }): Promise<Figures>;
-  warmUp(system: System): Promise<void>;
+  /** Resolves with the number of jobs it submitted. */
+  warmUp(system: System): Promise<number>;
 }
 
 export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes {
@@ -67,7 +68,8 @@ export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes 
   /**
    * Where the latency went, from the system's own stamps: submit → stored (the gateway's
    * insert), stored → released (Gantry's fair release pass), released → started (publish,
-   * broker, the agent's claim), started → finished (the runner and the report).
+   * broker, the agent's claim), started → finished (the runner and the report; where the
+   * finish was heard, started → reported and reported → heard, the event stream's part).
    */
   function sayLegs(
     sent: { id: string; sentAt: number }[],
@@ -78,6 +80,7 @@ export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes 
       released: [] as number[],
       started: [] as number[],
       finished: [] as number[],
+      heard: [] as number[],
     };
     for (const job of sent) {
       const stamps = finished.get(job.id);
@@ -87,7 +90,10 @@ export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes 
         legs.released.push(stamps.releasedAt - stamps.createdAt);
         legs.started.push(stamps.startedAt - stamps.releasedAt);
       } else legs.started.push(stamps.startedAt - stamps.createdAt);
-      legs.finished.push(stamps.finishedAt - stamps.startedAt);
+      if (stamps.reportedAt !== undefined) {
+        legs.finished.push(stamps.reportedAt - stamps.startedAt);
+        legs.heard.push(stamps.finishedAt - stamps.reportedAt);
+      } else legs.finished.push(stamps.finishedAt - stamps.startedAt);
     }
     const leg = (name: string, values: number[]) =>
       `${name} p50 ${ms(percentile(values, 50))} p99 ${ms(percentile(values, 99))}`;
@@ -95,10 +101,11 @@ export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes 
     const queued = legs.released.length
       ? `${leg("stored→released", legs.released)}; ${leg("released→started", legs.started)}`
       : leg("stored→started", legs.started);
-    say(
-      `  legs: ${leg("submit→stored", legs.stored)}; ${queued}; ` +
-        leg("started→finished", legs.finished),
-    );
+    // Where the finish was heard, its leg is apart: the report's settle and the event stream.
+    const done = legs.heard.length
+      ? `${leg("started→reported", legs.finished)}; ${leg("reported→heard", legs.heard)}`
+      : leg("started→finished", legs.finished);
+    say(`  legs: ${leg("submit→stored", legs.stored)}; ${queued}; ${done}`);
   }
 
   /** Submits at `rate` jobs/s, on schedule, whatever the answers' latency. */
@@ -140,10 +147,11 @@ export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes 
    * rate. The first seconds of a new shape run code V8 has not optimised yet (single-job
    * batches, timers), and the figures should say what a running system does.
    */
-  async function warmUp(system: System): Promise<void> {
+  async function warmUp(system: System): Promise<number> {
     say(`${system.name}: warming up (200 jobs at once, then 2 s at ${rate}/s)…`);
     await saturated(system, 200, { quiet: true });
     await paced(system, rate * 2, { quiet: true });
+    return 200 + rate * 2;
   }
 
   return { paced, saturated, warmUp };

@@ -1,4 +1,4 @@
-import type { Kysely, UpdateQueryBuilder, UpdateResult } from "kysely";
+import { type Kysely, type RawBuilder, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import type { JobError, JobStatus } from "../../shared/protocol/index.ts";
 import { byId } from "./job-reads.ts";
@@ -10,19 +10,26 @@ import { lostRunChange, type RunUsage, runUsageChange } from "./usage.ts";
  * UPDATE … RETURNING that also bumps `last_seq`; a database trigger appends its event in the
  * same statement (migration 0005). No interactive transactions, because D1 has none; the
  * condition in the UPDATE is what keeps concurrent agents and clients from racing.
+ *
+ * Written as SQL text with bound values rather than with Kysely's builder: the claims and
+ * reports of ordinary load come one by one, and building each UPDATE node by node took a
+ * twentieth of the gateway's CPU at 200 jobs/s (issue 29). The values stay parameters, as
+ * the builder sent them, so Postgres plans the same statements the same way.
  */
 
 type Db = Kysely<Database>;
-type JobUpdate = UpdateQueryBuilder<Database, "jobs", "jobs", UpdateResult>;
+type Condition = RawBuilder<unknown>;
 
 const ACTIVE: JobStatus[] = ["queued", "running"];
 /** What `POST /v1/jobs/{id}/retry` may put back in the queue. */
 const RETRYABLE: JobStatus[] = ["failed", "expired", "canceled"];
 
+const among = (values: readonly unknown[]) => sql`(${sql.join([...values])})`;
+
 /** The running attempt `attempt`, held by `agentId` when one is named. */
-function currentAttempt(query: JobUpdate, attempt: number, agentId?: string): JobUpdate {
-  const running = query.where("status", "=", "running").where("attempt", "=", attempt);
-  return agentId === undefined ? running : running.where("agent_id", "=", agentId);
+function currentAttempt(attempt: number, agentId?: string): Condition {
+  const running = sql`status = ${"running"} AND attempt = ${attempt}`;
+  return agentId === undefined ? running : sql`${running} AND agent_id = ${agentId}`;
 }
 
 /**
@@ -46,20 +53,15 @@ export function reclaimStale(
     row.id,
     change,
     now,
-    (q) =>
-      q
-        .where("status", "=", "running")
-        .where("attempt", "=", row.attempt)
-        .where("updated_at", "<", staleBefore),
+    sql`status = ${"running"} AND attempt = ${row.attempt} AND updated_at < ${staleBefore}`,
     lostRunChange(),
   );
 }
 
 export function failQueued(db: Db, row: JobRow, error: JobError, now: number): Promise<Transition> {
   const change = { status: "failed", error: JSON.stringify(error), finished_at: now };
-  return transition(db, row.id, change, now, (q) =>
-    q.where("status", "=", "queued").where("last_seq", "=", row.last_seq),
-  );
+  const unchanged = sql`status = ${"queued"} AND last_seq = ${row.last_seq}`;
+  return transition(db, row.id, change, now, unchanged);
 }
 
 export function retry(
@@ -83,21 +85,18 @@ export function retry(
     expires_at: expiresAt,
     progress: null,
   };
-  return transition(db, id, fresh, now, (q) =>
-    q.where("tenant_id", "=", tenantId).where("status", "in", RETRYABLE),
-  );
+  const ended = sql`tenant_id = ${tenantId} AND status IN ${among(RETRYABLE)}`;
+  return transition(db, id, fresh, now, ended);
 }
 
 export function cancel(db: Db, tenantId: string, id: string, now: number): Promise<Transition> {
-  return transition(db, id, { status: "canceled", finished_at: now }, now, (q) =>
-    q.where("tenant_id", "=", tenantId).where("status", "in", ACTIVE),
-  );
+  const active = sql`tenant_id = ${tenantId} AND status IN ${among(ACTIVE)}`;
+  return transition(db, id, { status: "canceled", finished_at: now }, now, active);
 }
 
 export function expire(db: Db, id: string, now: number): Promise<Transition> {
-  return transition(db, id, { status: "expired", finished_at: now }, now, (q) =>
-    q.where("status", "=", "queued").where("expires_at", "<", now),
-  );
+  const overdue = sql`status = ${"queued"} AND expires_at < ${now}`;
+  return transition(db, id, { status: "expired", finished_at: now }, now, overdue);
 }
 
 /**
@@ -112,22 +111,17 @@ export function claim(
   now: number,
   models?: readonly string[],
 ): Promise<Transition> {
+  // Only a released job: a held one's old message (a stale attempt's, redelivered) must not
+  // start it past its tenant's `max_running_jobs` (job-release.ts).
+  const claimable = sql`expires_at >= ${now}
+    AND ((status = ${"queued"} AND released_at IS NOT NULL)
+      OR (status = ${"running"} AND attempt < ${attempt}))`;
   return transition(
     db,
     id,
     { status: "running", attempt, agent_id: agentId, started_at: now, error: null },
     now,
-    (q) => {
-      const claimable = q.where("expires_at", ">=", now).where((eb) =>
-        eb.or([
-          // Only a released job: a held one's old message (a stale attempt's, redelivered)
-          // must not start it past its tenant's `max_running_jobs` (job-release.ts).
-          eb.and([eb("status", "=", "queued"), eb("released_at", "is not", null)]),
-          eb.and([eb("status", "=", "running"), eb("attempt", "<", attempt)]),
-        ]),
-      );
-      return models ? claimable.where("model", "in", [...models]) : claimable;
-    },
+    models ? sql`${claimable} AND model IN ${among(models)}` : claimable,
     // Taking over a running attempt: its agent is gone with its run's report.
     lostRunChange(),
   );
@@ -147,7 +141,7 @@ export function succeed(
     id,
     { status: "succeeded", output: JSON.stringify(output ?? null), finished_at: now },
     now,
-    (q) => currentAttempt(q, attempt, agentId),
+    currentAttempt(attempt, agentId),
     runUsageChange(run),
   );
 }
@@ -166,14 +160,7 @@ export function fail(
   const change = willRetry
     ? { status: "queued", error: JSON.stringify(error) }
     : { status: "failed", error: JSON.stringify(error), finished_at: now };
-  return transition(
-    db,
-    id,
-    change,
-    now,
-    (q) => currentAttempt(q, attempt, agentId),
-    runUsageChange(run),
-  );
+  return transition(db, id, change, now, currentAttempt(attempt, agentId), runUsageChange(run));
 }
 
 export function release(
@@ -184,7 +171,7 @@ export function release(
   agentId?: string,
   run?: RunUsage,
 ): Promise<Transition> {
-  const settle = (q: JobUpdate) => currentAttempt(q, attempt, agentId);
+  const settle = currentAttempt(attempt, agentId);
   return transition(db, id, { status: "queued" }, now, settle, runUsageChange(run));
 }
 
@@ -193,15 +180,18 @@ async function transition(
   id: string,
   change: Partial<Omit<JobRow, "id" | "last_seq">>,
   now: number,
-  condition: (query: JobUpdate) => JobUpdate,
+  condition: Condition,
   /** A run's usage rides in the same UPDATE: its trigger rolls it up (migration 0022). */
   usage: ReturnType<typeof runUsageChange> | ReturnType<typeof lostRunChange> = {},
 ): Promise<Transition> {
-  const base = db
-    .updateTable("jobs")
-    .set((eb) => ({ ...change, ...usage, updated_at: now, last_seq: eb("last_seq", "+", 1) }))
-    .where("id", "=", id);
-  const row = await condition(base).returningAll().executeTakeFirst();
+  // A value is bound, or written out where it is SQL (`usage`'s sums: `gpu_ms + 12`).
+  // Absent values are left alone, as the builder left them.
+  const sets = Object.entries({ ...change, ...usage, updated_at: now })
+    .filter(([, value]) => value !== undefined)
+    .map(([column, value]) => sql`${sql.ref(column)} = ${value}`);
+  const { rows } = await sql<JobRow>`UPDATE jobs SET ${sql.join(sets)}, last_seq = last_seq + 1
+    WHERE id = ${id} AND ${condition} RETURNING *`.execute(db);
+  const row = rows[0];
   if (!row) return { ok: false, current: (await byId(db, id)) ?? null };
   return { ok: true, job: row };
 }

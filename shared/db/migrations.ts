@@ -27,6 +27,7 @@ import { agentPrefetch } from "./migrations/0025-agent-prefetch.ts";
 import { insertReleased } from "./migrations/0026-insert-released.ts";
 import { leanJobIndexes } from "./migrations/0027-lean-job-indexes.ts";
 import { insertGenericPlans } from "./migrations/0028-insert-generic-plans.ts";
+import { quietAnnouncements } from "./migrations/0029-quiet-announcements.ts";
 import { instant, type Migration, type SqlDialect } from "./migrations/types.ts";
 import type { Database } from "./schema.ts";
 
@@ -62,6 +63,7 @@ const MIGRATIONS: Migration[] = [
   insertReleased,
   leanJobIndexes,
   insertGenericPlans,
+  quietAnnouncements,
 ];
 
 /**

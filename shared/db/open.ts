@@ -3,6 +3,7 @@ import { UserError } from "../errors.ts";
 import type { SqlDialect } from "./migrations.ts";
 import { isPostgresUrl, openPostgres, parsePostgresUrl } from "./postgres.ts";
 import type { Database } from "./schema.ts";
+import type { SessionSettings } from "./session-settings.ts";
 import { openSqlite } from "./sqlite.ts";
 
 export interface OpenedDatabase {
@@ -16,6 +17,8 @@ export interface OpenedDatabase {
 export interface OpenDatabaseOptions {
   /** Postgres pool size per process. Default 10. */
   maxConnections?: number;
+  /** Postgres: settings the pool's connections carry, changed while it runs. */
+  settings?: SessionSettings;
 }
 
 /**

@@ -18,6 +18,11 @@ export interface ChangeListenerOptions {
    * and with `false` when it drops.
    */
   onLive(live: boolean): void;
+  /**
+   * Another gateway started listening (it says `HELLO` on the channel first): it counts on
+   * this one's announcements from now on (gateway/feed/announce-peers.ts).
+   */
+  onHello?(): void;
   log?: { warn(fields: object, message: string): void };
   /** Reconnect backoff bounds. Defaults 100 ms and 10 s. */
   minBackoffMs?: number;
@@ -25,8 +30,19 @@ export interface ChangeListenerOptions {
 }
 
 export interface ChangeListener {
+  /** Its connection while it listens: the server's process id, and the LISTEN it sent. */
+  listening(): { pid: number; statement: string } | null;
   close(): Promise<void>;
 }
+
+/** The channel the jobs triggers announce on: named after the jobs table's schema (0008). */
+export const CHANNEL_QUERY = "SELECT 'gantry_' || left(md5(current_schema()), 16) AS channel";
+
+/** What a listener says on its channel just before it listens (`onHello`). */
+export const HELLO = "hello";
+
+/** The statement a listener sends: what `pg_stat_activity` shows of its connection after. */
+export const listenStatement = (channel: string) => `LISTEN ${pg.escapeIdentifier(channel)}`;
 
 /**
  * Listens to the jobs trigger's announcements on one dedicated connection (a pooled one
@@ -38,6 +54,7 @@ export function listenForChanges(url: string, options: ChangeListenerOptions): C
   const minMs = options.minBackoffMs ?? 100;
   const maxMs = options.maxBackoffMs ?? 10_000;
   let client: pg.Client | null = null;
+  let listening: { pid: number; statement: string } | null = null;
   let closed = false;
   let failures = 0;
   let timer: ReturnType<typeof setTimeout> | null = null;
@@ -45,6 +62,7 @@ export function listenForChanges(url: string, options: ChangeListenerOptions): C
   const reconnect = (reason: unknown) => {
     if (closed) return;
     options.onLive(false);
+    listening = null;
     client?.removeAllListeners();
     void client?.end().catch(() => {});
     client = null;
@@ -68,17 +86,24 @@ export function listenForChanges(url: string, options: ChangeListenerOptions): C
     next.on("error", reconnect);
     next.on("end", () => reconnect("connection ended"));
     next.on("notification", (message) => {
+      if (message.payload === HELLO) return options.onHello?.();
       const change = parseAnnouncement(message.payload);
       if (change) options.onChange(change);
     });
     try {
       await next.connect();
       // The trigger names the channel after the jobs table's schema: ask for ours.
-      const { rows } = await next.query<{ channel: string }>(
-        "SELECT 'gantry_' || left(md5(current_schema()), 16) AS channel",
-      );
-      await next.query(`LISTEN ${pg.escapeIdentifier(rows[0]?.channel ?? "gantry")}`);
+      const { rows } = await next.query<{ channel: string }>(CHANNEL_QUERY);
+      const channel = rows[0]?.channel ?? "gantry";
+      // Before listening, so that it does not come back: the gateways announcing nothing
+      // while nobody else listened announce again at once.
+      await next.query("SELECT pg_notify($1, $2)", [channel, HELLO]);
+      const statement = listenStatement(channel);
+      await next.query(statement);
       if (closed || client !== next) return;
+      // pg's typings leave out the server's process id, which it keeps from the handshake.
+      const pid = (next as unknown as { processID?: number | null }).processID;
+      listening = typeof pid === "number" ? { pid, statement } : null;
       failures = 0;
       options.onLive(true);
     } catch (error) {
@@ -88,8 +113,10 @@ export function listenForChanges(url: string, options: ChangeListenerOptions): C
 
   void connect();
   return {
+    listening: () => listening,
     async close() {
       closed = true;
+      listening = null;
       if (timer) clearTimeout(timer);
       const last = client;
       client = null;

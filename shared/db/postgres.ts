@@ -4,6 +4,7 @@ import { UserError } from "../errors.ts";
 import { migrate } from "./migrations.ts";
 import { withPreparedStatements } from "./pg-prepared.ts";
 import type { Database } from "./schema.ts";
+import type { SessionSettings } from "./session-settings.ts";
 
 /**
  * The JobStore's and the `sql` queue's database on Postgres: the same Kysely code as on
@@ -14,6 +15,8 @@ export interface PostgresOptions {
   maxConnections?: number;
   /** Apply pending migrations under an advisory lock (default true). */
   migrate?: boolean;
+  /** Settings the pool's connections carry, changed while it runs (session-settings.ts). */
+  settings?: SessionSettings;
 }
 
 export interface PostgresTarget {
@@ -96,6 +99,7 @@ export async function openPostgres(
   // An idle client that loses its server (a restart) emits here; without a listener that
   // error would crash the process. The pool replaces the client on the next query.
   pool.on("error", () => {});
+  options.settings?.attach(pool);
   const db = new Kysely<Database>({
     dialect: new PostgresDialect({ pool: target.prepare ? withPreparedStatements(pool) : pool }),
   });

@@ -12,7 +12,7 @@ import type { QueueLimits } from "../../../shared/queue/port.ts";
 import { startTracing } from "../../../shared/tracing/otel-node.ts";
 import { createApp, createGateway } from "../../app.ts";
 import { GatewayConfig } from "../../config.ts";
-import { startChangeFeed } from "../../feed/start-feed.ts";
+import { feedSettings, startChangeFeed } from "../../feed/start-feed.ts";
 import { webhookDeps } from "../../jobs/lifecycle.ts";
 import { limitAnonymousByAddress } from "../../limits/address-limit.ts";
 import { createKyselyStores } from "../../store/kysely-stores.ts";
@@ -37,7 +37,8 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
   const addressOf = nodeAddressOf(options.trustedProxies ?? []);
   // OpenTelemetry, only when OTEL_EXPORTER_OTLP_ENDPOINT asks for it (else not even loaded).
   const tracing = await startTracing("gantry-gateway");
-  const database = await openDatabase(options.databaseUrl);
+  const settings = feedSettings(options.databaseUrl);
+  const database = await openDatabase(options.databaseUrl, settings ? { settings } : {});
   const db = database.db;
   const opened = await openGatewayQueue(database, options, log).catch(async (error) => {
     await database.close();
@@ -146,7 +147,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
   sessions.attach(gateway, app);
   const listener = await startChangeFeed(
     gateway.notifier,
-    { dialect: database.dialect, url: options.databaseUrl },
+    { dialect: database.dialect, url: options.databaseUrl, db, ...(settings ? { settings } : {}) },
     options.changeFeed,
     log,
   );

@@ -61,8 +61,8 @@ export async function startChangeFeed(
             }
             // Announcements made while it was down are lost: everyone reads again now.
             notifier.resync();
-            // The other gateways see this listener within a check: until then they may
-            // not announce, so the streams go on polling a little longer.
+            // A gateway that missed its hello (its own listener down) sees this one within
+            // a check, and may not announce until then: the streams poll a little longer.
             grace = setTimeout(() => {
               grace = null;
               notifier.live = true;

@@ -39,6 +39,14 @@ export interface LoadShapes {
   warmUp(system: System): Promise<number>;
 }
 
+/**
+ * Seconds of the paced warm-up. Two were too few for Gantry: its measured paced phase then
+ * started at about twice its steady latency and took some five seconds to settle (queue-e2e
+ * at 200/s, p50 per 200 ms: 20 ms falling to 11), with or without the burst before; after
+ * eight, its first seconds ran as the rest.
+ */
+const WARM_PACED_S = 8;
+
 export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes {
   async function measure(
     system: System,
@@ -143,15 +151,15 @@ export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes 
   }
 
   /**
-   * Both load shapes, unmeasured, before measuring: a burst, then two seconds at the paced
-   * rate. The first seconds of a new shape run code V8 has not optimised yet (single-job
-   * batches, timers), and the figures should say what a running system does.
+   * Both load shapes, unmeasured, before measuring: a burst, then `WARM_PACED_S` at the
+   * paced rate. The first seconds of a new shape run code V8 has not optimised yet
+   * (single-job batches, timers), and the figures should say what a running system does.
    */
   async function warmUp(system: System): Promise<number> {
-    say(`${system.name}: warming up (200 jobs at once, then 2 s at ${rate}/s)…`);
+    say(`${system.name}: warming up (200 jobs at once, then ${WARM_PACED_S} s at ${rate}/s)…`);
     await saturated(system, 200, { quiet: true });
-    await paced(system, rate * 2, { quiet: true });
-    return 200 + rate * 2;
+    await paced(system, rate * WARM_PACED_S, { quiet: true });
+    return 200 + rate * WARM_PACED_S;
   }
 
   return { paced, saturated, warmUp };

@@ -29,9 +29,11 @@ export const quietAnnouncements: Migration = {
   name: "0029_quiet_announcements",
   async up(db, dialect) {
     if (dialect !== "postgres") return;
-    const announcing = sql.raw(
-      `coalesce(current_setting('${ANNOUNCE_SETTING}', true), '') <> 'off'`,
-    );
+    /** `pg_notify` on the schema's channel, unless the session turned announcements off. */
+    const announce = (payload: string) =>
+      sql.raw(`IF coalesce(current_setting('${ANNOUNCE_SETTING}', true), '') <> 'off' THEN
+          PERFORM pg_notify('gantry_' || left(md5(TG_TABLE_SCHEMA), 16), ${payload});
+        END IF;`);
     await sql`
       CREATE OR REPLACE FUNCTION gantry_job_event() RETURNS trigger AS $$
       BEGIN
@@ -44,24 +46,14 @@ export const quietAnnouncements: Migration = {
           CASE WHEN TG_OP = 'INSERT' OR NEW.status = 'running' THEN NULL ELSE NEW.error END,
           NEW.updated_at, NEW.tenant_id, pg_current_xact_id()
         );
-        IF ${announcing} THEN
-          PERFORM pg_notify(
-            'gantry_' || left(md5(TG_TABLE_SCHEMA), 16),
-            NEW.tenant_id || ' ' || NEW.id || ' ' || NEW.last_seq || ' ' || NEW.status
-          );
-        END IF;
+        ${announce("NEW.tenant_id || ' ' || NEW.id || ' ' || NEW.last_seq || ' ' || NEW.status")}
         RETURN NULL;
       END
       $$ LANGUAGE plpgsql`.execute(db);
     await sql`
       CREATE OR REPLACE FUNCTION gantry_job_progress() RETURNS trigger AS $$
       BEGIN
-        IF ${announcing} THEN
-          PERFORM pg_notify(
-            'gantry_' || left(md5(TG_TABLE_SCHEMA), 16),
-            NEW.tenant_id || ' ' || NEW.id || ' progress ' || NEW.model || ' ' || NEW.progress
-          );
-        END IF;
+        ${announce("NEW.tenant_id || ' ' || NEW.id || ' progress ' || NEW.model || ' ' || NEW.progress")}
         RETURN NULL;
       END
       $$ LANGUAGE plpgsql`.execute(db);

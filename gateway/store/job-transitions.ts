@@ -24,7 +24,9 @@ const ACTIVE: JobStatus[] = ["queued", "running"];
 /** What `POST /v1/jobs/{id}/retry` may put back in the queue. */
 const RETRYABLE: JobStatus[] = ["failed", "expired", "canceled"];
 
-const among = (values: readonly unknown[]) => sql`(${sql.join([...values])})`;
+/** `IN` and its list; an empty list is matched by nothing (`IN ()` is no SQL on Postgres). */
+const among = (values: readonly unknown[]) =>
+  values.length ? sql`IN (${sql.join([...values])})` : sql`IN (SELECT NULL WHERE 1 = 0)`;
 
 /** The running attempt `attempt`, held by `agentId` when one is named. */
 function currentAttempt(attempt: number, agentId?: string): Condition {
@@ -85,12 +87,12 @@ export function retry(
     expires_at: expiresAt,
     progress: null,
   };
-  const ended = sql`tenant_id = ${tenantId} AND status IN ${among(RETRYABLE)}`;
+  const ended = sql`tenant_id = ${tenantId} AND status ${among(RETRYABLE)}`;
   return transition(db, id, fresh, now, ended);
 }
 
 export function cancel(db: Db, tenantId: string, id: string, now: number): Promise<Transition> {
-  const active = sql`tenant_id = ${tenantId} AND status IN ${among(ACTIVE)}`;
+  const active = sql`tenant_id = ${tenantId} AND status ${among(ACTIVE)}`;
   return transition(db, id, { status: "canceled", finished_at: now }, now, active);
 }
 
@@ -121,7 +123,7 @@ export function claim(
     id,
     { status: "running", attempt, agent_id: agentId, started_at: now, error: null },
     now,
-    models ? sql`${claimable} AND model IN ${among(models)}` : claimable,
+    models ? sql`${claimable} AND model ${among(models)}` : claimable,
     // Taking over a running attempt: its agent is gone with its run's report.
     lostRunChange(),
   );

@@ -1,7 +1,8 @@
-import { type Kysely, PostgresAdapter, type RawBuilder, sql } from "kysely";
+import { type Kysely, type RawBuilder, sql } from "kysely";
 import { PLAN_EACH_CALL } from "../../shared/db/pg-prepared.ts";
 import type { Database } from "../../shared/db/schema.ts";
 import { naturalBatcher } from "../../shared/natural-batch.ts";
+import { isPostgresDb } from "./job-metadata.ts";
 import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
 import { lostRunChange, type RunUsage } from "./usage.ts";
 
@@ -39,10 +40,8 @@ const returningJob = sql.join(JOB_COLUMNS.map((column) => sql.ref(column)));
  */
 const PLANNED_BATCH = 32;
 
-const isPostgres = (db: Kysely<Database>) => db.getExecutor().adapter instanceof PostgresAdapter;
-
 /** Whether a batch of `rows` jobs goes as arrays (Postgres, a large batch; see above). */
-const asArrays = (db: Kysely<Database>, rows: number) => rows > PLANNED_BATCH && isPostgres(db);
+const asArrays = (db: Kysely<Database>, rows: number) => rows > PLANNED_BATCH && isPostgresDb(db);
 
 /** A batch that goes as arrays is planned for its size; one written out keeps its plan. */
 const plannedFor = (db: Kysely<Database>, rows: number) =>
@@ -116,7 +115,7 @@ function lockedInOrder(
   const among = asArrays(db, ids.length)
     ? sql`= ANY(${[...ids]}::text[])`
     : sql`IN (${sql.join([...ids])})`;
-  if (!isPostgres(db)) return sql`jobs.id ${among}`;
+  if (!isPostgresDb(db)) return sql`jobs.id ${among}`;
   const skip = skipLocked ? sql` SKIP LOCKED` : sql``;
   const filter = only ? sql` AND ${only}` : sql``;
   return sql`jobs.id = ANY(ARRAY(SELECT id FROM jobs WHERE id ${among}${filter} ORDER BY id FOR UPDATE${skip}))`;

@@ -39,11 +39,13 @@ let nextJob = 0;
 /** Inserts a job through `on`; returns its id. Its insert is an event, announced or not. */
 async function insertJob(on: Kysely<Database> | pg.Client): Promise<string> {
   const id = `job_announce_${nextJob++}`;
-  const text = `INSERT INTO jobs (id, tenant_id, model, status, priority, input, attempt,
-    created_at, updated_at, expires_at, last_seq) VALUES ($1, 'ten_a', 'noop', 'queued', 0, '{}',
-    0, 1, 1, 9999999999999, 1)`;
-  if (on instanceof pg.Client) await on.query(text, [id]);
-  else await sql`${sql.raw(text.replace("$1", `'${id}'`))}`.execute(on);
+  const insert = sql`INSERT INTO jobs (id, tenant_id, model, status, priority, input, attempt,
+    created_at, updated_at, expires_at, last_seq) VALUES (${id}, 'ten_a', 'noop', 'queued', 0,
+    '{}', 0, 1, 1, 9999999999999, 1)`;
+  if (on instanceof pg.Client) {
+    const { sql: text, parameters } = insert.compile(db);
+    await on.query(text, [...parameters]);
+  } else await insert.execute(on);
   return id;
 }
 

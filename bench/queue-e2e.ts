@@ -137,9 +137,8 @@ async function measureGantry(name: string, traced: boolean) {
     closers.push(tested.close);
     const system = { ...tested.system, name };
     // Counted from before the warm-up, whose jobs are of the same two shapes: reading the
-    // counters takes seconds of quiet (pg-writes.ts), and between the warm-up and the paced
-    // phase that quiet undid the warm-up (idle connections closed, caches expired: the first
-    // second of the paced phase then ran at twice the latency of the rest).
+    // counters takes seconds of quiet (pg-writes.ts), which a running system never has, so it
+    // does not stand between the warm-up and the phases measured.
     const writesBefore = stack.postgres ? await writeCounts(stack.db, say) : null;
     const warmUpJobs = await warmUp(system);
     const reads = heard ? await gantryFeedReads(stack.metricsUrl) : 0;

@@ -227,7 +227,10 @@ export interface JobStamps {
   releasedAt: number;
   startedAt: number;
   finishedAt: number;
-  /** When the gateway took the job's report (its `finished_at`), where `finishedAt` is when it was heard. */
+  /**
+   * When the gateway took the job's report (its `finished_at`), where `finishedAt` is when
+   * the load generator heard of it.
+   */
   reportedAt?: number;
 }
 

@@ -42,6 +42,7 @@
  */
 import { parseArgs } from "node:util";
 import { bullmq, redisClientInstalled } from "./lib/bullmq-peer.ts";
+import { readStatements, statementsPerJob } from "./lib/db-statements.ts";
 import { gantryFeedReads, hearGantry } from "./lib/heard.ts";
 import { startOtlpSink } from "./lib/otlp-sink.ts";
 import { writeCounts, writesPerJob } from "./lib/pg-writes.ts";
@@ -142,11 +143,18 @@ async function measureGantry(name: string, traced: boolean) {
     const writesBefore = stack.postgres ? await writeCounts(stack.db, say) : null;
     const warmUpJobs = await warmUp(system);
     const reads = heard ? await gantryFeedReads(stack.metricsUrl) : 0;
+    const statements = await readStatements(stack.metricsUrl);
     const paced_ = await paced(system, pacedJobs);
     report(name, "paced", paced_);
     const pacedReads = heard ? await gantryFeedReads(stack.metricsUrl) : 0;
+    const pacedStatements = await readStatements(stack.metricsUrl);
     const saturated_ = await saturated(system, saturationJobs);
     report(name, "saturated", saturated_);
+    const endStatements = await readStatements(stack.metricsUrl);
+    say(
+      `  the gateway's database statements per job: paced ${statementsPerJob(statements, pacedStatements, pacedJobs)}; ` +
+        `saturated ${statementsPerJob(pacedStatements, endStatements, saturationJobs)}`,
+    );
     if (heard) {
       const end = await gantryFeedReads(stack.metricsUrl);
       say(

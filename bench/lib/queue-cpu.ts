@@ -79,13 +79,13 @@ export function cpuSnapshot(roles: { gateway: number[]; agents: number[] }): Cpu
 export function cpuPerJob(before: CpuGroups, after: CpuGroups, jobs: number): string {
   const parts = Object.keys(after).map((group) => {
     const ms = ((after[group]! - (before[group] ?? 0)) * 1000) / jobs;
-    return `${group} ${ms.toFixed(1)}`;
+    return `${group} ${ms.toFixed(2)}`;
   });
   const total = Object.keys(after).reduce(
     (sum, group) => sum + (after[group]! - (before[group] ?? 0)),
     0,
   );
-  return `CPU ms per job: ${parts.join(", ")} (total ${((total * 1000) / jobs).toFixed(1)})`;
+  return `CPU ms per job: ${parts.join(", ")} (total ${((total * 1000) / jobs).toFixed(2)})`;
 }
 
 /**

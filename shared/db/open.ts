@@ -5,6 +5,7 @@ import { isPostgresUrl, openPostgres, parsePostgresUrl } from "./postgres.ts";
 import type { Database } from "./schema.ts";
 import type { SessionSettings } from "./session-settings.ts";
 import { openSqlite } from "./sqlite.ts";
+import type { OnStatement } from "./statement-log.ts";
 
 export interface OpenedDatabase {
   db: Kysely<Database>;
@@ -19,6 +20,8 @@ export interface OpenDatabaseOptions {
   maxConnections?: number;
   /** Postgres: settings the pool's connections carry, changed while it runs. */
   settings?: SessionSettings;
+  /** Told of every statement sent, migrations' included (statement-log.ts). */
+  onStatement?: OnStatement;
 }
 
 /**
@@ -35,7 +38,7 @@ export async function openDatabase(
     return { db, dialect: "postgres", description, close: () => db.destroy() };
   }
   const path = sqlitePath(url);
-  const db = await openSqlite(path);
+  const db = await openSqlite(path, options.onStatement);
   return { db, dialect: "sqlite", description: `sqlite:${path}`, close: () => db.destroy() };
 }
 

@@ -5,6 +5,7 @@ import { migrate } from "./migrations.ts";
 import { withPreparedStatements } from "./pg-prepared.ts";
 import type { Database } from "./schema.ts";
 import type { SessionSettings } from "./session-settings.ts";
+import { type OnStatement, statementLog } from "./statement-log.ts";
 
 /**
  * The JobStore's and the `sql` queue's database on Postgres: the same Kysely code as on
@@ -17,6 +18,8 @@ export interface PostgresOptions {
   migrate?: boolean;
   /** Settings the pool's connections carry, changed while it runs (session-settings.ts). */
   settings?: SessionSettings;
+  /** Told of every statement sent (statement-log.ts). */
+  onStatement?: OnStatement;
 }
 
 export interface PostgresTarget {
@@ -102,6 +105,7 @@ export async function openPostgres(
   options.settings?.attach(pool);
   const db = new Kysely<Database>({
     dialect: new PostgresDialect({ pool: target.prepare ? withPreparedStatements(pool) : pool }),
+    ...statementLog(options.onStatement),
   });
   if (options.migrate === false) return db;
   try {

@@ -5,6 +5,7 @@ import { Kysely, type SqliteDatabase as KyselySqlite, SqliteDialect } from "kyse
 import { createPrivateFile, PRIVATE_DIR_MODE } from "../private-files.ts";
 import { migrate } from "./migrations.ts";
 import type { Database } from "./schema.ts";
+import { type OnStatement, statementLog } from "./statement-log.ts";
 
 /**
  * Opens (and migrates) the embedded SQLite database. WAL lets readers run beside the one
@@ -15,7 +16,10 @@ import type { Database } from "./schema.ts";
  * SQLite gives the `-wal` and `-shm` files the database's mode: it holds agent and webhook
  * secrets. A folder made for it is 0700.
  */
-export async function openSqlite(path: string): Promise<Kysely<Database>> {
+export async function openSqlite(
+  path: string,
+  onStatement?: OnStatement,
+): Promise<Kysely<Database>> {
   if (path !== ":memory:") {
     mkdirSync(dirname(path), { recursive: true, mode: PRIVATE_DIR_MODE });
     createPrivateFile(path);
@@ -27,6 +31,7 @@ export async function openSqlite(path: string): Promise<Kysely<Database>> {
   database.pragma("foreign_keys = ON");
   const db = new Kysely<Database>({
     dialect: new SqliteDialect({ database: withStatementCache(database) }),
+    ...statementLog(onStatement),
   });
   await migrate(db, "sqlite");
   return db;

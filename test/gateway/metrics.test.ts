@@ -154,6 +154,8 @@ describe("gateway metrics", () => {
     const gateway = await startTestGateway({ models: ["noop", "ocr"], metricsPort: 0 });
     try {
       const metrics = createGatewayMetrics(gateway.gateway);
+      const inserts = 'gantry_gateway_db_statements_total{statement="insert"}';
+      const servedBefore = await (await fetch(gateway.metricsUrl ?? "")).text();
       const response = await gateway.api("/v1/jobs", {
         method: "POST",
         json: { model: "noop", input: {} },
@@ -176,6 +178,12 @@ describe("gateway metrics", () => {
         const series = `gantry_gateway_submit_phase_seconds_count{phase="${phase}"}`;
         expect(sample(served, series), series).toBe(1);
       }
+      // And counts the statements it sent its database: the submit's insert among them.
+      expect(sample(servedBefore, inserts)).toBeGreaterThan(0);
+      expect(sample(served, inserts)).toBeGreaterThan(sample(servedBefore, inserts) ?? 0);
+      expect(
+        sample(served, 'gantry_gateway_db_statements_total{statement="select"}'),
+      ).toBeGreaterThan(0);
     } finally {
       await gateway.close();
     }

@@ -24,7 +24,7 @@ import { nodeAddressOf } from "./client-address.ts";
 import { nodeCursorCipher } from "./cursor-cipher.ts";
 import { drain } from "./drain.ts";
 import { startSharedLimits } from "./limits.ts";
-import { createGatewayMetrics, submitPhases } from "./metrics.ts";
+import { createGatewayMetrics, databaseStatements, submitPhases } from "./metrics.ts";
 import { serveGatewayMetrics } from "./metrics-listener.ts";
 import { agentSessions } from "./sessions.ts";
 import type { NodeGateway, NodeGatewayOptions } from "./types.ts";
@@ -38,7 +38,11 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
   // OpenTelemetry, only when OTEL_EXPORTER_OTLP_ENDPOINT asks for it (else not even loaded).
   const tracing = await startTracing("gantry-gateway");
   const settings = feedSettings(options.databaseUrl);
-  const database = await openDatabase(options.databaseUrl, settings ? { settings } : {});
+  const statements = databaseStatements();
+  const database = await openDatabase(options.databaseUrl, {
+    ...(settings ? { settings } : {}),
+    onStatement: statements.count,
+  });
   const db = database.db;
   const opened = await openGatewayQueue(database, options, log).catch(async (error) => {
     await database.close();
@@ -151,7 +155,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     options.changeFeed,
     log,
   );
-  const metrics = createGatewayMetrics(gateway, [phases.metric]);
+  const metrics = createGatewayMetrics(gateway, [phases.metric, statements.metric]);
   const served = await serveGatewayMetrics(options, metrics.registry, log).catch(async (error) => {
     await listener.close().catch(() => {});
     server.close();

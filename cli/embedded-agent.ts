@@ -79,7 +79,9 @@ export function startEmbeddedAgent(
     }),
     // GANTRY_METRICS_PORT is the gateway's listener: the agent's metrics join it there.
     ...(node.addMetrics ? { metricsHost: node.addMetrics } : {}),
-    // Its calls to the gateway stay in the process: no socket, signature check or nonce.
+    // Its calls to the gateway stay in the process: no socket, signature or nonce, and no
+    // Request or Response either (agentFetch serves whatever is no call of the agent API).
+    gatewayCalls: node.agentCalls(own.agentId),
     gatewayFetch: node.agentFetch(own.agentId),
   });
 }

@@ -4,7 +4,7 @@ import { startTracing } from "../shared/tracing/otel-node.ts";
 import type { WaitBackoffOptions } from "./backoff.ts";
 import type { AgentConfig } from "./config.ts";
 import { planRunners } from "./devices/runner-plan.ts";
-import type { GatewayClient, GatewayError } from "./gateway/client.ts";
+import type { DirectGatewayCalls, GatewayClient, GatewayError } from "./gateway/client.ts";
 import { linkGateway } from "./gateway/link.ts";
 import { openGatewayQueue } from "./gateway/queue.ts";
 import { type MetricsHost, serveAgentMetrics } from "./metrics-server.ts";
@@ -29,6 +29,8 @@ export interface AgentDeps {
   inputUrls?: SupervisorOptions["inputUrls"];
   /** For the gateway's internal API (an in-process gateway in tests). */
   gatewayFetch?: typeof fetch;
+  /** The internal API of a gateway in this process, called without HTTP (`gantry start`). */
+  gatewayCalls?: DirectGatewayCalls;
   /**
    * Waits for an unreachable queue or gateway at start (and for a held job's gateway calls);
    * defaults 0.5 s doubling up to 15 s, with jitter.
@@ -166,6 +168,7 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
       progress,
       ...(deps.gateway ? { gateway: deps.gateway } : {}),
       ...(deps.gatewayFetch ? { fetch: deps.gatewayFetch } : {}),
+      ...(deps.gatewayCalls ? { direct: deps.gatewayCalls } : {}),
       onRevoked,
       waiting,
     });

@@ -12,11 +12,16 @@ export function readAnswer(response: HttpAnswer): Answer {
   } catch {
     body = text;
   }
+  return answerOf(response.status, body);
+}
+
+/** An answer's status and body, with its problem+json `code` when it has one. */
+export function answerOf(status: number, body: unknown): Answer {
   const code =
     body !== null && typeof body === "object" && "code" in body && typeof body.code === "string"
       ? body.code
       : null;
-  return { status: response.status, body, code };
+  return { status, body, code };
 }
 
 export function problemDetail(body: unknown): string | null {

@@ -14,8 +14,9 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
   const http = createGatewayTransport(options);
   const mode = options.session ?? "http";
   // An injected fetch is an in-process gateway (tests, `gantry start`): no socket to open.
+  const inProcess = Boolean(options.fetch || options.direct);
   const session =
-    mode === "http" || (mode === "auto" && options.fetch)
+    mode === "http" || (mode === "auto" && inProcess)
       ? null
       : createSessionTransport(options, http, mode);
   const { send, ensureCredentials, currentId } = session ?? http;
@@ -32,7 +33,7 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
     send: (path, body, action) => send(path, body, { auth: "signed", action }),
     single: (jobId, action, body) => jobCall(jobId, action, body),
     agentId: () => currentId(),
-    inProcess: Boolean(options.fetch),
+    inProcess,
   });
 
   /**

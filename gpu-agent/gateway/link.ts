@@ -13,6 +13,7 @@ import { gatewayDown, type UntilReachableOptions, untilReachable } from "../unti
 import {
   type AgentRegistration,
   createGatewayClient,
+  type DirectGatewayCalls,
   type GatewayClient,
   type GatewayError,
 } from "./client.ts";
@@ -23,6 +24,8 @@ export interface GatewayLinkOptions {
   /** A ready client (tests); by default one is made from the config. */
   gateway?: GatewayClient;
   fetch?: typeof fetch;
+  /** An in-process gateway's calls (`gantry start`). */
+  direct?: DirectGatewayCalls;
   readVram?: () => Promise<VramReading | null>;
   /** The gateway said this agent is revoked. */
   onRevoked: (error: GatewayError) => void;
@@ -61,6 +64,7 @@ export async function linkGateway(
       onRevoked: options.onRevoked,
       logger: options.logger,
       ...(options.fetch ? { fetch: options.fetch } : {}),
+      ...(options.direct ? { direct: options.direct } : {}),
     });
 
   const providerNow = (): ExecutionProvider =>

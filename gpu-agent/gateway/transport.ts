@@ -7,8 +7,8 @@ import { signAgentRequest } from "../../shared/agent-signing.ts";
 import { nodeAgentCrypto } from "../../shared/agent-signing-node.ts";
 import { AgentCredentials } from "../../shared/protocol/agent.ts";
 import { backoffMs } from "../backoff.ts";
-import { type HttpAnswer, httpFor } from "../transfer/http.ts";
-import { parseAnswer, problemDetail, readAnswer, unexpectedAnswer } from "./answers.ts";
+import { httpFor } from "../transfer/http.ts";
+import { answerOf, parseAnswer, problemDetail, readAnswer, unexpectedAnswer } from "./answers.ts";
 import type { Answer } from "./batching.ts";
 import { enrollmentRefused, GatewayError, signedRequestRefused } from "./errors.ts";
 import type { CallLabel, GatewayClientOptions } from "./types.ts";
@@ -74,6 +74,33 @@ export function createGatewayTransport(options: GatewayClientOptions): HttpGatew
     return credentials;
   }
 
+  /** A request's headers: the enrollment token, or a signature made now (its own nonce). */
+  async function headersFor(
+    label: CallLabel,
+    url: string,
+    text: string,
+  ): Promise<{ headers: Record<string, string>; signedAs: string }> {
+    const headers: Record<string, string> = {
+      "content-type": "application/json",
+      accept: "application/json, application/problem+json",
+    };
+    if (label.auth === "enrollment") {
+      headers.authorization = `Bearer ${options.token}`;
+      return { headers, signedAs: options.agentId };
+    }
+    const own = await ensureCredentials();
+    // Signed per try: a retry with the same nonce would be refused as a replay.
+    const signature = await signAgentRequest({
+      ...own,
+      method: "POST",
+      url,
+      body: text,
+      now: now(),
+      crypto: signingCrypto,
+    });
+    return { headers: { ...headers, ...signature }, signedAs: own.agentId };
+  }
+
   async function send(path: string, body: unknown, label: CallLabel): Promise<Answer> {
     const url = `${base}${path}`;
     const text = JSON.stringify(body);
@@ -97,56 +124,47 @@ export function createGatewayTransport(options: GatewayClientOptions): HttpGatew
         );
         await new Promise((resolve) => setTimeout(resolve, delay));
       }
-      const headers: Record<string, string> = {
-        "content-type": "application/json",
-        accept: "application/json, application/problem+json",
-      };
+      let answer: Answer;
       let signedAs = options.agentId;
-      if (label.auth === "enrollment") {
-        headers.authorization = `Bearer ${options.token}`;
-      } else {
-        const own = await ensureCredentials();
-        signedAs = own.agentId;
-        // Signed per try: a retry with the same nonce would be refused as a replay.
-        Object.assign(
-          headers,
-          await signAgentRequest({
-            ...own,
-            method: "POST",
-            url,
-            body: text,
-            now: now(),
-            crypto: signingCrypto,
-          }),
-        );
-      }
-      let response: HttpAnswer;
       try {
-        response = await http(url, {
-          method: "POST",
-          headers,
-          body: text,
-          timeoutMs: label.timeoutMs ?? timeoutMs,
-          ...(label.signal ? { signal: label.signal } : {}),
-        });
+        const direct = label.auth === "signed" && options.direct;
+        const inProcess = direct ? await direct(path, text, label.signal) : null;
+        if (inProcess) {
+          // Nothing leaves the process: nothing to sign, send or parse as HTTP.
+          signedAs = credentials?.agentId ?? options.agentId;
+          answer = answerOf(inProcess.status, inProcess.body);
+        } else {
+          const headers = await headersFor(label, url, text);
+          signedAs = headers.signedAs;
+          answer = readAnswer(
+            await http(url, {
+              method: "POST",
+              headers: headers.headers,
+              body: text,
+              timeoutMs: label.timeoutMs ?? timeoutMs,
+              ...(label.signal ? { signal: label.signal } : {}),
+            }),
+          );
+        }
       } catch (error) {
+        // A refusal to enroll (a bad token) is no failure a retry fixes.
+        if (error instanceof GatewayError) throw error;
         label.signal?.throwIfAborted();
         lastError = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
         continue;
       }
-      const answer = readAnswer(response);
       const retryable =
-        response.status >= 500 ||
-        response.status === 429 ||
-        response.status === 408 ||
+        answer.status >= 500 ||
+        answer.status === 429 ||
+        answer.status === 408 ||
         // Only a replay of our own signature, which a fresh nonce fixes.
-        (response.status === 401 && answer.code === "replayed_request");
+        (answer.status === 401 && answer.code === "replayed_request");
       if (retryable) {
-        lastError = `HTTP ${response.status}${answer.code ? ` ${answer.code}` : ""}`;
+        lastError = `HTTP ${answer.status}${answer.code ? ` ${answer.code}` : ""}`;
         continue;
       }
-      if (response.status === 401) {
-        if (label.auth === "enrollment") throw enrollmentRefused(response.status);
+      if (answer.status === 401) {
+        if (label.auth === "enrollment") throw enrollmentRefused(answer.status);
         const error = signedRequestRefused(answer.code, signedAs, problemDetail(answer.body));
         if (error.code === "agent_revoked") options.onRevoked?.(error);
         throw error;

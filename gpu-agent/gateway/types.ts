@@ -78,6 +78,18 @@ export interface ReportOutcome {
   duplicate: boolean;
 }
 
+/**
+ * The agent API of a gateway in this process (`gantry start`): a call's path and JSON text,
+ * answered with the status and the JSON body the gateway would have sent, with nothing
+ * signed, sent or parsed as HTTP on the way (nothing leaves the process). Null where the
+ * gateway has no such call to make in process; the transport then sends a signed request.
+ */
+export type DirectGatewayCalls = (
+  path: string,
+  body: string,
+  signal?: AbortSignal,
+) => Promise<{ status: number; body: unknown } | null>;
+
 export interface GatewayClientOptions {
   gatewayUrl: string;
   /**
@@ -108,6 +120,8 @@ export interface GatewayClientOptions {
   logger?: Logger;
   /** Instead of the default (undici on keep-alive pools): tests, an in-process gateway. */
   fetch?: typeof fetch;
+  /** An in-process gateway's calls: the signed calls go here first, unsigned (see the type). */
+  direct?: DirectGatewayCalls;
   /** The clock signatures are timestamped with; `Date.now` by default. */
   now?: () => number;
   /** Signing primitives; node:crypto by default. */

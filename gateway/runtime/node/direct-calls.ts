@@ -1,4 +1,4 @@
-import { answerDirect, callFinder } from "../../agents/calls.ts";
+import { answerDirect, callFinder, type DirectAnswer } from "../../agents/calls.ts";
 import type { Gateway } from "../../context.ts";
 import { AGENT_API_PREFIX, sessionCalls } from "../../routes/agent-calls.ts";
 import type { AgentRow } from "../../store/agents.ts";
@@ -18,10 +18,49 @@ export const findCall = callFinder(AGENT_API_PREFIX, sessionCalls);
  */
 export const plainPath = (path: string) => !/\/\.\.?(\/|$)/.test(path);
 
+/** An in-process agent's calls by path and JSON text (NodeGateway.agentCalls). */
+export type InProcessCalls = (
+  path: string,
+  text: string,
+  signal?: AbortSignal,
+) => Promise<DirectAnswer | null>;
+
 /**
- * An in-process agent's POST of JSON to a call of the agent API, answered as a session's
- * call is (agents/calls.ts) and not as a Web Request through the app: the embedded default's
- * agent makes two or three a job. Null for anything else, which the app answers.
+ * An in-process agent's call of the agent API by its path and JSON text, answered as a
+ * session's call is (agents/calls.ts): the embedded default's agent makes two or three a
+ * job. Null for a path that is no such call, or not plain (escapes, dot segments), and for
+ * a body that is not JSON: the app answers those, as it would a signed request.
+ */
+export async function directCall(
+  gateway: Gateway,
+  agent: () => Promise<AgentRow>,
+  path: string,
+  text: string,
+  signal: AbortSignal = new AbortController().signal,
+): Promise<DirectAnswer | null> {
+  const found = path.includes("%") || !plainPath(path) ? null : findCall(path);
+  if (!found) return null;
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  const answer = await answerDirect(found, {
+    gateway,
+    agent,
+    path,
+    body,
+    bodyOver: (maxBytes) => Buffer.byteLength(text) > maxBytes,
+    signal,
+  });
+  // What the agent reads is what the wire would carry: JSON, nothing that only lives here.
+  return { ...answer, body: JSON.parse(JSON.stringify(answer.body)) as unknown };
+}
+
+/**
+ * An in-process agent's POST of JSON through `fetch` (tests, and agents given a fetch):
+ * `directCall` in a Web Response. Null for anything else, which the app answers.
  */
 export async function inProcessCall(
   gateway: Gateway,
@@ -41,23 +80,8 @@ export async function inProcessCall(
   // Parsed as the app would: dot segments resolved. An escaped path goes to the app, which
   // decodes its parameters.
   const path = new URL(input).pathname;
-  const found = path.includes("%") ? null : findCall(path);
-  if (!found) return null;
-  let body: unknown;
-  try {
-    body = JSON.parse(init.body);
-  } catch {
-    return null;
-  }
-  const text = init.body;
-  const answer = await answerDirect(found, {
-    gateway,
-    agent,
-    path,
-    body,
-    bodyOver: (maxBytes) => Buffer.byteLength(text) > maxBytes,
-    signal: init.signal ?? new AbortController().signal,
-  });
+  const answer = await directCall(gateway, agent, path, init.body, init.signal ?? undefined);
+  if (!answer) return null;
   const contentType = answer.status === 200 ? "application/json" : "application/problem+json";
   return new Response(JSON.stringify(answer.body), {
     status: answer.status,

@@ -225,6 +225,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     sweepNow: () => sweep(gateway, sweepOptions),
     sendWebhooksNow: () => dispatcher.tick(),
     agentFetch: (agentId) => sessions.agentFetch(agentId),
+    agentCalls: (agentId) => sessions.agentCalls(agentId),
     async close() {
       clearInterval(timer);
       clearInterval(dispatchTimer);

@@ -16,7 +16,13 @@ import { agentRefusal, verifyAgentRequest } from "../../agents/verify.ts";
 import type { Gateway } from "../../context.ts";
 import type { AppEnv } from "../../env.ts";
 import type { AgentRow } from "../../store/agents.ts";
-import { findCall, inProcessCall, plainPath } from "./direct-calls.ts";
+import {
+  directCall,
+  findCall,
+  type InProcessCalls,
+  inProcessCall,
+  plainPath,
+} from "./direct-calls.ts";
 
 /**
  * Agent sessions on the Node gateway (shared/protocol/agent-session.ts): the upgrade request
@@ -38,6 +44,8 @@ export interface AgentSessions {
   closeAll(): void;
   /** An in-process agent's calls, dispatched as a session's (NodeGateway.agentFetch). */
   agentFetch(agentId: string): typeof fetch;
+  /** The same calls without a Request or a Response (NodeGateway.agentCalls). */
+  agentCalls(agentId: string): InProcessCalls;
 }
 
 const OPEN = 1;
@@ -119,6 +127,16 @@ export function agentSessions(): AgentSessions {
         env ??= sessionEnv(agent);
         const direct = await inProcessCall(attached.gateway, agent, input, init);
         return direct ?? attached.app.fetch(new Request(input, init), env);
+      };
+    },
+    agentCalls(agentId) {
+      let agent: (() => Promise<AgentRow>) | null = null;
+      // Before the app is built, and for what is no call, null: the agent then sends a
+      // request through its fetch (agentFetch), which answers those.
+      return async (path, text, signal) => {
+        if (!attached) return null;
+        agent ??= sessionAgent(attached.gateway, agentId);
+        return directCall(attached.gateway, agent, path, text, signal);
       };
     },
   };

@@ -8,6 +8,7 @@ import type { Gateway } from "../../context.ts";
 import type { ChangeFeedMode } from "../../feed/start-feed.ts";
 import type { SweepOptions, sweep } from "../../sweep/index.ts";
 import type { DispatchOptions } from "../../webhooks/dispatcher.ts";
+import type { InProcessCalls } from "./direct-calls.ts";
 import type { SharedLimitsOptions } from "./limits.ts";
 
 /** What the Node entry (index.ts) takes and gives: the only gateway files, beside the Workers entry, that know their runtime. */
@@ -94,5 +95,11 @@ export interface NodeGateway {
    * its calls run as a session's do, as that agent, with no socket, signature check or nonce.
    */
   agentFetch(agentId: string): typeof fetch;
+  /**
+   * The same agent's calls by path and JSON text, answered with a status and a JSON body: no
+   * Request, Response or signature at all (the embedded agent's `gatewayCalls`). Null for
+   * what is no call of the agent API; `agentFetch` answers those.
+   */
+  agentCalls(agentId: string): InProcessCalls;
   close(): Promise<void>;
 }

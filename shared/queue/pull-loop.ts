@@ -29,7 +29,15 @@ export class PullLoop {
     return this.#held.get(model) ?? 0;
   }
 
-  /** Takes a slot for a delivery of `model`; the returned function gives it back (once). */
+  /**
+   * Takes a slot for a delivery of `model`; the returned function gives it back (once).
+   *
+   * A slot given back wakes the loop only when it had none free: a loop with free slots
+   * pauses only after a round that took fewer than it could (the queue had no more), and a
+   * slot more finds nothing more. Waking it on every settle cost a round that came back
+   * empty per job (the sql queue's read, an empty pull on NATS): half the sql queue's
+   * statements on the embedded default at 200 jobs/s.
+   */
   hold(model = ""): () => void {
     this.#unsettled += 1;
     this.#held.set(model, this.inFlight(model) + 1);
@@ -37,10 +45,11 @@ export class PullLoop {
     return () => {
       if (!held) return;
       held = false;
+      const full = this.free <= 0;
       this.#unsettled -= 1;
       this.#held.set(model, this.inFlight(model) - 1);
       if (this.#unsettled === 0) this.#drained?.();
-      this.wake();
+      if (full) this.wake();
     };
   }
 

@@ -4,7 +4,8 @@ import type { KyselyConfig } from "kysely";
  * Told of every statement the store sends (its SQL text), answered or refused: for counting
  * round trips to the database, which at ordinary load cost a gateway more than any query's
  * own work (each is a write to the socket and a wake-up of the server process). Statements
- * only: a transaction's BEGIN and COMMIT go past Kysely's log and are not counted.
+ * only: the BEGIN and COMMIT of Kysely's own transactions go past its log and are not
+ * counted (those the store sends as statements, SQLite's `BEGIN IMMEDIATE`, are).
  */
 export type OnStatement = (sql: string) => void;
 

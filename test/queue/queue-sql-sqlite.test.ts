@@ -85,6 +85,68 @@ describe("sql queue on SQLite: beyond the port", () => {
     await consumer.stop();
   });
 
+  /** A queue whose consumers poll only every 5 s: its rounds are the ones publishes wake. */
+  const quietQueue = async () => {
+    const dir = mkdtempSync(join(tmpdir(), "gantry-queue-"));
+    const reads: string[] = [];
+    const db = await openSqlite(join(dir, "queue.db"), (text) => {
+      if (/^select "attempts" from "queue_messages"/.test(text)) reads.push(text);
+    });
+    const queue = createSqlQueue(db, { dialect: "sqlite", limits: LIMITS, pollIntervalMs: 5_000 });
+    onTestFinished(async () => {
+      await queue.close();
+      await db.destroy();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    return { db, queue, reads, model: freshModel() };
+  };
+
+  it("claims what a publish woke it for without reading first", async () => {
+    const { queue, reads, model } = await quietQueue();
+    const box = new Inbox(10_000, (d) => d.ack());
+    const consumer = await queue.consume(box.handler, { prefetch: 4, models: [model] });
+    const before = reads.length;
+    for (let n = 1; n <= 20; n++) {
+      await queue.publish(queueMessage(model));
+      await box.nth(n);
+    }
+    await consumer.stop();
+    // One read a claim was two statements a job; the reads left are the odd timed one.
+    expect(reads.length - before).toBeLessThan(5);
+  });
+
+  it("dead-letters spent messages while publishes keep waking its consumer", async () => {
+    const { db, queue, model } = await quietQueue();
+    const box = new Inbox(10_000, (d) => d.ack());
+    const consumer = await queue.consume(box.handler, { prefetch: 4, models: [model] });
+    let publishing = true;
+    const publisher = (async () => {
+      while (publishing) {
+        await queue.publish(queueMessage(model));
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+    })();
+    try {
+      await box.nth(3);
+      // Due in a second, its every attempt spent by consumers that died holding it: by then
+      // every round of this consumer is one a publish woke.
+      const spent = queueMessage(model);
+      await queue.publish(spent, { delayMs: 1_000 });
+      await db
+        .updateTable("queue_messages")
+        .set({ attempts: LIMITS.maxAttempts, lease_expires_at: 1 })
+        .where("job_id", "=", spent.id)
+        .execute();
+      await expect
+        .poll(() => queue.deadLetters(model), { timeout: 4_000, interval: 50 })
+        .toMatchObject([{ message: { id: spent.id }, error: { code: "max_attempts_exceeded" } }]);
+    } finally {
+      publishing = false;
+      await publisher;
+      await consumer.stop();
+    }
+  });
+
   it("refuses invalid messages and consume options", async () => {
     const { queue, model } = await setUp();
     const bad = { ...queueMessage(model), id: "not-a-job-id" };

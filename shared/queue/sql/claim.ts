@@ -40,39 +40,23 @@ function due(now: number, models: readonly string[] | undefined, minAgeMs = 0) {
 
 /**
  * Takes up to `limit` messages. A read comes first so an idle poll never takes SQLite's
- * one write lock; then messages whose every attempt was spent without a settle (the
- * consumer kept dying) are dead-lettered, and the rest are leased in one statement.
+ * one write lock (`deadLetterSpent`); then the rest are leased in one statement.
+ *
+ * `peek: false` skips the read, and the dead-lettering with it: for a claim a publish woke,
+ * which expects a message and would take the write lock anyway (a statement less a job at
+ * ordinary load). The lease leaves spent messages alone, so the next claim that reads
+ * dead-letters them; callers read at least every `IDLE_POLL_MS`.
  */
 export async function claim(
   ctx: Context,
   models: readonly string[] | undefined,
   limit: number,
   minAgeMs = 0,
+  peek = true,
 ) {
   const { db, limits } = ctx;
   const now = ctx.clock();
-  const peek = await db
-    .selectFrom("queue_messages")
-    .select("attempts")
-    .where(due(now, models, minAgeMs))
-    .orderBy("priority", "desc")
-    .orderBy("seq")
-    .limit(limit)
-    .execute();
-  if (peek.length === 0) return [];
-  if (peek.some((row) => row.attempts >= limits.maxAttempts)) {
-    const error: JobError = {
-      type: "transient",
-      code: "max_attempts_exceeded",
-      message: `delivered ${limits.maxAttempts} times without being settled: the consumer died or overran its lease`,
-    };
-    await db
-      .updateTable("queue_messages")
-      .set(dead(error))
-      .where(due(now, models, minAgeMs))
-      .where("attempts", ">=", limits.maxAttempts)
-      .execute();
-  }
+  if (peek && !(await deadLetterSpent(ctx, models, limit, minAgeMs, now))) return [];
   let pick = db
     .selectFrom("queue_messages")
     .select("seq")
@@ -95,6 +79,44 @@ export async function claim(
     .execute();
   // RETURNING has no order; hand them out in queue order.
   return rows.sort((a, b) => b.priority - a.priority || Number(a.seq) - Number(b.seq));
+}
+
+/**
+ * The read before a claim: false when nothing is due (the claim then takes no lock). Due
+ * messages whose every attempt was spent without a settle (the consumer kept dying) are
+ * dead-lettered on the way.
+ */
+async function deadLetterSpent(
+  ctx: Context,
+  models: readonly string[] | undefined,
+  limit: number,
+  minAgeMs: number,
+  now: number,
+): Promise<boolean> {
+  const { db, limits } = ctx;
+  const peek = await db
+    .selectFrom("queue_messages")
+    .select("attempts")
+    .where(due(now, models, minAgeMs))
+    .orderBy("priority", "desc")
+    .orderBy("seq")
+    .limit(limit)
+    .execute();
+  if (peek.length === 0) return false;
+  if (peek.some((row) => row.attempts >= limits.maxAttempts)) {
+    const error: JobError = {
+      type: "transient",
+      code: "max_attempts_exceeded",
+      message: `delivered ${limits.maxAttempts} times without being settled: the consumer died or overran its lease`,
+    };
+    await db
+      .updateTable("queue_messages")
+      .set(dead(error))
+      .where(due(now, models, minAgeMs))
+      .where("attempts", ">=", limits.maxAttempts)
+      .execute();
+  }
+  return true;
 }
 
 /** The columns that move a message to the dead-letter store. */

@@ -24,8 +24,14 @@ export function startConsumer(ctx: Context, handler: DeliveryHandler, settings: 
   const { models, pollMs, minAgeMs } = settings;
   // A wake that arrives while a claim is running is kept by the loop for its next pause.
   const slots = new PullLoop(settings.prefetch);
+  // A round a publish woke skips the claim's read, but one round in IDLE_POLL_MS reads, so
+  // spent messages are dead-lettered however busy the queue (claim.ts).
+  let published = false;
+  let readAt = 0;
   const onPublish = (model: string) => {
-    if (!models || models.includes(model)) slots.wake();
+    if (models && !models.includes(model)) return;
+    published = true;
+    slots.wake();
   };
   // A publish is never old enough for an overflow consumer: it finds ripe messages by polling.
   if (minAgeMs === 0) ctx.wakers.add(onPublish);
@@ -54,9 +60,12 @@ export function startConsumer(ctx: Context, handler: DeliveryHandler, settings: 
         await slots.pause(IDLE_POLL_MS);
         continue;
       }
+      const read = !published || Date.now() - readAt >= IDLE_POLL_MS;
+      published = false;
+      if (read) readAt = Date.now();
       let rows: Row[] = [];
       try {
-        rows = await claim(ctx, models, free, minAgeMs);
+        rows = await claim(ctx, models, free, minAgeMs, read);
       } catch (error) {
         ctx.onError(error);
       }

@@ -106,8 +106,10 @@ async function take(ctx: Context, request: TakeRequest): Promise<LeasedMessage[]
   try {
     let interval = FIRST_POLL_MS;
     for (;;) {
+      // A claim a publish woke skips its read (claim.ts); a take's first claim reads.
+      const read = !woken;
       woken = false;
-      const rows = await claim(ctx, models, max, minAgeMs);
+      const rows = await claim(ctx, models, max, minAgeMs, read);
       const leased: LeasedMessage[] = [];
       for (const row of rows) {
         const message = parseBody(row.body);

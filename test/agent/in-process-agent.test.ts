@@ -22,23 +22,29 @@ afterAll(async () => {
   await gw?.close();
 });
 
+/** An agent the admin made, configured as `gantry start` configures its own. */
+async function embeddedAgent(name: string) {
+  const { row, secret } = await gw.gateway.stores.agents.create({
+    name,
+    source: "admin",
+    now: Date.now(),
+  });
+  const config = parseAgentConfig({
+    GANTRY_GATEWAY_URL: gw.url,
+    GANTRY_AGENT_ID: row.id,
+    GANTRY_AGENT_SECRET: secret,
+    GANTRY_MODELS: "noop",
+    GANTRY_SLOTS: "1",
+    GANTRY_THREADS: "1",
+    GANTRY_EXECUTION_PROVIDERS: "cpu",
+    GANTRY_LOOKAHEAD: "8",
+  });
+  return { row, config };
+}
+
 describe("an agent in the gateway's process", () => {
   it("runs every job through in-process calls, writing no nonce", async () => {
-    const { row, secret } = await gw.gateway.stores.agents.create({
-      name: "embedded",
-      source: "admin",
-      now: Date.now(),
-    });
-    const config = parseAgentConfig({
-      GANTRY_GATEWAY_URL: gw.url,
-      GANTRY_AGENT_ID: row.id,
-      GANTRY_AGENT_SECRET: secret,
-      GANTRY_MODELS: "noop",
-      GANTRY_SLOTS: "1",
-      GANTRY_THREADS: "1",
-      GANTRY_EXECUTION_PROVIDERS: "cpu",
-      GANTRY_LOOKAHEAD: "8",
-    });
+    const { row, config } = await embeddedAgent("embedded");
     agent = await startAgent(config, {
       logger: pino({ level: process.env.GANTRY_TEST_LOG ?? "silent" }),
       gatewayFetch: gw.agentFetch(row.id),
@@ -59,21 +65,7 @@ describe("an agent in the gateway's process", () => {
   });
 
   it("makes every call without a Request when given the gateway's calls", async () => {
-    const { row, secret } = await gw.gateway.stores.agents.create({
-      name: "embedded-direct",
-      source: "admin",
-      now: Date.now(),
-    });
-    const config = parseAgentConfig({
-      GANTRY_GATEWAY_URL: gw.url,
-      GANTRY_AGENT_ID: row.id,
-      GANTRY_AGENT_SECRET: secret,
-      GANTRY_MODELS: "noop",
-      GANTRY_SLOTS: "1",
-      GANTRY_THREADS: "1",
-      GANTRY_EXECUTION_PROVIDERS: "cpu",
-      GANTRY_LOOKAHEAD: "8",
-    });
+    const { row, config } = await embeddedAgent("embedded-direct");
     // `gantry start`'s wiring: the calls, and a fetch for anything they do not answer.
     const fetched: string[] = [];
     const agentFetch = gw.agentFetch(row.id);

@@ -1,8 +1,5 @@
-import { type Insertable, type Kysely, sql } from "kysely";
-import {
-  INSERTED_COLUMNS,
-  type InsertedColumn,
-} from "../../shared/db/migrations/0026-insert-released.ts";
+import type { Insertable, Kysely } from "kysely";
+import type { InsertedColumn } from "../../shared/db/migrations/0026-insert-released.ts";
 import type { Database, JobTable } from "../../shared/db/schema.ts";
 import { naturalBatcher } from "../../shared/natural-batch.ts";
 import { type Candidate, type ReleaseIfFree, releaseAtInsert } from "./insert-released.ts";
@@ -83,23 +80,6 @@ function toRow(job: NewJob): Insertable<JobTable> {
   } satisfies Record<InsertedColumn, unknown>;
 }
 
-const insertedColumns = sql.join(INSERTED_COLUMNS.map((column) => sql.ref(column)));
-
-/**
- * One INSERT of `rows`, each value bound, as SQL text rather than through Kysely's builder,
- * which built and compiled it node by node for every submit: some 28 values a row, a tenth
- * of the embedded gateway's CPU at 200 jobs/s went to the builder's statements (issue 29).
- * The unique index holds keyed jobs only (migration 0027): the target names its predicate.
- */
-function insertStatement(rows: readonly Insertable<JobTable>[]) {
-  const values = rows.map(
-    (row) => sql`(${sql.join(INSERTED_COLUMNS.map((column) => row[column]))})`,
-  );
-  return sql<JobRow>`INSERT INTO jobs (${insertedColumns}) VALUES ${sql.join(values)}
-    ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING *`;
-}
-
 type Inserted = { row: JobRow | null } | { error: unknown };
 
 /**
@@ -112,8 +92,19 @@ type Inserted = { row: JobRow | null } | { error: unknown };
  * makes batches of four).
  */
 export function jobInserter(db: Kysely<Database>, maxParameters: number, direct = false) {
-  const insertRows = async (rows: Insertable<JobTable>[], on: Kysely<Database> = db) =>
-    (await insertStatement(rows).execute(on)).rows;
+  const insertRows = (rows: Insertable<JobTable>[], on: Kysely<Database> = db) =>
+    on
+      .insertInto("jobs")
+      .values(rows)
+      // The unique index holds keyed jobs only (migration 0027): the target names its predicate.
+      .onConflict((oc) =>
+        oc
+          .columns(["tenant_id", "idempotency_key"])
+          .where("idempotency_key", "is not", null)
+          .doNothing(),
+      )
+      .returningAll()
+      .execute();
 
   // A job a pass would release at once goes in released (insert-released.ts). Not on D1
   // (`direct`: Workers), which has no interactive transactions.

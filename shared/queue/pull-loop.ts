@@ -14,7 +14,19 @@ export class PullLoop {
   #woken = false;
   #interrupt: (() => void) | undefined;
 
-  constructor(readonly prefetch: number) {}
+  /**
+   * `settleWakes`: whether a slot given back while others are free wakes the loop (default:
+   * always). A loop that had slots free paused after a round that took fewer than it could:
+   * the queue had no more then. Where nothing else tells the loop of new messages (the sql
+   * queue's publishes from another process), a settle is the moment to look again: it is
+   * when a fair release publishes the next job. Where publishes wake the loop themselves, it
+   * only makes a round that comes back empty, one per job (see the sql consumer). A slot
+   * given back by a loop that had none free always wakes it.
+   */
+  constructor(
+    readonly prefetch: number,
+    private readonly settleWakes: () => boolean = () => true,
+  ) {}
 
   get stopped(): boolean {
     return this.#stopped;
@@ -29,15 +41,7 @@ export class PullLoop {
     return this.#held.get(model) ?? 0;
   }
 
-  /**
-   * Takes a slot for a delivery of `model`; the returned function gives it back (once).
-   *
-   * A slot given back wakes the loop only when it had none free: a loop with free slots
-   * pauses only after a round that took fewer than it could (the queue had no more), and a
-   * slot more finds nothing more. Waking it on every settle cost a round that came back
-   * empty per job (the sql queue's read, an empty pull on NATS): half the sql queue's
-   * statements on the embedded default at 200 jobs/s.
-   */
+  /** Takes a slot for a delivery of `model`; the returned function gives it back (once). */
   hold(model = ""): () => void {
     this.#unsettled += 1;
     this.#held.set(model, this.inFlight(model) + 1);
@@ -49,7 +53,7 @@ export class PullLoop {
       this.#unsettled -= 1;
       this.#held.set(model, this.inFlight(model) - 1);
       if (this.#unsettled === 0) this.#drained?.();
-      if (full) this.wake();
+      if (full || this.settleWakes()) this.wake();
     };
   }
 

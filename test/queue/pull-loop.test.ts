@@ -15,16 +15,26 @@ describe("PullLoop", () => {
     expect(loop.inFlight("m")).toBe(1);
   });
 
-  it("does not wake a loop that had slots free: its last round found the queue empty", async () => {
+  it("wakes a loop with slots free on a settle, unless told its settles need not", async () => {
     const loop = new PullLoop(3);
-    const release = loop.hold("m");
-    const pause = loop.pause(50);
+    const pause = loop.pause(5_000);
+    loop.hold("m")();
+    expect(await pause).toBe(true);
+
+    let publishesWakeIt = true;
+    const quiet = new PullLoop(3, () => !publishesWakeIt);
+    const release = quiet.hold("m");
+    const held = quiet.pause(50);
     release();
-    expect(await pause).toBe(false);
-    // A publish still does.
-    const next = loop.pause(5_000);
-    loop.wake();
+    expect(await held).toBe(false);
+    // A publish still does; and once publishes stop coming, settles wake it again.
+    const next = quiet.pause(5_000);
+    quiet.wake();
     expect(await next).toBe(true);
+    publishesWakeIt = false;
+    const again = quiet.pause(5_000);
+    quiet.hold("m")();
+    expect(await again).toBe(true);
   });
 
   it("keeps a full loop's wake for the next pause when none is running", async () => {

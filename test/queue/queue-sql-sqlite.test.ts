@@ -85,20 +85,21 @@ describe("sql queue on SQLite: beyond the port", () => {
     await consumer.stop();
   });
 
-  /** A queue whose consumers poll only every 5 s: its rounds are the ones publishes wake. */
+  /** A queue whose consumers poll only every 30 s: its rounds are the ones publishes wake. */
   const quietQueue = async () => {
     const dir = mkdtempSync(join(tmpdir(), "gantry-queue-"));
     const reads: string[] = [];
-    const db = await openSqlite(join(dir, "queue.db"), (text) => {
+    const path = join(dir, "queue.db");
+    const db = await openSqlite(path, (text) => {
       if (/^select "attempts" from "queue_messages"/.test(text)) reads.push(text);
     });
-    const queue = createSqlQueue(db, { dialect: "sqlite", limits: LIMITS, pollIntervalMs: 5_000 });
+    const queue = createSqlQueue(db, { dialect: "sqlite", limits: LIMITS, pollIntervalMs: 30_000 });
     onTestFinished(async () => {
       await queue.close();
       await db.destroy();
       rmSync(dir, { recursive: true, force: true });
     });
-    return { db, queue, reads, model: freshModel() };
+    return { db, path, queue, reads, model: freshModel() };
   };
 
   it("claims what a publish woke it for without reading first", async () => {
@@ -113,6 +114,41 @@ describe("sql queue on SQLite: beyond the port", () => {
     await consumer.stop();
     // One read a claim was two statements a job; the reads left are the odd timed one.
     expect(reads.length - before).toBeLessThan(5);
+  });
+
+  it("looks again after each settle when its publishes come from another process", async () => {
+    const { queue, model, path } = await quietQueue();
+    // Another process's queue on the same file (its own connection): its publishes wake no
+    // consumer here.
+    const other = await openSqlite(path);
+    const elsewhere = createSqlQueue(other, {
+      dialect: "sqlite",
+      limits: LIMITS,
+      pollIntervalMs: 30_000,
+    });
+    onTestFinished(async () => {
+      await elsewhere.close();
+      await other.destroy();
+    });
+    const first = queueMessage(model);
+    const second = queueMessage(model);
+    await queue.publish(first);
+    let publishedSecond = false;
+    // The first is settled only once the second is in the queue: the round after that
+    // settle finds it, 30 s before any poll would.
+    const box = new Inbox(10_000, async (delivery) => {
+      if (!publishedSecond) {
+        publishedSecond = true;
+        await elsewhere.publish(second);
+      }
+      await delivery.ack();
+    });
+    const consumer = await queue.consume(box.handler, { prefetch: 4, models: [model] });
+    try {
+      expect((await box.nth(2)).message.id).toBe(second.id);
+    } finally {
+      await consumer.stop();
+    }
   });
 
   it("dead-letters spent messages while publishes keep waking its consumer", async () => {

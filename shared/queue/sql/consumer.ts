@@ -23,7 +23,13 @@ export interface ConsumerSettings {
 export function startConsumer(ctx: Context, handler: DeliveryHandler, settings: ConsumerSettings) {
   const { models, pollMs, minAgeMs } = settings;
   // A wake that arrives while a claim is running is kept by the loop for its next pause.
-  const slots = new PullLoop(settings.prefetch);
+  // Publishes in this process wake the loop (the embedded default: the gateway's and the
+  // agent's queue are one). While they come, a settle need not wake it too: the round after
+  // it would only find the queue as the last one left it, one read a job for nothing. A
+  // consumer that hears no publish (its publishers are other processes) looks again after
+  // each settle, as a fair release publishes the next job when one ends.
+  let heardAt = Number.NEGATIVE_INFINITY;
+  const slots = new PullLoop(settings.prefetch, () => Date.now() - heardAt > IDLE_POLL_MS);
   // A round a publish woke skips the claim's read, but one round in IDLE_POLL_MS reads, so
   // spent messages are dead-lettered however busy the queue (claim.ts).
   let published = false;
@@ -31,6 +37,7 @@ export function startConsumer(ctx: Context, handler: DeliveryHandler, settings: 
   const onPublish = (model: string) => {
     if (models && !models.includes(model)) return;
     published = true;
+    heardAt = Date.now();
     slots.wake();
   };
   // A publish is never old enough for an overflow consumer: it finds ripe messages by polling.

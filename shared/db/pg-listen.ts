@@ -30,8 +30,8 @@ export interface ChangeListenerOptions {
 }
 
 export interface ChangeListener {
-  /** Its connection while it listens: the server's process id, and the LISTEN it sent. */
-  listening(): { pid: number; statement: string } | null;
+  /** Its connection while it listens: the server's process id. */
+  listening(): { pid: number } | null;
   close(): Promise<void>;
 }
 
@@ -54,7 +54,7 @@ export function listenForChanges(url: string, options: ChangeListenerOptions): C
   const minMs = options.minBackoffMs ?? 100;
   const maxMs = options.maxBackoffMs ?? 10_000;
   let client: pg.Client | null = null;
-  let listening: { pid: number; statement: string } | null = null;
+  let listening: { pid: number } | null = null;
   let closed = false;
   let failures = 0;
   let timer: ReturnType<typeof setTimeout> | null = null;
@@ -98,12 +98,11 @@ export function listenForChanges(url: string, options: ChangeListenerOptions): C
       // Before listening, so that it does not come back: the gateways announcing nothing
       // while nobody else listened announce again at once.
       await next.query("SELECT pg_notify($1, $2)", [channel, HELLO]);
-      const statement = listenStatement(channel);
-      await next.query(statement);
+      await next.query(listenStatement(channel));
       if (closed || client !== next) return;
       // pg's typings leave out the server's process id, which it keeps from the handshake.
       const pid = (next as unknown as { processID?: number | null }).processID;
-      listening = typeof pid === "number" ? { pid, statement } : null;
+      listening = typeof pid === "number" ? { pid } : null;
       failures = 0;
       options.onLive(true);
     } catch (error) {

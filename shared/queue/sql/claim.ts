@@ -42,7 +42,7 @@ function due(now: number, models: readonly string[] | undefined, minAgeMs = 0) {
  * Takes up to `limit` messages. A read comes first so an idle poll never takes SQLite's
  * one write lock (`deadLetterSpent`); then the rest are leased in one statement.
  *
- * `peek: false` skips the read, and the dead-lettering with it: for a claim a publish woke,
+ * `read: false` skips the read, and the dead-lettering with it: for a claim a publish woke,
  * which expects a message and would take the write lock anyway (a statement less a job at
  * ordinary load). The lease leaves spent messages alone, so the next claim that reads
  * dead-letters them; callers read at least every `IDLE_POLL_MS`.
@@ -52,11 +52,11 @@ export async function claim(
   models: readonly string[] | undefined,
   limit: number,
   minAgeMs = 0,
-  peek = true,
+  read = true,
 ) {
   const { db, limits } = ctx;
   const now = ctx.clock();
-  if (peek && !(await deadLetterSpent(ctx, models, limit, minAgeMs, now))) return [];
+  if (read && !(await deadLetterSpent(ctx, models, limit, minAgeMs, now))) return [];
   let pick = db
     .selectFrom("queue_messages")
     .select("seq")

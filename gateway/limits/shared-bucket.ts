@@ -24,9 +24,39 @@ export interface SharedBucket {
   reservedUntil?: number;
 }
 
+/** What a gateway asks of the store at a round (limits/shared-rate.ts). */
+export interface RoundRequest {
+  gateway: string;
+  now: number;
+  /** Gateways seen since `now - liveMs` are alive. */
+  liveMs: number;
+  /** The buckets to settle, sorted: those of every tenant the gateway served since. */
+  keys: readonly string[];
+  /** How each bucket changes, given the gateways alive (as `update`'s `change`). */
+  change: (live: ReadonlySet<string>) => BucketChange;
+  /** Answer every bucket stored after the round (a gateway leaving needs none). */
+  list: boolean;
+}
+
+export interface RoundAnswer {
+  /** The gateways alive, this one too. */
+  live: string[];
+  /** What each of the request's keys holds now. */
+  settled: Map<string, SharedBucket | null>;
+  /** Every bucket stored after the round; null when the request did not ask. */
+  heard: Map<string, SharedBucket> | null;
+}
+
+/** Pure: the bucket stored (null: none) to the bucket to store (null: none). */
+export type BucketChange = (key: string, bucket: SharedBucket | null) => SharedBucket | null;
+
 export interface SharedBucketStore {
-  /** Marks `gateway` alive at `now`; the gateways alive (seen since `now - liveMs`), itself too. */
-  heartbeat(gateway: string, now: number, liveMs: number): Promise<string[]>;
+  /**
+   * One round: marks `gateway` alive at `now`, changes each of the keys as `update` does,
+   * and reads back every bucket. As few round trips as the store allows: a gateway runs one
+   * every `intervalMs` (200 ms) for as long as it runs, busy or idle.
+   */
+  round(request: RoundRequest): Promise<RoundAnswer>;
   /** Takes `gateway` out of the gateways alive (a clean stop). */
   leave(gateway: string): Promise<void>;
   /**
@@ -34,12 +64,7 @@ export interface SharedBucketStore {
    * (null: none) and returns the bucket to store (null: none). It is pure and may be
    * called again for a key another gateway changed meanwhile. Answers what was stored.
    */
-  update(
-    keys: readonly string[],
-    change: (key: string, bucket: SharedBucket | null) => SharedBucket | null,
-  ): Promise<Map<string, SharedBucket | null>>;
-  /** Every bucket stored. */
-  list(): Promise<Map<string, SharedBucket>>;
+  update(keys: readonly string[], change: BucketChange): Promise<Map<string, SharedBucket | null>>;
   close(): Promise<void>;
 }
 

@@ -1,10 +1,35 @@
-import { FORGET_GATEWAY_MS, type SharedBucket, type SharedBucketStore } from "./shared-bucket.ts";
+import {
+  type BucketChange,
+  FORGET_GATEWAY_MS,
+  type SharedBucket,
+  type SharedBucketStore,
+} from "./shared-bucket.ts";
 
 /**
  * Where gateways keep the buckets they share (shared-bucket.ts): Redis, or this process's
  * memory for tests. The Postgres store speaks SQL, so it lives with the store
  * (store/rate-counters.ts).
  */
+
+/** A store's round as its three steps, one after the other. */
+interface RoundSteps {
+  heartbeat(gateway: string, now: number, liveMs: number): Promise<string[]>;
+  update: SharedBucketStore["update"];
+  list(): Promise<Map<string, SharedBucket>>;
+}
+
+/**
+ * A round as the heartbeat, the update and the listing in turn: for Redis, where each is
+ * one exchange (the update's compare-and-set script retries a bucket another gateway
+ * changed in between), and memory.
+ */
+function roundInSteps(steps: RoundSteps): SharedBucketStore["round"] {
+  return async ({ gateway, now, liveMs, keys, change, list }) => {
+    const live = await steps.heartbeat(gateway, now, liveMs);
+    const settled = keys.length > 0 ? await steps.update(keys, change(new Set(live))) : new Map();
+    return { live, settled, heard: list ? await steps.list() : null };
+  };
+}
 
 /**
  * Compares each bucket with what the gateway read and, for every one unchanged since, stores
@@ -53,7 +78,7 @@ export async function redisBuckets(
   const bucketKey = (key: string) => `${prefix}:bucket:${key}`;
   const parse = (text: string | null | undefined) =>
     text ? (JSON.parse(text) as SharedBucket) : null;
-  return {
+  const steps: RoundSteps = {
     async heartbeat(gateway, now, liveMs) {
       const replies = await client
         .multi()
@@ -65,10 +90,7 @@ export async function redisBuckets(
         .exec();
       return (replies[2] as unknown as string[]).map(String);
     },
-    async leave(gateway) {
-      await client.zRem(gateways, gateway);
-    },
-    async update(keys, change) {
+    async update(keys, change: BucketChange) {
       const result = new Map<string, SharedBucket | null>();
       let pending = [...new Set(keys)];
       for (let attempt = 0; pending.length > 0; attempt++) {
@@ -108,6 +130,13 @@ export async function redisBuckets(
       }
       return found;
     },
+  };
+  return {
+    round: roundInSteps(steps),
+    update: steps.update,
+    async leave(gateway) {
+      await client.zRem(gateways, gateway);
+    },
     async close() {
       await client.quit().catch(() => {});
     },
@@ -120,16 +149,12 @@ export function memoryBuckets(): SharedBucketStore & { buckets: Map<string, Shar
   const seen = new Map<string, number>();
   const copy = (bucket: SharedBucket | null | undefined) =>
     bucket ? (JSON.parse(JSON.stringify(bucket)) as SharedBucket) : null;
-  return {
-    buckets,
+  const steps: RoundSteps = {
     async heartbeat(gateway, now, liveMs) {
       seen.set(gateway, Math.max(now, seen.get(gateway) ?? now));
       return [...seen].filter(([, at]) => at >= now - liveMs).map(([id]) => id);
     },
-    async leave(gateway) {
-      seen.delete(gateway);
-    },
-    async update(keys, change) {
+    async update(keys, change: BucketChange) {
       const result = new Map<string, SharedBucket | null>();
       for (const key of keys) {
         const next = change(key, copy(buckets.get(key)));
@@ -141,6 +166,14 @@ export function memoryBuckets(): SharedBucketStore & { buckets: Map<string, Shar
     },
     async list() {
       return new Map([...buckets].map(([key, bucket]) => [key, copy(bucket) as SharedBucket]));
+    },
+  };
+  return {
+    buckets,
+    round: roundInSteps(steps),
+    update: steps.update,
+    async leave(gateway) {
+      seen.delete(gateway);
     },
     close: async () => {},
   };

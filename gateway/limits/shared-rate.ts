@@ -2,6 +2,7 @@ import type { BucketPolicy, BucketVerdict, LocalLimiter } from "./rate-limit.ts"
 import {
   available,
   EPSILON,
+  type RoundAnswer,
   type RoundContext,
   type RoundReport,
   type SharedBucket,
@@ -14,8 +15,8 @@ import {
  *
  * A tenant has one token bucket, kept in a shared store (Postgres or Redis: see
  * shared-counters.ts). No request waits on it: each gateway answers from the tokens it
- * holds for the tenant, and every `intervalMs` (a round: a few statements for every tenant
- * together) gives back what it did not spend and takes a new grant, a 1/N share of what the
+ * holds for the tenant, and every `intervalMs` (a round: one to four statements for every
+ * tenant together) gives back what it did not spend and takes a new grant, a 1/N share of what the
  * bucket holds, N being the gateways alive. Tokens a gateway holds are out of the bucket, so
  * the gateways together can spend no more than the bucket holds plus its refill: the plan
  * (burst + rate × time), however many gateways there are, not one burst per gateway.
@@ -179,9 +180,6 @@ export class SharedRateLimiter implements LocalLimiter {
   private async exchange(options: { leaving?: boolean }): Promise<void> {
     const { gatewayId: gateway, now: clock } = this.options;
     const now = clock();
-    const live = new Set(await this.store.heartbeat(gateway, now, this.liveMs));
-    live.add(gateway);
-    this.live = live;
     const reports = new Map<string, RoundReport & { lastUse: number }>();
     for (const [key, ledger] of this.ledgers) {
       reports.set(key, {
@@ -196,21 +194,30 @@ export class SharedRateLimiter implements LocalLimiter {
       ledger.made = 0;
       ledger.short = false;
     }
-    const context: RoundContext = {
-      gateway,
-      now,
-      live,
-      shares: this.gateways,
-      reserveMs: 3 * this.options.intervalMs,
-    };
-    let settled: Map<string, SharedBucket | null>;
+    const withSelf = (live: Iterable<string>) => new Set([...live, gateway]);
+    let answer: RoundAnswer;
     try {
-      settled = reports.size
-        ? await this.store.update([...reports.keys()].sort(), (key, bucket) => {
+      answer = await this.store.round({
+        gateway,
+        now,
+        liveMs: this.liveMs,
+        keys: [...reports.keys()].sort(),
+        list: !options.leaving,
+        change: (alive) => {
+          const live = withSelf(alive);
+          const context: RoundContext = {
+            gateway,
+            now,
+            live,
+            shares: live.size,
+            reserveMs: 3 * this.options.intervalMs,
+          };
+          return (key, bucket) => {
             const report = reports.get(key);
             return report ? settleRound(bucket, report, context) : bucket;
-          })
-        : new Map();
+          };
+        },
+      });
     } catch (error) {
       // Nothing given back nor granted: the next round reports it all again.
       for (const [key, report] of reports) {
@@ -222,10 +229,11 @@ export class SharedRateLimiter implements LocalLimiter {
       }
       throw error;
     }
+    this.live = withSelf(answer.live);
     for (const [key, report] of reports) {
       const ledger = this.ledgers.get(key);
       if (!ledger) continue;
-      const grant = settled.get(key)?.held[gateway] ?? 0;
+      const grant = answer.settled.get(key)?.held[gateway] ?? 0;
       // Spent while the round ran comes out of the grant.
       ledger.tokens += grant - ledger.returning;
       ledger.returning = 0;
@@ -234,8 +242,8 @@ export class SharedRateLimiter implements LocalLimiter {
       }
     }
     this.lastRound = clock();
+    if (answer.heard) this.heard = answer.heard;
     if (options.leaving) return;
-    this.heard = await this.store.list();
     this.rounds += 1;
     if (this.rounds % TIDY_ROUNDS === 0) await this.tidy(now);
   }

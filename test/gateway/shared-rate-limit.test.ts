@@ -40,10 +40,9 @@ function flaky(store: SharedBucketStore) {
     (...args: A) =>
       state.down ? Promise.reject(new Error("store unreachable")) : call(...args);
   const wrapped: SharedBucketStore = {
-    heartbeat: guard(store.heartbeat.bind(store)),
+    round: guard(store.round.bind(store)),
     leave: guard(store.leave.bind(store)),
     update: guard(store.update.bind(store)),
-    list: guard(store.list.bind(store)),
     close: () => store.close(),
   };
   return { store: wrapped, state };

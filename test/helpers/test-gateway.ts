@@ -11,6 +11,7 @@ import { ensureTenantWithKey } from "../../gateway/store/tenants.ts";
 import { newWebhookSecret } from "../../gateway/webhooks/secret.ts";
 import { type OpenedDatabase, openDatabase } from "../../shared/db/open.ts";
 import { dropPostgresSchema } from "../../shared/db/postgres.ts";
+import type { OnStatement } from "../../shared/db/statement-log.ts";
 import { randomToken } from "../../shared/ids.ts";
 
 /** The local test server (PGHOST/PGPORT/PGUSER/PGDATABASE override it). */
@@ -171,10 +172,11 @@ export async function uploadFile(
 /** A migrated database for store-level tests: a temp SQLite file or a fresh Postgres schema. */
 export async function openTestDatabase(
   kind: "sqlite" | "postgres",
+  options: { onStatement?: OnStatement } = {},
 ): Promise<OpenedDatabase & { url: string }> {
   if (kind === "postgres") {
     const fresh = freshPostgresUrl();
-    const opened = await openDatabase(fresh.url);
+    const opened = await openDatabase(fresh.url, options);
     return {
       ...opened,
       url: fresh.url,
@@ -186,7 +188,7 @@ export async function openTestDatabase(
   }
   const dir = mkdtempSync(join(tmpdir(), "gantry-db-"));
   const url = join(dir, "gantry.db");
-  const opened = await openDatabase(url);
+  const opened = await openDatabase(url, options);
   return {
     ...opened,
     url,

@@ -1,0 +1,148 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { SharedBucket, SharedBucketStore } from "../../gateway/limits/shared-bucket.ts";
+import { memoryBuckets, redisBuckets } from "../../gateway/limits/shared-counters.ts";
+import { postgresBuckets } from "../../gateway/store/rate-counters.ts";
+import { randomToken } from "../../shared/ids.ts";
+import { openTestDatabase } from "../helpers/test-gateway.ts";
+
+/**
+ * What a shared store's round does, the same on every store (memory, Postgres, Redis): it
+ * marks the gateway alive, changes the round's buckets with the gateways alive in hand, and
+ * reads back every bucket, its own new ones among them. And what one costs Postgres: a
+ * gateway runs one every 200 ms, busy or idle.
+ */
+const unique = () =>
+  randomToken(8)
+    .toLowerCase()
+    .replace(/[^a-z0-9]/g, "x");
+
+const bucket = (pool: number, held: Record<string, number> = {}): SharedBucket => ({
+  pool,
+  at: 1_700_000_000_000,
+  rate: 2,
+  burst: 20,
+  held,
+});
+
+/** The statements the Postgres store's database was sent, from `reset()` on. */
+const statements: string[] = [];
+
+describe.each([
+  { name: "memory", open: async () => memoryBuckets() },
+  {
+    name: "Postgres",
+    open: async () => {
+      const database = await openTestDatabase("postgres", {
+        onStatement: (text) => statements.push(text.trim().split(/\s/)[0]?.toLowerCase() ?? ""),
+      });
+      const store = await postgresBuckets(database.db);
+      return { ...store, close: () => database.close() };
+    },
+  },
+  { name: "Redis", open: () => redisBuckets("redis://127.0.0.1:6379", `gantry:test:${unique()}`) },
+])("a round of the shared buckets in $name", ({ name, open }) => {
+  let store: SharedBucketStore;
+  const now = 1_700_000_000_000;
+  const [a, b, c] = ["a", "b", "c"].map((key) => `ten_${key}_${unique()}`) as [
+    string,
+    string,
+    string,
+  ];
+  beforeAll(async () => {
+    store = await open();
+  });
+  afterAll(async () => {
+    // Removing what the test stored leaves nothing behind in Redis either.
+    await store?.update([a, b, c], () => null);
+    await store?.close();
+  });
+
+  it("marks the gateway alive, changes its buckets knowing who is alive, and reads every bucket back", async () => {
+    const idle = await store.round({
+      gateway: "gw_1",
+      now,
+      liveMs: 2_000,
+      keys: [],
+      change: () => () => {
+        throw new Error("no keys, no change");
+      },
+      list: true,
+    });
+    expect(idle.live).toEqual(["gw_1"]);
+    expect(idle.settled.size).toBe(0);
+    expect(idle.heard?.has(a)).toBe(false);
+
+    await store.update([c], () => bucket(7));
+    const seenAlive: string[][] = [];
+    const busy = await store.round({
+      gateway: "gw_2",
+      now: now + 100,
+      liveMs: 2_000,
+      keys: [a, b],
+      change: (live) => {
+        seenAlive.push([...live].sort());
+        return (key, stored) => {
+          expect(stored).toBeNull();
+          return key === a ? bucket(10, { gw_2: 5 }) : null;
+        };
+      },
+      list: true,
+    });
+    expect(seenAlive.at(-1)).toEqual(["gw_1", "gw_2"]);
+    expect(busy.live.sort()).toEqual(["gw_1", "gw_2"]);
+    expect(busy.settled).toEqual(
+      new Map([
+        [a, bucket(10, { gw_2: 5 })],
+        [b, null],
+      ]),
+    );
+    // Its own new bucket, another's, and not the one it removed.
+    expect(busy.heard?.get(a)).toEqual(bucket(10, { gw_2: 5 }));
+    expect(busy.heard?.get(c)).toEqual(bucket(7));
+    expect(busy.heard?.has(b)).toBe(false);
+
+    // Past `liveMs`, gw_1 is no longer alive; a round that does not list answers no buckets.
+    const later = await store.round({
+      gateway: "gw_2",
+      now: now + 5_000,
+      liveMs: 2_000,
+      keys: [a],
+      change: () => (_key, stored) => ({ ...(stored as SharedBucket), pool: 3 }),
+      list: false,
+    });
+    expect(later.live).toEqual(["gw_2"]);
+    expect(later.settled.get(a)?.pool).toBe(3);
+    expect(later.heard).toBeNull();
+    const listed = await store.round({
+      gateway: "gw_3",
+      now: now + 5_000,
+      liveMs: 2_000,
+      keys: [],
+      change: () => () => null,
+      list: true,
+    });
+    expect(listed.heard?.get(a)?.pool).toBe(3);
+  });
+
+  it.runIf(name === "Postgres")(
+    "costs Postgres one statement a round while idle, and one transaction of two while busy",
+    async () => {
+      const round = (keys: string[], at: number) =>
+        store.round({
+          gateway: "gw_count",
+          now: at,
+          liveMs: 2_000,
+          keys,
+          change: () => (_key, stored) => stored ?? bucket(1),
+          list: true,
+        });
+      await round([], now + 10_000);
+      statements.length = 0;
+      await round([], now + 10_200);
+      expect(statements).toEqual(["with"]);
+      statements.length = 0;
+      await round([a, b], now + 10_400);
+      expect(statements).toEqual(["begin", "with", "with", "commit"]);
+    },
+  );
+});

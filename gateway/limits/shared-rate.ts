@@ -1,4 +1,5 @@
 import type { BucketPolicy, BucketVerdict, LocalLimiter } from "./rate-limit.ts";
+import { RoundTimer } from "./round-timer.ts";
 import {
   available,
   EPSILON,
@@ -15,9 +16,9 @@ import {
  *
  * A tenant has one token bucket, kept in a shared store (Postgres or Redis: see
  * shared-counters.ts). No request waits on it: each gateway answers from the tokens it
- * holds for the tenant, and every `intervalMs` (a round: one to four statements for every
- * tenant together) gives back what it did not spend and takes a new grant, a 1/N share of what the
- * bucket holds, N being the gateways alive. Tokens a gateway holds are out of the bucket, so
+ * holds for the tenant, and every `intervalMs` (a round, for every tenant together; rarer
+ * while it serves none: round-timer.ts) gives back what it did not spend and takes a new
+ * grant, a 1/N share of what the bucket holds, N being the gateways alive. Tokens a gateway holds are out of the bucket, so
  * the gateways together can spend no more than the bucket holds plus its refill: the plan
  * (burst + rate × time), however many gateways there are, not one burst per gateway.
  *
@@ -75,8 +76,7 @@ export class SharedRateLimiter implements LocalLimiter {
   /** The last round failed: the store is out of reach until one succeeds. */
   private failing = true;
   private rounds = 0;
-  private timer: ReturnType<typeof setInterval> | null = null;
-  private round: Promise<void> | null = null;
+  private readonly timer: RoundTimer;
   /** A gateway not heard from for this long is gone: its holdings are dropped. */
   private readonly liveMs: number;
   /** Without a round for this long (or after a failed one), holdings refill here. */
@@ -89,6 +89,14 @@ export class SharedRateLimiter implements LocalLimiter {
     this.live = new Set([options.gatewayId]);
     this.liveMs = Math.max(2_000, 10 * options.intervalMs);
     this.staleMs = Math.max(2_000, 10 * options.intervalMs);
+    // Idle rounds at half the time a gateway stays alive (and its holdings fresh) without one.
+    const idleMs = Math.max(options.intervalMs, Math.min(this.liveMs, this.staleMs) / 2);
+    this.timer = new RoundTimer(
+      () => this.sync().catch(options.onError),
+      () => this.ledgers.size > 0,
+      options.intervalMs,
+      idleMs,
+    );
   }
 
   /** N: the gateways alive at the last round (at least this one). */
@@ -112,6 +120,7 @@ export class SharedRateLimiter implements LocalLimiter {
         refilledAt: now,
         short: false,
       };
+      if (this.ledgers.size === 0) this.timer.hurry();
       this.ledgers.set(key, ledger);
     }
     ledger.policy = policy;
@@ -156,14 +165,7 @@ export class SharedRateLimiter implements LocalLimiter {
   }
 
   start(): void {
-    this.timer = setInterval(() => {
-      this.round ??= this.sync()
-        .catch(this.options.onError)
-        .finally(() => {
-          this.round = null;
-        });
-    }, this.options.intervalMs);
-    this.timer.unref?.();
+    this.timer.start();
   }
 
   /** One round: every tenant served here given back and granted anew, in one exchange. */
@@ -268,8 +270,7 @@ export class SharedRateLimiter implements LocalLimiter {
 
   /** Stops the rounds, gives back what this gateway holds and leaves the gateways alive. */
   async close(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    await this.round;
+    await this.timer.stop();
     try {
       await this.sync({ leaving: true });
       await this.store.leave(this.options.gatewayId);

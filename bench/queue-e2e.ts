@@ -46,7 +46,7 @@ import { readStatements, statementsPerJob } from "./lib/db-statements.ts";
 import { gantryFeedReads, hearGantry } from "./lib/heard.ts";
 import { startOtlpSink } from "./lib/otlp-sink.ts";
 import { writeCounts, writesPerJob } from "./lib/pg-writes.ts";
-import { cpuSnapshot } from "./lib/queue-cpu.ts";
+import { cpuSnapshot, wakeupSnapshot } from "./lib/queue-cpu.ts";
 import {
   httpClient,
   ms,
@@ -90,6 +90,7 @@ async function gantry(stack: Stack): Promise<{ system: System; close(): Promise<
   const system: System = {
     name: "Gantry",
     cpu: () => cpuSnapshot(stack.pids()),
+    wakeups: () => wakeupSnapshot(stack.pids()),
     submit: (n) => submitJob(pool, stack.apiKey, { n }),
     async finishedAt(ids) {
       // Heard is what counts; the gateway's stamps still say where the time went (the legs),
@@ -237,7 +238,9 @@ function compare(title: string, a: (typeof results)[string], b: (typeof results)
       `  ${phase.padEnd(9)} throughput ${x.jobsPerSecond.toFixed(0)} / ${y.jobsPerSecond.toFixed(0)} jobs/s ` +
         `(×${(x.jobsPerSecond / y.jobsPerSecond).toFixed(2)}); p50 ${ms(x.p50)} / ${ms(y.p50)}; ` +
         `p99 ${ms(x.p99)} / ${ms(y.p99)} (×${(x.p99 / y.p99).toFixed(1)}); whole-box CPU per job ` +
-        `${x.boxCpuMs.toFixed(2)} / ${y.boxCpuMs.toFixed(2)} ms (×${(x.boxCpuMs / y.boxCpuMs).toFixed(1)})`,
+        `${x.boxCpuMs.toFixed(2)} / ${y.boxCpuMs.toFixed(2)} ms (×${(x.boxCpuMs / y.boxCpuMs).toFixed(1)}); ` +
+        `context switches per job ${x.boxSwitches.toFixed(1)} / ${y.boxSwitches.toFixed(1)} ` +
+        `(×${(x.boxSwitches / y.boxSwitches).toFixed(1)})`,
     );
   }
 }

@@ -1,8 +1,9 @@
 /**
  * Where the CPU goes during a benchmark phase, per process group, read from /proc (Linux;
  * elsewhere the meter reports nothing): the gateway, the agents with their runner children,
- * Postgres, RabbitMQ and the load generator. Divided by the jobs of the phase, this says
- * which part of the stack a job costs most. Not a benchmark itself.
+ * Postgres, RabbitMQ and the load generator; and how often each went to sleep and woke,
+ * and the whole box's context switches. Divided by the jobs of the phase, this says which
+ * part of the stack a job costs most, and how many hops it takes. Not a benchmark itself.
  */
 import { readdirSync, readFileSync } from "node:fs";
 
@@ -47,8 +48,10 @@ function readStats(): ProcessStat[] {
 
 export type CpuGroups = Record<string, number>;
 
-/** CPU seconds per group now; agents count their runner children. */
-export function cpuSnapshot(roles: { gateway: number[]; agents: number[] }): CpuGroups {
+type Roles = { gateway: number[]; agents: number[] };
+
+/** Sums `measure` of each process into its group; agents count their runner children. */
+function byGroup(roles: Roles, measure: (stat: ProcessStat) => number): CpuGroups {
   const stats = readStats();
   const byPid = new Map(stats.map((stat) => [stat.pid, stat]));
   const descendsFrom = (stat: ProcessStat, roots: number[]) => {
@@ -65,27 +68,85 @@ export function cpuSnapshot(roles: { gateway: number[]; agents: number[] }): Cpu
     rabbitmq: 0,
     "load generator": 0,
   };
+  const groupOf = (stat: ProcessStat) => {
+    if (roles.gateway.includes(stat.pid)) return "gateway";
+    if (descendsFrom(stat, roles.agents)) return "agents";
+    if (stat.comm === "postgres") return "postgres";
+    if (stat.comm === "beam.smp") return "rabbitmq";
+    if (stat.pid === process.pid) return "load generator";
+    return null;
+  };
   for (const stat of stats) {
-    if (roles.gateway.includes(stat.pid)) groups.gateway! += stat.cpuSeconds;
-    else if (descendsFrom(stat, roles.agents)) groups.agents! += stat.cpuSeconds;
-    else if (stat.comm === "postgres") groups.postgres! += stat.cpuSeconds;
-    else if (stat.comm === "beam.smp") groups.rabbitmq! += stat.cpuSeconds;
-    else if (stat.pid === process.pid) groups["load generator"]! += stat.cpuSeconds;
+    const group = groupOf(stat);
+    if (group) groups[group]! += measure(stat);
   }
   return groups;
 }
 
+/** CPU seconds per group now. */
+export function cpuSnapshot(roles: Roles): CpuGroups {
+  return byGroup(roles, (stat) => stat.cpuSeconds);
+}
+
+/**
+ * Times each group's threads went to sleep waiting (voluntary context switches), so far:
+ * each is a wake-up later. At a paced load a job's CPU is mostly the wake-ups of the
+ * processes it passes through (bench/wakeup-cost.ts: about 0.3 ms of CPU each on a small
+ * VM), and unlike CPU time this count hardly varies from run to run.
+ */
+export function wakeupSnapshot(roles: Roles): CpuGroups {
+  return byGroup(roles, (stat) => voluntarySwitches(stat.pid));
+}
+
+function voluntarySwitches(pid: number): number {
+  let total = 0;
+  let tasks: string[];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return 0;
+  }
+  for (const tid of tasks) {
+    try {
+      const text = readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8");
+      total += Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(text)?.[1] ?? 0);
+    } catch {
+      // The thread ended between the listing and the read.
+    }
+  }
+  return total;
+}
+
 /** Milliseconds of CPU per job in each group between two snapshots, as one line. */
 export function cpuPerJob(before: CpuGroups, after: CpuGroups, jobs: number): string {
-  const parts = Object.keys(after).map((group) => {
-    const ms = ((after[group]! - (before[group] ?? 0)) * 1000) / jobs;
-    return `${group} ${ms.toFixed(2)}`;
-  });
-  const total = Object.keys(after).reduce(
-    (sum, group) => sum + (after[group]! - (before[group] ?? 0)),
-    0,
-  );
-  return `CPU ms per job: ${parts.join(", ")} (total ${((total * 1000) / jobs).toFixed(2)})`;
+  return `CPU ms per job: ${perJob(before, after, jobs, 1000, 2)}`;
+}
+
+/** Wake-ups per job in each group between two `wakeupSnapshot`s, as one line. */
+export function wakeupsPerJob(before: CpuGroups, after: CpuGroups, jobs: number): string {
+  return `wake-ups per job: ${perJob(before, after, jobs, 1, 1)}`;
+}
+
+function perJob(before: CpuGroups, after: CpuGroups, jobs: number, scale: number, digits: number) {
+  const delta = (group: string) => ((after[group]! - (before[group] ?? 0)) * scale) / jobs;
+  const parts = Object.keys(after).map((group) => `${group} ${delta(group).toFixed(digits)}`);
+  const total = Object.keys(after).reduce((sum, group) => sum + delta(group), 0);
+  return `${parts.join(", ")} (total ${total.toFixed(digits)})`;
+}
+
+/**
+ * Context switches on the whole box since boot (/proc/stat `ctxt`), or NaN off Linux: the
+ * hops a job costs, counted the same way for a peer whose processes the bench does not know.
+ */
+export function boxContextSwitches(): number {
+  try {
+    const line = readFileSync("/proc/stat", "utf8")
+      .split("\n")
+      .find((row) => row.startsWith("ctxt "));
+    return line ? Number(line.split(" ")[1]) : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
 }
 
 /**

@@ -3,7 +3,13 @@
  * and p50/p99 latency from submit to finished, with the CPU each job cost and where its
  * latency went when the system says.
  */
-import { boxCpuSeconds, type CpuGroups, cpuPerJob } from "./queue-cpu.ts";
+import {
+  boxContextSwitches,
+  boxCpuSeconds,
+  type CpuGroups,
+  cpuPerJob,
+  wakeupsPerJob,
+} from "./queue-cpu.ts";
 import { type JobStamps, ms, percentile } from "./queue-harness.ts";
 
 /** One system under test: how to submit a no-op job, and when each one finished. */
@@ -11,6 +17,8 @@ export interface System {
   name: string;
   /** CPU seconds per process group now, when the system knows its processes. */
   cpu?: () => CpuGroups;
+  /** Wake-ups per process group so far (`wakeupSnapshot`), when it knows them. */
+  wakeups?: () => CpuGroups;
   submit(n: number): Promise<{ id: string; sentAt: number }>;
   /** When each job finished; where the system stamps them, when it was stored and started too. */
   finishedAt(ids: string[]): Promise<Map<string, Partial<JobStamps> & { finishedAt: number }>>;
@@ -22,6 +30,8 @@ export interface Figures {
   p99: number;
   /** Whole-box CPU ms per job over the phase, submits to the last finish (`boxCpuSeconds`). */
   boxCpuMs: number;
+  /** Whole-box context switches per job over the phase (`boxContextSwitches`). */
+  boxSwitches: number;
 }
 
 export interface LoadOptions {
@@ -48,17 +58,35 @@ export interface LoadShapes {
 const WARM_PACED_S = 8;
 
 export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes {
+  /** What a phase reads before its first submit, to tell what it cost. */
+  function before(system: System, quiet: boolean) {
+    return {
+      cpu: quiet ? undefined : system.cpu?.(),
+      wakeups: quiet ? undefined : system.wakeups?.(),
+      boxCpu: boxCpuSeconds(),
+      boxSwitches: boxContextSwitches(),
+    };
+  }
+
   async function measure(
     system: System,
     sent: { id: string; sentAt: number }[],
-    cpuBefore: CpuGroups | undefined,
+    start: ReturnType<typeof before>,
     quiet: boolean,
-    boxBefore: number,
   ): Promise<Figures> {
     const finished = await system.finishedAt(sent.map((job) => job.id));
-    const boxCpuMs = ((boxCpuSeconds() - boxBefore) * 1000) / sent.length;
-    if (cpuBefore && system.cpu) say(`  ${cpuPerJob(cpuBefore, system.cpu(), sent.length)}`);
-    if (!quiet) say(`  whole-box CPU ms per job: ${boxCpuMs.toFixed(2)}`);
+    const jobs = sent.length;
+    const boxCpuMs = ((boxCpuSeconds() - start.boxCpu) * 1000) / jobs;
+    const boxSwitches = (boxContextSwitches() - start.boxSwitches) / jobs;
+    if (start.cpu && system.cpu) say(`  ${cpuPerJob(start.cpu, system.cpu(), jobs)}`);
+    if (start.wakeups && system.wakeups) {
+      say(`  ${wakeupsPerJob(start.wakeups, system.wakeups(), jobs)}`);
+    }
+    if (!quiet) {
+      say(
+        `  whole-box CPU ms per job: ${boxCpuMs.toFixed(2)}; context switches per job: ${boxSwitches.toFixed(1)}`,
+      );
+    }
     const latencies = sent.map(
       (job) => (finished.get(job.id)?.finishedAt ?? Number.NaN) - job.sentAt,
     );
@@ -70,6 +98,7 @@ export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes 
       p50: percentile(latencies, 50),
       p99: percentile(latencies, 99),
       boxCpuMs,
+      boxSwitches,
     };
   }
 
@@ -119,8 +148,7 @@ export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes 
   /** Submits at `rate` jobs/s, on schedule, whatever the answers' latency. */
   async function paced(system: System, count: number, { quiet = false } = {}): Promise<Figures> {
     if (!quiet) say(`${system.name}: ${count} jobs paced at ${rate}/s…`);
-    const cpuBefore = quiet ? undefined : system.cpu?.();
-    const boxBefore = boxCpuSeconds();
+    const start = before(system, quiet);
     const started = performance.now();
     const pending: Promise<{ id: string; sentAt: number }>[] = [];
     for (let i = 0; i < count; i++) {
@@ -129,7 +157,7 @@ export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes 
       if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
       pending.push(system.submit(i));
     }
-    return measure(system, await Promise.all(pending), cpuBefore, quiet, boxBefore);
+    return measure(system, await Promise.all(pending), start, quiet);
   }
 
   /** Submits `count` jobs as fast as `connections` concurrent clients can. */
@@ -139,15 +167,14 @@ export function loadShapes({ rate, connections, say }: LoadOptions): LoadShapes 
     { quiet = false } = {},
   ): Promise<Figures> {
     if (!quiet) say(`${system.name}: ${count} jobs as fast as ${connections} clients submit…`);
-    const cpuBefore = quiet ? undefined : system.cpu?.();
-    const boxBefore = boxCpuSeconds();
+    const start = before(system, quiet);
     const sent: { id: string; sentAt: number }[] = [];
     let next = 0;
     const client = async () => {
       while (next < count) sent.push(await system.submit(next++));
     };
     await Promise.all(Array.from({ length: connections }, client));
-    return measure(system, sent, cpuBefore, quiet, boxBefore);
+    return measure(system, sent, start, quiet);
   }
 
   /**

@@ -33,8 +33,9 @@ interface RoundRow {
  * here rather than by a migration because only gateways that share limits through Postgres
  * use them.
  *
- * Every gateway runs a round every 200 ms whether or not anyone calls it, so a round is as
- * few statements as its work allows: one while no tenant is served here (the heartbeat, the
+ * Every gateway runs a round every 200 ms while it serves some tenant and once a second
+ * while it serves none (limits/round-timer.ts), so a round is as few statements as its work
+ * allows: one while no tenant is served here (the heartbeat, the
  * gateways alive and every bucket, together), four while some are (in one transaction, the
  * heartbeat with the locking of the round's buckets in key order, so that two gateways'
  * rounds never deadlock; then the new values with the listing of the others). It was seven

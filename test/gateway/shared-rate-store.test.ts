@@ -9,7 +9,7 @@ import { openTestDatabase } from "../helpers/test-gateway.ts";
  * What a shared store's round does, the same on every store (memory, Postgres, Redis): it
  * marks the gateway alive, changes the round's buckets with the gateways alive in hand, and
  * reads back every bucket, its own new ones among them. And what one costs Postgres: a
- * gateway runs one every 200 ms, busy or idle.
+ * gateway runs one every 200 ms while it serves tenants, once a second while it does not.
  */
 const unique = () =>
   randomToken(8)

@@ -2,11 +2,10 @@ import { createClient } from "redis";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { sharedLimiterOf } from "../../gateway/limits/rate-limit.ts";
 import type { SharedBucketStore } from "../../gateway/limits/shared-bucket.ts";
-import { memoryBuckets, redisBuckets } from "../../gateway/limits/shared-counters.ts";
+import { memoryBuckets } from "../../gateway/limits/shared-counters.ts";
 import { SharedRateLimiter } from "../../gateway/limits/shared-rate.ts";
-import { postgresBuckets } from "../../gateway/store/rate-counters.ts";
-import { randomToken } from "../../shared/ids.ts";
-import { openTestDatabase, startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
+import { BUCKET_STORES, REDIS_URL, unique } from "../helpers/bucket-stores.ts";
+import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
 
 /**
  * Behind several gateways a tenant gets its plan (burst + rate ×
@@ -25,12 +24,6 @@ const allows = (seconds: number) => PLAN.burst + PLAN.ratePerSecond * seconds;
 const TOLERANCE = 0.2;
 const INTERVAL_MS = 200;
 const STEP_MS = 50;
-const REDIS_URL = "redis://127.0.0.1:6379";
-
-const unique = () =>
-  randomToken(8)
-    .toLowerCase()
-    .replace(/[^a-z0-9]/g, "x");
 
 /** A store whose every call fails while `down` is set: the shared store out of reach. */
 function flaky(store: SharedBucketStore) {
@@ -107,46 +100,38 @@ const within = (accepted: number, plan: number) => {
   expect(accepted).toBeGreaterThanOrEqual(plan * (1 - TOLERANCE));
 };
 
-describe.each([
-  { name: "memory", open: async () => memoryBuckets() },
-  {
-    name: "Postgres",
-    open: async () => {
-      const database = await openTestDatabase("postgres");
-      const store = await postgresBuckets(database.db);
-      return { ...store, close: () => database.close() };
-    },
+describe.each(BUCKET_STORES)(
+  "a tenant's plan across three gateways sharing $name (a clock the test moves)",
+  ({ open }) => {
+    let store: SharedBucketStore;
+    beforeAll(async () => {
+      store = await open();
+    });
+    afterAll(() => store?.close());
+
+    it("gives the plan, not three bursts, to a new tenant driven through all three", async () => {
+      const gateways = await cluster(store, 3, `ten_${unique()}`);
+      const first = await gateways.drive(4_000, [0, 1, 2]);
+      within(first.total, allows(4));
+      expect(first.each.every((count) => count > 0)).toBe(true);
+      // Quiet long enough to fill up again: then one burst, not one per gateway.
+      await gateways.idle(20_000);
+      const again = await gateways.drive(1_000, [0, 1, 2]);
+      within(again.total, allows(1));
+      expect(gateways.errors).toEqual([]);
+    });
+
+    it("gives one gateway the whole plan when the tenant uses only it", async () => {
+      const gateways = await cluster(store, 3, `ten_${unique()}`);
+      const alone = await gateways.drive(4_000, [0]);
+      within(alone.total, allows(4));
+      // The others then join a tenant whose bucket is spent: they get its refill, no more.
+      const joined = await gateways.drive(2_000, [0, 1, 2]);
+      expect(alone.total + joined.total).toBeLessThanOrEqual(allows(6) * (1 + TOLERANCE));
+      expect(gateways.errors).toEqual([]);
+    });
   },
-  { name: "Redis", open: () => redisBuckets(REDIS_URL, `gantry:test:${unique()}`) },
-])("a tenant's plan across three gateways sharing $name (a clock the test moves)", ({ open }) => {
-  let store: SharedBucketStore;
-  beforeAll(async () => {
-    store = await open();
-  });
-  afterAll(() => store?.close());
-
-  it("gives the plan, not three bursts, to a new tenant driven through all three", async () => {
-    const gateways = await cluster(store, 3, `ten_${unique()}`);
-    const first = await gateways.drive(4_000, [0, 1, 2]);
-    within(first.total, allows(4));
-    expect(first.each.every((count) => count > 0)).toBe(true);
-    // Quiet long enough to fill up again: then one burst, not one per gateway.
-    await gateways.idle(20_000);
-    const again = await gateways.drive(1_000, [0, 1, 2]);
-    within(again.total, allows(1));
-    expect(gateways.errors).toEqual([]);
-  });
-
-  it("gives one gateway the whole plan when the tenant uses only it", async () => {
-    const gateways = await cluster(store, 3, `ten_${unique()}`);
-    const alone = await gateways.drive(4_000, [0]);
-    within(alone.total, allows(4));
-    // The others then join a tenant whose bucket is spent: they get its refill, no more.
-    const joined = await gateways.drive(2_000, [0, 1, 2]);
-    expect(alone.total + joined.total).toBeLessThanOrEqual(allows(6) * (1 + TOLERANCE));
-    expect(gateways.errors).toEqual([]);
-  });
-});
+);
 
 describe("a tenant's plan when the shared store is out of reach", () => {
   it("falls back to a 1/N share of the plan on each gateway, and settles up when it is back", async () => {

@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SharedBucket, SharedBucketStore } from "../../gateway/limits/shared-bucket.ts";
-import { memoryBuckets, redisBuckets } from "../../gateway/limits/shared-counters.ts";
 import { postgresBuckets } from "../../gateway/store/rate-counters.ts";
-import { randomToken } from "../../shared/ids.ts";
+import { BUCKET_STORES, unique } from "../helpers/bucket-stores.ts";
 import { openTestDatabase } from "../helpers/test-gateway.ts";
 
 /**
@@ -11,11 +10,6 @@ import { openTestDatabase } from "../helpers/test-gateway.ts";
  * reads back every bucket, its own new ones among them. And what one costs Postgres: a
  * gateway runs one every 200 ms while it serves tenants, once a second while it does not.
  */
-const unique = () =>
-  randomToken(8)
-    .toLowerCase()
-    .replace(/[^a-z0-9]/g, "x");
-
 const bucket = (pool: number, held: Record<string, number> = {}): SharedBucket => ({
   pool,
   at: 1_700_000_000_000,
@@ -24,18 +18,7 @@ const bucket = (pool: number, held: Record<string, number> = {}): SharedBucket =
   held,
 });
 
-describe.each([
-  { name: "memory", open: async () => memoryBuckets() },
-  {
-    name: "Postgres",
-    open: async () => {
-      const database = await openTestDatabase("postgres");
-      const store = await postgresBuckets(database.db);
-      return { ...store, close: () => database.close() };
-    },
-  },
-  { name: "Redis", open: () => redisBuckets("redis://127.0.0.1:6379", `gantry:test:${unique()}`) },
-])("a round of the shared buckets in $name", ({ open }) => {
+describe.each(BUCKET_STORES)("a round of the shared buckets in $name", ({ open }) => {
   let store: SharedBucketStore;
   const now = 1_700_000_000_000;
   const [a, b, c] = ["a", "b", "c"].map((key) => `ten_${key}_${unique()}`) as [

@@ -123,19 +123,22 @@ if (wanted.has("bullmq") && redisClientInstalled()) {
   // BullMQ's peer makes a fresh queue and worker per phase; both phases here use one each.
   const peerPaced = await bullmq("paced", 16, say, false);
   let pacedFigures: Figures;
-  let before: number;
+  let pacedCpu: number;
   try {
     await warmUp(peerPaced.system);
-    before = cpuSeconds(["redis-server"]);
+    const before = cpuSeconds(["redis-server"]);
     pacedFigures = await paced(peerPaced.system, pacedJobs);
+    // Read before close(): the phase's worker process ends with it, and its CPU with it.
+    pacedCpu = cpuSeconds(["redis-server"]) - before;
   } finally {
     await peerPaced.close();
   }
   const peerSaturated = await bullmq("saturated", 16, say, false);
   try {
+    const before = cpuSeconds(["redis-server"]);
     const saturatedFigures = await saturated(peerSaturated.system, saturationJobs);
-    const cpuMsPerJob =
-      ((cpuSeconds(["redis-server"]) - before) * 1000) / (pacedJobs + saturationJobs);
+    const saturatedCpu = cpuSeconds(["redis-server"]) - before;
+    const cpuMsPerJob = ((pacedCpu + saturatedCpu) * 1000) / (pacedJobs + saturationJobs);
     rows.push({
       name: "BullMQ (peer)",
       paced: pacedFigures,

@@ -3,9 +3,9 @@ import type { KyselyConfig } from "kysely";
 /**
  * Told of every statement the store sends (its SQL text), answered or refused: for counting
  * round trips to the database, which at ordinary load cost a gateway more than any query's
- * own work (each is a write to the socket and a wake-up of the server process). Statements
- * only: the BEGIN and COMMIT of Kysely's own transactions go past its log and are not
- * counted (those the store sends as statements, SQLite's `BEGIN IMMEDIATE`, are).
+ * own work (each is a write to the socket and a wake-up of the server process). The BEGIN
+ * and COMMIT of Kysely's transactions pass through its log too, and are counted as the
+ * statements they are (test/gateway/shared-rate-store.test.ts counts them).
  */
 export type OnStatement = (sql: string) => void;
 

@@ -200,7 +200,7 @@ export function databaseStatements(): {
 } {
   const metric = new Counter({
     name: "gantry_gateway_db_statements_total",
-    help: "Statements the gateway sent its database (migrations included; the BEGIN and COMMIT of Kysely's transactions not), by their first word.",
+    help: "Statements the gateway sent its database (migrations, BEGIN and COMMIT included), by their first word.",
     labelNames: ["statement"],
     registers: [],
   });

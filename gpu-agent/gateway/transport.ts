@@ -46,6 +46,8 @@ export function createGatewayTransport(options: GatewayClientOptions): HttpGatew
   let credentials: Credentials | null = options.secret
     ? { agentId: options.agentId, secret: options.secret }
     : null;
+  /** The id the agent goes by now: its enrolled one, else the configured one. */
+  const currentId = () => credentials?.agentId ?? options.agentId;
   let enrolling: Promise<Credentials> | null = null;
 
   /** Enrolls at most once at a time; a failed enrollment is tried again on the next call. */
@@ -125,13 +127,13 @@ export function createGatewayTransport(options: GatewayClientOptions): HttpGatew
         await new Promise((resolve) => setTimeout(resolve, delay));
       }
       let answer: Answer;
-      let signedAs = options.agentId;
+      let signedAs: string;
       try {
         const direct = label.auth === "signed" && options.direct;
         const inProcess = direct ? await direct(path, text, label.signal) : null;
         if (inProcess) {
           // Nothing leaves the process: nothing to sign, send or parse as HTTP.
-          signedAs = credentials?.agentId ?? options.agentId;
+          signedAs = currentId();
           answer = answerOf(inProcess.status, inProcess.body);
         } else {
           const headers = await headersFor(label, url, text);
@@ -181,7 +183,7 @@ export function createGatewayTransport(options: GatewayClientOptions): HttpGatew
   return {
     send,
     ensureCredentials,
-    currentId: () => credentials?.agentId ?? options.agentId,
+    currentId,
     async signedHeaders(method, url) {
       const own = await ensureCredentials();
       return signAgentRequest({ ...own, method, url, body: "", now: now(), crypto: signingCrypto });

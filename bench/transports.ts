@@ -16,9 +16,9 @@
  *   npx tsx bench/transports.ts [--rate 200] [--seconds 5] [--jobs 2000] [--lookahead 200]
  *                               [--connections 64] [--only sql-sqlite,redis,…,bullmq]
  */
-import { readdirSync, readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { bullmq, redisClientInstalled } from "./lib/bullmq-peer.ts";
+import { readStats } from "./lib/queue-cpu.ts";
 import { httpClient, ms, submitJob, waitSucceeded } from "./lib/queue-harness.ts";
 import { type Figures, loadShapes, type System } from "./lib/queue-load.ts";
 import {
@@ -48,20 +48,7 @@ const { paced, saturated, warmUp } = loadShapes({ rate, connections, say: () => 
 
 /** CPU seconds now of this process, its descendants, and every process named in `brokers`. */
 function cpuSeconds(brokers: readonly string[]): number {
-  const stats = readdirSync("/proc")
-    .filter((name) => /^\d+$/.test(name))
-    .flatMap((pid) => {
-      try {
-        const text = readFileSync(`/proc/${pid}/stat`, "utf8");
-        const close = text.lastIndexOf(")");
-        const fields = text.slice(close + 2).split(" ");
-        const comm = text.slice(text.indexOf("(") + 1, close);
-        const cpu = (Number(fields[11]) + Number(fields[12])) / 100;
-        return [{ pid: Number(pid), ppid: Number(fields[1]), comm, cpu }];
-      } catch {
-        return []; // ended between the listing and the read
-      }
-    });
+  const stats = readStats();
   const parent = new Map(stats.map((s) => [s.pid, s.ppid]));
   const ours = (pid: number) => {
     for (let at: number | undefined = pid; at && at > 1; at = parent.get(at)) {
@@ -71,7 +58,7 @@ function cpuSeconds(brokers: readonly string[]): number {
   };
   return stats
     .filter((s) => ours(s.pid) || brokers.includes(s.comm))
-    .reduce((sum, s) => sum + s.cpu, 0);
+    .reduce((sum, s) => sum + s.cpuSeconds, 0);
 }
 
 interface Row {

@@ -9,14 +9,15 @@ import { readdirSync, readFileSync } from "node:fs";
 
 const TICKS_PER_SECOND = 100;
 
-interface ProcessStat {
+export interface ProcessStat {
   pid: number;
   ppid: number;
   comm: string;
   cpuSeconds: number;
 }
 
-function readStats(): ProcessStat[] {
+/** Every process now: its id, parent, command name and CPU seconds so far. */
+export function readStats(): ProcessStat[] {
   let entries: string[];
   try {
     entries = readdirSync("/proc").filter((name) => /^\d+$/.test(name));

@@ -123,7 +123,7 @@ export const GATEWAY_SETTINGS = {
   sweepIntervalMs: setting(
     "GANTRY_SWEEP_SECONDS",
     secondsAsMs(0.001).prefault("5"),
-    "How often the sweeper republishes unpublished jobs (and, on redis and nats, queued jobs whose message the broker lost), requeues jobs whose agent went silent, expires and applies retention; and how often due webhook retries start (on a loop of their own, beside the sweep).",
+    "How often the sweeper republishes unpublished jobs (and, on redis and nats, queued jobs whose message the broker lost), requeues jobs whose agent went silent, expires and applies retention (at most once a minute while it finds nothing to delete); and how often due webhook retries start (on a loop of their own, beside the sweep).",
   ),
   logLevel: setting("GANTRY_LOG_LEVEL", logLevel().prefault("info"), "pino level of the logs."),
   logFormat: setting(

@@ -6,8 +6,13 @@ import { pausedModels } from "../jobs/model-switches.ts";
 import { releaseHeld } from "../jobs/release.ts";
 import { settleSilentQueued } from "./dead.ts";
 import { republishLost } from "./lost.ts";
+import { foundNothing, retentionCadence } from "./retention/cadence.ts";
 import type { RetentionStats } from "./retention/stats.ts";
-import { type RetentionOptions, sweepRetention } from "./retention/sweep-retention.ts";
+import {
+  type RetentionOptions,
+  sweepRetention,
+  tenantWindowMidway,
+} from "./retention/sweep-retention.ts";
 import { recordLostWebhooks } from "./webhooks.ts";
 
 /** A job unpublished this long after its commit is taken to have lost its publish. */
@@ -64,7 +69,7 @@ export interface SweepReport {
   deadLettered: number;
   /** Webhook deliveries recorded from the outbox: their gateway stopped before it did. */
   webhooksRecorded: number;
-  /** What retention deleted in this sweep; null when it is off. */
+  /** What retention deleted in this sweep; null when it is off or not due (retention/cadence.ts). */
   retention: RetentionStats | null;
   /** Tables whose planner statistics this sweep refreshed (store/statistics.ts). */
   analyzed: string[];
@@ -112,7 +117,7 @@ export async function sweep(gateway: Gateway, options: SweepOptions = {}): Promi
   const outboxGrace = options.webhookOutboxGraceMs ?? WEBHOOK_OUTBOX_GRACE_MS;
   const webhooksRecorded = await recordLostWebhooks(gateway, now, outboxGrace, batch);
   const retention =
-    options.retention === false ? null : await sweepRetention(gateway, now, options.retention);
+    options.retention === false ? null : await retentionIfDue(gateway, now, options.retention);
   // Last: a burst that outran the statistics gets plans fit for it from the next sweep on,
   // and the row versions its jobs left dead stop slowing the line's scans.
   const analyzed = await gateway.stores.refreshStatistics();
@@ -132,6 +137,15 @@ export async function sweep(gateway: Gateway, options: SweepOptions = {}): Promi
     analyzed,
     vacuumed,
   };
+}
+
+/** Retention's pass, when its cadence says one is due. */
+async function retentionIfDue(gateway: Gateway, now: number, options: RetentionOptions = {}) {
+  const cadence = retentionCadence(gateway, options.maxIdleWaitMs);
+  if (!cadence.due(now)) return null;
+  const found = await sweepRetention(gateway, now, options);
+  cadence.ran(now, foundNothing(found) && !tenantWindowMidway(gateway));
+  return found;
 }
 
 /**

@@ -17,6 +17,11 @@ export interface RetentionOptions {
   leaseMs?: number;
   /** Tenants with their own retention visited per sweep (a rotating window). Default 20. */
   tenantsPerSweep?: number;
+  /**
+   * The longest the sweep lets retention wait after passes that found nothing (cadence.ts);
+   * 0 runs it in every sweep. Default 1 minute.
+   */
+  maxIdleWaitMs?: number;
 }
 
 type RetentionSource = {
@@ -75,6 +80,14 @@ export async function sweepRetention(
     await gateway.stores.usage.prune(now - gateway.config.usageRetentionDays * 86_400_000);
   }
   return total;
+}
+
+/**
+ * True while the rotating window over the tenants with their own retention is partway round:
+ * the tenants after it have not been visited since it last came round.
+ */
+export function tenantWindowMidway(gateway: RetentionSource): boolean {
+  return tenantCursor.get(gateway) !== undefined;
 }
 
 export interface TenantPurgeResult {

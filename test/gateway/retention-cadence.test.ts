@@ -88,12 +88,9 @@ describe.each(["sqlite", "postgres"] as const)("sweep() and retention on %s", (k
     const queue = sqlQueueOn(database);
     closers.push(() => queue.close());
     const gateway: Gateway = sweepGateway({ database, queue, blobDir, now: () => clock });
-    const at = (now: number) => {
-      clock = now;
-    };
     /** One sweep at `now`: what retention found (null: it did not run), and its purge claims. */
     const sweepAt = async (now: number, tenantsPerSweep = 20) => {
-      at(now);
+      clock = now;
       statements.length = 0;
       const report = await sweep(gateway, { retention: { batch: 1, tenantsPerSweep } });
       return {

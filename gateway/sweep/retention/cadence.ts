@@ -30,7 +30,10 @@ const FIRST_IDLE_WAIT_MS = 1_000;
 
 const cadences = new WeakMap<object, RetentionCadence>();
 
-/** This gateway's cadence; `maxIdleWaitMs` 0 runs retention in every sweep. */
+/**
+ * This gateway's cadence, made at its first sweep with that sweep's `maxIdleWaitMs` (0 runs
+ * retention in every sweep): a gateway's sweep options do not change while it runs.
+ */
 export function retentionCadence(gateway: object, maxIdleWaitMs = MAX_IDLE_WAIT_MS) {
   let cadence = cadences.get(gateway);
   if (!cadence) {

@@ -136,7 +136,7 @@ export function staleRunning(db: Db, staleBefore: number, limit: number): Promis
     .execute();
 }
 
-/** By the queued jobs' `updated_at` index (migration 0024), as `staleRunning` by the running ones'. */
+/** Retried queued jobs by `updated_at` (their index: migration 0030), as `staleRunning`. */
 export function silentQueued(db: Db, before: number, limit: number): Promise<JobRow[]> {
   return db
     .selectFrom("jobs")

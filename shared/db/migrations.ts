@@ -28,6 +28,7 @@ import { insertReleased } from "./migrations/0026-insert-released.ts";
 import { leanJobIndexes } from "./migrations/0027-lean-job-indexes.ts";
 import { insertGenericPlans } from "./migrations/0028-insert-generic-plans.ts";
 import { quietAnnouncements } from "./migrations/0029-quiet-announcements.ts";
+import { unusedQueuedEntries } from "./migrations/0030-unused-queued-entries.ts";
 import { instant, type Migration, type SqlDialect } from "./migrations/types.ts";
 import type { Database } from "./schema.ts";
 
@@ -64,6 +65,7 @@ const MIGRATIONS: Migration[] = [
   leanJobIndexes,
   insertGenericPlans,
   quietAnnouncements,
+  unusedQueuedEntries,
 ];
 
 /**

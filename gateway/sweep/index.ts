@@ -69,7 +69,7 @@ export interface SweepReport {
   deadLettered: number;
   /** Webhook deliveries recorded from the outbox: their gateway stopped before it did. */
   webhooksRecorded: number;
-  /** What retention deleted in this sweep; null when it is off or not due (retention/cadence.ts). */
+  /** What retention deleted in this sweep; null when off or not due (retention/cadence.ts). */
   retention: RetentionStats | null;
   /** Tables whose planner statistics this sweep refreshed (store/statistics.ts). */
   analyzed: string[];

@@ -4,10 +4,11 @@ import { RETENTION_KINDS, type RetentionStats } from "./stats.ts";
  * When the sweep runs retention. A pass that finds nothing still costs a statement per stage
  * and plan (twelve: each a purge claim whose range comes back empty), and the sweep runs
  * every few seconds on every gateway, for data whose lifetimes are counted in hours and days.
- * So after an idle pass (it deleted nothing, failed nothing, and the rotating window over the
- * tenants with their own retention came round: `idlePass`), the next one waits: 1 s, then
- * twice as long after each idle pass in a row, up to `maxIdleWaitMs`. Any other pass puts
- * retention back in every sweep, for as long as they keep coming.
+ * So after an idle pass (it deleted nothing and failed nothing, `foundNothing`, and the
+ * rotating window over the tenants with their own retention came round, `tenantWindowMidway`
+ * in sweep-retention.ts), the next one waits: 1 s, then twice as long after each idle pass in
+ * a row, up to `maxIdleWaitMs`. Any other pass puts retention back in every sweep, for as long
+ * as they keep coming.
  *
  * Kept per gateway, beside it (as the tenants' window is, sweep-retention.ts): a gateway that
  * starts runs retention in its first sweep.

@@ -2,13 +2,13 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import SqliteDatabase from "better-sqlite3";
-import { type CompiledQuery, Kysely, SqliteDialect, sql } from "kysely";
+import { CompiledQuery, Kysely, SqliteDialect, sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentQueued } from "../../gateway/store/job-reads.ts";
 import { openDatabase } from "../../shared/db/open.ts";
 import type { Database } from "../../shared/db/schema.ts";
 import { newId } from "../../shared/ids.ts";
-import { recordingDatabase } from "../helpers/plan-rows.ts";
+import { recordingDatabase, type SentStatement } from "../helpers/plan-rows.ts";
 
 /**
  * Migration 0030: no job enters an index while queued that no reader asks for there.
@@ -19,9 +19,9 @@ const T0 = 1_760_000_000_000;
 
 interface Backend {
   db: Kysely<Database>;
-  sent: CompiledQuery[];
+  sent: SentStatement[];
   indexes(): Promise<Map<string, string>>;
-  plan(query: CompiledQuery): Promise<string>;
+  plan(query: SentStatement): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -30,7 +30,7 @@ async function sqliteBackend(): Promise<Backend> {
   const path = join(dir, "gantry.db");
   await (await openDatabase(path)).close();
   const raw = new SqliteDatabase(path);
-  const sent: CompiledQuery[] = [];
+  const sent: SentStatement[] = [];
   const db = new Kysely<Database>({
     dialect: new SqliteDialect({ database: raw }),
     log: (event) => {
@@ -47,9 +47,9 @@ async function sqliteBackend(): Promise<Backend> {
       return new Map(rows.map((row) => [row.name, row.sql ?? ""]));
     },
     async plan(query) {
-      const rows = raw
-        .prepare(`EXPLAIN QUERY PLAN ${query.sql}`)
-        .all(...(query.parameters as unknown[])) as { detail: string }[];
+      const rows = raw.prepare(`EXPLAIN QUERY PLAN ${query.sql}`).all(...query.parameters) as {
+        detail: string;
+      }[];
       return rows.map((row) => row.detail).join(" | ");
     },
     async close() {
@@ -64,7 +64,7 @@ async function postgresBackend(): Promise<Backend> {
   const { db } = recording;
   return {
     db,
-    sent: recording.sent as CompiledQuery[],
+    sent: recording.sent,
     async indexes() {
       const { rows } = await sql<{ indexname: string; indexdef: string }>`
         SELECT indexname, indexdef FROM pg_indexes
@@ -75,10 +75,9 @@ async function postgresBackend(): Promise<Backend> {
       // With an empty table a scan of it is cheapest; the question is which index it can use.
       return db.connection().execute(async (connection) => {
         await sql`SET enable_seqscan = off`.execute(connection);
-        const { rows } = await connection.executeQuery<{ "QUERY PLAN": string }>({
-          ...query,
-          sql: `EXPLAIN ${query.sql}`,
-        });
+        const { rows } = await connection.executeQuery<{ "QUERY PLAN": string }>(
+          CompiledQuery.raw(`EXPLAIN ${query.sql}`, [...query.parameters]),
+        );
         await sql`RESET enable_seqscan`.execute(connection);
         return rows.map((row) => row["QUERY PLAN"]).join(" | ");
       });

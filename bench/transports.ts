@@ -18,7 +18,7 @@
  */
 import { parseArgs } from "node:util";
 import { bullmq, redisClientInstalled } from "./lib/bullmq-peer.ts";
-import { readStats } from "./lib/queue-cpu.ts";
+import { descentIn, readStats } from "./lib/queue-cpu.ts";
 import { httpClient, ms, submitJob, waitSucceeded } from "./lib/queue-harness.ts";
 import { type Figures, loadShapes, type System } from "./lib/queue-load.ts";
 import {
@@ -49,15 +49,9 @@ const { paced, saturated, warmUp } = loadShapes({ rate, connections, say: () => 
 /** CPU seconds now of this process, its descendants, and every process named in `brokers`. */
 function cpuSeconds(brokers: readonly string[]): number {
   const stats = readStats();
-  const parent = new Map(stats.map((s) => [s.pid, s.ppid]));
-  const ours = (pid: number) => {
-    for (let at: number | undefined = pid; at && at > 1; at = parent.get(at)) {
-      if (at === process.pid) return true;
-    }
-    return false;
-  };
+  const descendsFrom = descentIn(stats);
   return stats
-    .filter((s) => ours(s.pid) || brokers.includes(s.comm))
+    .filter((s) => descendsFrom(s, [process.pid]) || brokers.includes(s.comm))
     .reduce((sum, s) => sum + s.cpuSeconds, 0);
 }
 

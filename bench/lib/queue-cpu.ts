@@ -49,19 +49,27 @@ export function readStats(): ProcessStat[] {
 
 export type CpuGroups = Record<string, number>;
 
-type Roles = { gateway: number[]; agents: number[] };
-
-/** Sums `measure` of each process into its group; agents count their runner children. */
-function byGroup(roles: Roles, measure: (stat: ProcessStat) => number): CpuGroups {
-  const stats = readStats();
+/**
+ * Whether a process of `stats` is one of `roots` or descends from one, by its parents in the
+ * same listing.
+ */
+export function descentIn(stats: readonly ProcessStat[]) {
   const byPid = new Map(stats.map((stat) => [stat.pid, stat]));
-  const descendsFrom = (stat: ProcessStat, roots: number[]) => {
+  return (stat: ProcessStat, roots: readonly number[]) => {
     for (let at: ProcessStat | undefined = stat; at; at = byPid.get(at.ppid)) {
       if (roots.includes(at.pid)) return true;
       if (at.ppid <= 1) return false;
     }
     return false;
   };
+}
+
+type Roles = { gateway: number[]; agents: number[] };
+
+/** Sums `measure` of each process into its group; agents count their runner children. */
+function byGroup(roles: Roles, measure: (stat: ProcessStat) => number): CpuGroups {
+  const stats = readStats();
+  const descendsFrom = descentIn(stats);
   const groups: CpuGroups = {
     gateway: 0,
     agents: 0,

@@ -1,8 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SharedBucket, SharedBucketStore } from "../../gateway/limits/shared-bucket.ts";
-import { postgresBuckets } from "../../gateway/store/rate-counters.ts";
-import { BUCKET_STORES, unique } from "../helpers/bucket-stores.ts";
-import { openTestDatabase } from "../helpers/test-gateway.ts";
+import { BUCKET_STORES, postgresBucketStore, unique } from "../helpers/bucket-stores.ts";
 
 /**
  * What a shared store's round does, the same on every store (memory, Postgres, Redis): it
@@ -106,15 +104,12 @@ describe.each(BUCKET_STORES)("a round of the shared buckets in $name", ({ open }
 describe("what a round of the shared buckets costs Postgres", () => {
   const statements: string[] = [];
   let store: SharedBucketStore;
-  let close: () => Promise<void>;
   beforeAll(async () => {
-    const database = await openTestDatabase("postgres", {
-      onStatement: (text) => statements.push(text.trim().split(/\s/)[0]?.toLowerCase() ?? ""),
-    });
-    store = await postgresBuckets(database.db);
-    close = () => database.close();
+    store = await postgresBucketStore((text) =>
+      statements.push(text.trim().split(/\s/)[0]?.toLowerCase() ?? ""),
+    );
   });
-  afterAll(() => close?.());
+  afterAll(() => store?.close());
 
   it("is one statement while the gateway serves no tenant, one transaction of two while it does", async () => {
     const now = 1_700_000_000_000;

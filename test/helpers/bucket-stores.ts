@@ -1,6 +1,7 @@
 import type { SharedBucketStore } from "../../gateway/limits/shared-bucket.ts";
 import { memoryBuckets, redisBuckets } from "../../gateway/limits/shared-counters.ts";
 import { postgresBuckets } from "../../gateway/store/rate-counters.ts";
+import type { OnStatement } from "../../shared/db/statement-log.ts";
 import { randomToken } from "../../shared/ids.ts";
 import { openTestDatabase } from "./test-gateway.ts";
 
@@ -18,13 +19,13 @@ export const unique = () =>
  */
 export const BUCKET_STORES: { name: string; open: () => Promise<SharedBucketStore> }[] = [
   { name: "memory", open: async () => memoryBuckets() },
-  {
-    name: "Postgres",
-    open: async () => {
-      const database = await openTestDatabase("postgres");
-      const store = await postgresBuckets(database.db);
-      return { ...store, close: () => database.close() };
-    },
-  },
+  { name: "Postgres", open: () => postgresBucketStore() },
   { name: "Redis", open: () => redisBuckets(REDIS_URL, `gantry:test:${unique()}`) },
 ];
+
+/** The Postgres store on a schema of its own, dropped on close; `onStatement` hears its SQL. */
+export async function postgresBucketStore(onStatement?: OnStatement): Promise<SharedBucketStore> {
+  const database = await openTestDatabase("postgres", onStatement ? { onStatement } : {});
+  const store = await postgresBuckets(database.db);
+  return { ...store, close: () => database.close() };
+}

@@ -1,4 +1,5 @@
 import { type Kysely, sql } from "kysely";
+import { limitClause } from "../../shared/db/inline-limits.ts";
 import type { Database } from "../../shared/db/schema.ts";
 import { isPostgresDb } from "./job-metadata.ts";
 import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
@@ -34,7 +35,7 @@ export const RELEASE_LOCK = 0x67616e7472_79;
 async function releaseLane(db: Db, model: string, pick: ReleasePick, now: number, from: string) {
   const oldest = sql`
     SELECT id FROM jobs WHERE ${heldInLane(model, pick)} AND id >= ${from}
-    ORDER BY id LIMIT ${pick.count}`;
+    ORDER BY id ${limitClause(pick.count)}`;
   // Postgres may plan `id IN (subquery)` as a nested loop that runs the subquery once per
   // held job (it did, with statistics taken while the table was small: 2.5 s a lane behind
   // 3 000 held jobs); `= ANY(ARRAY(…))` is evaluated once. SQLite runs an uncorrelated IN once.

@@ -1,4 +1,5 @@
 import { type Kysely, sql } from "kysely";
+import { limitClause } from "../../shared/db/inline-limits.ts";
 import type { Database } from "../../shared/db/schema.ts";
 import { ACTIVE, activeJobs, heldLanes, type Line, lineOf } from "./release-line.ts";
 
@@ -84,7 +85,7 @@ function lastStarts(db: Db, model: string, tenantIds: string[], now: number) {
     SELECT tenant_id, fairness_key, max(started_at) AS at, count(*) AS n FROM (
       SELECT tenant_id, fairness_key, started_at FROM jobs
       WHERE model = ${model} AND started_at >= ${now - RECENT_MS}
-      ORDER BY started_at DESC LIMIT ${RECENT_STARTS}) recent
+      ORDER BY started_at DESC ${limitClause(RECENT_STARTS)}) recent
     WHERE tenant_id IN (${sql.join(tenantIds)})
     GROUP BY tenant_id, fairness_key`.execute(db);
 }

@@ -1,4 +1,5 @@
 import { type Kysely, PostgresAdapter, type RawBuilder, sql } from "kysely";
+import { limitClause } from "../../shared/db/inline-limits.ts";
 import type { Database } from "../../shared/db/schema.ts";
 import type {
   JobPurgeStage,
@@ -85,7 +86,7 @@ export async function claimJobs(
       WHERE ${stagePending(stage)} AND status IN ${TERMINAL}
         AND finished_at < ${endedBefore} AND ${scopeCondition(scope, "tenant_id")}
         AND ${claimable(lease)}
-      ORDER BY finished_at LIMIT ${limit}${lock})
+      ORDER BY finished_at ${limitClause(limit)}${lock})
     AND ${claimable(lease)}
     RETURNING id, tenant_id, input, output, purge_failures`.execute(db);
   return result.rows;

@@ -1,4 +1,5 @@
 import { type Kysely, type RawBuilder, sql } from "kysely";
+import { limitClause } from "../../shared/db/inline-limits.ts";
 import type { Database } from "../../shared/db/schema.ts";
 import {
   chunked,
@@ -42,7 +43,7 @@ export async function claimUploads(
       SELECT id FROM uploads
       WHERE ${which} AND created_at < ${madeBefore}
         AND ${scopeCondition(scope, "tenant_id")} AND ${free(lease.now)}
-      ORDER BY created_at LIMIT ${limit}${lock})
+      ORDER BY created_at ${limitClause(limit)}${lock})
     AND ${free(lease.now)} AND ${which}
     RETURNING *`.execute(db);
   return result.rows;

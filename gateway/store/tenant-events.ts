@@ -1,4 +1,5 @@
 import { type Kysely, PostgresAdapter, sql } from "kysely";
+import { limitClause } from "../../shared/db/inline-limits.ts";
 import type { Database, JobEventTable } from "../../shared/db/schema.ts";
 
 /**
@@ -119,7 +120,7 @@ function sqliteEvents(db: Kysely<Database>): TenantEvents {
           j.model, j.batch_id, j.metadata
         FROM job_events e JOIN jobs j ON j.id = e.job_id
         WHERE e.tenant_id = ${tenantId} AND e.rowid > ${from}
-        ORDER BY e.rowid LIMIT ${limit}`.execute(db);
+        ORDER BY e.rowid ${limitClause(limit)}`.execute(db);
       return rows.map((raw) => toRow(raw, `r${raw.rid}`));
     },
   };
@@ -144,7 +145,7 @@ function postgresEvents(db: Kysely<Database>): TenantEvents {
           AND (e.xid, e.job_id COLLATE "C", e.seq)
             > (${from.xid.toString()}::xid8, ${from.jobId} COLLATE "C", ${from.seq})
           AND e.xid < pg_snapshot_xmin(pg_current_snapshot())
-        ORDER BY e.xid, e.job_id COLLATE "C", e.seq LIMIT ${limit}`.execute(db);
+        ORDER BY e.xid, e.job_id COLLATE "C", e.seq ${limitClause(limit)}`.execute(db);
       return rows.map((raw) => toRow(raw, `x${raw.xid}_${raw.seq}_${raw.job_id}`));
     },
   };

@@ -3,6 +3,7 @@ import { dirname } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import { Kysely, type SqliteDatabase as KyselySqlite, SqliteDialect } from "kysely";
 import { createPrivateFile, PRIVATE_DIR_MODE } from "../private-files.ts";
+import { InlineLimitsPlugin } from "./inline-limits.ts";
 import { migrate } from "./migrations.ts";
 import type { Database } from "./schema.ts";
 import { type OnStatement, statementLog } from "./statement-log.ts";
@@ -31,13 +32,15 @@ export async function openSqlite(
   database.pragma("foreign_keys = ON");
   const db = new Kysely<Database>({
     dialect: new SqliteDialect({ database: withStatementCache(database) }),
+    // Without it the statements with a LIMIT would be compiled again on every run.
+    plugins: [new InlineLimitsPlugin()],
     ...statementLog(onStatement),
   });
   await migrate(db, "sqlite");
   return db;
 }
 
-/** Distinct SQL texts kept prepared; past this the cache starts over. */
+/** Distinct SQL texts kept prepared; past this the least recently used one goes. */
 const MAX_STATEMENTS = 500;
 
 /**
@@ -45,18 +48,28 @@ const MAX_STATEMENTS = 500;
  * and the hot paths (claims, leases, state changes) are a few dozen SQL texts whose
  * preparing costs as much as running them. Statements are re-prepared by SQLite itself
  * after a schema change, so a kept one never goes stale.
+ *
+ * Least recently used out first: a statement per limit (inline-limits.ts) makes a few hundred
+ * texts that come and go (a claim of 1 to 200 jobs, pages of 1 to 100), and the hot ones must
+ * not be dropped with them.
  */
-function withStatementCache(database: SqliteDatabase.Database): KyselySqlite {
+export function withStatementCache(database: SqliteDatabase.Database): KyselySqlite {
   const statements = new Map<string, SqliteDatabase.Statement>();
   return {
     close: () => database.close(),
     prepare(sql) {
       let statement = statements.get(sql);
-      if (!statement) {
-        if (statements.size >= MAX_STATEMENTS) statements.clear();
+      if (statement) {
+        // A Map iterates in insertion order: put back, this text is now the newest.
+        statements.delete(sql);
+      } else {
         statement = database.prepare(sql);
-        statements.set(sql, statement);
+        if (statements.size >= MAX_STATEMENTS) {
+          const oldest = statements.keys().next().value;
+          if (oldest !== undefined) statements.delete(oldest);
+        }
       }
+      statements.set(sql, statement);
       return statement;
     },
   };

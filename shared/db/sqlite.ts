@@ -1,9 +1,9 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import SqliteDatabase from "better-sqlite3";
-import { Kysely, type SqliteDatabase as KyselySqlite, SqliteDialect } from "kysely";
+import { Kysely, type SqliteDatabase as KyselySqlite } from "kysely";
 import { createPrivateFile, PRIVATE_DIR_MODE } from "../private-files.ts";
-import { InlineLimitsPlugin } from "./inline-limits.ts";
+import { InlineLimitsSqliteDialect } from "./inline-limits.ts";
 import { migrate } from "./migrations.ts";
 import type { Database } from "./schema.ts";
 import { type OnStatement, statementLog } from "./statement-log.ts";
@@ -31,9 +31,8 @@ export async function openSqlite(
   database.pragma("busy_timeout = 5000");
   database.pragma("foreign_keys = ON");
   const db = new Kysely<Database>({
-    dialect: new SqliteDialect({ database: withStatementCache(database) }),
-    // Without it the statements with a LIMIT would be compiled again on every run.
-    plugins: [new InlineLimitsPlugin()],
+    // Its LIMITs in the text: bound, SQLite would compile those statements on every run.
+    dialect: new InlineLimitsSqliteDialect({ database: withStatementCache(database) }),
     ...statementLog(onStatement),
   });
   await migrate(db, "sqlite");

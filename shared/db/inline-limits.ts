@@ -32,8 +32,8 @@ export function limitClause(count: number): OperationNodeSource {
  * In the compiler, which walks every query anyway, not in a plugin: a plugin's transformer
  * rebuilds the whole tree of every query to change one node.
  *
- * Not on Postgres: it plans a named statement once whatever its parameters, and a text per
- * limit would use up its named statements (pg-prepared.ts).
+ * Not on Postgres: a statement there is named once per text and keeps its plans whatever is
+ * bound to it, and a text per limit would use up the names (pg-prepared.ts).
  */
 export class InlineLimitsSqliteDialect extends SqliteDialect {
   override createQueryCompiler(): QueryCompiler {

@@ -39,8 +39,14 @@ export async function openSqlite(
   return db;
 }
 
-/** Distinct SQL texts kept prepared; past this the least recently used one goes. */
+/** Distinct SQL texts kept prepared; past this one seldom used goes. */
 const MAX_STATEMENTS = 500;
+
+interface Kept {
+  statement: SqliteDatabase.Statement;
+  /** Run since the cache last looked for one to drop (CLOCK, in `dropOne`). */
+  used: boolean;
+}
 
 /**
  * better-sqlite3 with its prepared statements kept. Kysely prepares every query it runs,
@@ -48,28 +54,38 @@ const MAX_STATEMENTS = 500;
  * preparing costs as much as running them. Statements are re-prepared by SQLite itself
  * after a schema change, so a kept one never goes stale.
  *
- * Least recently used out first: a statement per limit (inline-limits.ts) makes a few hundred
- * texts that come and go (a claim of 1 to 200 jobs, pages of 1 to 100), and the hot ones must
- * not be dropped with them.
+ * A full cache drops one seldom used, never a hot one: a statement per limit
+ * (inline-limits.ts) makes a few hundred texts that come and go (a claim of 1 to 200 jobs,
+ * pages of 1 to 100). A hit only marks its statement used, no reordering on the hot path.
  */
 export function withStatementCache(database: SqliteDatabase.Database): KyselySqlite {
-  const statements = new Map<string, SqliteDatabase.Statement>();
+  const statements = new Map<string, Kept>();
   return {
     close: () => database.close(),
     prepare(sql) {
-      let statement = statements.get(sql);
-      if (statement) {
-        // A Map iterates in insertion order: put back, this text is now the newest.
-        statements.delete(sql);
-      } else {
-        statement = database.prepare(sql);
-        if (statements.size >= MAX_STATEMENTS) {
-          const oldest = statements.keys().next().value;
-          if (oldest !== undefined) statements.delete(oldest);
-        }
+      const kept = statements.get(sql);
+      if (kept) {
+        kept.used = true;
+        return kept.statement;
       }
-      statements.set(sql, statement);
+      const statement = database.prepare(sql);
+      if (statements.size >= MAX_STATEMENTS) dropOne(statements);
+      statements.set(sql, { statement, used: false });
       return statement;
     },
   };
+}
+
+/**
+ * CLOCK: from the oldest, a statement used since the last pass goes to the back with its mark
+ * cleared, and the first one not used goes. A Map iterates in insertion order, entries put
+ * back included, so one pass always ends.
+ */
+function dropOne(statements: Map<string, Kept>): void {
+  for (const [sql, kept] of statements) {
+    statements.delete(sql);
+    if (!kept.used) return;
+    kept.used = false;
+    statements.set(sql, kept);
+  }
 }

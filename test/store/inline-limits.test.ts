@@ -4,7 +4,7 @@
  * bound to `LIMIT ?` and so compiles it again on every run, and the hot path's claims, feed
  * reads and releases were recompiled on every call (shared/db/inline-limits.ts). Postgres keeps
  * it a parameter, its named statements one per text (pg-prepared.ts). And the statement cache
- * that the texts of many limits fill drops the least recently used, never the hot ones.
+ * that the texts of many limits fill drops one seldom used, never a hot one.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -6,66 +6,38 @@
  * it a parameter, its named statements one per text (pg-prepared.ts). And the statement cache
  * that the texts of many limits fill drops one seldom used, never a hot one.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import type SqliteDatabase from "better-sqlite3";
 import { sql } from "kysely";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { limitClause } from "../../shared/db/inline-limits.ts";
-import { type OpenedDatabase, openDatabase } from "../../shared/db/open.ts";
-import { dropPostgresSchema } from "../../shared/db/postgres.ts";
 import { withStatementCache } from "../../shared/db/sqlite.ts";
-import { freshPostgresUrl } from "../helpers/test-gateway.ts";
-
-interface Opened {
-  database: OpenedDatabase;
-  sent: string[];
-  cleanup(): Promise<void>;
-}
-
-const BACKENDS: Record<string, () => Promise<Opened>> = {
-  async sqlite() {
-    const dir = mkdtempSync(join(tmpdir(), "gantry-inline-limits-"));
-    const sent: string[] = [];
-    const database = await openDatabase(join(dir, "gantry.db"), {
-      onStatement: (s) => sent.push(s),
-    });
-    return { database, sent, cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
-  },
-  async postgres() {
-    const fresh = freshPostgresUrl("gantry_limits");
-    const sent: string[] = [];
-    const database = await openDatabase(fresh.url, { onStatement: (s) => sent.push(s) });
-    return { database, sent, cleanup: () => dropPostgresSchema(fresh.url, fresh.schema) };
-  },
-};
+import { openTestDatabase } from "../helpers/test-gateway.ts";
 
 const NUMBERS = sql<{ n: number }>`
   SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4) numbers
   ORDER BY n`;
 
-describe.each(Object.keys(BACKENDS))("limits on %s", (name) => {
-  const sqlite = name === "sqlite";
-  let opened: Opened;
-  afterAll(async () => {
-    await opened?.database.close();
-    await opened?.cleanup();
+describe.each(["sqlite", "postgres"] as const)("limits on %s", (kind) => {
+  const sqlite = kind === "sqlite";
+  const sent: string[] = [];
+  let database: Awaited<ReturnType<typeof openTestDatabase>>;
+  beforeAll(async () => {
+    database = await openTestDatabase(kind, { onStatement: (text) => sent.push(text) });
   });
+  afterAll(() => database?.close());
 
   it("are written into the text on SQLite, and bound on Postgres", async () => {
-    opened = await (BACKENDS[name] as () => Promise<Opened>)();
-    const { db } = opened.database;
-    opened.sent.length = 0;
+    const { db } = database;
+    sent.length = 0;
 
     await db.selectFrom("jobs").select("id").orderBy("id").limit(2).offset(1).execute();
-    const built = opened.sent.at(-1) ?? "";
+    const built = sent.at(-1) ?? "";
     if (sqlite) expect(built).toMatch(/ limit 2 offset 1$/);
     else expect(built).toMatch(/ limit \$\d+ offset \$\d+$/);
 
     const { rows } = await sql<{ n: number }>`${NUMBERS} ${limitClause(3)}`.execute(db);
     expect(rows.map((row) => Number(row.n))).toEqual([1, 2, 3]);
-    const raw = opened.sent.at(-1) ?? "";
+    const raw = sent.at(-1) ?? "";
     if (sqlite) expect(raw).toMatch(/ limit 3$/);
     else expect(raw).toMatch(/ limit \$1$/);
 
@@ -75,7 +47,7 @@ describe.each(Object.keys(BACKENDS))("limits on %s", (name) => {
       .set({ attempts: 0 })
       .where("seq", "in", db.selectFrom("queue_messages").select("seq").orderBy("seq").limit(7))
       .execute();
-    const nested = opened.sent.at(-1) ?? "";
+    const nested = sent.at(-1) ?? "";
     expect(nested).toContain(sqlite ? "limit 7)" : "limit $");
   });
 });

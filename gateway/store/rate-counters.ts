@@ -38,9 +38,9 @@ interface RoundRow {
  * allows: one while no tenant is served here (the heartbeat, the gateways alive and every
  * bucket, together), four while some are (in one transaction, the heartbeat with the locking
  * of the round's buckets in key order, so that two gateways' rounds never deadlock; then the
- * new values with the listing of the others). It was seven and three. Gateways gone for an hour are deleted once a minute, outside any transaction:
- * a DELETE that could meet another gateway's in the same statement as the bucket locks
- * could wait on it in either order.
+ * new values with the listing of the others). It was seven and three. Gateways gone for an
+ * hour are deleted once a minute, outside any transaction: a DELETE that could meet another
+ * gateway's in the same statement as the bucket locks could wait on it in either order.
  */
 export async function postgresBuckets(db: Kysely<Database>): Promise<SharedBucketStore> {
   await sql`CREATE UNLOGGED TABLE IF NOT EXISTS gantry_rate_buckets (

@@ -161,7 +161,7 @@ export const AGENT_SETTINGS = {
   lookahead: setting(
     "GANTRY_LOOKAHEAD",
     wholeNumber(0, 1024).optional(),
-    "Jobs claimed and downloaded ahead of the runners, in all (default: one per slot), so a runner never waits on I/O; raise it for short jobs, whose throughput is capped by the jobs an agent holds. The agent registers it, with its runners' batches, as its `prefetch`: the gateway keeps that many of its models' jobs released for it (`GANTRY_RELEASE_WINDOW` grows to it).",
+    "Jobs claimed and downloaded ahead of the runners, in all (default: one per slot), so a runner never waits on I/O; raise it for short jobs, whose throughput is capped by the jobs an agent holds. The agent registers it, with its runners' batches, as its `prefetch`: the gateway keeps that many of its models' jobs released for it (`GANTRY_RELEASE_WINDOW` grows to it). A full agent takes more once a quarter of its look-ahead is free, in one batch, not one job per job that ends.",
   ),
   batchWindowMs: setting(
     "GANTRY_BATCH_WINDOW_MS",

@@ -105,13 +105,15 @@ interface ConsumerSettings {
   leaseMs: number;
   waitMs?: number;
   prefetch: number;
+  /** ConsumeOptions.refillAt: the free slots a round waits for after a full one. */
+  refillAt: number;
   models: string[] | undefined;
   minAgeMs: number;
   onError: (error: unknown) => void;
 }
 
 function startConsumer(calls: GatewayQueueCalls, handler: DeliveryHandler, s: ConsumerSettings) {
-  const slots = new PullLoop(s.prefetch);
+  const slots = new PullLoop(s.prefetch, undefined, s.refillAt);
   const abort = new AbortController();
 
   const dispatch = (leased: QueueDelivery) => {
@@ -128,7 +130,7 @@ function startConsumer(calls: GatewayQueueCalls, handler: DeliveryHandler, s: Co
     let failures = 0;
     while (!slots.stopped) {
       slots.clearWake();
-      const free = Math.min(slots.free, MAX_AGENT_BATCH);
+      const free = Math.min(slots.due, MAX_AGENT_BATCH);
       if (free <= 0) {
         await slots.pause(1_000);
         continue;
@@ -153,6 +155,7 @@ function startConsumer(calls: GatewayQueueCalls, handler: DeliveryHandler, s: Co
         continue;
       }
       for (const leased of deliveries) dispatch(leased);
+      slots.tookRound(free, deliveries.length);
     }
   };
   const running = loop();

@@ -72,9 +72,11 @@ class AgentSupervisor implements Supervisor {
     let prefetch: number;
     try {
       // Runners busy with full batches plus the look-ahead, claimed and downloaded early.
-      prefetch = this.#pool.capacity(config.models) + (this.options.lookahead ?? this.#pool.size);
+      const lookahead = this.options.lookahead ?? this.#pool.size;
+      prefetch = this.#pool.capacity(config.models) + lookahead;
       this.#consumer = await queue.consume((delivery) => deliveries.handle(delivery), {
         prefetch,
+        refillAt: refillMark(lookahead),
         models: config.models,
         ...(config.overflowAfterMs ? { minAgeMs: config.overflowAfterMs } : {}),
       });
@@ -158,4 +160,14 @@ class AgentSupervisor implements Supervisor {
     this.#state = "stopped";
     logger.info("drained");
   }
+}
+
+/**
+ * A full agent leases again once a quarter of its look-ahead is free (ConsumeOptions.refillAt):
+ * at its prefetch it would otherwise lease, and claim at the gateway, one job per job that
+ * ends. Below the look-ahead plus one, so a runner never waits on it; 1 (every freed slot)
+ * for the default look-ahead of one per runner up to three.
+ */
+export function refillMark(lookahead: number): number {
+  return 1 + Math.floor(lookahead / 4);
 }

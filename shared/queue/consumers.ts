@@ -19,16 +19,21 @@ export interface CheckedConsume {
   models: string[] | undefined;
   /** 0 unless the consumer is an overflow one. */
   minAgeMs: number;
+  /** 1 unless told otherwise: every freed slot starts a round. */
+  refillAt: number;
 }
 
 /** The start of every adapter's `consume()`: the options validated, or a clear refusal. */
 export function checkConsume(options: ConsumeOptions, can: ConsumeAbilities): CheckedConsume {
-  const { prefetch, models, minAgeMs = 0 } = options;
+  const { prefetch, models, minAgeMs = 0, refillAt = 1 } = options;
   const max = can.maxPrefetch ?? Number.MAX_SAFE_INTEGER;
   if (!Number.isInteger(prefetch) || prefetch < 1 || prefetch > max) {
     throw new Error(`prefetch must be >= 1${can.maxPrefetch ? ` and <= ${max}` : ""}`);
   }
   if (!(minAgeMs >= 0)) throw new Error("minAgeMs must be >= 0");
+  if (!Number.isInteger(refillAt) || refillAt < 1 || refillAt > prefetch) {
+    throw new Error("refillAt must be an integer from 1 to prefetch");
+  }
   if (models === undefined && can.needsModels) {
     throw new Error(`the ${can.transport} queue needs the models to consume`);
   }
@@ -39,7 +44,7 @@ export function checkConsume(options: ConsumeOptions, can: ConsumeAbilities): Ch
       `overflow agents (GANTRY_OVERFLOW_AFTER_SECONDS) need the sql or amqp queue; the ${can.transport} queue cannot hold back young messages`,
     );
   }
-  return { prefetch, models: models && [...new Set(models)], minAgeMs };
+  return { prefetch, models: models && [...new Set(models)], minAgeMs, refillAt };
 }
 
 /** The consumers a queue has started, so that closing the queue stops each of them. */

@@ -57,6 +57,14 @@ export interface ConsumeOptions {
    * message is this old.
    */
   minAgeMs?: number;
+  /**
+   * Pulling consumers (sql, sqs, redis, nats, the gateway's queue): after a round that took
+   * every slot it offered, wait until this many slots are free before the next, so a
+   * consumer at its prefetch takes deliveries in batches rather than one per settle. Keep it
+   * at most the look-ahead plus one (what the consumer holds beyond its runners), so a runner
+   * never waits for it. Default 1; `amqp` is pushed deliveries by the broker and ignores it.
+   */
+  refillAt?: number;
 }
 
 export type DeliveryHandler = (delivery: Delivery) => Promise<void> | void;

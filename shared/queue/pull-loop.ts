@@ -13,6 +13,8 @@ export class PullLoop {
   /** A wake that arrives while no pause is running is kept for the next one. */
   #woken = false;
   #interrupt: (() => void) | undefined;
+  /** The last round took every slot it offered: the queue likely holds more. */
+  #backlog = false;
 
   /**
    * `settleWakes`: whether a slot given back while others are free wakes the loop (default:
@@ -21,11 +23,18 @@ export class PullLoop {
    * queue's publishes from another process), a settle is the moment to look again: it is
    * when a fair release publishes the next job. Where publishes wake the loop themselves, it
    * only makes a round that comes back empty, one per job (see the sql consumer). A slot
-   * given back by a loop that had none free always wakes it.
+   * given back by a loop that had no round due always wakes it, once one is.
+   *
+   * `refillAt`: after a round that took every slot it offered (the queue has more), the next
+   * round waits until this many slots are free (ConsumeOptions.refillAt). A consumer at its
+   * prefetch otherwise takes one delivery per settle, and pays a round (a lease statement, a
+   * receive, a claim) and then a claim to the gateway for each job; waiting for a batch costs
+   * a full agent nothing, its look-ahead still holds jobs for every runner. 1: every freed slot.
    */
   constructor(
     readonly prefetch: number,
     private readonly settleWakes: () => boolean = () => true,
+    readonly refillAt = 1,
   ) {}
 
   get stopped(): boolean {
@@ -35,6 +44,21 @@ export class PullLoop {
   /** Slots not held by an unsettled delivery. */
   get free(): number {
     return this.prefetch - this.#unsettled;
+  }
+
+  /**
+   * Slots the next round may take: the free ones, or none while a backlog waits for
+   * `refillAt` of them. A round after one that came back short is due at the first free slot:
+   * the queue was drained, and whatever arrives should go out at once.
+   */
+  get due(): number {
+    const free = this.free;
+    return this.#backlog && free < this.refillAt ? 0 : free;
+  }
+
+  /** After each round: it offered `asked` slots and took `got` deliveries. */
+  tookRound(asked: number, got: number): void {
+    this.#backlog = got > 0 && got >= asked;
   }
 
   inFlight(model: string): number {
@@ -49,11 +73,12 @@ export class PullLoop {
     return () => {
       if (!held) return;
       held = false;
-      const full = this.free <= 0;
+      const waiting = this.due <= 0;
       this.#unsettled -= 1;
       this.#held.set(model, this.inFlight(model) - 1);
       if (this.#unsettled === 0) this.#drained?.();
-      if (full || this.settleWakes()) this.wake();
+      // A loop waiting for slots wakes once a round is due (not on every settle before it).
+      if (waiting ? this.due > 0 : this.settleWakes()) this.wake();
     };
   }
 

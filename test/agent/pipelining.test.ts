@@ -66,6 +66,8 @@ interface Rig {
   timeline: Timeline;
   gates: Gates;
   prefetch: number;
+  /** The consumer's `refillAt` (ConsumeOptions). */
+  refillAt: number | undefined;
   /** Job ids by the letter the test calls them. */
   jobs: Record<string, string>;
   settled(letter: string): Promise<Extract<SupervisorEvent, { type: "settled" }>>;
@@ -81,7 +83,11 @@ afterEach(async () => {
  * One supervisor against the stub gateway and the sql queue, with every download, report
  * and run recorded on a timeline and each able to be held open by the test.
  */
-async function rig(options: { letters: string[]; runner?: (rig: Rig) => Runner }): Promise<Rig> {
+async function rig(options: {
+  letters: string[];
+  runner?: (rig: Rig) => Runner;
+  lookahead?: number;
+}): Promise<Rig> {
   const dir = mkdtempSync(join(tmpdir(), "gantry-pipelining-"));
   const gateway = await startStubGateway();
   const db = await openSqlite(join(dir, "queue.db"));
@@ -123,6 +129,7 @@ async function rig(options: { letters: string[]; runner?: (rig: Rig) => Runner }
     gates,
     jobs,
     prefetch: 0,
+    refillAt: undefined,
     supervisor: null as unknown as Supervisor,
     settled(letter) {
       const match = (e: SupervisorEvent) => e.type === "settled" && e.jobId === jobs[letter];
@@ -142,6 +149,7 @@ async function rig(options: { letters: string[]; runner?: (rig: Rig) => Runner }
       publish: (message, publishOptions) => sql.publish(message, publishOptions),
       consume: (handler, consumeOptions: ConsumeOptions) => {
         r.prefetch = consumeOptions.prefetch;
+        r.refillAt = consumeOptions.refillAt;
         return sql.consume(handler, consumeOptions);
       },
       depth: (model) => sql.depth(model),
@@ -165,6 +173,7 @@ async function rig(options: { letters: string[]; runner?: (rig: Rig) => Runner }
     logger: silentLogger,
     fetch: instrumented,
     retryDelayMs: () => 0,
+    ...(options.lookahead === undefined ? {} : { lookahead: options.lookahead }),
   });
   r.supervisor.on((event) => {
     events.push(event);
@@ -280,6 +289,13 @@ describe("pipelining: the next job is claimed and downloaded while the current o
       }),
     });
     expect(r.prefetch).toBe(5);
+  });
+
+  it("leases again once a quarter of a long look-ahead is free, and at every free slot for a short one", async () => {
+    const long = await rig({ letters: ["A"], lookahead: 200 });
+    expect([long.prefetch, long.refillAt]).toEqual([201, 51]);
+    const short = await rig({ letters: ["A"], lookahead: 3 });
+    expect([short.prefetch, short.refillAt]).toEqual([4, 1]);
   });
 });
 

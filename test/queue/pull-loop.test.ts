@@ -45,4 +45,32 @@ describe("PullLoop", () => {
     expect(loop.free).toBe(1);
     expect(await loop.pause(5_000)).toBe(true);
   });
+
+  it("after a full round, is due again only once refillAt slots are free, and wakes then", async () => {
+    // Settles never wake it on their own here: only reaching the mark does.
+    const loop = new PullLoop(4, () => false, 3);
+    const releases = Array.from({ length: 4 }, () => loop.hold("m"));
+    loop.tookRound(4, 4);
+    expect(loop.due).toBe(0);
+    const early = loop.pause(50);
+    releases[0]!();
+    releases[1]!();
+    expect(await early).toBe(false);
+    expect([loop.free, loop.due]).toEqual([2, 0]);
+    const woken = loop.pause(5_000);
+    releases[2]!();
+    expect(await woken).toBe(true);
+    expect(loop.due).toBe(3);
+  });
+
+  it("after a short round, is due at the first free slot", () => {
+    const loop = new PullLoop(4, () => true, 3);
+    const releases = Array.from({ length: 4 }, () => loop.hold("m"));
+    loop.tookRound(4, 4);
+    for (const release of releases.slice(0, 3)) release();
+    expect(loop.due).toBe(3);
+    loop.hold("m");
+    loop.tookRound(3, 1); // the queue had one: whatever comes next goes out at once
+    expect([loop.free, loop.due]).toEqual([2, 2]);
+  });
 });

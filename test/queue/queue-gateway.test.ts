@@ -9,6 +9,7 @@ import {
   type JobQueueFixture,
   queueMessage,
 } from "../conformance/job-queue.ts";
+import { describeRefill } from "../conformance/refill.ts";
 import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
 
 /**
@@ -84,6 +85,9 @@ describeJobQueueConformance("the gateway's sql queue, from an agent (signed HTTP
   gatewayFixture(onError, "http"),
 );
 describeJobQueueConformance("the gateway's sql queue, from an agent (session)", (onError) =>
+  gatewayFixture(onError, "websocket"),
+);
+describeRefill("the gateway's sql queue, from an agent (session)", (onError) =>
   gatewayFixture(onError, "websocket"),
 );
 

@@ -8,6 +8,7 @@ import type { QueueLimits } from "../../shared/queue/port.ts";
 import { describeFairRelease } from "../conformance/fair-release.ts";
 import { describeJobQueueConformance, freshModel, queueMessage } from "../conformance/job-queue.ts";
 import { itHasLanesAndDeadLetters } from "../conformance/lanes-and-dead-letters.ts";
+import { describeRefill } from "../conformance/refill.ts";
 import { prefixedQueueFixture } from "../helpers/prefixed-queue-fixture.ts";
 
 /** The machine's NATS with JetStream (GANTRY_TEST_NATS_SERVER overrides it); each test its own prefix. */
@@ -24,6 +25,7 @@ function natsFixture(onError?: (error: unknown) => void) {
 }
 
 describeJobQueueConformance("nats jetstream", natsFixture);
+describeRefill("nats jetstream", natsFixture);
 describeFairRelease("nats jetstream", () => natsFixture());
 
 describe("nats queue: beyond the port", () => {

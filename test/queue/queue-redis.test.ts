@@ -10,6 +10,7 @@ import {
   queueMessage,
 } from "../conformance/job-queue.ts";
 import { itHasLanesAndDeadLetters } from "../conformance/lanes-and-dead-letters.ts";
+import { describeRefill } from "../conformance/refill.ts";
 import { prefixedQueueFixture } from "../helpers/prefixed-queue-fixture.ts";
 
 /** The machine's Redis (GANTRY_TEST_REDIS_URL overrides it); each test its own key prefix. */
@@ -29,6 +30,7 @@ function redisFixture(onError?: (error: unknown) => void) {
 }
 
 describeJobQueueConformance("redis streams", redisFixture);
+describeRefill("redis streams", redisFixture);
 describeFairRelease("redis streams", () => redisFixture());
 
 describe("redis queue: beyond the port", () => {

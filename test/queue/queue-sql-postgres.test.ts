@@ -13,6 +13,7 @@ import {
   type JobQueueFixture,
   queueMessage,
 } from "../conformance/job-queue.ts";
+import { describeRefill } from "../conformance/refill.ts";
 
 /**
  * The sql queue on the real Postgres (PGHOST/PGPORT/PGUSER/PGDATABASE, defaulting to the
@@ -69,6 +70,7 @@ async function postgresFixture(
 }
 
 describeJobQueueConformance("sql on Postgres", postgresFixture);
+describeRefill("sql on Postgres", postgresFixture);
 describeFairRelease("sql on Postgres", () => postgresFixture(), "postgres");
 
 describe("sql queue on Postgres: competing consumers", () => {

@@ -15,6 +15,7 @@ import {
   type JobQueueFixture,
   queueMessage,
 } from "../conformance/job-queue.ts";
+import { describeRefill } from "../conformance/refill.ts";
 
 const LIMITS: QueueLimits = { maxAttempts: 3, leaseMs: 400 };
 
@@ -51,6 +52,7 @@ async function sqliteFixture(
 }
 
 describeJobQueueConformance("sql on SQLite", sqliteFixture);
+describeRefill("sql on SQLite", sqliteFixture);
 describeFairRelease("sql on SQLite", () => sqliteFixture());
 
 describe("sql queue on SQLite: beyond the port", () => {

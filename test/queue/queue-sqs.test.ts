@@ -32,6 +32,7 @@ import {
   type JobQueueFixture,
   queueMessage,
 } from "../conformance/job-queue.ts";
+import { describeRefill } from "../conformance/refill.ts";
 import {
   EMULATOR_CREDENTIALS,
   EMULATOR_REGION,
@@ -112,6 +113,10 @@ describeJobQueueConformance("sqs on local-aws-sqs", async (onError): Promise<Job
 
 describeFairRelease("sqs on local-aws-sqs", async (): Promise<JobQueueFixture> => {
   const fixture = sqsFixture();
+  return { queue: fixture.open(), limits: LIMITS, cleanup: fixture.cleanup };
+});
+describeRefill("sqs on local-aws-sqs", async (onError): Promise<JobQueueFixture> => {
+  const fixture = sqsFixture({ onError });
   return { queue: fixture.open(), limits: LIMITS, cleanup: fixture.cleanup };
 });
 

@@ -10,6 +10,8 @@ import { type NatsContext, pullNow } from "./topology.ts";
 
 export interface NatsConsumeSettings {
   prefetch: number;
+  /** ConsumeOptions.refillAt: the free slots a round waits for after a full one. */
+  refillAt: number;
   models: readonly string[];
 }
 
@@ -31,9 +33,9 @@ export function startNatsConsumer(
   handler: DeliveryHandler,
   settings: NatsConsumeSettings,
 ): { stop(): Promise<void>; inFlight(model: string): number } {
-  const { prefetch, models } = settings;
+  const { prefetch, models, refillAt } = settings;
   const { limits, names } = ctx;
-  const slots = new PullLoop(prefetch);
+  const slots = new PullLoop(prefetch, undefined, refillAt);
   const newest = new Map<string, LocalLease>();
   const idleWait = Math.max(20, Math.min(MAX_IDLE_WAIT_MS, limits.leaseMs / 4));
   let nextMove = 0;
@@ -93,11 +95,14 @@ export function startNatsConsumer(
           nextMove = Date.now() + idleWait;
           for (const model of models) await moveDue(ctx, model);
         }
-        if (slots.free <= 0) {
-          await slots.pause(idleWait); // woken as soon as a slot frees
+        const due = slots.due;
+        if (due <= 0) {
+          await slots.pause(idleWait); // woken as soon as a round is due
           continue;
         }
-        if ((await round(turn++)) > 0) continue;
+        const got = await round(turn++);
+        slots.tookRound(due, got);
+        if (got > 0) continue;
         await slots.pause(idleWait);
       } catch (error) {
         if (slots.stopped) break;

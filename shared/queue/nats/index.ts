@@ -131,7 +131,7 @@ export async function createNatsQueue(options: NatsQueueOptions): Promise<NatsQu
 
     async consume(handler: DeliveryHandler, consumeOptions: ConsumeOptions): Promise<Consumer> {
       assertOpen();
-      const { prefetch, models = [] } = checkConsume(consumeOptions, NATS_CONSUME);
+      const { prefetch, models = [], refillAt } = checkConsume(consumeOptions, NATS_CONSUME);
       const unique = models;
       for (const model of unique) await topology.ensureModel(model);
       advisories ??= nc.subscribe(`$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${names.stream}.*`, {
@@ -139,7 +139,7 @@ export async function createNatsQueue(options: NatsQueueOptions): Promise<NatsQu
           onMaxDeliveries(msg.string()).catch(ctx.onError);
         },
       });
-      return consumers.add(startNatsConsumer(ctx, handler, { prefetch, models: unique }));
+      return consumers.add(startNatsConsumer(ctx, handler, { prefetch, models: unique, refillAt }));
     },
 
     async depth(model?: string): Promise<QueueDepth> {

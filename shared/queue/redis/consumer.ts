@@ -9,6 +9,8 @@ import { SCRIPTS } from "./scripts.ts";
 
 export interface RedisConsumeSettings {
   prefetch: number;
+  /** ConsumeOptions.refillAt: the free slots a round waits for after a full one. */
+  refillAt: number;
   models: readonly string[];
   /** This consumer's name in the group: unique per consumer. */
   name: string;
@@ -33,9 +35,9 @@ export function startRedisConsumer(
   handler: DeliveryHandler,
   settings: RedisConsumeSettings,
 ): { stop(): Promise<void>; inFlight(model: string): number } {
-  const { prefetch, models, name } = settings;
+  const { prefetch, models, name, refillAt } = settings;
   const { limits } = ctx;
-  const slots = new PullLoop(prefetch);
+  const slots = new PullLoop(prefetch, undefined, refillAt);
   const idleWait = Math.max(20, Math.min(MAX_IDLE_WAIT_MS, limits.leaseMs / 4));
 
   const dispatch = (model: string, taken: Taken, leaseStart: number) => {
@@ -96,12 +98,14 @@ export function startRedisConsumer(
   const loop = async () => {
     let turn = 0;
     while (!slots.stopped) {
-      if (slots.free <= 0) {
-        await slots.pause(ERROR_PAUSE_MS); // woken as soon as a slot frees
+      const due = slots.due;
+      if (due <= 0) {
+        await slots.pause(ERROR_PAUSE_MS); // woken as soon as a round is due
         continue;
       }
       try {
         const { got, watch, ids, waitMs } = await round(turn++);
+        slots.tookRound(due, got);
         if (got > 0 || slots.stopped || slots.free <= 0 || waitMs <= 0) continue;
         // BLOCK takes whole milliseconds; 0 would mean forever.
         const block = String(Math.max(1, Math.ceil(waitMs)));

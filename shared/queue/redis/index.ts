@@ -142,12 +142,14 @@ export function createRedisQueue(options: RedisQueueOptions): RedisQueue {
 
     async consume(handler: DeliveryHandler, consumeOptions: ConsumeOptions): Promise<Consumer> {
       assertOpen();
-      const { prefetch, models = [] } = checkConsume(consumeOptions, REDIS_CONSUME);
+      const { prefetch, models = [], refillAt } = checkConsume(consumeOptions, REDIS_CONSUME);
       const blocking = client.duplicate();
       blocking.on("error", () => {}); // the main client reports the broker's state
       await blocking.connect();
       const name = `c-${randomUUID()}`;
-      return consumers.add(startRedisConsumer(ctx, blocking, handler, { prefetch, models, name }));
+      return consumers.add(
+        startRedisConsumer(ctx, blocking, handler, { prefetch, models, name, refillAt }),
+      );
     },
 
     async depth(model?: string): Promise<QueueDepth> {

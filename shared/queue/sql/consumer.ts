@@ -13,6 +13,8 @@ export interface ConsumerSettings {
   pollMs: number;
   /** Overflow: only messages ready this long (ConsumeOptions.minAgeMs); 0 for all. */
   minAgeMs: number;
+  /** ConsumeOptions.refillAt: the free slots a round waits for after a full one. */
+  refillAt: number;
 }
 
 /**
@@ -29,7 +31,11 @@ export function startConsumer(ctx: Context, handler: DeliveryHandler, settings: 
   // consumer that hears no publish (its publishers are other processes) looks again after
   // each settle, as a fair release publishes the next job when one ends.
   let heardAt = Number.NEGATIVE_INFINITY;
-  const slots = new PullLoop(settings.prefetch, () => Date.now() - heardAt > IDLE_POLL_MS);
+  const slots = new PullLoop(
+    settings.prefetch,
+    () => Date.now() - heardAt > IDLE_POLL_MS,
+    settings.refillAt,
+  );
   // A round a publish woke skips the claim's read, but one round in IDLE_POLL_MS reads, so
   // spent messages are dead-lettered however busy the queue (claim.ts).
   let published = false;
@@ -62,7 +68,7 @@ export function startConsumer(ctx: Context, handler: DeliveryHandler, settings: 
     let interval = pollMs;
     while (!slots.stopped) {
       slots.clearWake();
-      const free = slots.free;
+      const free = slots.due;
       if (free <= 0) {
         await slots.pause(IDLE_POLL_MS);
         continue;
@@ -77,6 +83,7 @@ export function startConsumer(ctx: Context, handler: DeliveryHandler, settings: 
         ctx.onError(error);
       }
       for (const row of rows) dispatch(row);
+      slots.tookRound(free, rows.length);
       if (rows.length === free) continue;
       interval = rows.length > 0 ? pollMs : Math.min(interval * 2, IDLE_POLL_MS);
       if (await slots.pause(interval)) {

@@ -103,8 +103,10 @@ export function createSqlQueue(db: Kysely<Database>, options: SqlQueueOptions): 
 
     async consume(handler: DeliveryHandler, consumeOptions: ConsumeOptions) {
       assertOpen();
-      const { prefetch, models, minAgeMs } = checkConsume(consumeOptions, SQL_CONSUME);
-      return consumers.add(startConsumer(ctx, handler, { prefetch, models, pollMs, minAgeMs }));
+      const { prefetch, models, minAgeMs, refillAt } = checkConsume(consumeOptions, SQL_CONSUME);
+      return consumers.add(
+        startConsumer(ctx, handler, { prefetch, models, pollMs, minAgeMs, refillAt }),
+      );
     },
 
     async depth(model?: string): Promise<QueueDepth> {

@@ -24,6 +24,8 @@ export interface ConsumerContext extends DeliveryContext {
 
 export interface ConsumerSettings {
   prefetch: number;
+  /** ConsumeOptions.refillAt: the free slots a round waits for after a full one. */
+  refillAt: number;
   /** Every model with queues under the prefix when undefined (rediscovered now and then). */
   models: readonly string[] | undefined;
 }
@@ -60,7 +62,7 @@ export function startSqsConsumer(
   handler: DeliveryHandler,
   settings: ConsumerSettings,
 ): { stop(): Promise<void> } {
-  const slots = new PullLoop(settings.prefetch);
+  const slots = new PullLoop(settings.prefetch, undefined, settings.refillAt);
   // Stopping aborts the receive in flight instead of waiting out a 20-second long poll.
   const abort = new AbortController();
   // The newest delivery of each message here: a redelivery ends the older one at once.
@@ -150,8 +152,9 @@ export function startSqsConsumer(
   const loop = async () => {
     let turn = 0;
     while (!slots.stopped) {
-      if (slots.free <= 0) {
-        await slots.pause(ERROR_PAUSE_MS); // woken as soon as a slot frees
+      const due = slots.due;
+      if (due <= 0) {
+        await slots.pause(ERROR_PAUSE_MS); // woken as soon as a round is due
         continue;
       }
       try {
@@ -166,6 +169,7 @@ export function startSqsConsumer(
           if (slots.stopped || slots.free <= 0) break;
           received += await receive(source, slots.free, 0);
         }
+        slots.tookRound(due, received);
         if (received > 0 || slots.stopped || slots.free <= 0) continue;
         // One message is enough to end the wait; the next round's short polls take the rest
         // in batches. (local-aws-sqs also holds a long poll open until it has the full batch,

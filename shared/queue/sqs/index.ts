@@ -148,11 +148,11 @@ export function createSqsQueue(options: SqsQueueOptions): SqsQueue {
     async consume(handler: DeliveryHandler, consumeOptions: ConsumeOptions) {
       assertOpen();
       // SQS can neither claim by age nor rank consumers (overflow: false).
-      const { prefetch, models } = checkConsume(consumeOptions, SQS_CONSUME);
+      const { prefetch, models, refillAt } = checkConsume(consumeOptions, SQS_CONSUME);
       // Resolving (and creating) the queues now reports a bad model name or unreachable SQS
       // to the caller instead of to onError on every round.
       if (models) await Promise.all(models.map((model) => queues.urls(model)));
-      return consumers.add(startSqsConsumer(ctx, handler, { prefetch, models }));
+      return consumers.add(startSqsConsumer(ctx, handler, { prefetch, models, refillAt }));
     },
 
     async depth(model?: string): Promise<QueueDepth> {

@@ -46,7 +46,7 @@ export function afterTransition(gateway: Gateway, row: JobRow): void {
   gateway.log.info(fields, "job changed");
   // A claim frees room in the model's release window; an end, a place under the tenant's
   // `max_running_jobs`: either may let held jobs go (release.ts).
-  if (row.status !== "queued") kickReleaseAfterChange(gateway, row.model);
+  if (row.status !== "queued") kickReleaseAfterChange(gateway, row.model, row.status);
   if (row.batch_id) afterBatchJobChange(gateway, row, webhookDeps(gateway));
   const subscribed = subscribedWebhook(row.webhook, row.status);
   if (!subscribed) return;

@@ -3,7 +3,7 @@ import { isLive } from "../agents/view.ts";
 import type { Gateway } from "../context.ts";
 import { gathered } from "../gathered.ts";
 import { storedLimits } from "../store/tenants.ts";
-import { pickReleases } from "./fair-order.ts";
+import { pickReleases, windowRoom } from "./fair-order.ts";
 import { AGENTS_READ } from "./model-state.ts";
 import { publishJobs } from "./publish.ts";
 import { sharedReadings } from "./shared-readings.ts";
@@ -39,6 +39,7 @@ export function releaseModel(gateway: Gateway, model: string): Promise<number> {
     const run: Promise<number> = releasePass(gateway, model)
       .then((pass) => {
         lane.held = pass.held;
+        lane.full = pass.full;
         return pass.released;
       })
       .finally(() => {
@@ -67,6 +68,13 @@ type Lane = {
   next: Promise<number> | null;
   /** Whether its last pass found jobs of the model held; null before the first. */
   held: boolean | null;
+  /**
+   * Whether its last pass found jobs held and left the window no room (it was full, or its
+   * picks filled it): a success cannot let one go until a claim, which starts a pass of its
+   * own. (Not "nothing held": another gateway's submit may have held one since, and a success
+   * here is then what lets it go under its tenant's limit.)
+   */
+  full: boolean;
 };
 // Keyed by the notifier, which every per-request copy of a gateway shares (queue-position.ts).
 const passes = new WeakMap<object, Map<string, Lane>>();
@@ -74,7 +82,7 @@ const passes = new WeakMap<object, Map<string, Lane>>();
 function laneOf(gateway: Gateway, model: string): Lane {
   const table = passes.get(gateway.notifier) ?? new Map<string, Lane>();
   passes.set(gateway.notifier, table);
-  const lane = table.get(model) ?? { running: null, next: null, held: null };
+  const lane = table.get(model) ?? { running: null, next: null, held: null, full: false };
   table.set(model, lane);
   return lane;
 }
@@ -92,7 +100,13 @@ export function kickRelease(gateway: Gateway, model: string): void {
  * statements (issue 29). Under a backlog the window is at least what the agents read ahead,
  * so they do not run dry meanwhile.
  */
-export function kickReleaseAfterChange(gateway: Gateway, model: string): void {
+export function kickReleaseAfterChange(gateway: Gateway, model: string, status: string): void {
+  // A success ends a running job: it frees a place under its tenant's `max_running_jobs`,
+  // never room in the window (fair-order.ts `windowRoom`). While the window is full, only a
+  // claim can let held jobs go, and each claim kicks its own pass; at saturation a pass
+  // after every batch of reports read the line for nothing (nine passes in ten, issue 29).
+  // Any other end may come from `queued` (a cancel, an expiry: room freed), so it kicks.
+  if (status === "succeeded" && passes.get(gateway.notifier)?.get(model)?.full) return;
   const gather = afterChangeDelayMs(gateway, model) === SOON_MS ? gatherSoon : gatherLater;
   gather(gateway, model, () => releaseSoon(gateway, model));
 }
@@ -122,25 +136,30 @@ export function afterChangeDelayMs(gateway: Gateway, model: string): number {
 async function releasePass(
   gateway: Gateway,
   model: string,
-): Promise<{ released: number; held: boolean }> {
+): Promise<{ released: number; held: boolean; full: boolean }> {
   // A paused model is released as any other: agents' claims of its window are refused and
   // those jobs wait unpublished until the resume (model-switches.ts), which leaves the
   // window full, so the rest of its jobs wait held.
   const window = await releaseWindow(gateway, model);
+  // Stays 0 where the store calls no chooser: it found nothing held, or no room.
+  let roomLeft = 0;
   const { released, held } = await gateway.stores.jobs.releaseJobs(
     model,
     window,
-    (snapshot) =>
-      pickReleases(snapshot, window, (tenantId) => {
+    (snapshot) => {
+      const picks = pickReleases(snapshot, window, (tenantId) => {
         const row = snapshot.tenants.get(tenantId);
         return storedLimits(row ?? { plan: "free", limits: null });
-      }),
+      });
+      roomLeft = windowRoom(snapshot, window) - picks.reduce((sum, pick) => sum + pick.count, 0);
+      return picks;
+    },
     gateway.now(),
   );
   // In the pass's order; a failed publish leaves the job released and unpublished: the
   // outbox sweep retries it.
   await publishJobs(gateway, released);
-  return { released: released.length, held };
+  return { released: released.length, held, full: held && roomLeft <= 0 };
 }
 
 /** `GANTRY_RELEASE_WINDOW`, or what the model's live agents take at once when that is more. */

@@ -7,8 +7,12 @@ import { nextTurn } from "./pause.ts";
  * behind the previous one, so the cost per item falls as the load rises.
  */
 export interface NaturalBatcher<T, R> {
-  /** Adds an item; resolves with its result once the flush that carried it is done. */
-  add(item: T): Promise<R>;
+  /**
+   * Adds an item; resolves with its result once the flush that carried it is done.
+   * `lingerMs` (default: the batcher's `lingerMs`): how long this item may wait for others
+   * before a flush starts. An item that may not wait, or a full batch, starts it at once.
+   */
+  add(item: T, lingerMs?: number): Promise<R>;
 }
 
 interface Waiting<T, R> {
@@ -28,7 +32,8 @@ export interface NaturalBatcherOptions<T> {
   maxWeight?: number;
   /**
    * Waits this long after the first item before flushing, to gather more: for work that is
-   * not waited on (bookkeeping), where fewer, larger flushes beat prompt ones. Default 0.
+   * not waited on (bookkeeping), where fewer, larger flushes beat prompt ones. Default 0;
+   * `add` may say otherwise for an item.
    */
   lingerMs?: number;
   /**
@@ -60,6 +65,8 @@ export function naturalBatcher<T, R>(
   let waiting: Waiting<T, R>[] = [];
   /** A flush is scheduled or running: new items wait for it. */
   let flushing = false;
+  /** The linger before the first flush, while it runs: cut short by an item that may not wait. */
+  let lingering: NodeJS.Timeout | undefined;
 
   function nextBatch(): Waiting<T, R>[] {
     const batch = waiting.slice(0, maxBatch);
@@ -87,19 +94,25 @@ export function naturalBatcher<T, R>(
   }
 
   return {
-    add(item) {
+    add(item, lingerMs = options.lingerMs ?? 0) {
       if (options.direct) return flush([item]).then((results) => results[0] as R);
       const result = new Promise<R>((resolve, reject) => waiting.push({ item, resolve, reject }));
       // Started on the next microtask (or after the linger), so items added meanwhile share
       // the first flush.
       if (!flushing) {
         flushing = true;
-        const start = options.lingerMs
-          ? new Promise((resolve) => setTimeout(resolve, options.lingerMs))
-          : options.nextTurn
-            ? nextTurn()
-            : Promise.resolve();
-        void start.then(drain);
+        if (lingerMs > 0) {
+          lingering = setTimeout(() => {
+            lingering = undefined;
+            void drain();
+          }, lingerMs);
+        } else {
+          void (options.nextTurn ? nextTurn() : Promise.resolve()).then(drain);
+        }
+      } else if (lingering && (lingerMs <= 0 || waiting.length >= maxBatch)) {
+        clearTimeout(lingering);
+        lingering = undefined;
+        void drain();
       }
       return result;
     },

@@ -89,7 +89,8 @@ export function batchedJobCalls(deps: BatchedJobCallsDeps) {
   const events = batcher("events");
   return {
     claim: (jobId: string, body: Record<string, unknown>) => claims.add({ jobId, body }),
-    report: (jobId: string, body: Record<string, unknown>) => events.add({ jobId, body }),
+    report: (jobId: string, body: Record<string, unknown>, lingerMs?: number) =>
+      events.add({ jobId, body }, lingerMs),
   };
 }
 

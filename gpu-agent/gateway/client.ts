@@ -113,9 +113,10 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
       throw unexpectedAnswer("heartbeat", answer);
     },
 
-    async report(jobId, event) {
+    async report(jobId, event, options) {
       await ensureCredentials();
-      const answer = await batched.report(jobId, { v: 1, agent_id: currentId(), ...event });
+      const body = { v: 1, agent_id: currentId(), ...event };
+      const answer = await batched.report(jobId, body, options?.lingerMs);
       if (answer.status === 200 || answer.status === 201 || answer.status === 202) {
         return { status: parseAnswer(AgentEventAck, "event", answer).status, duplicate: false };
       }

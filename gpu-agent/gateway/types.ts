@@ -36,8 +36,15 @@ export interface GatewayClient {
   claim(jobId: string, attempt: number): Promise<ClaimOutcome>;
   /** Keeps the attempt alive; `progress`, when given, is the run's latest report. */
   heartbeat(jobId: string, attempt: number, progress?: ProgressReport): Promise<HeartbeatOutcome>;
-  /** Idempotent per job and attempt: a 409 (already recorded, stale) counts as recorded. */
-  report(jobId: string, event: AgentEventBody): Promise<ReportOutcome>;
+  /**
+   * Idempotent per job and attempt: a 409 (already recorded, stale) counts as recorded.
+   * `lingerMs`: how long it may wait for other reports to share its request (default 0).
+   */
+  report(
+    jobId: string,
+    event: AgentEventBody,
+    options?: { lingerMs?: number },
+  ): Promise<ReportOutcome>;
   /** The gateway's own queue, for an agent without a queue URL (gateway/queue.ts). */
   readonly queue?: GatewayQueueCalls;
   /** Ends the agent's session with the gateway, if it holds one. */

@@ -26,6 +26,8 @@ export interface DeliveriesOptions {
   emit(event: SupervisorEvent): void;
   /** Whether the supervisor still takes work; a delivery handed over in the drain goes back. */
   taking(): boolean;
+  /** How long a success's report may wait to share a request with others (supervisor). */
+  reportLingerMs?(): number;
   /** Where a claimed job's progress goes (its heartbeats), once they run. */
   progressOf(job: InFlightJob): JobProgressSink | undefined;
   /** Spans of each job's run (OpenTelemetry when OTEL_EXPORTER_OTLP_ENDPOINT is set). */
@@ -149,7 +151,8 @@ export class Deliveries {
       output: result.output,
       ...usage,
     };
-    await this.#hold(job, "report", () => gateway.report(job.jobId, report));
+    const lingerMs = this.options.reportLingerMs?.() ?? 0;
+    await this.#hold(job, "report", () => gateway.report(job.jobId, report, { lingerMs }));
     await this.#settle(job, "succeeded", null, () => job.delivery.ack());
   }
 

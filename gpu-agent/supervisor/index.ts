@@ -25,6 +25,8 @@ class AgentSupervisor implements Supervisor {
   readonly #listeners = new Set<(event: SupervisorEvent) => void>();
   #consumer: Consumer | null = null;
   #prefetch: number | undefined;
+  /** The consumer's refill mark (`refillMark`), known once it starts. */
+  #refillAt = 1;
   #heartbeats: JobHeartbeats | null = null;
   #drained: Promise<void> | null = null;
 
@@ -52,7 +54,19 @@ class AgentSupervisor implements Supervisor {
       tracer: options.tracer,
       taking: () => this.#state === "running",
       progressOf: (job) => this.#heartbeats?.progressOf(job),
+      reportLingerMs: () => this.#reportLingerMs(),
     });
+  }
+
+  /**
+   * A success's report waits up to `REPORT_LINGER_MS` for others to share its request while
+   * the agent holds a backlog of at least its refill mark beyond its runners: the jobs behind
+   * it wait longer than that anyway, and a full agent otherwise reports (and the gateway
+   * writes, and the queue acks) one or two jobs at a time. At ordinary load, never.
+   */
+  #reportLingerMs(): number {
+    const behind = this.#deliveries.size - this.#pool.size;
+    return this.#refillAt > 1 && behind >= this.#refillAt ? REPORT_LINGER_MS : 0;
   }
 
   async start(): Promise<void> {
@@ -74,9 +88,10 @@ class AgentSupervisor implements Supervisor {
       // Runners busy with full batches plus the look-ahead, claimed and downloaded early.
       const lookahead = this.options.lookahead ?? this.#pool.size;
       prefetch = this.#pool.capacity(config.models) + lookahead;
+      this.#refillAt = refillMark(lookahead);
       this.#consumer = await queue.consume((delivery) => deliveries.handle(delivery), {
         prefetch,
-        refillAt: refillMark(lookahead),
+        refillAt: this.#refillAt,
         models: config.models,
         ...(config.overflowAfterMs ? { minAgeMs: config.overflowAfterMs } : {}),
       });
@@ -161,6 +176,9 @@ class AgentSupervisor implements Supervisor {
     logger.info("drained");
   }
 }
+
+/** How long a success's report may wait to share a request while the agent is full. */
+const REPORT_LINGER_MS = 25;
 
 /**
  * A full agent leases again once a quarter of its look-ahead is free (ConsumeOptions.refillAt):

@@ -86,6 +86,23 @@ describe("batched claims and reports", () => {
     expect(again.map((report) => report.duplicate)).toEqual([false, false]);
   });
 
+  it("holds a report that may linger for the next, which may not, and sends them together", async () => {
+    const ids = await submit(3);
+    const client = await agentClient();
+    await Promise.all(ids.map((id) => client.claim(id, 1)));
+    // Reports a tick apart: without the linger the first would go alone. A minute is longer
+    // than the test may take: only the later report that may not wait sends them.
+    const first = client.report(ids[0]!, succeeded(0), { lingerMs: 60_000 });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const second = client.report(ids[1]!, succeeded(1), { lingerMs: 60_000 });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(paths.filter((path) => path.includes("/events"))).toHaveLength(0);
+    const third = client.report(ids[2]!, succeeded(2));
+    const reports = await Promise.all([first, second, third]);
+    expect(reports.map((report) => report.status)).toEqual(Array(3).fill("succeeded"));
+    expect(paths.filter((path) => path.includes("/events"))).toEqual(["/internal/v1/jobs/events"]);
+  });
+
   it("falls back to one job per request on a gateway without the batched routes", async () => {
     const ids = await submit(4);
     const client = await agentClient({ withoutBatches: true });

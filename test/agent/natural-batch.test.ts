@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { cachedCounts } from "../../gateway/limits/cached-count.ts";
 import { naturalBatcher } from "../../shared/natural-batch.ts";
 
@@ -19,6 +19,47 @@ describe("naturalBatcher", () => {
     expect(await first).toBe(10);
     expect(await Promise.all(later)).toEqual([20, 30, 40]);
     expect(flushed).toEqual([[1], [2, 3, 4]]);
+  });
+
+  describe("an item that may linger", () => {
+    afterEach(() => vi.useRealTimers());
+    const recording = (maxBatch?: number) => {
+      const flushed: number[][] = [];
+      const batcher = naturalBatcher<number, number>(
+        async (items) => {
+          flushed.push(items);
+          return items;
+        },
+        maxBatch ? { maxBatch } : {},
+      );
+      return { flushed, batcher };
+    };
+
+    it("waits its time for others, then flushes them together", async () => {
+      vi.useFakeTimers();
+      const { flushed, batcher } = recording();
+      const all = [batcher.add(1, 50), batcher.add(2, 50)];
+      await vi.advanceTimersByTimeAsync(49);
+      expect(flushed).toEqual([]);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(flushed).toEqual([[1, 2]]);
+      expect(await Promise.all(all)).toEqual([1, 2]);
+    });
+
+    it("goes at once with an item that may not wait, or when the batch is full", async () => {
+      vi.useFakeTimers();
+      const { flushed, batcher } = recording(3);
+      const first = [batcher.add(1, 1_000), batcher.add(2, 1_000), batcher.add(3)];
+      await vi.advanceTimersByTimeAsync(0);
+      expect(flushed).toEqual([[1, 2, 3]]);
+      const second = [batcher.add(4, 1_000), batcher.add(5, 1_000), batcher.add(6, 1_000)];
+      await vi.advanceTimersByTimeAsync(0);
+      expect(flushed).toEqual([
+        [1, 2, 3],
+        [4, 5, 6],
+      ]);
+      expect(await Promise.all([...first, ...second])).toEqual([1, 2, 3, 4, 5, 6]);
+    });
   });
 
   it("bounds a batch and rejects only the items of a failed flush", async () => {

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { stagedPipeline } from "../../gpu-agent/batching/staged.ts";
 import { createGatewayClient } from "../../gpu-agent/gateway/client.ts";
 import type { RunRequest, RunResult } from "../../gpu-agent/inference/types.ts";
@@ -68,6 +68,8 @@ interface Rig {
   prefetch: number;
   /** The consumer's `refillAt` (ConsumeOptions). */
   refillAt: number | undefined;
+  /** Each report's `lingerMs`, in the order sent. */
+  lingers: number[];
   /** Job ids by the letter the test calls them. */
   jobs: Record<string, string>;
   settled(letter: string): Promise<Extract<SupervisorEvent, { type: "settled" }>>;
@@ -130,6 +132,7 @@ async function rig(options: {
     jobs,
     prefetch: 0,
     refillAt: undefined,
+    lingers: [],
     supervisor: null as unknown as Supervisor,
     settled(letter) {
       const match = (e: SupervisorEvent) => e.type === "settled" && e.jobId === jobs[letter];
@@ -144,6 +147,12 @@ async function rig(options: {
     },
   };
   const runner = (options.runner ?? timedRunner)(r);
+  const client = createGatewayClient({
+    gatewayUrl: gateway.url,
+    token: gateway.token,
+    agentId: "pipelining-agent",
+    retryBaseMs: 5,
+  });
   r.supervisor = createSupervisor({
     queue: {
       publish: (message, publishOptions) => sql.publish(message, publishOptions),
@@ -155,12 +164,13 @@ async function rig(options: {
       depth: (model) => sql.depth(model),
       close: () => sql.close(),
     },
-    gateway: createGatewayClient({
-      gatewayUrl: gateway.url,
-      token: gateway.token,
-      agentId: "pipelining-agent",
-      retryBaseMs: 5,
-    }),
+    gateway: {
+      ...client,
+      report(jobId, event, reportOptions) {
+        r.lingers.push(reportOptions?.lingerMs ?? 0);
+        return client.report(jobId, event, reportOptions);
+      },
+    },
     runners: [runner],
     config: {
       models: ["noop"],
@@ -296,6 +306,22 @@ describe("pipelining: the next job is claimed and downloaded while the current o
     expect([long.prefetch, long.refillAt]).toEqual([201, 51]);
     const short = await rig({ letters: ["A"], lookahead: 3 });
     expect([short.prefetch, short.refillAt]).toEqual([4, 1]);
+  });
+
+  it("lets a success's report wait for others while a backlog waits behind it, not after", async () => {
+    const letters = "ABCDEFGHIJKL".split("");
+    const r = await rig({ letters, lookahead: 8 }); // refill mark 3, prefetch 9
+    r.gates.hold("run A");
+    await r.publish(...letters);
+    await vi.waitFor(() =>
+      expect(r.gateway.calls.filter((call) => call.kind === "claim")).toHaveLength(9),
+    );
+    r.gates.open("run A");
+    for (const letter of letters) await r.settled(letter);
+    // A's report had eight jobs behind it; L's, the last, none.
+    expect(r.lingers).toHaveLength(12);
+    expect(r.lingers[0]).toBeGreaterThan(0);
+    expect(r.lingers.at(-1)).toBe(0);
   });
 });
 

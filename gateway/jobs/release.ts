@@ -39,7 +39,7 @@ export function releaseModel(gateway: Gateway, model: string): Promise<number> {
     const run: Promise<number> = releasePass(gateway, model)
       .then((pass) => {
         lane.held = pass.held;
-        lane.full = pass.full;
+        lane.fullUntil = pass.full ? gateway.now() + FULL_TRUSTED_MS : 0;
         return pass.released;
       })
       .finally(() => {
@@ -69,28 +69,47 @@ type Lane = {
   /** Whether its last pass found jobs of the model held; null before the first. */
   held: boolean | null;
   /**
-   * Whether its last pass found jobs held and left the window no room (it was full, or its
-   * picks filled it): a success cannot let one go until a claim, which starts a pass of its
-   * own. (Not "nothing held": another gateway's submit may have held one since, and a success
-   * here is then what lets it go under its tenant's limit.)
+   * Until when its last pass counts as having found the window full: jobs held and no room
+   * left (it was full, or its picks filled it). A submit or a success cannot let a job go
+   * until a claim, which starts a pass of its own. (Not "nothing held": another gateway's
+   * submit may have held one since, and a success here is then what lets it go under its
+   * tenant's limit.) 0: not full.
    */
-  full: boolean;
+  fullUntil: number;
 };
+
+/**
+ * How long a pass's finding of a full window stands. Another gateway's claims make room
+ * without this gateway's lane hearing of it; its own passes then release what is held, but a
+ * submit here after the last of them would wait for the sweep. Under a flood the passes of
+ * this gateway's own claims find it again well within this.
+ */
+const FULL_TRUSTED_MS = 250;
 // Keyed by the notifier, which every per-request copy of a gateway shares (queue-position.ts).
 const passes = new WeakMap<object, Map<string, Lane>>();
 
 function laneOf(gateway: Gateway, model: string): Lane {
   const table = passes.get(gateway.notifier) ?? new Map<string, Lane>();
   passes.set(gateway.notifier, table);
-  const lane = table.get(model) ?? { running: null, next: null, held: null, full: false };
+  const lane = table.get(model) ?? { running: null, next: null, held: null, fullUntil: 0 };
   table.set(model, lane);
   return lane;
 }
 
-/** Starts a pass in the background: a submit's job was held. */
+/**
+ * Starts a pass in the background: a submit's job was held. None while the model's window
+ * is full (`Lane.fullUntil`): a held job adds no room, whatever its priority or tenant, and
+ * the next claim's pass reads the whole line, this job with it. Under a flood of submits
+ * that was most of the passes, each a read of the line for nothing.
+ */
 export function kickRelease(gateway: Gateway, model: string): void {
+  if (windowFull(gateway, model)) return;
   gateway.background(releaseSoon(gateway, model));
 }
+
+/** Whether this gateway's last pass of `model` left its window full (`Lane.fullUntil`). */
+const windowFull = (gateway: Gateway, model: string) =>
+  gateway.now() < (passes.get(gateway.notifier)?.get(model)?.fullUntil ?? 0);
 
 /**
  * Starts a pass in the background, soon: a job left the window or the tenant's running
@@ -106,7 +125,7 @@ export function kickReleaseAfterChange(gateway: Gateway, model: string, status: 
   // claim can let held jobs go, and each claim kicks its own pass; at saturation a pass
   // after every batch of reports read the line for nothing (nine passes in ten, issue 29).
   // Any other end may come from `queued` (a cancel, an expiry: room freed), so it kicks.
-  if (status === "succeeded" && passes.get(gateway.notifier)?.get(model)?.full) return;
+  if (status === "succeeded" && windowFull(gateway, model)) return;
   const gather = afterChangeDelayMs(gateway, model) === SOON_MS ? gatherSoon : gatherLater;
   gather(gateway, model, () => releaseSoon(gateway, model));
 }

@@ -1,8 +1,8 @@
 /**
  * The passes after claims and ends gather for longer while nothing of the model waits in
  * the store (gateway/jobs/release.ts): the last pass that looked found none of its jobs
- * held. Held jobs, or no pass yet, bring the short gathering back. A success starts none while
- * the window is full.
+ * held. Held jobs, or no pass yet, bring the short gathering back. A success or a held submit
+ * starts none while the window is full.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Gateway } from "../../gateway/context.ts";
@@ -62,24 +62,33 @@ describe("the pass after a success", () => {
 
   /** `count` submits of a new tenant's, then a pass that settles what is held and released. */
   async function submitted(count: number, limits: Record<string, number>) {
-    const { tenant } = await proTenant(rig.database.db, `ten_${passes}_${clock}`, limits);
+    const made = await proTenant(rig.database.db, `ten_${passes}_${clock}`, limits);
     for (let i = 0; i < count; i++) {
       clock++;
-      await rig.submitNoop(tenant);
+      await rig.submitNoop(made.tenant);
     }
     await releaseModel(rig.gateway, "noop");
     passes = 0;
+    return made;
   }
   // What a pass started in the background would have done by now (it gathers 5 ms).
   const settle = () => new Promise((resolve) => setTimeout(resolve, 150));
 
   it("is skipped while the window is full: only a claim makes room", async () => {
-    await submitted(4, { max_running_jobs: 100 }); // two released fill the window of two
+    const { tenant } = await submitted(4, { max_running_jobs: 100 }); // two released fill the window of two
     kickReleaseAfterChange(rig.gateway, "noop", "succeeded");
+    await rig.submitNoop(tenant); // held too: a submit's pass would find no room either
     await settle();
     expect(passes).toBe(0);
     // Other ends may have left the window (a cancel of a released job): they look.
     kickReleaseAfterChange(rig.gateway, "noop", "canceled");
+    await vi.waitFor(() => expect(passes).toBe(1));
+  });
+
+  it("trusts a full window for a quarter second: another gateway's claims may have made room", async () => {
+    const { tenant } = await submitted(4, { max_running_jobs: 100 });
+    clock += 300;
+    await rig.submitNoop(tenant);
     await vi.waitFor(() => expect(passes).toBe(1));
   });
 

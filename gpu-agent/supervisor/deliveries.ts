@@ -57,6 +57,13 @@ export class Deliveries {
     return this.#jobs.values();
   }
 
+  /** Jobs no runner has started yet (claiming, downloading, waiting for one). */
+  notStarted(): number {
+    let count = 0;
+    for (const job of this.#jobs.values()) if (job.notStarted) count++;
+    return count;
+  }
+
   /** Resolves once nothing is in flight. */
   whenIdle(): Promise<void> {
     return new Promise<void>((resolve) => {

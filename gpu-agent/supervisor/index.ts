@@ -27,6 +27,8 @@ class AgentSupervisor implements Supervisor {
   #prefetch: number | undefined;
   /** The consumer's refill mark (`refillMark`), known once it starts. */
   #refillAt = 1;
+  /** When the last success was reported (`#reportLingerMs`). */
+  #reportedAt = Number.NEGATIVE_INFINITY;
   #heartbeats: JobHeartbeats | null = null;
   #drained: Promise<void> | null = null;
 
@@ -60,13 +62,17 @@ class AgentSupervisor implements Supervisor {
 
   /**
    * A success's report waits up to `REPORT_LINGER_MS` for others to share its request while
-   * the agent holds a backlog of at least its refill mark beyond its runners: the jobs behind
-   * it wait longer than that anyway, and a full agent otherwise reports (and the gateway
-   * writes, and the queue acks) one or two jobs at a time. At ordinary load, never.
+   * at least the refill mark of jobs wait for a runner (they wait longer than that anyway)
+   * and the previous success was reported less than that ago: short jobs, whose full agent
+   * otherwise reports (and the gateway writes, and the queue acks) one or two at a time. A
+   * full agent of slow jobs would wait for nothing. At ordinary load, never.
    */
   #reportLingerMs(): number {
-    const behind = this.#deliveries.size - this.#pool.size;
-    return this.#refillAt > 1 && behind >= this.#refillAt ? REPORT_LINGER_MS : 0;
+    const now = Date.now();
+    const frequent = now - this.#reportedAt < REPORT_LINGER_MS;
+    this.#reportedAt = now;
+    const behind = this.#deliveries.notStarted();
+    return frequent && this.#refillAt > 1 && behind >= this.#refillAt ? REPORT_LINGER_MS : 0;
   }
 
   async start(): Promise<void> {

@@ -308,7 +308,7 @@ describe("pipelining: the next job is claimed and downloaded while the current o
     expect([short.prefetch, short.refillAt]).toEqual([4, 1]);
   });
 
-  it("lets a success's report wait for others while a backlog waits behind it, not after", async () => {
+  it("lets a success's report wait for others while a backlog waits behind it and reports come often, not after", async () => {
     const letters = "ABCDEFGHIJKL".split("");
     const r = await rig({ letters, lookahead: 8 }); // refill mark 3, prefetch 9
     r.gates.hold("run A");
@@ -318,9 +318,12 @@ describe("pipelining: the next job is claimed and downloaded while the current o
     );
     r.gates.open("run A");
     for (const letter of letters) await r.settled(letter);
-    // A's report had eight jobs behind it; L's, the last, none.
+    // A's report had eight jobs waiting behind it but no report before it; the next ones came
+    // right after one another (the runner had each at once) with a backlog waiting; L's, the
+    // last, had none.
     expect(r.lingers).toHaveLength(12);
-    expect(r.lingers[0]).toBeGreaterThan(0);
+    expect(r.lingers[0]).toBe(0);
+    expect(r.lingers.slice(1, 6).some((ms) => ms > 0)).toBe(true);
     expect(r.lingers.at(-1)).toBe(0);
   });
 });

@@ -14,7 +14,7 @@ import {
   type QueueDepth,
   type RetryOutcome,
 } from "../../shared/queue/port.ts";
-import { PullLoop } from "../../shared/queue/pull-loop.ts";
+import { PullLoop, type PullSlots } from "../../shared/queue/pull-loop.ts";
 import { peerRetryDelayMs } from "../backoff.ts";
 import { TAKE_WAIT_MS } from "./queue-calls.ts";
 import type { GatewayClient, GatewayQueueCalls } from "./types.ts";
@@ -101,19 +101,16 @@ export function createGatewayQueue(calls: GatewayQueueCalls, options: GatewayQue
   return queue;
 }
 
-interface ConsumerSettings {
+interface ConsumerSettings extends PullSlots {
   leaseMs: number;
   waitMs?: number;
-  prefetch: number;
-  /** ConsumeOptions.refillAt: the free slots a round waits for after a full one. */
-  refillAt: number;
   models: string[] | undefined;
   minAgeMs: number;
   onError: (error: unknown) => void;
 }
 
 function startConsumer(calls: GatewayQueueCalls, handler: DeliveryHandler, s: ConsumerSettings) {
-  const slots = new PullLoop(s.prefetch, undefined, s.refillAt);
+  const slots = new PullLoop(s);
   const abort = new AbortController();
 
   const dispatch = (leased: QueueDelivery) => {

@@ -1,3 +1,11 @@
+/** What a pulling consumer's slots are: `ConsumeOptions`' own, as `checkConsume` gives them. */
+export interface PullSlots {
+  /** Most deliveries held unsettled at once. */
+  prefetch: number;
+  /** The free slots a round waits for after a full one (`ConsumeOptions.refillAt`); 1 when omitted. */
+  refillAt?: number;
+}
+
 /**
  * What every pulling consumer (sql, sqs, redis, nats) keeps while its loop runs: the
  * prefetch slots it holds, per model, and the pause between rounds that a freed slot, a
@@ -31,11 +39,16 @@ export class PullLoop {
    * receive, a claim) and then a claim to the gateway for each job; waiting for a batch costs
    * a full agent nothing, its look-ahead still holds jobs for every runner. 1: every freed slot.
    */
+  readonly prefetch: number;
+  readonly refillAt: number;
+
   constructor(
-    readonly prefetch: number,
+    slots: PullSlots,
     private readonly settleWakes: () => boolean = () => true,
-    readonly refillAt = 1,
-  ) {}
+  ) {
+    this.prefetch = slots.prefetch;
+    this.refillAt = slots.refillAt ?? 1;
+  }
 
   get stopped(): boolean {
     return this.#stopped;

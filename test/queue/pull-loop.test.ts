@@ -4,7 +4,7 @@ import { PullLoop } from "../../shared/queue/pull-loop.ts";
 // `pause` says whether it ended early (woken) rather than at its time.
 describe("PullLoop", () => {
   it("wakes a full loop when a slot is given back", async () => {
-    const loop = new PullLoop(2);
+    const loop = new PullLoop({ prefetch: 2 });
     const first = loop.hold("m");
     loop.hold("m");
     expect(loop.free).toBe(0);
@@ -16,13 +16,13 @@ describe("PullLoop", () => {
   });
 
   it("wakes a loop with slots free on a settle, unless told its settles need not", async () => {
-    const loop = new PullLoop(3);
+    const loop = new PullLoop({ prefetch: 3 });
     const pause = loop.pause(5_000);
     loop.hold("m")();
     expect(await pause).toBe(true);
 
     let publishesWakeIt = true;
-    const quiet = new PullLoop(3, () => !publishesWakeIt);
+    const quiet = new PullLoop({ prefetch: 3 }, () => !publishesWakeIt);
     const release = quiet.hold("m");
     const held = quiet.pause(50);
     release();
@@ -38,7 +38,7 @@ describe("PullLoop", () => {
   });
 
   it("keeps a full loop's wake for the next pause when none is running", async () => {
-    const loop = new PullLoop(1);
+    const loop = new PullLoop({ prefetch: 1 });
     const release = loop.hold();
     release();
     release(); // given back once only
@@ -48,7 +48,7 @@ describe("PullLoop", () => {
 
   it("after a full round, is due again only once refillAt slots are free, and wakes then", async () => {
     // Settles never wake it on their own here: only reaching the mark does.
-    const loop = new PullLoop(4, () => false, 3);
+    const loop = new PullLoop({ prefetch: 4, refillAt: 3 }, () => false);
     const releases = Array.from({ length: 4 }, () => loop.hold("m"));
     loop.tookRound(4, 4);
     expect(loop.due).toBe(0);
@@ -64,7 +64,7 @@ describe("PullLoop", () => {
   });
 
   it("after a short round, is due at the first free slot", () => {
-    const loop = new PullLoop(4, () => true, 3);
+    const loop = new PullLoop({ prefetch: 4, refillAt: 3 }, () => true);
     const releases = Array.from({ length: 4 }, () => loop.hold("m"));
     loop.tookRound(4, 4);
     for (const release of releases.slice(0, 3)) release();

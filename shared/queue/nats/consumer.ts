@@ -3,15 +3,12 @@ import { QueueMessage } from "../../protocol/index.ts";
 import type { Lane } from "../amqp/names.ts";
 import { exhaustedError, type LocalLease, openLocalLease, unreadableError } from "../lease.ts";
 import type { DeliveryHandler } from "../port.ts";
-import { PullLoop } from "../pull-loop.ts";
+import { PullLoop, type PullSlots } from "../pull-loop.ts";
 import { createNatsDelivery, type Received, sendToDead } from "./delivery.ts";
 import { HEADER, parseAckSubject } from "./names.ts";
 import { type NatsContext, pullNow } from "./topology.ts";
 
-export interface NatsConsumeSettings {
-  prefetch: number;
-  /** ConsumeOptions.refillAt: the free slots a round waits for after a full one. */
-  refillAt: number;
+export interface NatsConsumeSettings extends PullSlots {
   models: readonly string[];
 }
 
@@ -33,9 +30,9 @@ export function startNatsConsumer(
   handler: DeliveryHandler,
   settings: NatsConsumeSettings,
 ): { stop(): Promise<void>; inFlight(model: string): number } {
-  const { prefetch, models, refillAt } = settings;
+  const { models } = settings;
   const { limits, names } = ctx;
-  const slots = new PullLoop(prefetch, undefined, refillAt);
+  const slots = new PullLoop(settings);
   const newest = new Map<string, LocalLease>();
   const idleWait = Math.max(20, Math.min(MAX_IDLE_WAIT_MS, limits.leaseMs / 4));
   let nextMove = 0;

@@ -2,15 +2,12 @@ import { QueueMessage } from "../../protocol/index.ts";
 import type { Lane } from "../amqp/names.ts";
 import { exhaustedError, openLocalLease, unreadableError } from "../lease.ts";
 import type { DeliveryHandler } from "../port.ts";
-import { PullLoop } from "../pull-loop.ts";
+import { PullLoop, type PullSlots } from "../pull-loop.ts";
 import { asArray, asCount, asText, type RedisClient, runScript } from "./client.ts";
 import { createRedisDelivery, type DeliveryContext, type Taken } from "./delivery.ts";
 import { SCRIPTS } from "./scripts.ts";
 
-export interface RedisConsumeSettings {
-  prefetch: number;
-  /** ConsumeOptions.refillAt: the free slots a round waits for after a full one. */
-  refillAt: number;
+export interface RedisConsumeSettings extends PullSlots {
   models: readonly string[];
   /** This consumer's name in the group: unique per consumer. */
   name: string;
@@ -35,9 +32,9 @@ export function startRedisConsumer(
   handler: DeliveryHandler,
   settings: RedisConsumeSettings,
 ): { stop(): Promise<void>; inFlight(model: string): number } {
-  const { prefetch, models, name, refillAt } = settings;
+  const { models, name } = settings;
   const { limits } = ctx;
-  const slots = new PullLoop(prefetch, undefined, refillAt);
+  const slots = new PullLoop(settings);
   const idleWait = Math.max(20, Math.min(MAX_IDLE_WAIT_MS, limits.leaseMs / 4));
 
   const dispatch = (model: string, taken: Taken, leaseStart: number) => {

@@ -2,19 +2,16 @@ import { nextTurn } from "../../pause.ts";
 import type { JobError, QueueMessage } from "../../protocol/index.ts";
 import { type LocalLease, openLocalLease } from "../lease.ts";
 import { type Delivery, type DeliveryHandler, LeaseLostError, type RetryOutcome } from "../port.ts";
-import { PullLoop } from "../pull-loop.ts";
+import { PullLoop, type PullSlots } from "../pull-loop.ts";
 import { type Context, claim, dead, IDLE_POLL_MS, parseBody, type Row } from "./claim.ts";
 import { leaseOf, releaseLeased, updateLeased } from "./leases.ts";
 
 /** A polling consumer of the `sql` queue: claims up to its free prefetch slots per poll. */
-export interface ConsumerSettings {
-  prefetch: number;
+export interface ConsumerSettings extends PullSlots {
   models: readonly string[] | undefined;
   pollMs: number;
   /** Overflow: only messages ready this long (ConsumeOptions.minAgeMs); 0 for all. */
   minAgeMs: number;
-  /** ConsumeOptions.refillAt: the free slots a round waits for after a full one. */
-  refillAt: number;
 }
 
 /**
@@ -31,11 +28,7 @@ export function startConsumer(ctx: Context, handler: DeliveryHandler, settings: 
   // consumer that hears no publish (its publishers are other processes) looks again after
   // each settle, as a fair release publishes the next job when one ends.
   let heardAt = Number.NEGATIVE_INFINITY;
-  const slots = new PullLoop(
-    settings.prefetch,
-    () => Date.now() - heardAt > IDLE_POLL_MS,
-    settings.refillAt,
-  );
+  const slots = new PullLoop(settings, () => Date.now() - heardAt > IDLE_POLL_MS);
   // A round a publish woke skips the claim's read, but one round in IDLE_POLL_MS reads, so
   // spent messages are dead-lettered however busy the queue (claim.ts).
   let published = false;

@@ -5,7 +5,7 @@ import {
 } from "@aws-sdk/client-sqs";
 import { exhaustedError, type LocalLease, openLocalLease, unreadableError } from "../lease.ts";
 import type { DeliveryHandler } from "../port.ts";
-import { PullLoop } from "../pull-loop.ts";
+import { PullLoop, type PullSlots } from "../pull-loop.ts";
 import {
   createSqsDelivery,
   type DeliveryContext,
@@ -22,10 +22,7 @@ export interface ConsumerContext extends DeliveryContext {
   onError: (error: unknown) => void;
 }
 
-export interface ConsumerSettings {
-  prefetch: number;
-  /** ConsumeOptions.refillAt: the free slots a round waits for after a full one. */
-  refillAt: number;
+export interface ConsumerSettings extends PullSlots {
   /** Every model with queues under the prefix when undefined (rediscovered now and then). */
   models: readonly string[] | undefined;
 }
@@ -62,7 +59,7 @@ export function startSqsConsumer(
   handler: DeliveryHandler,
   settings: ConsumerSettings,
 ): { stop(): Promise<void> } {
-  const slots = new PullLoop(settings.prefetch, undefined, settings.refillAt);
+  const slots = new PullLoop(settings);
   // Stopping aborts the receive in flight instead of waiting out a 20-second long poll.
   const abort = new AbortController();
   // The newest delivery of each message here: a redelivery ends the older one at once.

@@ -23,6 +23,8 @@ export class PullLoop {
   #interrupt: (() => void) | undefined;
   /** The last round took every slot it offered: the queue likely holds more. */
   #backlog = false;
+  readonly prefetch: number;
+  readonly refillAt: number;
 
   /**
    * `settleWakes`: whether a slot given back while others are free wakes the loop (default:
@@ -39,9 +41,6 @@ export class PullLoop {
    * receive, a claim) and then a claim to the gateway for each job; waiting for a batch costs
    * a full agent nothing, its look-ahead still holds jobs for every runner. 1: every freed slot.
    */
-  readonly prefetch: number;
-  readonly refillAt: number;
-
   constructor(
     slots: PullSlots,
     private readonly settleWakes: () => boolean = () => true,

@@ -3,7 +3,7 @@ import { isLive } from "../agents/view.ts";
 import type { Gateway } from "../context.ts";
 import { gathered } from "../gathered.ts";
 import { storedLimits } from "../store/tenants.ts";
-import { pickReleases } from "./fair-order.ts";
+import { pickReleases, windowRoom } from "./fair-order.ts";
 import { AGENTS_READ } from "./model-state.ts";
 import { publishJobs } from "./publish.ts";
 import { sharedReadings } from "./shared-readings.ts";
@@ -121,10 +121,10 @@ const windowFull = (gateway: Gateway, model: string) =>
  */
 export function kickReleaseAfterChange(gateway: Gateway, model: string, status: string): void {
   // A success ends a running job: it frees a place under its tenant's `max_running_jobs`,
-  // never room in the window (store/release-line.ts `windowRoom`). While the window is full,
-  // only a claim can let held jobs go, and each claim kicks its own pass; at saturation a
-  // pass after every batch of reports read the line for nothing (nine passes in ten, issue
-  // 29). Any other end may come from `queued` (a cancel, an expiry: room freed), so it kicks.
+  // never room in the window (fair-order.ts `windowRoom`). While the window is full, only a
+  // claim can let held jobs go, and each claim kicks its own pass; at saturation a pass
+  // after every batch of reports read the line for nothing (nine passes in ten, issue 29).
+  // Any other end may come from `queued` (a cancel, an expiry: room freed), so it kicks.
   if (status === "succeeded" && windowFull(gateway, model)) return;
   const gather = afterChangeDelayMs(gateway, model) === SOON_MS ? gatherSoon : gatherLater;
   gather(gateway, model, () => releaseSoon(gateway, model));
@@ -160,14 +160,19 @@ async function releasePass(
   // those jobs wait unpublished until the resume (model-switches.ts), which leaves the
   // window full, so the rest of its jobs wait held.
   const window = await releaseWindow(gateway, model);
-  const { released, held, roomLeft } = await gateway.stores.jobs.releaseJobs(
+  // Stays 0 where the store calls no chooser: it found nothing held, or no room.
+  let roomLeft = 0;
+  const { released, held } = await gateway.stores.jobs.releaseJobs(
     model,
     window,
-    (snapshot) =>
-      pickReleases(snapshot, window, (tenantId) => {
+    (snapshot) => {
+      const picks = pickReleases(snapshot, window, (tenantId) => {
         const row = snapshot.tenants.get(tenantId);
         return storedLimits(row ?? { plan: "free", limits: null });
-      }),
+      });
+      roomLeft = windowRoom(snapshot, window) - picks.reduce((sum, pick) => sum + pick.count, 0);
+      return picks;
+    },
     gateway.now(),
   );
   // In the pass's order; a failed publish leaves the job released and unpublished: the

@@ -3,7 +3,7 @@ import { limitClause } from "../../shared/db/inline-limits.ts";
 import type { Database } from "../../shared/db/schema.ts";
 import { isPostgresDb } from "./job-metadata.ts";
 import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
-import { HELD, heldInLane, type Line, lineOf, tenantActive, windowRoom } from "./release-line.ts";
+import { HELD, heldInLane, type Line, lineOf, tenantActive } from "./release-line.ts";
 import { type Chooser, type ReleasePick, snapshot } from "./release-snapshot.ts";
 
 /**
@@ -56,11 +56,6 @@ export interface ReleasePass {
    * room that opens is theirs. False: nothing of the model waits in the store.
    */
   held: boolean;
-  /**
-   * The window's room once this pass's picks are in (`windowRoom`): 0 or less, the window is
-   * full, and only a claim makes room again.
-   */
-  roomLeft: number;
 }
 
 /**
@@ -83,15 +78,12 @@ export async function releaseJobs(
   // under the lock, and here counts its held jobs no further than it needs to know any.
   const postgres = isPostgresDb(db);
   const line = await lineOf(db, model, postgres ? 1 : 2 * window);
-  const room = windowRoom(line, window);
-  if (!line.first) return { released: [], held: false, roomLeft: room };
-  if (room <= 0) return { released: [], held: true, roomLeft: room };
+  if (!line.first) return { released: [], held: false };
+  if (Math.max(window, line.running) - line.released <= 0) return { released: [], held: true };
   const pass = async (tx: Db, known?: Line) => {
     const seen = await snapshot(tx, model, now, window, known);
-    const picks = choose(seen);
-    const roomLeft = windowRoom(seen, window) - picks.reduce((sum, pick) => sum + pick.count, 0);
     const lanes: JobRow[][] = [];
-    for (const pick of picks) {
+    for (const pick of choose(seen)) {
       const lane = seen.lanes.find(
         (held) =>
           held.priority === pick.priority &&
@@ -106,15 +98,15 @@ export async function releaseJobs(
     for (let i = 0; released.length < lanes.flat().length; i++) {
       for (const lane of lanes) if (lane[i]) released.push(lane[i] as JobRow);
     }
-    return { released, roomLeft };
+    return released;
   };
-  const { released, roomLeft } = postgres
+  const released = postgres
     ? await db.transaction().execute(async (tx) => {
         await sql`SELECT pg_advisory_xact_lock(${RELEASE_LOCK})`.execute(tx);
         return pass(tx);
       })
     : await pass(db, line);
-  return { released, held: true, roomLeft };
+  return { released, held: true };
 }
 
 /** A tenant's running and released jobs, every model: what `max_running_jobs` bounds. */

@@ -112,15 +112,6 @@ export async function lineOf(db: Db, model: string, cap: number) {
 export type Line = Awaited<ReturnType<typeof lineOf>>;
 
 /**
- * Jobs the model's window has room for: the window, or as many as run now when that is more,
- * less those released and not yet taken. A job that ends never adds room (it only lowers the
- * running count); a claim does (gateway/jobs/release.ts counts on it).
- */
-export function windowRoom(line: Pick<Line, "running" | "released">, window: number): number {
-  return Math.max(window, line.running) - line.released;
-}
-
-/**
  * The model's lanes of held jobs. A backlog of one lane (one tenant alone, the common case
  * of a long one) is known from the line's two edges, its first and last job in lane order,
  * and its count up to the cap; several lanes are grouped over every held job.

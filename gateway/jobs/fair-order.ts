@@ -1,14 +1,6 @@
 import type { PlanLimits } from "../plans.ts";
+import { windowRoom } from "../store/release-line.ts";
 import type { HeldLane, ReleasePick, ReleaseSnapshot } from "../store/release-snapshot.ts";
-
-/**
- * Jobs the model's window has room for: the window, or as many as run now when that is more,
- * less those released and not yet taken. A job that ends never adds room (it only lowers the
- * running count); a claim does (release.ts counts on it).
- */
-export function windowRoom(snapshot: ReleaseSnapshot, window: number): number {
-  return Math.max(window, snapshot.running) - snapshot.released;
-}
 
 /**
  * Which held jobs of a model go to the broker next: the fair order of issue 26, as plain

@@ -2,8 +2,9 @@ import { registeredModels } from "../agents/reports.ts";
 import { isLive } from "../agents/view.ts";
 import type { Gateway } from "../context.ts";
 import { gathered } from "../gathered.ts";
+import { windowRoom } from "../store/release-line.ts";
 import { storedLimits } from "../store/tenants.ts";
-import { pickReleases, windowRoom } from "./fair-order.ts";
+import { pickReleases } from "./fair-order.ts";
 import { AGENTS_READ } from "./model-state.ts";
 import { publishJobs } from "./publish.ts";
 import { sharedReadings } from "./shared-readings.ts";
@@ -121,9 +122,10 @@ const windowFull = (gateway: Gateway, model: string) =>
  */
 export function kickReleaseAfterChange(gateway: Gateway, model: string, status: string): void {
   // A success ends a running job: it frees a place under its tenant's `max_running_jobs`,
-  // never room in the window (fair-order.ts `windowRoom`). While the window is full, only a
-  // claim can let held jobs go, and each claim kicks its own pass; at saturation a pass
-  // after every batch of reports read the line for nothing (nine passes in ten, issue 29).
+  // never room in the window (store/release-line.ts `windowRoom`). While the window is
+  // full, only a claim can let held jobs go, and each claim kicks its own pass; at
+  // saturation a pass after every batch of reports read the line for nothing (nine passes
+  // in ten, issue 29).
   // Any other end may come from `queued` (a cancel, an expiry: room freed), so it kicks.
   if (status === "succeeded" && windowFull(gateway, model)) return;
   const gather = afterChangeDelayMs(gateway, model) === SOON_MS ? gatherSoon : gatherLater;

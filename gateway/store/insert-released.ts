@@ -3,7 +3,7 @@ import type { Database, JobTable } from "../../shared/db/schema.ts";
 import { isPostgresDb } from "./job-metadata.ts";
 import { RELEASE_LOCK } from "./job-release.ts";
 import type { JobRow } from "./job-rows.ts";
-import { HELD, tenantActive, windowCounts } from "./release-line.ts";
+import { HELD, tenantActive, windowCounts, windowRoom } from "./release-line.ts";
 
 type Db = Kysely<Database>;
 type JobInsert = Insertable<JobTable>;
@@ -162,11 +162,10 @@ function freeModels(candidates: Candidate[], room: Awaited<ReturnType<typeof roo
     const line = room.models.get(model);
     // `held`: a boolean on Postgres, 0 or 1 on SQLite.
     if (!line || Number(line.held) > 0 || mine.some((c) => !c.releaseIfFree)) continue;
-    const released = Number(line.n ?? 0);
-    const running = Number(line.m ?? 0);
-    // As a pass counts its room (job-release.ts): a window never smaller than what runs.
+    const counts = { released: Number(line.n ?? 0), running: Number(line.m ?? 0) };
+    // As a pass counts its room (job-release.ts).
     const window = Math.min(...mine.map((c) => c.releaseIfFree?.window ?? 0));
-    if (released + mine.length > Math.max(window, running)) continue;
+    if (mine.length > windowRoom(counts, window)) continue;
     if (mine.every((c) => withinLimit(c, candidates, room))) free.add(model);
   }
   return free;

@@ -3,7 +3,7 @@ import { limitClause } from "../../shared/db/inline-limits.ts";
 import type { Database } from "../../shared/db/schema.ts";
 import { isPostgresDb } from "./job-metadata.ts";
 import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
-import { HELD, heldInLane, type Line, lineOf, tenantActive } from "./release-line.ts";
+import { HELD, heldInLane, type Line, lineOf, tenantActive, windowRoom } from "./release-line.ts";
 import { type Chooser, type ReleasePick, snapshot } from "./release-snapshot.ts";
 
 /**
@@ -79,7 +79,7 @@ export async function releaseJobs(
   const postgres = isPostgresDb(db);
   const line = await lineOf(db, model, postgres ? 1 : 2 * window);
   if (!line.first) return { released: [], held: false };
-  if (Math.max(window, line.running) - line.released <= 0) return { released: [], held: true };
+  if (windowRoom(line, window) <= 0) return { released: [], held: true };
   const pass = async (tx: Db, known?: Line) => {
     const seen = await snapshot(tx, model, now, window, known);
     const lanes: JobRow[][] = [];
@@ -95,7 +95,8 @@ export async function releaseJobs(
     // Published in turn across the lanes, so that one pass does not queue a tenant's whole
     // share in the broker ahead of the others'.
     const released: JobRow[] = [];
-    for (let i = 0; released.length < lanes.flat().length; i++) {
+    const longest = Math.max(0, ...lanes.map((lane) => lane.length));
+    for (let i = 0; i < longest; i++) {
       for (const lane of lanes) if (lane[i]) released.push(lane[i] as JobRow);
     }
     return released;

@@ -31,6 +31,16 @@ export const windowCounts = (db: Db, model: string) => sql`
   sum(CASE WHEN status = 'running' THEN 1 ELSE 0 END) AS m
   FROM ${activeJobs(db)} WHERE model = ${model} AND ${ACTIVE}`;
 
+/**
+ * Jobs a model's window has room for: the window, or as many as run now when that is more
+ * (agents that take many jobs at once get as many), less those released and not yet taken.
+ * A job that ends never adds room (it only lowers the running count); a claim does
+ * (gateway/jobs/release.ts counts on it). Every pass and the release at insert weigh it so.
+ */
+export function windowRoom(line: { released: number; running: number }, window: number): number {
+  return Math.max(window, line.running) - line.released;
+}
+
 /** A tenant's running and released jobs, every model, as a scalar subquery: what `max_running_jobs` bounds. */
 export const tenantActive = (db: Db, tenantId: string) =>
   sql<number>`(SELECT count(*) FROM ${activeJobs(db)} WHERE tenant_id = ${tenantId} AND ${ACTIVE})`;

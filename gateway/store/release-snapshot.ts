@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 import { limitClause } from "../../shared/db/inline-limits.ts";
 import type { Database } from "../../shared/db/schema.ts";
-import { ACTIVE, activeJobs, heldLanes, type Line, lineOf } from "./release-line.ts";
+import { ACTIVE, activeJobs, heldLanes, type Line, lineOf, windowRoom } from "./release-line.ts";
 
 /**
  * What a model's line looks like now, read for a release pass (job-release.ts): its window,
@@ -136,8 +136,7 @@ export async function snapshot(
 ): Promise<ReleaseSnapshot> {
   const line = known ?? (await lineOf(db, model, 2 * window));
   const counts = { released: line.released, running: line.running };
-  const room = Math.max(window, line.running) - line.released;
-  const lanes = room > 0 ? await heldLanes(db, model, line) : [];
+  const lanes = windowRoom(line, window) > 0 ? await heldLanes(db, model, line) : [];
   // Tenants with the most urgent heads first; at most MAX_TENANTS a pass (D1 binds at most
   // 100 parameters a statement): the rest wait for the next pass.
   const ordered = [...lanes].sort(

@@ -161,21 +161,15 @@ export function createSqlQueue(db: Kysely<Database>, options: SqlQueueOptions): 
 async function insertMessages(ctx: Context, messages: readonly QueueMessage[], delayMs: number) {
   if (messages.length === 0) return;
   const now = ctx.clock();
-  await ctx.db
-    .insertInto("queue_messages")
-    .values(
-      messages.map((message) => ({
-        queue: message.model,
-        job_id: message.id,
-        body: JSON.stringify(message),
-        priority: message.priority,
-        available_at: now + Math.max(0, delayMs),
-        attempts: 0,
-        state: "ready",
-        created_at: now,
-      })),
-    )
-    .execute();
+  const availableAt = now + Math.max(0, delayMs);
+  // SQL text, not the builder: a publish a job at ordinary load (claim.ts, `due`).
+  const rows = messages.map(
+    (message) => sql`(${message.model}, ${message.id}, ${JSON.stringify(message)},
+      ${message.priority}, ${availableAt}, ${0}, ${"ready"}, ${now})`,
+  );
+  await sql`INSERT INTO queue_messages
+    (queue, job_id, body, priority, available_at, attempts, state, created_at)
+    VALUES ${sql.join(rows)}`.execute(ctx.db);
   for (const model of new Set(messages.map((message) => message.model))) {
     for (const wake of ctx.wakers) wake(model);
   }

@@ -1,4 +1,4 @@
-import type { Kysely } from "kysely";
+import { type Kysely, sql } from "kysely";
 import type { Database } from "../../db/schema.ts";
 import { naturalBatcher } from "../../natural-batch.ts";
 import type { JobError, QueueMessage } from "../../protocol/index.ts";
@@ -193,17 +193,11 @@ export function leasedAcks(
       const deleted = new Set<string>();
       for (let i = 0; i < leases.length; i += ACKS_PER_STATEMENT) {
         const part = leases.slice(i, i + ACKS_PER_STATEMENT);
-        const rows = await db
-          .deleteFrom("queue_messages")
-          .where((eb) =>
-            eb(
-              eb.refTuple("seq", "lease_token"),
-              "in",
-              part.map((lease) => eb.tuple(lease.seq, lease.token)),
-            ),
-          )
-          .returning(["seq", "lease_token"])
-          .execute();
+        // SQL text, not the builder: an ack a job at ordinary load (claim.ts, `due`).
+        const pairs = sql.join(part.map((lease) => sql`(${lease.seq}, ${lease.token})`));
+        const { rows } = await sql<{ seq: number | string; lease_token: string | null }>`
+          DELETE FROM queue_messages WHERE (seq, lease_token) IN (${pairs})
+          RETURNING seq, lease_token`.execute(db);
         for (const row of rows) deleted.add(`${row.seq}.${row.lease_token}`);
       }
       return leases.map((lease) => (deleted.has(`${lease.seq}.${lease.token}`) ? 1n : 0n));

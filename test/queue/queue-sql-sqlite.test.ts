@@ -93,7 +93,7 @@ describe("sql queue on SQLite: beyond the port", () => {
     const reads: string[] = [];
     const path = join(dir, "queue.db");
     const db = await openSqlite(path, (text) => {
-      if (/^select "attempts" from "queue_messages"/.test(text)) reads.push(text);
+      if (/^\s*select "?attempts"? from "?queue_messages"?\s/i.test(text)) reads.push(text);
     });
     const queue = createSqlQueue(db, { dialect: "sqlite", limits: LIMITS, pollIntervalMs: 30_000 });
     onTestFinished(async () => {

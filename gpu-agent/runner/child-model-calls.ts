@@ -33,9 +33,9 @@ export class ChildModelCalls {
     const id = this.nextId++;
     const reply = await new Promise<ModelReply>((settle) => {
       this.pending.set(id, settle);
-      child.channel.send({ v: 1, type, id, model }, (error) =>
-        this.reply(lostReply(id, model, error.message)),
-      );
+      child.process.send({ v: 1, type, id, model }, (error) => {
+        if (error) this.reply(lostReply(id, model, error.message));
+      });
     });
     if (reply.error) throw new ModelLoadError(reply.error);
     return reply;

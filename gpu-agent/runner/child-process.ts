@@ -3,13 +3,11 @@ import { createRequire } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { JobError } from "../../shared/protocol/index.ts";
 import { RUNNER_CHILD_ENV } from "../pipelines/noop.ts";
-import { type BundlingSender, bundlingSender, unbundle } from "./channel-bundle.ts";
 import {
   ChildMessage,
   type LoadMessage,
   type LogMessage,
   type ModelReply,
-  type ParentMessage,
   type ReadyMessage,
   type ResultMessage,
 } from "./child-protocol.ts";
@@ -42,8 +40,6 @@ export interface Child {
   exited: Promise<void>;
   /** Runs go out as `progress.runMessage`, so their progress reports come back to it. */
   progress: ProgressRoutes;
-  /** Every message to the child goes through it, bundled per turn, in order. */
-  channel: BundlingSender<ParentMessage>;
 }
 
 export interface ChildEvents {
@@ -83,11 +79,10 @@ export function forkChild(
       markExited = resolve;
     }),
     progress: new ProgressRoutes(),
-    channel: bundlingSender((message, done) => forked.send(message, done)),
   };
   const started = new Promise<void>((resolve, reject) => {
     let loadError: JobError | null = null;
-    const receive = (raw: unknown) => {
+    forked.on("message", (raw: unknown) => {
       const parsed = ChildMessage.safeParse(raw);
       if (!parsed.success) {
         events.problem("malformed message from the runner child");
@@ -109,9 +104,6 @@ export function forkChild(
       } else {
         events.log(msg);
       }
-    };
-    forked.on("message", (raw: unknown) => {
-      for (const message of unbundle(raw)) receive(message);
     });
     forked.on("error", (error) => {
       // Spawning failed or the channel broke; an exit follows when there was a process.
@@ -151,7 +143,7 @@ export function forkChild(
         ),
       );
     });
-    child.channel.send(load);
+    forked.send(load);
   });
   return { child, started };
 }

@@ -66,17 +66,6 @@ export const RunMessage = z.object({
 export type RunMessage = z.infer<typeof RunMessage>;
 
 export const ParentMessage = z.discriminatedUnion("type", [LoadMessage, RunMessage, ModelMessage]);
-
-/**
- * Either way: the messages one side sent in one turn of its event loop, in order, as one
- * message on the channel (channel-bundle.ts). Each is read as if it had come alone.
- */
-export const Bundle = z.object({
-  v: z.literal(1),
-  type: z.literal("bundle"),
-  messages: z.array(z.unknown()).min(2),
-});
-export type Bundle = z.infer<typeof Bundle>;
 export type ParentMessage = z.infer<typeof ParentMessage>;
 
 const ProviderAttemptSchema = z.object({

@@ -146,9 +146,9 @@ class ChildRunner implements Runner {
       this.pending.set(id, { ...run, timeoutSeconds, timedOut: false });
       this.watchHead();
       // A failed send means the channel is closing; the exit handler resolves the run.
-      child.channel.send(message, (error) =>
-        this.logger.warn({ err: error }, "could not send a job to the runner child"),
-      );
+      child.process.send(message, (error) => {
+        if (error) this.logger.warn({ err: error }, "could not send a job to the runner child");
+      });
     });
   }
 

@@ -6,7 +6,6 @@
  */
 import type { JobError, ProgressReport } from "../../shared/protocol/index.ts";
 import type { RunResult } from "../inference/types.ts";
-import { bundlingSender, unbundle } from "./channel-bundle.ts";
 import { ChildModels } from "./child-models.ts";
 import {
   type BatchTimings,
@@ -34,11 +33,8 @@ const deviceThread = (): DeviceThread =>
     },
   }));
 
-/** Every message to the parent, bundled per turn (channel-bundle.ts). */
-const channel = bundlingSender<ChildMessage>((message, done) => process.send?.(message, done));
-
 function send(message: ChildMessage): void {
-  channel.send(message);
+  process.send?.(message);
 }
 
 function log(level: "info" | "warn" | "error", msg: string, data?: Record<string, unknown>): void {
@@ -63,7 +59,6 @@ async function load(message: LoadMessage): Promise<void> {
 /** Reports a failed load and exits, so the parent sees one clear reason. */
 function fail(error: JobError): void {
   const message: ChildMessage = { v: 1, type: "load_failed", error };
-  channel.flush();
   process.send?.(message, undefined, undefined, () => process.exit(1));
 }
 
@@ -131,10 +126,6 @@ if (!process.send) {
 }
 
 process.on("message", (raw: unknown) => {
-  for (const message of unbundle(raw)) receive(message);
-});
-
-function receive(raw: unknown): void {
   const parsed = ParentMessage.safeParse(raw);
   if (!parsed.success) {
     log("error", "ignored a malformed message from the runner", {
@@ -147,7 +138,7 @@ function receive(raw: unknown): void {
   else if (message.type === "run") void run(message);
   else if (message.type === "load_model") void models.load(message.id, message.model).then(send);
   else void models.unload(message.id, message.model).then(send);
-}
+});
 
 // The parent is gone (crashed or killed): nobody will read results, so stop now.
 process.on("disconnect", () => process.exit(0));

@@ -71,8 +71,10 @@ class AgentSupervisor implements Supervisor {
     const now = Date.now();
     const frequent = now - this.#reportedAt < REPORT_LINGER_MS;
     this.#reportedAt = now;
-    const behind = this.#deliveries.notStarted();
-    return frequent && this.#refillAt > 1 && behind >= this.#refillAt ? REPORT_LINGER_MS : 0;
+    // Counted last: it walks every delivery held, up to the look-ahead, on each success.
+    const linger =
+      frequent && this.#refillAt > 1 && this.#deliveries.notStarted() >= this.#refillAt;
+    return linger ? REPORT_LINGER_MS : 0;
   }
 
   async start(): Promise<void> {

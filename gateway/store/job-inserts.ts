@@ -113,19 +113,14 @@ async function insertJobRows(db: Kysely<Database>, rows: Insertable<JobTable>[])
  * makes batches of four).
  */
 export function jobInserter(db: Kysely<Database>, maxParameters: number, direct = false) {
-  const insertRows = (rows: Insertable<JobTable>[], on: Kysely<Database> = db) =>
-    insertJobRows(on, rows);
-
   // A job a pass would release at once goes in released (insert-released.ts). Not on D1
   // (`direct`: Workers), which has no interactive transactions.
-  const releasing = direct
-    ? async () => null
-    : releaseAtInsert(db, (on, all) => insertRows(all, on));
+  const releasing = direct ? async () => null : releaseAtInsert(db, insertJobRows);
   /** One row per statement: one bad row fails only its own submit. */
   const oneByOne = (rows: Insertable<JobTable>[]) =>
     Promise.all(
       rows.map((row) =>
-        insertRows([row]).then(
+        insertJobRows(db, [row]).then(
           ([only]): Inserted => ({ row: only ?? null }),
           (cause: unknown): Inserted => ({ error: cause }),
         ),
@@ -147,7 +142,7 @@ export function jobInserter(db: Kysely<Database>, maxParameters: number, direct 
         return oneByOne(rows);
       }
       try {
-        const written = released ?? (await insertRows(rows));
+        const written = released ?? (await insertJobRows(db, rows));
         const inserted = new Map(written.map((row) => [row.id, row]));
         return rows.map((row) => ({ row: inserted.get(row.id as string) ?? null }));
       } catch (error) {

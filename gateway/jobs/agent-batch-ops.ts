@@ -13,6 +13,7 @@ import type { JobRow } from "../store/job-rows.ts";
 import { runUsageOf } from "../usage/run-usage.ts";
 import { afterBilledRun } from "../usage/thresholds.ts";
 import { buildClaim, checkBodyAgent, claimJob, reportJob } from "./agent-ops.ts";
+import { withReportAck } from "./agent-queue-ops.ts";
 import { afterTransition } from "./lifecycle.ts";
 import { pausedModels } from "./model-switches.ts";
 import { traceQueueWait } from "./queue-trace.ts";
@@ -114,9 +115,13 @@ export async function reportJobs(
       const row = event.type === "succeeded" ? take(rows, job_id, event.attempt) : undefined;
       if (row) afterTransition(gateway, row);
       const outcome = await settle(gateway, job_id, async () =>
-        row
-          ? { v: 1 as const, job_id, status: row.status }
-          : reportJob(gateway, agent, job_id, event),
+        withReportAck(
+          gateway,
+          event,
+          row
+            ? { v: 1 as const, job_id, status: row.status }
+            : await reportJob(gateway, agent, job_id, event),
+        ),
       );
       return outcome.ok
         ? { job_id, ok: true as const, ack: outcome.value }

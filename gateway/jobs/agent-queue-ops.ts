@@ -1,6 +1,8 @@
 import { HttpProblem } from "../../shared/errors.ts";
 import { pause } from "../../shared/pause.ts";
 import type {
+  AgentEvent,
+  AgentEventAck,
   QueueDelivery,
   QueueDepthRequest,
   QueueDepthResponse,
@@ -118,6 +120,23 @@ export function settleDeliveries(
       }
     }),
   );
+}
+
+/**
+ * The answer to a report, with the ack of the delivery it names (`ack_receipt`, a success of
+ * an agent on this gateway's queue) once the success is recorded or found recorded already:
+ * the agent then makes no settle call of its own, a call and a write transaction fewer a job
+ * (issue 29). The ack is the settle's own, guarded by the lease. Without a receipt, or on a
+ * gateway that serves no queue, the answer is as it was and the agent acks itself.
+ */
+export async function withReportAck(
+  gateway: Gateway,
+  event: AgentEvent,
+  answer: AgentEventAck,
+): Promise<AgentEventAck> {
+  const receipt = event.type === "succeeded" ? event.ack_receipt : undefined;
+  if (!receipt || !gateway.queueLeases) return answer;
+  return { ...answer, acked: await gateway.queueLeases.ack(receipt) };
 }
 
 export async function queueDepthFor(

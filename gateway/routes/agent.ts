@@ -11,6 +11,7 @@ import { type AgentCall, agentCall, callRoutes } from "../agents/calls.ts";
 import { type AgentEnv, requireEnrollmentToken } from "../agents/middleware.ts";
 import { parseJsonBody } from "../http/validation.ts";
 import { claimJob, heartbeatJob, reportJob } from "../jobs/agent-ops.ts";
+import { withReportAck } from "../jobs/agent-queue-ops.ts";
 
 /**
  * An agent's own calls and its single-job calls, each a signed POST under /internal/v1 and a
@@ -41,8 +42,8 @@ export const agentCalls: AgentCall[] = [
   agentCall("/jobs/:id/heartbeat", HeartbeatRequest, ({ gateway, agent, param }, request) =>
     heartbeatJob(gateway, agent, param("id"), request),
   ),
-  agentCall("/jobs/:id/events", AgentEvent, ({ gateway, agent, param }, event) =>
-    reportJob(gateway, agent, param("id"), event),
+  agentCall("/jobs/:id/events", AgentEvent, async ({ gateway, agent, param }, event) =>
+    withReportAck(gateway, event, await reportJob(gateway, agent, param("id"), event)),
   ),
 ];
 

@@ -118,7 +118,8 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
       const body = { v: 1, agent_id: currentId(), ...event };
       const answer = await batched.report(jobId, body, options?.lingerMs);
       if (answer.status === 200 || answer.status === 201 || answer.status === 202) {
-        return { status: parseAnswer(AgentEventAck, "event", answer).status, duplicate: false };
+        const { status, acked } = parseAnswer(AgentEventAck, "event", answer);
+        return { status, duplicate: false, ...(acked !== undefined && { acked }) };
       }
       if (answer.status === 409 || isJobNotFound(answer)) return { status: null, duplicate: true };
       throw unexpectedAnswer("event", answer);

@@ -195,6 +195,13 @@ function createDelivery(calls: GatewayQueueCalls, leased: QueueDelivery, lease: 
     async deadLetter(error: JobError) {
       await settle({ op: "dead_letter", receipt, error });
     },
+    ackByReport: {
+      receipt,
+      async acked(applied: boolean) {
+        if (!applied) throw lost();
+        lease.free();
+      },
+    },
     async extendLease(ms: number) {
       if (!lease.held) throw lost();
       const lease_ms = Math.max(1, Math.round(ms));

@@ -83,6 +83,8 @@ export interface ReportOutcome {
   status: string | null;
   /** True when the gateway answered 409: it had recorded this (or a later) attempt. */
   duplicate: boolean;
+  /** For a report with an `ack_receipt`: whether the gateway acked that delivery with it. */
+  acked?: boolean;
 }
 
 /**

@@ -152,15 +152,23 @@ export class Deliveries {
     if (!result.ok) return this.#fail(job, this.#poison.judge(job.jobId, result.error), usage);
     this.#poison.forget(job.jobId);
     job.enter("reporting");
+    // A delivery of the gateway's queue is acked by the gateway with the report.
+    const byReport = job.delivery.ackByReport;
     const report = {
       type: "succeeded" as const,
       attempt: job.attempt,
       output: result.output,
       ...usage,
+      ...(byReport && { ack_receipt: byReport.receipt }),
     };
     const lingerMs = this.options.reportLingerMs?.() ?? 0;
-    await this.#hold(job, "report", () => gateway.report(job.jobId, report, { lingerMs }));
-    await this.#settle(job, "succeeded", null, () => job.delivery.ack());
+    const reported = await this.#hold(job, "report", () =>
+      gateway.report(job.jobId, report, { lingerMs }),
+    );
+    const { acked } = reported;
+    await this.#settle(job, "succeeded", null, () =>
+      byReport && acked !== undefined ? byReport.acked(acked) : job.delivery.ack(),
+    );
   }
 
   async #fail(job: InFlightJob, error: JobError, usage: ReportUsage = {}): Promise<void> {

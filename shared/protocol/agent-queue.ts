@@ -3,7 +3,7 @@ import { AgentId } from "./agent.ts";
 import { MAX_AGENT_BATCH } from "./agent-batch.ts";
 import { JobError } from "./error.ts";
 import { ModelId } from "./job.ts";
-import { QueueMessage } from "./queue-message.ts";
+import { QueueMessage, QueueReceipt } from "./queue-message.ts";
 
 /**
  * The gateway as the queue: an agent of a gateway whose queue is `sql` (SQLite, Postgres,
@@ -15,8 +15,6 @@ import { QueueMessage } from "./queue-message.ts";
 
 /** The longest a take may wait for a message: well under any proxy's idle timeout. */
 export const MAX_QUEUE_WAIT_MS = 25_000;
-
-export const QueueReceipt = z.string().regex(/^\d{1,18}\.[A-Za-z0-9_-]{1,64}$/);
 
 /** Agent → gateway: what queue the gateway serves its agents, if any. */
 export const QueueInfoRequest = z.object({ v: z.literal(1), agent_id: AgentId });

@@ -3,6 +3,7 @@ import { AgentDevice } from "./agent-device.ts";
 import { JobError } from "./error.ts";
 import { Job, JobId, ModelId } from "./job.ts";
 import { ProgressReport } from "./progress.ts";
+import { QueueReceipt } from "./queue-message.ts";
 import { ExecutionProviderName, runUsageFields } from "./run-usage.ts";
 
 export const AgentId = z
@@ -147,6 +148,8 @@ export const AgentEvent = z.discriminatedUnion("type", [
     agent_id: AgentId,
     attempt: z.number().int().min(1),
     output: z.unknown(),
+    /** Its delivery of the gateway's queue, which the gateway acks with the report. */
+    ack_receipt: QueueReceipt.optional(),
     ...runUsageFields,
   }),
   z.object({
@@ -170,7 +173,13 @@ export const AgentEvent = z.discriminatedUnion("type", [
 ]);
 export type AgentEvent = z.infer<typeof AgentEvent>;
 
-export const AgentEventAck = z.object({ v: z.literal(1), job_id: JobId, status: z.string() });
+export const AgentEventAck = z.object({
+  v: z.literal(1),
+  job_id: JobId,
+  status: z.string(),
+  /** With an `ack_receipt`: whether the gateway acked it (false: the lease was lost). */
+  acked: z.boolean().optional(),
+});
 export type AgentEventAck = z.infer<typeof AgentEventAck>;
 
 /**

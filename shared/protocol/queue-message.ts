@@ -19,3 +19,10 @@ export const QueueMessage = z.object({
   traceparent: z.string().max(55).optional(),
 });
 export type QueueMessage = z.infer<typeof QueueMessage>;
+
+/**
+ * One delivery of the gateway's `sql` queue to an agent (agent-queue.ts): opaque to the
+ * agent, named by every settle of it, and by the report of a success that the gateway acks
+ * with it (agent.ts, `ack_receipt`).
+ */
+export const QueueReceipt = z.string().regex(/^\d{1,18}\.[A-Za-z0-9_-]{1,64}$/);

@@ -81,6 +81,13 @@ export interface Delivery {
   deadLetter(error: JobError): Promise<void>;
   /** Keep the lease (visibility) for another `ms` while work is in progress. */
   extendLease(ms: number): Promise<void>;
+  /**
+   * Only a delivery of the gateway's own queue (gpu-agent/gateway/queue.ts): the receipt a
+   * success's report carries so that the gateway acks the message with the report, and
+   * `acked`, which settles the delivery here as `ack` would once the gateway answered
+   * whether it did (false: the lease was lost; it throws `LeaseLostError`, as `ack` would).
+   */
+  readonly ackByReport?: { readonly receipt: string; acked(applied: boolean): Promise<void> };
 }
 
 export type RetryOutcome = "retried" | "dead-lettered";

@@ -42,6 +42,10 @@ async function embeddedAgent(name: string) {
   return { row, config };
 }
 
+/** The ops of a queue settle call's body. */
+const settleOps = (text: string) =>
+  (JSON.parse(text) as { settles: { op: string }[] }).settles.map((settle) => settle.op);
+
 describe("an agent in the gateway's process", () => {
   it("runs every job through in-process calls, writing no nonce", async () => {
     const { row, config } = await embeddedAgent("embedded");
@@ -71,10 +75,13 @@ describe("an agent in the gateway's process", () => {
     const agentFetch = gw.agentFetch(row.id);
     const calls = gw.agentCalls(row.id);
     const made: string[] = [];
+    const acks: string[] = [];
     agent = await startAgent(config, {
       logger: pino({ level: process.env.GANTRY_TEST_LOG ?? "silent" }),
       gatewayCalls: (path, text, signal) => {
         made.push(path);
+        if (path.endsWith("/queue/settle"))
+          acks.push(...settleOps(text).filter((op) => op === "ack"));
         return calls(path, text, signal);
       },
       gatewayFetch: (input, init) => {
@@ -91,6 +98,10 @@ describe("an agent in the gateway's process", () => {
     expect(made).toContain("/internal/v1/agents/register");
     expect(made.some((path) => path.startsWith("/internal/v1/queue/take"))).toBe(true);
     expect(fetched).toEqual([]);
+    // Each success's report named its delivery, and the gateway acked it with the report:
+    // no ack of its own, and nothing left in the queue.
+    expect(acks).toEqual([]);
+    expect(await gw.queue.depth("noop")).toMatchObject({ ready: 0, inFlight: 0, delayed: 0 });
     const jobs = await gw.db
       .selectFrom("jobs")
       .select(["agent_id"])

@@ -1,6 +1,7 @@
 import { describe, expect, it, onTestFinished } from "vitest";
 import { createGatewayClient, type GatewayClient } from "../../gpu-agent/gateway/client.ts";
 import { createGatewayQueue } from "../../gpu-agent/gateway/queue.ts";
+import type { QueueDelivery } from "../../shared/protocol/index.ts";
 import type { JobQueue, QueueLimits } from "../../shared/queue/port.ts";
 import {
   describeJobQueueConformance,
@@ -10,6 +11,7 @@ import {
   queueMessage,
 } from "../conformance/job-queue.ts";
 import { describeRefill } from "../conformance/refill.ts";
+import { submitNoopJobs } from "../helpers/fault-checks.ts";
 import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
 
 /**
@@ -128,6 +130,47 @@ describe("the gateway's sql queue, from agents", () => {
     await Promise.all(consumers.map((consumer) => consumer.stop()));
     await Promise.all(queues.map((queue) => queue.close()));
     await Promise.all(clients.splice(0).map((client) => client.close?.()));
+  });
+
+  it("acks a delivery with its success's report, only while the lease holds", async () => {
+    const gw = await startTestGateway({ models: ["noop"], sweepIntervalMs: 3_600_000 });
+    onTestFinished(() => gw.close());
+    const client = await agentClient(gw, "reporter");
+    onTestFinished(() => client.close?.());
+    await client.register({ models: ["noop"], provider: "cpu", slots: 1 });
+    const [first, second] = await submitNoopJobs(gw, 2, (n) => ({ n }));
+    const taken: QueueDelivery[] = [];
+    while (taken.length < 2)
+      taken.push(...((await client.queue?.take({ max: 2, wait_ms: 2_000 })) ?? []));
+    const delivery = (id: string | undefined) => taken.find((d) => d.message.id === id)!;
+    const succeed = async (id: string, receipt: string) => {
+      const { attempt } = delivery(id);
+      expect(await client.claim(id, attempt)).toMatchObject({ ok: true });
+      return client.report(id, { type: "succeeded", attempt, output: {}, ack_receipt: receipt });
+    };
+
+    // The first's own receipt: recorded and acked in one call, its message gone.
+    const own = delivery(first!.id).receipt;
+    expect(await succeed(first!.id, own)).toMatchObject({ status: "succeeded", acked: true });
+    expect(await gw.queue.depth("noop")).toMatchObject({ ready: 0, inFlight: 1 });
+    // Said again (a lost answer): recorded already, and the lease is gone.
+    const again = await client.report(first!.id, {
+      type: "succeeded",
+      attempt: delivery(first!.id).attempt,
+      output: {},
+      ack_receipt: own,
+    });
+    expect(again).toMatchObject({ status: "succeeded", acked: false });
+    // A receipt whose lease is not the one given (another delivery's token) acks nothing.
+    const stale = delivery(second!.id).receipt.replace(
+      /\.(.)/,
+      (_, c) => `.${c === "A" ? "B" : "A"}`,
+    );
+    expect(await succeed(second!.id, stale)).toMatchObject({ status: "succeeded", acked: false });
+    expect(await gw.queue.depth("noop")).toMatchObject({ ready: 0, inFlight: 1 });
+    // A receipt that is no receipt is refused with the whole report, as any malformed field.
+    const report = { type: "succeeded" as const, attempt: 1, output: {}, ack_receipt: "1.a/b" };
+    await expect(client.report(second!.id, report)).rejects.toMatchObject({ status: 422 });
   });
 
   it("refuses a take by an agent that registered none of the models", async () => {

@@ -5,6 +5,7 @@ import type { Gateway, GatewayRuntime } from "./context.ts";
 import type { AppEnv } from "./env.ts";
 import { CURSOR_SECRET_NAME, cursorTokens } from "./feed/cursor-token.ts";
 import { TenantFeed } from "./feed/tenant-feed.ts";
+import { allowedMethods } from "./http/allowed-methods.ts";
 import { requireApiKey, requireScope } from "./http/auth.ts";
 import { jsonBodyLimit } from "./http/json-body.ts";
 import { PAGE_HEADERS } from "./http/page-policy.ts";
@@ -81,12 +82,20 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
     logFailure(gateway.log, error, answer, c.req.path);
     return answerWith(c, answer);
   });
-  app.notFound((c) =>
-    problemResponse(
-      c,
-      new HttpProblem(404, "not_found", "Not found", `No route ${c.req.method} ${c.req.path}.`),
-    ),
-  );
+  const allowed = allowedMethods(app);
+  app.notFound((c) => {
+    const { method, path } = c.req;
+    const allow = allowed(path);
+    if (allow.length === 0 || allow.includes(method)) {
+      return problemResponse(
+        c,
+        new HttpProblem(404, "not_found", "Not found", `No route ${method} ${path}.`),
+      );
+    }
+    const detail = `${path} takes ${allow.join(", ")}, not ${method}.`;
+    const problem = new HttpProblem(405, "method_not_allowed", "Method not allowed", detail);
+    return problemResponse(c, problem, { allow: allow.join(", ") });
+  });
 
   // Blob bodies are bounded by their signed URLs; every other body is small JSON.
   if (gateway.localBlobs) app.route("/", blobRoutes(gateway.localBlobs));

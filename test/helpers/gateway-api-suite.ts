@@ -62,6 +62,17 @@ export function describeGatewayApi(label: string, start: () => Promise<TestGatew
       );
     });
 
+    it("answers a method a path does not take with 405 and the methods it does", async () => {
+      const wrong = await gw.api("/v1/jobs", { method: "DELETE" });
+      expect(wrong.headers.get("allow")).toBe("GET, HEAD, POST");
+      const body = await expectProblem(wrong, 405, "method_not_allowed");
+      expect(body.detail).toContain("DELETE");
+      const job = await gw.api("/v1/jobs/job_00000000000000000000000000", { method: "PUT" });
+      expect(job.headers.get("allow")).toBe("GET, HEAD");
+      await expectProblem(job, 405, "method_not_allowed");
+      await expectProblem(await gw.api("/v1/nothing-here", { method: "DELETE" }), 404, "not_found");
+    });
+
     it("answers malformed requests with 4xx problem+json", async () => {
       await expectProblem(
         await gw.api("/v1/jobs", {

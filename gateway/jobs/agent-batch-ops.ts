@@ -4,6 +4,7 @@ import type {
   ClaimBatchResult,
   EventBatchRequest,
   EventBatchResult,
+  QueueDelivery,
 } from "../../shared/protocol/index.ts";
 import { registeredModels } from "../agents/reports.ts";
 import type { Gateway } from "../context.ts";
@@ -84,6 +85,29 @@ export async function claimJobs(
         : { job_id, ok: false as const, problem: outcome.problem };
     }),
   );
+}
+
+/**
+ * The jobs of deliveries just taken from the gateway's queue, claimed for the agent that took
+ * them in one batch (`QueueTakeRequest.claim`), so it makes no claim call of its own: each
+ * delivery carries its claim or the refusal. Should the batch fail, it failed before its one
+ * statement claimed anything (every later error is its item's): the deliveries go out
+ * unclaimed, and the agent claims them as it would have.
+ */
+export async function claimDelivered(
+  gateway: Gateway,
+  agent: AgentRow,
+  deliveries: QueueDelivery[],
+): Promise<QueueDelivery[]> {
+  if (deliveries.length === 0) return deliveries;
+  const claims = deliveries.map((d) => ({ job_id: d.message.id, attempt: d.attempt }));
+  try {
+    const results = await claimJobs(gateway, agent, { v: 1, agent_id: agent.id, claims });
+    return deliveries.map((delivery, i) => ({ ...delivery, claim: results[i] }));
+  } catch (error) {
+    gateway.log.error({ err: error, agent_id: agent.id }, "could not claim the jobs taken");
+    return deliveries;
+  }
 }
 
 /**

@@ -7,6 +7,7 @@ import {
   type QueueTakeResponse,
 } from "../../shared/protocol/index.ts";
 import { type AgentCall, agentCall, callRoutes } from "../agents/calls.ts";
+import { claimDelivered } from "../jobs/agent-batch-ops.ts";
 import {
   queueDepthFor,
   queueInfo,
@@ -21,7 +22,11 @@ import {
 export const agentQueueCalls: AgentCall[] = [
   agentCall("/queue/info", QueueInfoRequest, ({ gateway }) => queueInfo(gateway)),
   agentCall("/queue/take", QueueTakeRequest, async ({ gateway, agent, signal }, request) => {
-    const deliveries = await takeDeliveries(gateway, agent, request, signal());
+    const taken = await takeDeliveries(gateway, agent, request, signal());
+    // A take its agent cut (it went away) claims nothing: what it leased comes back unclaimed
+    // after the lease, as before.
+    const claim = request.claim === true && !signal().aborted;
+    const deliveries = claim ? await claimDelivered(gateway, agent, taken) : taken;
     return { v: 1, deliveries } satisfies QueueTakeResponse;
   }),
   agentCall("/queue/settle", QueueSettleRequest, async ({ gateway, agent }, request) => {

@@ -120,12 +120,16 @@ function itemAnswers(action: "claim" | "events", answer: Answer, count: number):
     const bad = { status: 502, body: null, code: "gateway_bad_response" };
     return Array.from({ length: count }, () => bad);
   }
-  return parsed.data.results.map((result) => {
-    if (!result.ok) return problemAnswer(result.problem);
-    return { status: 200, body: action === "claim" ? result.claim : result.ack, code: null };
-  });
+  return parsed.data.results.map((result) => itemAnswer(action, result));
 }
 
-function problemAnswer(problem: BatchItemProblem): Answer {
-  return { status: problem.status, body: { ...problem }, code: problem.code };
+type BatchItem = z.infer<typeof BatchAnswer>["results"][number];
+
+/** One item of a batch answer as the answer its single call would have had. */
+export function itemAnswer(action: "claim" | "events", item: BatchItem): Answer {
+  if (!item.ok) {
+    const { problem } = item;
+    return { status: problem.status, body: { ...problem }, code: problem.code };
+  }
+  return { status: 200, body: action === "claim" ? item.claim : item.ack, code: null };
 }

@@ -1,6 +1,7 @@
 import { AgentAck, AgentEventAck, Claim } from "../../shared/protocol/agent.ts";
 import { parseAnswer, problemDetail, unexpectedAnswer } from "./answers.ts";
 import { type Answer, batchedJobCalls } from "./batching.ts";
+import { ClaimsAhead } from "./claims-ahead.ts";
 import { gatewayQueueCalls } from "./queue-calls.ts";
 import { createSessionTransport } from "./session.ts";
 import { createGatewayTransport } from "./transport.ts";
@@ -41,13 +42,16 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
    * is more likely a wrong gateway URL, and acking on it would silently drop every job.
    */
   const isJobNotFound = (answer: Answer) => answer.status === 404 && answer.code !== null;
+  const claimsAhead = new ClaimsAhead();
 
   return {
     get agentId() {
       return currentId();
     },
 
-    queue: gatewayQueueCalls(send, currentId),
+    queue: gatewayQueueCalls(send, currentId, claimsAhead),
+
+    claimedAhead: (jobId, attempt) => claimsAhead.take(jobId, attempt)?.status === 200,
 
     async close() {
       await session?.close();
@@ -78,7 +82,9 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
 
     async claim(jobId, attempt) {
       await ensureCredentials();
-      const answer = await batched.claim(jobId, { v: 1, agent_id: currentId(), attempt });
+      const answer =
+        claimsAhead.take(jobId, attempt) ??
+        (await batched.claim(jobId, { v: 1, agent_id: currentId(), attempt }));
       if (answer.status === 200) return { ok: true, claim: parseAnswer(Claim, "claim", answer) };
       if (answer.status === 409 || isJobNotFound(answer)) {
         return {

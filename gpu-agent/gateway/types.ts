@@ -33,7 +33,14 @@ export interface GatewayClient {
   register(registration: AgentRegistration): Promise<void>;
   /** The agent-level heartbeat, sent busy or idle. */
   agentHeartbeat(status: AgentHeartbeatBody): Promise<void>;
+  /** Answered without a call when the gateway claimed the job as it handed it out. */
   claim(jobId: string, attempt: number): Promise<ClaimOutcome>;
+  /**
+   * Whether the gateway claimed this job for this attempt as it handed its delivery out, and
+   * no claim has been made of it since: a delivery given back unrun must then be reported
+   * released. Forgets the claim.
+   */
+  claimedAhead?(jobId: string, attempt: number): boolean;
   /** Keeps the attempt alive; `progress`, when given, is the run's latest report. */
   heartbeat(jobId: string, attempt: number, progress?: ProgressReport): Promise<HeartbeatOutcome>;
   /**

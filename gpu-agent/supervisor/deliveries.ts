@@ -111,7 +111,9 @@ export class Deliveries {
       code: "agent_draining",
       message: "the agent shut down before the job finished",
     };
-    if (job.claimed) await this.#reportReleased(job);
+    // A job the gateway claimed as it handed the delivery out is claimed as well.
+    const claimedAhead = this.options.gateway.claimedAhead?.(job.jobId, job.attempt) ?? false;
+    if (job.claimed || claimedAhead) await this.#reportReleased(job);
     await this.#settle(job, "released", error, () => job.delivery.retry(0, error));
   }
 

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { AgentId } from "./agent.ts";
-import { MAX_AGENT_BATCH } from "./agent-batch.ts";
+import { ClaimBatchResult, MAX_AGENT_BATCH } from "./agent-batch.ts";
 import { JobError } from "./error.ts";
 import { ModelId } from "./job.ts";
 import { QueueMessage, QueueReceipt } from "./queue-message.ts";
@@ -45,6 +45,11 @@ export const QueueTakeRequest = z.object({
   wait_ms: z.number().int().min(0).max(MAX_QUEUE_WAIT_MS).optional(),
   /** Overflow agents: only messages ready at least this long. */
   min_age_ms: z.number().int().min(0).max(3_600_000).optional(),
+  /**
+   * Claim each delivery's job for this agent (at the delivery's attempt) in the same call,
+   * as `POST /jobs/claims` would: each delivery then carries its claim or the refusal.
+   */
+  claim: z.boolean().optional(),
 });
 export type QueueTakeRequest = z.infer<typeof QueueTakeRequest>;
 
@@ -52,6 +57,8 @@ export const QueueDelivery = z.object({
   receipt: QueueReceipt,
   attempt: z.number().int().min(1),
   message: QueueMessage,
+  /** With `claim` asked: the job's claim for this delivery, or why it was refused. */
+  claim: ClaimBatchResult.optional(),
 });
 export type QueueDelivery = z.infer<typeof QueueDelivery>;
 

@@ -101,6 +101,10 @@ describe("an agent in the gateway's process", () => {
     // Each success's report named its delivery, and the gateway acked it with the report:
     // no ack of its own, and nothing left in the queue.
     expect(acks).toEqual([]);
+    // And each job was claimed by the take that handed it out: no claim call of its own.
+    expect(
+      made.filter((path) => path.startsWith("/internal/v1/jobs/") && path.includes("claim")),
+    ).toEqual([]);
     expect(await gw.queue.depth("noop")).toMatchObject({ ready: 0, inFlight: 0, delayed: 0 });
     const jobs = await gw.db
       .selectFrom("jobs")

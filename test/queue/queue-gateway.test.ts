@@ -173,6 +173,31 @@ describe("the gateway's sql queue, from agents", () => {
     await expect(client.report(second!.id, report)).rejects.toMatchObject({ status: 422 });
   });
 
+  it("claims the jobs it hands out with the take, for the agent's claims to find", async () => {
+    const gw = await startTestGateway({ models: ["noop"], sweepIntervalMs: 3_600_000 });
+    onTestFinished(() => gw.close());
+    const client = await agentClient(gw, "claimer");
+    onTestFinished(() => client.close?.());
+    await client.register({ models: ["noop"], provider: "cpu", slots: 1 });
+    const [first, second] = await submitNoopJobs(gw, 2, (n) => ({ n }));
+    const taken: QueueDelivery[] = [];
+    while (taken.length < 2)
+      taken.push(...((await client.queue?.take({ max: 2, wait_ms: 2_000 })) ?? []));
+    const attemptOf = (id: string) => taken.find((d) => d.message.id === id)!.attempt;
+    // Running for this agent before it said a word more.
+    for (const job of [first!, second!]) {
+      const view = (await (await gw.api(`/v1/jobs/${job.id}`)).json()) as { status: string };
+      expect(view.status).toBe("running");
+    }
+    // Its claim is the one the take made; asked again, the gateway refuses a repeat.
+    const claimed = await client.claim(first!.id, attemptOf(first!.id));
+    expect(claimed).toMatchObject({ ok: true, claim: { job: { id: first!.id } } });
+    expect(await client.claim(first!.id, attemptOf(first!.id))).toMatchObject({ ok: false });
+    // A delivery given back unrun: the agent learns it was claimed (once), to report it.
+    expect(client.claimedAhead?.(second!.id, attemptOf(second!.id))).toBe(true);
+    expect(client.claimedAhead?.(second!.id, attemptOf(second!.id))).toBe(false);
+  });
+
   it("refuses a take by an agent that registered none of the models", async () => {
     const gw = await startTestGateway({ sweepIntervalMs: 3_600_000 });
     onTestFinished(() => gw.close());

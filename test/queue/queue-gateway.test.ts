@@ -93,6 +93,22 @@ describeRefill("the gateway's sql queue, from an agent (session)", (onError) =>
   gatewayFixture(onError, "websocket"),
 );
 
+/** A gateway with two noop jobs, both taken by one registered agent's client. */
+async function twoTaken(name: string) {
+  const gw = await startTestGateway({ models: ["noop"], sweepIntervalMs: 3_600_000 });
+  onTestFinished(() => gw.close());
+  const client = await agentClient(gw, name);
+  onTestFinished(() => client.close?.());
+  await client.register({ models: ["noop"], provider: "cpu", slots: 1 });
+  const [first, second] = await submitNoopJobs(gw, 2, (n) => ({ n }));
+  const taken: QueueDelivery[] = [];
+  while (taken.length < 2) {
+    taken.push(...((await client.queue?.take({ max: 2, wait_ms: 2_000 })) ?? []));
+  }
+  const delivery = (id: string | undefined) => taken.find((d) => d.message.id === id)!;
+  return { gw, client, first: first!, second: second!, delivery };
+}
+
 describe("the gateway's sql queue, from agents", () => {
   it("answers a waiting take as soon as a message is published", async () => {
     const fixture = await gatewayFixture();
@@ -133,16 +149,7 @@ describe("the gateway's sql queue, from agents", () => {
   });
 
   it("acks a delivery with its success's report, only while the lease holds", async () => {
-    const gw = await startTestGateway({ models: ["noop"], sweepIntervalMs: 3_600_000 });
-    onTestFinished(() => gw.close());
-    const client = await agentClient(gw, "reporter");
-    onTestFinished(() => client.close?.());
-    await client.register({ models: ["noop"], provider: "cpu", slots: 1 });
-    const [first, second] = await submitNoopJobs(gw, 2, (n) => ({ n }));
-    const taken: QueueDelivery[] = [];
-    while (taken.length < 2)
-      taken.push(...((await client.queue?.take({ max: 2, wait_ms: 2_000 })) ?? []));
-    const delivery = (id: string | undefined) => taken.find((d) => d.message.id === id)!;
+    const { gw, client, first, second, delivery } = await twoTaken("reporter");
     const succeed = async (id: string, receipt: string) => {
       const { attempt } = delivery(id);
       expect(await client.claim(id, attempt)).toMatchObject({ ok: true });
@@ -150,52 +157,44 @@ describe("the gateway's sql queue, from agents", () => {
     };
 
     // The first's own receipt: recorded and acked in one call, its message gone.
-    const own = delivery(first!.id).receipt;
-    expect(await succeed(first!.id, own)).toMatchObject({ status: "succeeded", acked: true });
+    const own = delivery(first.id).receipt;
+    expect(await succeed(first.id, own)).toMatchObject({ status: "succeeded", acked: true });
     expect(await gw.queue.depth("noop")).toMatchObject({ ready: 0, inFlight: 1 });
     // Said again (a lost answer): recorded already, and the lease is gone.
-    const again = await client.report(first!.id, {
+    const again = await client.report(first.id, {
       type: "succeeded",
-      attempt: delivery(first!.id).attempt,
+      attempt: delivery(first.id).attempt,
       output: {},
       ack_receipt: own,
     });
     expect(again).toMatchObject({ status: "succeeded", acked: false });
     // A receipt whose lease is not the one given (another delivery's token) acks nothing.
-    const stale = delivery(second!.id).receipt.replace(
+    const stale = delivery(second.id).receipt.replace(
       /\.(.)/,
       (_, c) => `.${c === "A" ? "B" : "A"}`,
     );
-    expect(await succeed(second!.id, stale)).toMatchObject({ status: "succeeded", acked: false });
+    expect(await succeed(second.id, stale)).toMatchObject({ status: "succeeded", acked: false });
     expect(await gw.queue.depth("noop")).toMatchObject({ ready: 0, inFlight: 1 });
     // A receipt that is no receipt is refused with the whole report, as any malformed field.
     const report = { type: "succeeded" as const, attempt: 1, output: {}, ack_receipt: "1.a/b" };
-    await expect(client.report(second!.id, report)).rejects.toMatchObject({ status: 422 });
+    await expect(client.report(second.id, report)).rejects.toMatchObject({ status: 422 });
   });
 
   it("claims the jobs it hands out with the take, for the agent's claims to find", async () => {
-    const gw = await startTestGateway({ models: ["noop"], sweepIntervalMs: 3_600_000 });
-    onTestFinished(() => gw.close());
-    const client = await agentClient(gw, "claimer");
-    onTestFinished(() => client.close?.());
-    await client.register({ models: ["noop"], provider: "cpu", slots: 1 });
-    const [first, second] = await submitNoopJobs(gw, 2, (n) => ({ n }));
-    const taken: QueueDelivery[] = [];
-    while (taken.length < 2)
-      taken.push(...((await client.queue?.take({ max: 2, wait_ms: 2_000 })) ?? []));
-    const attemptOf = (id: string) => taken.find((d) => d.message.id === id)!.attempt;
+    const { gw, client, first, second, delivery } = await twoTaken("claimer");
+    const attemptOf = (id: string) => delivery(id).attempt;
     // Running for this agent before it said a word more.
-    for (const job of [first!, second!]) {
+    for (const job of [first, second]) {
       const view = (await (await gw.api(`/v1/jobs/${job.id}`)).json()) as { status: string };
       expect(view.status).toBe("running");
     }
     // Its claim is the one the take made; asked again, the gateway refuses a repeat.
-    const claimed = await client.claim(first!.id, attemptOf(first!.id));
-    expect(claimed).toMatchObject({ ok: true, claim: { job: { id: first!.id } } });
-    expect(await client.claim(first!.id, attemptOf(first!.id))).toMatchObject({ ok: false });
+    const claimed = await client.claim(first.id, attemptOf(first.id));
+    expect(claimed).toMatchObject({ ok: true, claim: { job: { id: first.id } } });
+    expect(await client.claim(first.id, attemptOf(first.id))).toMatchObject({ ok: false });
     // A delivery given back unrun: the agent learns it was claimed (once), to report it.
-    expect(client.claimedAhead?.(second!.id, attemptOf(second!.id))).toBe(true);
-    expect(client.claimedAhead?.(second!.id, attemptOf(second!.id))).toBe(false);
+    expect(client.claimedAhead?.(second.id, attemptOf(second.id))).toBe(true);
+    expect(client.claimedAhead?.(second.id, attemptOf(second.id))).toBe(false);
   });
 
   it("refuses a take by an agent that registered none of the models", async () => {

@@ -128,6 +128,7 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
       queueBounds: settings.queueBounds,
       webhookAllow: settings.webhookAllow,
       inputUrlAllow: settings.inputUrlAllow,
+      corsOrigins: settings.corsOrigins,
     },
     maxUploadBytes: settings.maxUploadBytes,
     sweepIntervalMs: settings.sweepIntervalMs,

@@ -20,6 +20,7 @@ import {
   list,
   logFormat,
   logLevel,
+  originList,
   parsed,
   port,
   seconds,
@@ -198,6 +199,11 @@ export const GATEWAY_SETTINGS = {
     allowList().prefault(""),
     "Private hosts tenants' input URLs may name, same forms; give agents the same value. See [Input URLs](api.md#input-urls).",
   ),
+  corsOrigins: setting(
+    "GANTRY_CORS_ORIGINS",
+    originList().prefault(""),
+    "Browser origins that may call the API from their pages: `https://app.example.com,https://ops.example.com`, or `*` for any. Unset, only the gateway's own pages (the console) can. See [Browsers](api.md#browsers).",
+  ),
   metricsPort: setting(
     "GANTRY_METRICS_PORT",
     port(1).nullable().default(null),
@@ -229,10 +235,7 @@ export function readSettings(env: Readonly<Record<string, string | undefined>>) 
   };
 }
 
-/**
- * Where `gantry keys` and `gantry agents` find the database: the gateway's own settings
- * (GANTRY_DATA_DIR, GANTRY_DATABASE_URL), read by the same table.
- */
+/** Where `gantry keys` and `gantry agents` find the database: the gateway's own settings. */
 export function readDatabaseUrl(env: Readonly<Record<string, string | undefined>>): string {
   const { dataDir, databaseUrl } = GATEWAY_SETTINGS;
   const read = readTable({ dataDir, databaseUrl }, { env });
@@ -272,8 +275,7 @@ function readModelTasks(
   given: Record<string, ModelTask>,
   models: string[],
 ): Record<string, ModelTask> {
-  // Gantry's own registry (gpu-agent/registry/builtin-models.yaml) gives these ids their
-  // task; GANTRY_MODEL_TASKS may still say otherwise for a models.yaml of the operator's.
+  // Gantry's registry gives these their task; GANTRY_MODEL_TASKS may still say otherwise.
   const embedded = Object.entries(EMBEDDED_MODEL_TASKS).filter(([id]) => models.includes(id));
   const tasks = { ...Object.fromEntries(embedded), ...given };
   const unknown = models.filter((id) => !(id in BUILTIN_MODELS) && !(id in tasks));

@@ -7,6 +7,7 @@ import { CURSOR_SECRET_NAME, cursorTokens } from "./feed/cursor-token.ts";
 import { TenantFeed } from "./feed/tenant-feed.ts";
 import { allowedMethods } from "./http/allowed-methods.ts";
 import { requireApiKey, requireScope } from "./http/auth.ts";
+import { corsFor } from "./http/cors.ts";
 import { jsonBodyLimit } from "./http/json-body.ts";
 import { PAGE_HEADERS } from "./http/page-policy.ts";
 import { answerWith, logFailure, problemFor, problemResponse } from "./http/problem.ts";
@@ -97,6 +98,9 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
     return problemResponse(c, problem, { allow: allow.join(", ") });
   });
 
+  // Before the blobs and the API: a browser's preflight carries no key.
+  const crossOrigin = corsFor(gateway.config.corsOrigins);
+  if (crossOrigin) app.use("/v1/*", crossOrigin);
   // Blob bodies are bounded by their signed URLs; every other body is small JSON.
   if (gateway.localBlobs) app.route("/", blobRoutes(gateway.localBlobs));
   const jsonLimit = jsonBodyLimit(gateway);

@@ -60,6 +60,11 @@ export const GatewayConfig = z
     webhookAllow: z.array(z.string()).default([]).superRefine(checkAllowList),
     inputUrlAllow: z.array(z.string()).default([]).superRefine(checkAllowList),
     /**
+     * Browser origins that may call the API across origins (GANTRY_CORS_ORIGINS, checked
+     * there): none by default, so only pages of the gateway's own origin (the console) can.
+     */
+    corsOrigins: z.array(z.string()).default([]),
+    /**
      * Backpressure: the most jobs that may wait (ready, not yet taken) in one model's queue
      * before `POST /v1/jobs` answers 503; `queueBounds` sets it per model.
      */

@@ -73,6 +73,31 @@ export const parsed = <T>(read: (value: string) => T) =>
     }
   });
 
+/**
+ * Browser origins allowed to call the API (`https://app.example.com`, or `*` for any),
+ * comma-separated, none when empty: each exactly an origin, with no path, as a browser sends it.
+ */
+export const originList = () =>
+  parsed((value) => {
+    const origins = [...new Set(value.split(",").map((part) => part.trim()))].filter(Boolean);
+    const bad = origins.find((origin) => origin !== "*" && !isOrigin(origin));
+    if (bad !== undefined) {
+      throw new Error(
+        `${bad} is no origin: give scheme, host and port only (https://app.example.com), or *`,
+      );
+    }
+    return origins;
+  });
+
+function isOrigin(value: string): boolean {
+  try {
+    const url = new URL(value);
+    return (url.protocol === "https:" || url.protocol === "http:") && url.origin === value;
+  } catch {
+    return false;
+  }
+}
+
 /** Hosts, `*.suffixes`, addresses and CIDR ranges, comma-separated (shared/net/allow-list.ts). */
 export const allowList = () => parsed((value) => [...parseAllowList(value).entries]);
 

@@ -163,6 +163,7 @@ describe("queue bounds", () => {
         GANTRY_MAX_QUEUE_DEPTH_BY_MODEL: "noop=7",
         GANTRY_WEBHOOK_ALLOW: "hooks.corp.example",
         GANTRY_INPUT_URL_ALLOW: "10.0.0.0/8",
+        GANTRY_CORS_ORIGINS: "https://app.example, http://localhost:5173",
       },
       url,
     );
@@ -171,7 +172,9 @@ describe("queue bounds", () => {
       queueBounds: { noop: 7 },
       webhookAllow: ["hooks.corp.example"],
       inputUrlAllow: ["10.0.0.0/8"],
+      corsOrigins: ["https://app.example", "http://localhost:5173"],
     });
+    expect(readWorkerSettings(env, url).config.corsOrigins).toEqual([]);
     expect(readWorkerSettings(env, url).config.maxQueueDepth).toBe(10_000);
     expect(() => readWorkerSettings({ ...env, GANTRY_MAX_QUEUE_DEPTH: "lots" }, url)).toThrow(
       /GANTRY_MAX_QUEUE_DEPTH: must be a whole number/,
@@ -179,6 +182,27 @@ describe("queue bounds", () => {
     expect(() =>
       readWorkerSettings({ ...env, GANTRY_MAX_QUEUE_DEPTH_BY_MODEL: "yolo=3" }, url),
     ).toThrow(/GANTRY_MAX_QUEUE_DEPTH_BY_MODEL/);
+  });
+});
+
+describe("browser origins (GANTRY_CORS_ORIGINS)", () => {
+  it("takes origins or *, and refuses anything with a path, a query or another scheme", () => {
+    expect(readSettings({ GANTRY_CORS_ORIGINS: "https://app.example,*" }).corsOrigins).toEqual([
+      "https://app.example",
+      "*",
+    ]);
+    expect(readSettings({}).corsOrigins).toEqual([]);
+    for (const bad of [
+      "https://app.example/",
+      "https://app.example/x",
+      "app.example",
+      "ftp://a.example",
+      "https://a.example?x=1",
+    ]) {
+      expect(() => readSettings({ GANTRY_CORS_ORIGINS: bad }), bad).toThrow(
+        /GANTRY_CORS_ORIGINS: .* is no origin/,
+      );
+    }
   });
 });
 

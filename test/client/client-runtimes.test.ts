@@ -4,9 +4,12 @@
  * Chromium page against a real gateway.
  */
 import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Miniflare } from "miniflare";
+import type { Page } from "playwright-core";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gantry as GantryClass } from "../../client/index.ts";
@@ -19,17 +22,33 @@ import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
 import { COMPATIBILITY_DATE } from "../helpers/workerd.ts";
 
 let gw: TestGateway;
+/**
+ * The SDK page served from another origin: a server of its own on loopback (Chromium lets
+ * only a page of the same address space reach a loopback address unasked), which the gateway
+ * lists in GANTRY_CORS_ORIGINS as `http://127.0.0.1:<port>`; `http://localhost:<port>` is the
+ * same server under an origin the gateway does not list.
+ */
+let pages: Server;
+let appOrigin: string;
 let agent: AgentHandle;
 let bundle: ClientBundle;
 
 beforeAll(async () => {
   bundle = await bundleClient();
-  gw = await startTestGateway();
+  pages = createServer((request, response) => {
+    const script = request.url?.endsWith(".js");
+    response.writeHead(200, { "content-type": script ? "text/javascript" : "text/html" });
+    response.end(script ? bundle.code : SDK_PAGE);
+  });
+  await new Promise<void>((resolve) => pages.listen(0, "127.0.0.1", resolve));
+  appOrigin = `http://127.0.0.1:${(pages.address() as AddressInfo).port}`;
+  gw = await startTestGateway({ config: { corsOrigins: [appOrigin] } });
   agent = await startTestAgent(gw);
 }, 60_000);
 afterAll(async () => {
   await agent?.stop();
   await gw?.close();
+  pages?.close();
 });
 
 describe("the SDK's import graph", () => {
@@ -107,21 +126,7 @@ describe("in a real browser page (Chromium)", () => {
     try {
       const page = await browser.newPage();
       // The page and the bundle are served at the gateway's origin, as the console will be.
-      await page.route(`${gw.url}/__sdk/**`, (route) =>
-        route.fulfill(
-          route.request().url().endsWith(".js")
-            ? { contentType: "text/javascript", body: bundle.code }
-            : {
-                contentType: "text/html",
-                body: `<!doctype html><title>sdk</title><script type="module">
-import { Gantry } from "/__sdk/client.js";
-window.Gantry = Gantry;
-</script>`,
-              },
-        ),
-      );
-      await page.goto(`${gw.url}/__sdk/index.html`);
-      await page.waitForFunction(() => "Gantry" in window);
+      await openSdkPage(page, gw.url);
       const png = await renderTextPng(["Browser 6620"]);
       const result = await page.evaluate(
         async ({ key, bytes }) => {
@@ -158,4 +163,72 @@ window.Gantry = Gantry;
       await browser.close();
     }
   }, 60_000);
+
+  it("runs from a page of another origin the gateway lists, and not from one it does not", async () => {
+    const browser = await launchBrowser();
+    try {
+      const page = await browser.newPage();
+      await openSdkPage(page, appOrigin);
+      const png = await renderTextPng(["Origin 4417"]);
+      const result = await page.evaluate(
+        async ({ key, bytes, baseUrl }) => {
+          const { Gantry } = window as unknown as { Gantry: typeof GantryClass };
+          const gantry = new Gantry({ baseUrl, apiKey: key });
+          const file = new File([new Uint8Array(bytes)], "scan.png", { type: "image/png" });
+          // The upload's presigned PUT, the submit, its event stream: each across origins.
+          const output = await gantry.run("ocr", { image: file });
+          const ids: string[] = [];
+          for await (const job of gantry.jobs.list({ limit: 1 })) {
+            ids.push(job.id);
+            break;
+          }
+          return { text: output.text, origin: location.origin, ids };
+        },
+        { key: gw.apiKey, bytes: [...png], baseUrl: gw.url },
+      );
+      expect(result.origin).toBe(appOrigin);
+      expect(result.text).toContain("4417");
+      expect(result.ids).toHaveLength(1);
+
+      const other = await browser.newPage();
+      await openSdkPage(other, appOrigin.replace("127.0.0.1", "localhost"));
+      const refused = await other.evaluate(
+        async ({ key, baseUrl }) => {
+          const { Gantry } = window as unknown as { Gantry: typeof GantryClass };
+          const gantry = new Gantry({ baseUrl, apiKey: key, maxRetries: 0 });
+          return gantry.jobs.get("job_00000000000000000000000000").then(
+            () => "answered",
+            (error: Error) => error.name,
+          );
+        },
+        { key: gw.apiKey, baseUrl: gw.url },
+      );
+      expect(refused).not.toBe("answered");
+    } finally {
+      await browser.close();
+    }
+  }, 60_000);
 });
+
+const SDK_PAGE = `<!doctype html><title>sdk</title><script type="module">
+import { Gantry } from "/__sdk/client.js";
+window.Gantry = Gantry;
+</script>`;
+
+/**
+ * A page of `origin` with the SDK bundle loaded: at the gateway's own origin Playwright
+ * answers for it (as the console's pages are the gateway's), elsewhere the page server does.
+ */
+async function openSdkPage(page: Page, origin: string) {
+  if (origin === gw.url) {
+    await page.route(`${origin}/__sdk/**`, (route) =>
+      route.fulfill(
+        route.request().url().endsWith(".js")
+          ? { contentType: "text/javascript", body: bundle.code }
+          : { contentType: "text/html", body: SDK_PAGE },
+      ),
+    );
+  }
+  await page.goto(`${origin}/__sdk/index.html`);
+  await page.waitForFunction(() => "Gantry" in window);
+}

@@ -22,6 +22,7 @@ import {
   flag,
   httpUrl,
   list,
+  originList,
   parsed,
   text,
   wholeNumber,
@@ -189,6 +190,11 @@ export const WORKER_SETTINGS = {
     allowList().prefault(""),
     "Private input hosts (hosts, CIDRs) tenants' input URLs may name; give agents the same value.",
   ),
+  corsOrigins: setting(
+    "GANTRY_CORS_ORIGINS",
+    originList().prefault(""),
+    "Browser origins that may call the API (`https://app.example.com,…`, or `*`); unset, the Worker's own origin only.",
+  ),
   allowInsecureWebhooks: setting(
     "GANTRY_ALLOW_INSECURE_WEBHOOKS",
     flag().prefault("false"),
@@ -213,6 +219,7 @@ export function readWorkerSettings(env: WorkerEnv, fallbackPublicUrl: string) {
     queueBounds: queueBounds(s.maxQueueDepthByModel, s.models),
     webhookAllow: s.webhookAllow,
     inputUrlAllow: s.inputUrlAllow,
+    corsOrigins: s.corsOrigins,
     allowInsecureWebhooks: s.allowInsecureWebhooks,
   });
   if (!parsedConfig.success) {
@@ -283,12 +290,7 @@ export function configurationError(problems: readonly SettingProblem[]): Configu
 }
 
 function endpointUrl(value: string): string {
-  let url: URL | null = null;
-  try {
-    url = new URL(value.trim());
-  } catch {
-    // refused below
-  }
+  const url = URL.canParse(value.trim()) ? new URL(value.trim()) : null;
   if (!url || (url.protocol !== "http:" && url.protocol !== "https:")) {
     throw new Error("must be an http(s) URL");
   }

@@ -107,7 +107,7 @@ export function startAgentHeartbeats(options: AgentHeartbeatOptions): AgentHeart
   let vramUsedMb: number | undefined;
   let devices: AgentDevice[] | undefined;
   const readGpus = options.readGpus ?? readGpusWithNvidiaSmi;
-  let lastRegistered = JSON.stringify(options.registered);
+  let registered = options.registered;
   let beating: Promise<void> | null = null;
 
   const unsubscribe = supervisor.on((event) => {
@@ -139,11 +139,16 @@ export function startAgentHeartbeats(options: AgentHeartbeatOptions): AgentHeart
 
   async function registerIfChanged(): Promise<void> {
     const current = options.registration();
-    if (current && JSON.stringify(current) !== lastRegistered) {
-      await gateway.register(current);
-      lastRegistered = JSON.stringify(current);
-      logger.info({ models: current.models, provider: current.provider }, "registered again");
-    }
+    if (!current) return;
+    // Named, so a log reader sees why (at start: the prefetch, known once the consumer ran).
+    const changed = changedFields(registered, current);
+    if (changed.length === 0) return;
+    await gateway.register(current);
+    registered = current;
+    logger.info(
+      { models: current.models, provider: current.provider, changed },
+      `told the gateway what changed: ${changed.join(", ")}`,
+    );
   }
 
   async function beat(): Promise<void> {
@@ -190,4 +195,13 @@ export function startAgentHeartbeats(options: AgentHeartbeatOptions): AgentHeart
       await beating;
     },
   };
+}
+
+/** The fields of a registration whose values differ (compared as JSON). */
+function changedFields(before: AgentRegistration, after: AgentRegistration): string[] {
+  const values = (registration: AgentRegistration) =>
+    new Map(Object.entries(registration).map(([key, value]) => [key, JSON.stringify(value)]));
+  const [was, now] = [values(before), values(after)];
+  const keys = new Set([...was.keys(), ...now.keys()]);
+  return [...keys].filter((key) => was.get(key) !== now.get(key));
 }

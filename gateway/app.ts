@@ -93,9 +93,10 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
         new HttpProblem(404, "not_found", "Not found", `No route ${method} ${path}.`),
       );
     }
-    const detail = `${path} takes ${allow.join(", ")}, not ${method}.`;
+    const methods = allow.join(", ");
+    const detail = `${path} takes ${methods}, not ${method}.`;
     const problem = new HttpProblem(405, "method_not_allowed", "Method not allowed", detail);
-    return problemResponse(c, problem, { allow: allow.join(", ") });
+    return problemResponse(c, problem, { allow: methods });
   });
 
   // Before the blobs and the API: a browser's preflight carries no key.

@@ -112,8 +112,10 @@ export class Deliveries {
       message: "the agent shut down before the job finished",
     };
     // A job the gateway claimed as it handed the delivery out is claimed as well.
-    const claimedAhead = this.options.gateway.claimedAhead?.(job.jobId, job.attempt) ?? false;
-    if (job.claimed || claimedAhead) await this.#reportReleased(job);
+    const { gateway } = this.options;
+    if (job.claimed || gateway.claimedAhead?.(job.jobId, job.attempt)) {
+      await this.#reportReleased(job);
+    }
     await this.#settle(job, "released", error, () => job.delivery.retry(0, error));
   }
 
@@ -164,10 +166,9 @@ export class Deliveries {
       ...(byReport && { ack_receipt: byReport.receipt }),
     };
     const lingerMs = this.options.reportLingerMs?.() ?? 0;
-    const reported = await this.#hold(job, "report", () =>
+    const { acked } = await this.#hold(job, "report", () =>
       gateway.report(job.jobId, report, { lingerMs }),
     );
-    const { acked } = reported;
     await this.#settle(job, "succeeded", null, () =>
       byReport && acked !== undefined ? byReport.acked(acked) : job.delivery.ack(),
     );

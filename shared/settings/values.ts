@@ -42,20 +42,20 @@ export const flag = () =>
 /** An http(s) URL. */
 export const httpUrl = () => z.url({ protocol: /^https?$/, error: "must be an http(s) URL" });
 
+/** The parts of a comma-separated value, trimmed, without empty ones or repeats. */
+const commaSeparated = (value: string) => [
+  ...new Set(
+    value
+      .split(",")
+      .map((part) => part.trim())
+      .filter(Boolean),
+  ),
+];
+
 /** A comma-separated list of `item`s, trimmed and without repeats; at least one. */
 export const list = <T extends z.ZodType>(item: T) =>
   z.preprocess(
-    (value) =>
-      typeof value === "string"
-        ? [
-            ...new Set(
-              value
-                .split(",")
-                .map((part) => part.trim())
-                .filter(Boolean),
-            ),
-          ]
-        : value,
+    (value) => (typeof value === "string" ? commaSeparated(value) : value),
     z.array(item).min(1, "must name at least one, comma-separated"),
   );
 
@@ -79,7 +79,7 @@ export const parsed = <T>(read: (value: string) => T) =>
  */
 export const originList = () =>
   parsed((value) => {
-    const origins = [...new Set(value.split(",").map((part) => part.trim()))].filter(Boolean);
+    const origins = commaSeparated(value);
     const bad = origins.find((origin) => origin !== "*" && !isOrigin(origin));
     if (bad !== undefined) {
       throw new Error(

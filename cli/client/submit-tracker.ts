@@ -41,7 +41,11 @@ interface Waiter {
 export class SubmitTracker {
   /** The latest status the stream gave for each job not yet settled. */
   private readonly seen = new Map<string, string>();
-  private readonly waiters = new Map<string, Waiter>();
+  /**
+   * Who waits for each job: more than one when files of the same bytes share their job (the
+   * same idempotency key), and each of them must hear its end.
+   */
+  private readonly waiters = new Map<string, Set<Waiter>>();
   private failure: unknown = null;
   private readonly stop = new AbortController();
   private readonly running: Promise<void>;
@@ -62,7 +66,7 @@ export class SubmitTracker {
     this.running = this.follow(opened).catch((error: unknown) => {
       this.failure = error;
       refused(error);
-      for (const waiter of this.waiters.values()) waiter.terminal();
+      for (const waiting of this.waiters.values()) for (const waiter of waiting) waiter.terminal();
     });
   }
 
@@ -92,9 +96,10 @@ export class SubmitTracker {
 
   private note(id: string, status: string): void {
     this.seen.set(id, status);
-    const waiter = this.waiters.get(id);
-    waiter?.onStatus(status);
-    if (TERMINAL.has(status)) waiter?.terminal();
+    for (const waiter of this.waiters.get(id) ?? []) {
+      waiter.onStatus(status);
+      if (TERMINAL.has(status)) waiter.terminal();
+    }
   }
 
   private async recheck(id: string): Promise<void> {
@@ -116,10 +121,14 @@ export class SubmitTracker {
       // Not ours to hear of: followed on its own.
       return this.gantry.jobs.wait(id, { signal, onProgress: (u) => onStatus(u.status) });
     }
+    const waiting = this.waiters.get(id) ?? new Set<Waiter>();
+    this.waiters.set(id, waiting);
+    const waiter: Waiter = { onStatus, terminal: () => {} };
+    waiting.add(waiter);
     try {
       for (;;) {
         const terminal = new Promise<void>((resolve) => {
-          this.waiters.set(id, { onStatus, terminal: resolve });
+          waiter.terminal = resolve;
         });
         let status = this.seen.get(id) ?? snapshot?.status;
         if (status === undefined) {
@@ -141,8 +150,11 @@ export class SubmitTracker {
         this.seen.set(id, job.status);
       }
     } finally {
-      this.waiters.delete(id);
-      this.seen.delete(id);
+      waiting.delete(waiter);
+      if (waiting.size === 0) {
+        this.waiters.delete(id);
+        this.seen.delete(id);
+      }
     }
   }
 

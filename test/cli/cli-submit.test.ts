@@ -221,3 +221,26 @@ it("stops before any upload when the model is unknown, writing no error per file
   expect(stderr).toContain("No model nope");
   expect(existsSync(out) ? readdirSync(out, { recursive: true }) : []).toEqual([]);
 });
+
+it("writes a result for every copy of a file, the copies sharing one job", {
+  timeout: 60_000,
+}, async () => {
+  // Same bytes, same key: one job, which every copy's file waits for at once.
+  const folder = join(dir, "copies");
+  mkdirSync(folder, { recursive: true });
+  const png = await sharp({
+    create: { width: 4, height: 4, channels: 3, background: { r: 1, g: 2, b: 3 } },
+  })
+    .png()
+    .toBuffer();
+  for (const name of ["a", "b", "c"]) writeFileSync(join(folder, `${name}.png`), png);
+  const before = await jobCount();
+  const out = join(dir, "out-copies");
+  const run = submit(out, folder);
+  const hung = setTimeout(() => run.child.kill("SIGKILL"), 40_000);
+  const code = await run.exit;
+  clearTimeout(hung);
+  expect(code, run.stderr()).toBe(0);
+  expect(results(out, ".").sort()).toEqual(["a.png.json", "b.png.json", "c.png.json"]);
+  expect(await jobCount()).toBe(before + 1);
+});

@@ -52,7 +52,7 @@ export async function submitCommand(
   // only to write an error for each (the APIError ends the command, exit 1).
   await gantry.models.get(model);
   const params = flags.param ?? {};
-  const counts = emptyCounts(await countInputFiles(args));
+  const counts = emptyCounts(await countInputFiles(args, flags.out));
   const state = await SubmitState.open(flags.out);
   const progress = new SubmitProgress(counts, {
     tty: Boolean(process.stderr.isTTY),
@@ -77,7 +77,7 @@ export async function submitCommand(
     throw error;
   }
 
-  const files = inputFiles(args);
+  const files = inputFiles(args, flags.out);
   const one = async (file: InputFile) => {
     const base = join(flags.out, file.name);
     if (existsSync(`${base}.json`) || existsSync(`${base}.error.json`)) {

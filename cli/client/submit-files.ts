@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { opendir, stat } from "node:fs/promises";
-import { basename, isAbsolute, join, relative } from "node:path";
+import { basename, isAbsolute, join, relative, resolve } from "node:path";
 import { glob } from "tinyglobby";
 import { typeFromName } from "../../client/files.ts";
 import { UserError } from "../../shared/errors.ts";
@@ -12,19 +12,32 @@ export interface InputFile {
   name: string;
 }
 
+/** Whether `path` is `folder` or inside it. */
+function within(folder: string, path: string): boolean {
+  const rest = relative(folder, resolve(path));
+  return rest === "" || (!rest.startsWith("..") && !isAbsolute(rest));
+}
+
 /**
  * Every file the arguments name, one at a time: folders are read as a stream (never listed
  * whole, so 100 000 files cost no more memory than ten), keeping the files of a type some
  * model takes; a file is taken as it is; anything else is a glob.
+ *
+ * Nothing under `skip` (the run's `--out`) is an input: an out folder inside the input
+ * folder would otherwise send the results of the last run (JSON, artifact images) as jobs.
  */
-export async function* inputFiles(args: readonly string[]): AsyncGenerator<InputFile> {
+export async function* inputFiles(
+  args: readonly string[],
+  skip?: string,
+): AsyncGenerator<InputFile> {
+  const skipped = (path: string) => skip !== undefined && within(resolve(skip), path);
   for (const arg of args) {
     const info = await stat(arg).catch(() => null);
     if (info?.isDirectory()) {
       for await (const entry of await opendir(arg, { recursive: true, bufferSize: 256 })) {
         if (!entry.isFile() || entry.name.startsWith(".") || !typeFromName(entry.name)) continue;
         const path = join(entry.parentPath, entry.name);
-        yield { path, name: relative(arg, path) };
+        if (!skipped(path)) yield { path, name: relative(arg, path) };
       }
     } else if (info?.isFile()) {
       yield { path: arg, name: basename(arg) };
@@ -32,16 +45,18 @@ export async function* inputFiles(args: readonly string[]): AsyncGenerator<Input
       const matches = await glob(arg, { onlyFiles: true, absolute: false });
       if (matches.length === 0)
         throw new UserError(`${arg}: no such file, folder or matching glob`);
-      for (const path of matches)
+      for (const path of matches) {
+        if (skipped(path)) continue;
         yield { path, name: isAbsolute(path) || path.startsWith("..") ? basename(path) : path };
+      }
     }
   }
 }
 
 /** How many files the arguments name (a streaming pass, for the progress bar's total). */
-export async function countInputFiles(args: readonly string[]): Promise<number> {
+export async function countInputFiles(args: readonly string[], skip?: string): Promise<number> {
   let n = 0;
-  for await (const _ of inputFiles(args)) n++;
+  for await (const _ of inputFiles(args, skip)) n++;
   return n;
 }
 

@@ -33,6 +33,25 @@ describe("gantry submit's inputs", () => {
     expect(await countInputFiles([join(dir, "a")])).toBe(2);
   });
 
+  it("never takes the results of its out folder as inputs", async () => {
+    const out = join(dir, "a", "results");
+    mkdirSync(join(out, "b"), { recursive: true });
+    writeFileSync(join(out, "one.png.json"), "{}");
+    writeFileSync(join(out, "b", "two.JPG.image.png"), "3");
+    const names = async (args: string[], skip: string) => {
+      const found: string[] = [];
+      for await (const file of inputFiles(args, skip)) found.push(file.name);
+      return found.sort();
+    };
+    try {
+      expect(await names([join(dir, "a")], out)).toEqual(["b/two.JPG", "one.png"]);
+      expect(await countInputFiles([join(dir, "a")], out)).toBe(2);
+      expect(await names([`${dir}/a/**/*.png`], `${out}/`)).toEqual(["one.png"]);
+    } finally {
+      rmSync(out, { recursive: true });
+    }
+  });
+
   it("takes a named file as it is, and expands globs", async () => {
     expect(await collect([join(dir, "a", "notes.txt")])).toEqual(["notes.txt"]);
     expect(await collect([`${dir}/a/**/*.png`])).toEqual(["one.png"]);

@@ -1,5 +1,6 @@
 import { givenSettings } from "../../shared/settings/index.ts";
 import { AGENT_SETTINGS, type AgentConfigFlags, parseAgentConfig } from "../config.ts";
+import { createGatewayClient } from "../gateway/client.ts";
 import { modelIds } from "../pipelines/index.ts";
 import {
   builtinRegistryIds,
@@ -47,6 +48,23 @@ export async function doctorCommand(
   });
   const models = modelsGiven ? config.models : knownModels(registry);
 
+  // A signed call needs the agent's own secret: with the token alone it would enroll.
+  const secret = config.agentSecret;
+  const gatewayQueueInfo =
+    !unset.gateway && unset.queue && secret
+      ? async () => {
+          const client = createGatewayClient({
+            gatewayUrl: config.gatewayUrl,
+            agentId: config.agentId,
+            secret,
+            tries: 1,
+            ...(deps.fetch ? { fetch: deps.fetch } : {}),
+          });
+          if (!client.queue) throw new Error("this gateway client cannot ask about the queue");
+          return client.queue.info();
+        }
+      : undefined;
+
   say(
     `checking this host for agent ${config.agentId} → gateway ${unset.gateway ? "(not configured)" : config.gatewayUrl}`,
   );
@@ -59,6 +77,7 @@ export async function doctorCommand(
       threads: config.threads,
       tensorrt: config.tensorrt,
       settingRows: [credentialsCheck(unset)],
+      ...(gatewayQueueInfo ? { gatewayQueueInfo } : {}),
       ...(config.metricsPort === undefined ? {} : { agentMetricsPort: config.metricsPort }),
       ...(config.gpus ? { gpus: config.gpus } : {}),
       ...(env.CUDA_VISIBLE_DEVICES === undefined

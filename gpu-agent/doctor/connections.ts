@@ -1,5 +1,8 @@
+import type { QueueInfo } from "../../shared/protocol/index.ts";
 import type { OpenedQueue, OpenQueueOptions } from "../../shared/queue/open/index.ts";
+import { GatewayError } from "../gateway/errors.ts";
 import { type CheckResult, errorText, withTimeout } from "./report.ts";
+import { notConfigured, SETTING_HINTS } from "./settings.ts";
 
 /** What `run` does about it: an unreachable peer is transient, never a reason to exit. */
 const WAITS = "`gantry-agent run` waits for it, retrying with backoff (its log says so)";
@@ -37,6 +40,52 @@ export async function queueCheck(
     };
   } finally {
     await opened?.close().catch(() => {});
+  }
+}
+
+/**
+ * No queue URL: the agent takes its jobs from the gateway, which it can only when the
+ * gateway's queue is `sql`; a broker's agents need its URL. Asked with a signed call when
+ * the doctor can sign (`info`); with only the enrollment token it would have to enroll to
+ * ask, so the row says what `run` will find out at start instead.
+ */
+export async function gatewayQueueCheck(
+  info: (() => Promise<QueueInfo>) | undefined,
+  timeoutMs: number,
+): Promise<CheckResult> {
+  const name = "queue";
+  if (!info) {
+    return {
+      name,
+      status: "skip",
+      detail:
+        "GANTRY_QUEUE_URL unset: jobs come from the gateway, which serves them when its queue is sql (`run` asks at start; asking here would enroll)",
+      hint: SETTING_HINTS.queue,
+    };
+  }
+  try {
+    const answer = await withTimeout(info(), timeoutMs, "the gateway's queue info");
+    if (!answer.served) {
+      return {
+        ...notConfigured(name, SETTING_HINTS.queue),
+        detail: `the gateway's queue is a broker (${answer.transport}), which agents read themselves`,
+      };
+    }
+    return {
+      name,
+      status: "pass",
+      detail: `served by the gateway (its ${answer.transport} queue, lease ${answer.lease_ms / 1000} s): no GANTRY_QUEUE_URL needed`,
+    };
+  } catch (error) {
+    const refused = error instanceof GatewayError && error.status === 401;
+    return {
+      name,
+      status: "fail",
+      detail: `cannot ask the gateway about its queue: ${errorText(error)}`,
+      hint: refused
+        ? "fix the credentials first: the gateway refuses `gantry-agent run` the same way"
+        : `check GANTRY_GATEWAY_URL and that this host can reach it; ${WAITS}`,
+    };
   }
 }
 

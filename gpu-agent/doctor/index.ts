@@ -1,3 +1,4 @@
+import type { QueueInfo } from "../../shared/protocol/index.ts";
 import {
   type OpenedQueue,
   type OpenQueueOptions,
@@ -6,7 +7,7 @@ import {
 import type { ExecutionProvider } from "../inference/types.ts";
 import type { ModelConfig } from "../pipelines/model-config.ts";
 import { probeProvider } from "../runner/providers.ts";
-import { gatewayCheck, queueCheck } from "./connections.ts";
+import { gatewayCheck, gatewayQueueCheck, queueCheck } from "./connections.ts";
 import {
   cudaLibraryCheck,
   cudaLibraryPath,
@@ -38,6 +39,11 @@ export interface DoctorOptions {
   tensorrt?: boolean;
   /** Per network check. Default 10 s. */
   timeoutMs?: number;
+  /**
+   * With no queue URL: asks the gateway (a signed call) whether it serves its queue to
+   * agents. Absent when the doctor cannot sign without enrolling (only a token is set).
+   */
+  gatewayQueueInfo?: () => Promise<QueueInfo>;
   /** Rows about the settings themselves (credentials), shown before the connections. */
   settingRows?: readonly CheckResult[];
   /** `GANTRY_METRICS_PORT`: an agent already running here is asked whether it holds jobs. */
@@ -111,7 +117,11 @@ export async function runDoctor(
   }
 
   for (const row of options.settingRows ?? []) record(row);
-  if (options.queueUrl === null) {
+  if (options.queueUrl === null && options.gatewayUrl !== null) {
+    // The usual case with the sql queue: none to set, when the gateway serves its own.
+    progress("asking the gateway whether it serves its queue to agents…");
+    record(await gatewayQueueCheck(options.gatewayQueueInfo, timeoutMs));
+  } else if (options.queueUrl === null) {
     record(notConfigured("queue", SETTING_HINTS.queue));
   } else {
     progress("checking the queue…");

@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { knownModels } from "../../gpu-agent/doctor/command.ts";
+import { gatewayQueueCheck } from "../../gpu-agent/doctor/connections.ts";
 import { type CheckResult, formatReport, runDoctor } from "../../gpu-agent/doctor/index.ts";
 import { runningAgentCheck } from "../../gpu-agent/doctor/running-agent.ts";
 import { createAgentMetrics } from "../../gpu-agent/metrics.ts";
@@ -216,6 +217,56 @@ describe("gantry-agent doctor", () => {
     });
     expect(row(parsed.results, "model noop")?.status).toBe("pass");
     expect(parsed.results.map((result) => result.name)).not.toContain("model ocr");
+  });
+
+  it("with no queue URL, asks the gateway whether it serves its queue, signing as the agent", async () => {
+    const { row: agent, secret } = await gateway.gateway.stores.agents.create({
+      source: "admin",
+      now: Date.now(),
+    });
+    const settings = {
+      GANTRY_EXECUTION_PROVIDERS: "cpu",
+      GANTRY_MODELS: "noop",
+      GANTRY_GATEWAY_URL: gateway.url,
+      GANTRY_AGENT_ID: agent.id,
+    };
+    const served = await runBin(["doctor"], { ...settings, GANTRY_AGENT_SECRET: secret });
+    expect(served.code, served.stderr).toBe(0);
+    expect(served.stdout).toMatch(/^PASS +queue +served by the gateway \(its sql queue/m);
+    expect(served.stdout).toMatch(/^READY/m);
+
+    // A wrong secret is found here, not at the agent's first job.
+    const refused = await runBin(["doctor"], {
+      ...settings,
+      GANTRY_AGENT_SECRET: `gas_${"x".repeat(43)}`,
+    });
+    expect(refused.code, refused.stderr).toBe(1);
+    expect(refused.stdout).toMatch(
+      /^FAIL +queue +cannot ask the gateway about its queue: .*signature/m,
+    );
+
+    // With only the enrollment token it would have to enroll to ask: it says so, and waits.
+    const token = await runBin(["doctor"], { ...settings, GANTRY_AGENT_TOKEN: gateway.agentToken });
+    expect(token.code, token.stderr).toBe(0);
+    expect(token.stdout).toMatch(
+      /^SKIP +queue +GANTRY_QUEUE_URL unset: jobs come from the gateway/m,
+    );
+    expect(token.stdout).toMatch(/^READY/m);
+  });
+
+  it("asks for the queue URL when the gateway's queue is a broker", async () => {
+    const broker = async () => ({
+      v: 1 as const,
+      served: false,
+      transport: "external",
+      lease_ms: 60_000,
+      max_attempts: 5,
+    });
+    expect(await gatewayQueueCheck(broker, 1000)).toMatchObject({
+      status: "unset",
+      detail: "the gateway's queue is a broker (external), which agents read themselves",
+      hint: expect.stringContaining("set GANTRY_QUEUE_URL"),
+    });
   });
 
   it("knows every model the registry names, beside the built-in ones", () => {

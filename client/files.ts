@@ -1,3 +1,5 @@
+import { GantryError } from "./errors.ts";
+
 /**
  * What `input.image` (or `uploads.create`) accepts. A string is an upload id (`upl_…`), an
  * https URL, or, on Node, Bun and Deno, a file path.
@@ -51,15 +53,28 @@ export const canReadPaths = (): boolean =>
  */
 async function blobFromPath(path: string): Promise<Blob> {
   if (!canReadPaths())
-    throw new TypeError(
+    throw new GantryError(
       `"${path}" looks like a file path, which only Node, Bun and Deno can read: pass a Blob, File, Uint8Array or ReadableStream`,
     );
   const fsModule = "node:fs";
   const fs = (await import(/* @vite-ignore */ fsModule)) as {
     openAsBlob(path: string, options?: { type?: string }): Promise<Blob>;
+    promises: { stat(path: string): Promise<{ isFile(): boolean }> };
   };
+  // openAsBlob says only "Unable to open file as blob", whatever went wrong: ask first.
+  const info = await fs.promises.stat(path).catch((error: { code?: string }) => {
+    throw new GantryError(`cannot read "${path}": ${FS_REASONS[error.code ?? ""] ?? error}`);
+  });
+  if (!info.isFile()) throw new GantryError(`cannot read "${path}": it is not a file`);
   return fs.openAsBlob(path, { type: typeFromName(path) ?? "" });
 }
+
+const FS_REASONS: Record<string, string> = {
+  ENOENT: "no such file",
+  ENOTDIR: "no such file (a part of the path is not a folder)",
+  EACCES: "permission denied",
+  EPERM: "permission denied",
+};
 
 /** Any accepted file as a Blob, with its content type found when the caller gave none. */
 export async function toBlob(file: FileInput, contentType?: string): Promise<Blob> {

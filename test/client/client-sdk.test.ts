@@ -1,7 +1,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { APIError, Gantry, JobFailedError } from "../../client/index.ts";
+import { APIError, Gantry, GantryError, JobFailedError } from "../../client/index.ts";
 import type { AgentHandle } from "../../gpu-agent/agent.ts";
 import { AMQP_URL } from "../helpers/amqp-fixture.ts";
 import { startDropProxy } from "../helpers/drop-proxy.ts";
@@ -247,5 +247,20 @@ describe.each(SETUPS)("the SDK against a real gateway: $name", (setup) => {
     expect(statuses).toContain(429);
     expect(Number(retryAfter[0])).toBeGreaterThan(0);
     expect(statuses.filter((s) => s === 202)).toHaveLength(4);
+  });
+});
+
+describe("the SDK's file paths", () => {
+  it("says which path it cannot read and why, before any request", async () => {
+    // Nothing listens there: a request made would fail as a ConnectionError instead.
+    const gantry = new Gantry({ baseUrl: "http://127.0.0.1:9", apiKey: "gk_unused" });
+    const missing = await gantry.uploads
+      .create(join(import.meta.dirname, "no-such-scan.png"))
+      .catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(GantryError);
+    expect((missing as Error).message).toMatch(/^cannot read ".*no-such-scan\.png": no such file$/);
+    const folder = await gantry.run("ocr", { image: import.meta.dirname }).catch((e: unknown) => e);
+    expect(folder).toBeInstanceOf(GantryError);
+    expect((folder as Error).message).toMatch(/: it is not a file$/);
   });
 });

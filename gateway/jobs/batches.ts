@@ -279,7 +279,8 @@ function refused(errors: BatchItemError[]): HttpProblem {
 }
 
 function describe(errors: BatchItemError[]): string {
-  const shown = errors.slice(0, 5).map((e) => `item ${e.index}: ${e.message}`);
+  // Each message is a sentence of its own or none: end on one full stop either way.
+  const shown = errors.slice(0, 5).map((e) => `item ${e.index}: ${e.message.replace(/\.$/, "")}`);
   const more = errors.length > 5 ? ` (and ${errors.length - 5} more)` : "";
   return `${errors.length} item(s) refused: ${shown.join("; ")}${more}.`;
 }

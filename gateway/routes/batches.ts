@@ -5,9 +5,9 @@ import { Batch, BatchRequest, JobId, JobList } from "../../shared/protocol/index
 import { parseTraceparent, requestTraceparent } from "../../shared/trace.ts";
 import type { AppEnv } from "../env.ts";
 import { idempotencyKeyOf, parseJsonBody, parseWith } from "../http/validation.ts";
+import { cancelBatch } from "../jobs/batch-cancel.ts";
 import { batchView } from "../jobs/batch-view.ts";
 import { createBatch } from "../jobs/batches.ts";
-import { afterTransition } from "../jobs/lifecycle.ts";
 import { documented, inline, problems } from "../openapi/parts.ts";
 import { toJob } from "../store/job-rows.ts";
 
@@ -15,9 +15,6 @@ const JobsQuery = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(100),
   cursor: JobId.optional(),
 });
-
-/** Cancels this many of a batch's jobs per statement pass (a batch holds at most 1 000). */
-const CANCEL_PAGE = 200;
 
 async function batchOr404(c: Pick<Context<AppEnv>, "get">, id: string) {
   const row = await c.get("gateway").stores.jobs.batchForTenant(c.get("tenant").id, id);
@@ -153,24 +150,6 @@ export const batchRoutes = documented(
   })
   /** Cancels every job of the batch still queued or running; the batch ends `canceled`. */
   .post(cancelRoute.getRoutingPath(), async (c) => {
-    const gateway = c.get("gateway");
     const row = await batchOr404(c, c.req.param("id"));
-    const now = gateway.now();
-    await gateway.stores.jobs.markBatchCanceled(row.id, now);
-    let after: string | undefined;
-    for (;;) {
-      const page = await gateway.stores.jobs.batchJobs(row.id, {
-        limit: CANCEL_PAGE,
-        active: true,
-        ...(after ? { after } : {}),
-      });
-      for (const job of page) {
-        const result = await gateway.stores.jobs.cancel(row.tenant_id, job.id, now);
-        if (result.ok) afterTransition(gateway, result.job);
-      }
-      if (page.length < CANCEL_PAGE) break;
-      after = page.at(-1)?.id;
-    }
-    const fresh = (await gateway.stores.jobs.batchForTenant(row.tenant_id, row.id)) ?? row;
-    return c.json(await batchView(gateway, fresh));
+    return c.json(await cancelBatch(c.get("gateway"), row));
   });

@@ -132,6 +132,9 @@ export function describeJobBatches(setting: JobApiSetting): void {
       const problem = (await bad.json()) as { code: string; errors: { index: number }[] };
       expect(problem.code).toBe("batch_invalid");
       expect(problem.errors.map((error) => error.index)).toEqual([0, 1]);
+      expect((problem as { detail?: string }).detail).toMatch(
+        /^2 item\(s\) refused: item 0: .*[^.]\.$/,
+      );
       const unknown = await post("/v1/batches", { model: "nope", items: [{ input: {} }] });
       expect(unknown.status).toBe(422);
       expect(await unknown.json()).toMatchObject({
@@ -181,11 +184,12 @@ export function describeJobBatches(setting: JobApiSetting): void {
       ).json()) as BatchBody;
       const canceled = await post(`/v1/batches/${created.id}/cancel`, {});
       expect(canceled.status).toBe(200);
-      await expect
-        .poll(
-          async () => (await (await ctx.gw.api(`/v1/batches/${created.id}`)).json()) as BatchBody,
-        )
-        .toMatchObject({ status: "canceled", request_counts: { total: 4, canceled: 4 } });
+      // The answer is the batch as the cancel left it: ended, not in progress.
+      const ended = { status: "canceled", request_counts: { total: 4, canceled: 4 } };
+      const answer = (await canceled.json()) as BatchBody & { completed_at: string | null };
+      expect(answer).toMatchObject(ended);
+      expect(answer.completed_at).not.toBeNull();
+      expect(await (await ctx.gw.api(`/v1/batches/${created.id}`)).json()).toMatchObject(ended);
       const other = await ctx.gw.addTenant("ten_batch_other");
       const hidden = await ctx.gw.api(`/v1/batches/${created.id}`, {
         headers: { authorization: `Bearer ${other}` },

@@ -10,6 +10,8 @@ export function startBanner(options: {
   stack: string;
   /** Which webhook receivers this process allows, in words (cli/webhook-note.ts). */
   webhooks: string;
+  /** How to start an agent, when none runs in this process (`gantry gateway`). */
+  agents?: string;
 }): string {
   const { url, apiKey } = options;
   const keyNote = {
@@ -27,7 +29,7 @@ export function startBanner(options: {
     Models     ${options.models.join(", ")}
     Data       ${options.dataDir}
     Webhooks   ${options.webhooks}
-
+${options.agents ? `\n${options.agents}\n` : ""}
   Try it (an example image with text is at ${options.examplePath}):
 
     export GANTRY_URL=${url} GANTRY_KEY=${apiKey}
@@ -54,4 +56,30 @@ export function startBanner(options: {
 
   Ctrl-C stops everything; jobs are kept for the next start.
 `;
+}
+
+/**
+ * For `gantry gateway`, which runs no agent: jobs wait ("No live agent serves model ocr")
+ * until one is started, so say how. The enrollment token is named, not printed: it lets any
+ * host join the fleet, and this banner often ends up in a service's log.
+ */
+export function agentsNote(options: {
+  url: string;
+  tokenFrom: "GANTRY_AGENT_TOKEN" | "secrets";
+  dataDir: string;
+  /** The broker agents read (its description), or null when the gateway serves its sql queue. */
+  broker: string | null;
+}): string {
+  const token =
+    options.tokenFrom === "GANTRY_AGENT_TOKEN"
+      ? "the gateway's GANTRY_AGENT_TOKEN"
+      : `"agentToken" in ${options.dataDir}/secrets.json`;
+  const queue = options.broker ? ` --queue <the gateway's GANTRY_QUEUE_URL>` : "";
+  const where = options.broker
+    ? `they read ${options.broker} themselves`
+    : "they take their jobs from this gateway and need no queue URL";
+  return `  Agents     none runs in this process; jobs wait until one does. On each GPU host:
+               GANTRY_AGENT_TOKEN=… npx gantry-agent run --gateway ${options.url}${queue}
+             with ${token}, or an id and secret of its own
+             from \`gantry agents create\`; ${where}.`;
 }

@@ -17,7 +17,7 @@ import {
   tightenFiles,
 } from "../shared/private-files.ts";
 import { runAgentsCommand } from "./agents.ts";
-import { startBanner } from "./banner.ts";
+import { agentsNote, startBanner } from "./banner.ts";
 import { CLIENT_COMMANDS, runClientCommand } from "./client/program.ts";
 import { runKeysCommand } from "./keys.ts";
 import { loadOrCreateSecrets } from "./secrets.ts";
@@ -183,6 +183,16 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
       examplePath,
       models: settings.models,
       webhooks: webhookPolicyNote(command, settings.webhookAllow),
+      ...(agent
+        ? {}
+        : {
+            agents: agentsNote({
+              url: node.url,
+              tokenFrom: settings.agentToken ? "GANTRY_AGENT_TOKEN" : "secrets",
+              dataDir: settings.dataDir,
+              broker: node.gateway.queueLeases ? null : node.queueDescription,
+            }),
+          }),
       stack: `${node.dialect === "postgres" ? "Postgres" : "SQLite"} job store, queue: ${node.queueDescription}, blobs on disk${
         agent ? `, one agent (${settings.slots} slot${settings.slots > 1 ? "s" : ""})` : ""
       }`,

@@ -122,6 +122,15 @@ describe("gantry gateway with an allow-list, a queue bound and JSON logs", () =>
     await receiver.close();
   });
 
+  it("says in its banner that no agent runs here, and how to start one", () => {
+    const banner = bannerOf(gw.output());
+    expect(banner).toContain(`GANTRY_AGENT_TOKEN=… npx gantry-agent run --gateway ${gw.url}\n`);
+    expect(banner).toMatch(/"agentToken" in \S+secrets\.json/);
+    expect(banner).toMatch(/take their jobs from this gateway and need no queue URL/);
+    // Named, never printed: the token lets any host join the fleet.
+    expect(banner).not.toMatch(/gat_[A-Za-z0-9_-]{20}/);
+  });
+
   it("says in its banner which receivers it allows", () => {
     expect(bannerOf(gw.output())).toMatch(
       /Webhooks\s+https to public addresses, and http\(s\) to GANTRY_WEBHOOK_ALLOW: 127\.0\.0\.1\n/,

@@ -100,3 +100,9 @@ export function outputWithoutBytes(output: unknown): unknown {
 
 /** A failed job's exit status: 1, with its error code on stderr for scripts to read. */
 export const JOB_FAILED_EXIT = 1;
+
+/** Ctrl-C: a message of what was left, and the shell's exit status for SIGINT (128 + 2). */
+export class Interrupted extends UserError {
+  override readonly name: string = "Interrupted";
+  readonly exitCode = 130;
+}

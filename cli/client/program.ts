@@ -1,7 +1,7 @@
 import { Command, CommanderError } from "commander";
 import { APIError, ConnectionError } from "../../client/index.ts";
 import { UserError } from "../../shared/errors.ts";
-import { collectParam } from "./common.ts";
+import { collectParam, Interrupted } from "./common.ts";
 import { jobsCancel, jobsGet, jobsList, jobsWatch, modelsCommand } from "./jobs-command.ts";
 import { runCommand } from "./run-command.ts";
 import { submitCommand } from "./submit-command.ts";
@@ -96,7 +96,8 @@ export async function runClientCommand(argv: string[], env: NodeJS.ProcessEnv): 
     }
     if (error instanceof ConnectionError || error instanceof UserError) {
       process.stderr.write(`gantry: ${error.message}\n`);
-      process.exitCode = error instanceof UserError ? 2 : 1;
+      process.exitCode =
+        error instanceof Interrupted ? error.exitCode : error instanceof UserError ? 2 : 1;
       return;
     }
     throw error;

@@ -7,6 +7,7 @@ import { UserError } from "../../shared/errors.ts";
 import {
   artifactsOf,
   clientFromEnv,
+  Interrupted,
   JOB_FAILED_EXIT,
   outputWithoutBytes,
   saveArtifacts,
@@ -90,7 +91,15 @@ export async function runCommand(
     );
   }, WAITING_POLL_MS);
   const controller = new AbortController();
-  const onSigint = () => controller.abort(new Error("interrupted"));
+  // The job, once made, goes on at the gateway: say how to follow or stop it.
+  const onSigint = () =>
+    controller.abort(
+      new Interrupted(
+        jobId
+          ? `interrupted; job ${jobId} goes on: \`gantry jobs watch ${jobId}\` follows it, \`gantry jobs cancel ${jobId}\` stops it`
+          : "interrupted before the job was made",
+      ),
+    );
   process.once("SIGINT", onSigint);
   try {
     let image = file;

@@ -2,7 +2,13 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { APIError, type Gantry, type TypedJob } from "../../client/index.ts";
 import { UserError } from "../../shared/errors.ts";
-import { clientFromEnv, outputWithoutBytes, saveArtifacts, writeAtomic } from "./common.ts";
+import {
+  clientFromEnv,
+  Interrupted,
+  outputWithoutBytes,
+  saveArtifacts,
+  writeAtomic,
+} from "./common.ts";
 import {
   countInputFiles,
   type InputFile,
@@ -62,7 +68,7 @@ export async function submitCommand(
   const startedAt = new Date();
   const controller = new AbortController();
   const interrupt = () =>
-    controller.abort(new UserError("interrupted: run the same command again to resume"));
+    controller.abort(new Interrupted("interrupted: run the same command again to resume"));
   process.once("SIGINT", interrupt);
   process.once("SIGTERM", interrupt);
   // One event stream for every job of the run, open before the first is made.

@@ -1,4 +1,4 @@
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -99,6 +99,33 @@ describe("gantry run", () => {
 });
 
 describe("gantry jobs and models", () => {
+  it("on Ctrl-C, says which job goes on and how to follow or stop it, with no stack", async () => {
+    const child = spawn(process.execPath, [BIN, "run", "noop", "--param", "delay_ms=30000"], {
+      cwd: dir,
+      env: { ...process.env, GANTRY_URL: gw.url, GANTRY_KEY: gw.apiKey },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stderr = "";
+    const running = new Promise<void>((resolve) => {
+      child.stderr.on("data", (chunk: Buffer) => {
+        stderr += chunk.toString();
+        if (/: running/.test(stderr)) resolve();
+      });
+    });
+    const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+    await running;
+    child.kill("SIGINT");
+    expect(await exited, stderr).toBe(130);
+    const id = /interrupted; job (job_\w+) goes on: `gantry jobs watch \1` follows it/.exec(
+      stderr,
+    )?.[1];
+    expect(id, stderr).toBeDefined();
+    expect(stderr).not.toContain("    at ");
+    const job = (await (await gw.api(`/v1/jobs/${id}`)).json()) as { status: string };
+    expect(job.status).toBe("running");
+    expect((await gantry("jobs", "cancel", id ?? "")).code).toBe(0);
+  });
+
   it("lists, gets and watches jobs; lists models with their parameters", async () => {
     const made = await gantry("run", "noop", "--param", "marker=watched", "--json");
     const id = (JSON.parse(made.stdout) as { id: string }).id;

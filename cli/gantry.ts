@@ -34,8 +34,9 @@ Usage:
   gantry run MODEL FILE [--param k=v] [--json] [--out DIR]
                     run one job and print its result
   gantry submit MODEL DIR|FILE|GLOB... --out DIR [--concurrency N] [--param k=v]
+                [--retry-failed]
                     a job for every file, with progress; resumable
-  gantry jobs list|get|cancel|watch   jobs of your tenant
+  gantry jobs list|get|cancel|retry|watch   jobs of your tenant
   gantry models     the models served and their parameters
   gantry usage [--by model,key,day] [--from DAY] [--to DAY] [--json]
                     your device time this month, and what your budget has left

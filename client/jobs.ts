@@ -83,6 +83,19 @@ export class Jobs {
   }
 
   /**
+   * Puts a `failed`, `expired` or `canceled` job back in the queue under the same id
+   * (`POST /v1/jobs/{id}/retry`): its attempts start again. `409 job_not_retryable` for a
+   * job that is queued, running or succeeded.
+   */
+  retry(id: string, options: { signal?: AbortSignal } = {}): Promise<TypedJob> {
+    return this.transport.json<TypedJob>({
+      method: "POST",
+      path: `/v1/jobs/${encodeURIComponent(id)}/retry`,
+      signal: options.signal,
+    });
+  }
+
+  /**
    * A stored input of the job (`input(id, "image")`: the file its `input.image` upload
    * holds) as a Blob. `410 input_expired` once retention deleted it.
    */

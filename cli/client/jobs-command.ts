@@ -37,6 +37,11 @@ export async function jobsCancel(id: string, flags: { json?: boolean }, env: Nod
   process.stdout.write(flags.json ? `${JSON.stringify(job)}\n` : `${job.id} ${job.status}\n`);
 }
 
+export async function jobsRetry(id: string, flags: { json?: boolean }, env: NodeJS.ProcessEnv) {
+  const job = await clientFromEnv(env).jobs.retry(id);
+  process.stdout.write(flags.json ? `${JSON.stringify(job)}\n` : `${job.id} ${job.status}\n`);
+}
+
 /** `gantry jobs watch ID`: follows the event stream to the end; exits like `gantry run`. */
 export async function jobsWatch(id: string, flags: { json?: boolean }, env: NodeJS.ProcessEnv) {
   const gantry = clientFromEnv(env);

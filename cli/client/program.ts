@@ -2,7 +2,14 @@ import { Command, CommanderError } from "commander";
 import { APIError, ConnectionError } from "../../client/index.ts";
 import { UserError } from "../../shared/errors.ts";
 import { collectParam, Interrupted } from "./common.ts";
-import { jobsCancel, jobsGet, jobsList, jobsWatch, modelsCommand } from "./jobs-command.ts";
+import {
+  jobsCancel,
+  jobsGet,
+  jobsList,
+  jobsRetry,
+  jobsWatch,
+  modelsCommand,
+} from "./jobs-command.ts";
 import { runCommand } from "./run-command.ts";
 import { submitCommand } from "./submit-command.ts";
 import { usageCommand } from "./usage-command.ts";
@@ -39,6 +46,7 @@ function program(env: NodeJS.ProcessEnv): Command {
     .option("--concurrency <n>", "files in flight at once", "16")
     .option("--param <key=value>", "a model parameter for every job (repeatable)", collectParam)
     .option("--json", "print the summary as JSON on stdout, and no progress")
+    .option("--retry-failed", "retry the jobs of files an earlier run wrote as failed")
     .action((model: string, inputs: string[], flags) => submitCommand(model, inputs, flags, env));
   const jobs = root.command("jobs").description("list, show, cancel and follow jobs");
   jobs
@@ -57,6 +65,12 @@ function program(env: NodeJS.ProcessEnv): Command {
     .argument("<id>")
     .option("--json")
     .action((id: string, flags) => jobsCancel(id, flags, env));
+  jobs
+    .command("retry")
+    .description("put a failed, expired or canceled job back in the queue")
+    .argument("<id>")
+    .option("--json")
+    .action((id: string, flags) => jobsRetry(id, flags, env));
   jobs
     .command("watch")
     .description("follow the job's event stream until it ends")

@@ -17,6 +17,7 @@ import {
   submitKey,
 } from "./submit-files.ts";
 import { emptyCounts, type SubmitCounts, SubmitProgress } from "./submit-progress.ts";
+import { retryFailedFile } from "./submit-retry.ts";
 import { SubmitState } from "./submit-state.ts";
 import { type JobSnapshot, SUBMIT_TAG, SubmitTracker, submitTag } from "./submit-tracker.ts";
 
@@ -25,6 +26,8 @@ export interface SubmitFlags {
   concurrency?: string;
   param?: Record<string, unknown>;
   json?: boolean;
+  /** Files an earlier run wrote as failed get their jobs retried instead of being skipped. */
+  retryFailed?: boolean;
 }
 
 /** Failures listed by name in summary.json; the counts cover the rest. */
@@ -86,27 +89,34 @@ export async function submitCommand(
   const files = inputFiles(args, flags.out);
   const one = async (file: InputFile) => {
     const base = join(flags.out, file.name);
-    if (existsSync(`${base}.json`) || existsSync(`${base}.error.json`)) {
+    const failedBefore = existsSync(`${base}.error.json`);
+    if (existsSync(`${base}.json`) || (failedBefore && !flags.retryFailed)) {
       counts.resumed++;
       if (existsSync(`${base}.json`)) counts.succeeded++;
       else counts.failed++;
       return;
     }
+    const retried = failedBefore
+      ? await retryFailedFile(gantry, `${base}.error.json`, controller.signal)
+      : null;
+    if (retried) counts.retried++;
     const key = submitKey(model, params, await sha256File(file.path));
     const recorded = state.jobFor(key);
-    const { id, snapshot } = recorded
-      ? { id: recorded, snapshot: null }
-      : await submitOne(
-          gantry,
-          model,
-          params,
-          file,
-          key,
-          tracker.tag,
-          state,
-          controller.signal,
-          counts,
-        );
+    const { id, snapshot } = retried
+      ? retried
+      : recorded
+        ? { id: recorded, snapshot: null }
+        : await submitOne(
+            gantry,
+            model,
+            params,
+            file,
+            key,
+            tracker.tag,
+            state,
+            controller.signal,
+            counts,
+          );
     let status = "";
     const onStatus = (next: string) => {
       if (next === status) return;
@@ -155,6 +165,7 @@ export async function submitCommand(
     failed: counts.failed,
     submitted: counts.submitted,
     resumed: counts.resumed,
+    retried: counts.retried,
     started_at: startedAt.toISOString(),
     finished_at: finishedAt.toISOString(),
     wall_seconds: (finishedAt.getTime() - startedAt.getTime()) / 1000,

@@ -5,6 +5,8 @@ export interface SubmitCounts {
   /** Finished before this run started (a resumed run skips them). */
   resumed: number;
   submitted: number;
+  /** Failed in an earlier run, retried in this one (`--retry-failed`). */
+  retried: number;
   queued: number;
   running: number;
   succeeded: number;
@@ -15,6 +17,7 @@ export const emptyCounts = (total: number): SubmitCounts => ({
   total,
   resumed: 0,
   submitted: 0,
+  retried: 0,
   queued: 0,
   running: 0,
   succeeded: 0,

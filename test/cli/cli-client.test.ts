@@ -124,6 +124,12 @@ describe("gantry jobs and models", () => {
     const job = (await (await gw.api(`/v1/jobs/${id}`)).json()) as { status: string };
     expect(job.status).toBe("running");
     expect((await gantry("jobs", "cancel", id ?? "")).code).toBe(0);
+    // Canceled, it can be put back in the queue under the same id.
+    const retried = await gantry("jobs", "retry", id ?? "");
+    expect(retried.code, retried.stderr).toBe(0);
+    expect(retried.stdout).toBe(`${id} queued\n`);
+    expect((await gantry("jobs", "retry", id ?? "")).stderr).toContain("409 job_not_retryable");
+    expect((await gantry("jobs", "cancel", id ?? "")).code).toBe(0);
   });
 
   it("lists, gets and watches jobs; lists models with their parameters", async () => {

@@ -244,3 +244,71 @@ it("writes a result for every copy of a file, the copies sharing one job", {
   expect(results(out, ".").sort()).toEqual(["a.png.json", "b.png.json", "c.png.json"]);
   expect(await jobCount()).toBe(before + 1);
 });
+
+it("--retry-failed retries the jobs an earlier run wrote as failed, under the same ids", {
+  timeout: 90_000,
+}, async () => {
+  const folder = join(dir, "to-retry");
+  mkdirSync(folder, { recursive: true });
+  for (const i of [1, 2]) {
+    const png = await sharp({
+      create: { width: 4, height: 4, channels: 3, background: { r: i, g: 9, b: 250 } },
+    })
+      .png()
+      .toBuffer();
+    writeFileSync(join(folder, `r${i}.png`), png);
+  }
+  const out = join(dir, "out-retry");
+  const run = (...extra: string[]) => {
+    const child = spawn(
+      process.execPath,
+      [BIN, "submit", "noop", folder, "--out", out, "--param", "delay_ms=5000", ...extra],
+      {
+        env: { ...process.env, GANTRY_URL: gw.url, GANTRY_KEY: gw.apiKey },
+        stdio: ["ignore", "ignore", "pipe"],
+      },
+    );
+    let stderr = "";
+    child.stderr?.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    return {
+      stderr: () => stderr,
+      exit: new Promise<number | null>((resolve) => child.on("exit", resolve)),
+    };
+  };
+  const before = await jobCount();
+  // The first run's jobs are canceled under it: it writes both files as failed.
+  const first = run();
+  await expect.poll(jobCount, { timeout: 20_000 }).toBe(before + 2);
+  const made = await gw.db
+    .selectFrom("jobs")
+    .select("id")
+    .orderBy("created_at", "desc")
+    .limit(2)
+    .execute();
+  for (const { id } of made) await gw.api(`/v1/jobs/${id}/cancel`, { method: "POST" });
+  expect(await first.exit, first.stderr()).toBe(1);
+  expect(
+    readdirSync(out)
+      .filter((f) => f.endsWith(".error.json"))
+      .sort(),
+  ).toEqual(["r1.png.error.json", "r2.png.error.json"]);
+
+  // Without the flag a run skips them; with it, the same jobs run again.
+  const skipped = run();
+  expect(await skipped.exit).toBe(1);
+  const second = run("--retry-failed");
+  expect(await second.exit, second.stderr()).toBe(0);
+  expect(await jobCount()).toBe(before + 2);
+  expect(
+    readdirSync(out)
+      .filter((f) => f.endsWith(".json"))
+      .sort(),
+  ).toEqual(["r1.png.json", "r2.png.json", "summary.json"]);
+  const summary = JSON.parse(readFileSync(join(out, "summary.json"), "utf8")) as Record<
+    string,
+    number
+  >;
+  expect(summary).toMatchObject({ total: 2, succeeded: 2, failed: 0, retried: 2, submitted: 0 });
+});

@@ -216,7 +216,7 @@ export function OverviewView(props: { session: Session }) {
                 <td>{ms(state?.wait_p95_ms ?? quantile(waits, 0.95))}</td>
                 <td>
                   {state
-                    ? `${state.paused ? "paused" : "serving"} · ${state.queued} queued · ${state.agents} agents · ${state.starts_per_minute ?? "–"} starts/min`
+                    ? `${state.paused ? "paused" : "serving"} · ${state.queued} queued · ${state.agents} agent${state.agents === 1 ? "" : "s"} · ${state.starts_per_minute ?? "–"} starts/min`
                     : "–"}
                 </td>
               </tr>

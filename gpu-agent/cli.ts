@@ -12,6 +12,7 @@ import {
   parseAgentConfig,
 } from "./config.ts";
 import { doctorCommand } from "./doctor/command.ts";
+import { GatewayError } from "./gateway/errors.ts";
 
 const USAGE = `gantry-agent: pulls inference jobs from the queue and runs them on this host's GPUs.
 
@@ -106,7 +107,13 @@ async function run(config: AgentConfig): Promise<void> {
   });
   const say = (line: string) => process.stderr.write(`gantry-agent: ${line}\n`);
   say(`agent ${config.agentId} → gateway ${config.gatewayUrl}`);
-  const agent = await startAgent(config, { logger, progress: say });
+  const agent = await startAgent(config, { logger, progress: say }).catch((error: unknown) => {
+    // Refused credentials (a wrong secret, an unknown id, a bad token, a revoked agent)
+    // are the operator's to fix: the advice alone, not a stack under "internal error".
+    if (error instanceof GatewayError && (error.status === 401 || error.status === 403))
+      throw new UserError(error.message);
+    throw error;
+  });
   installShutdown(agent, config.drainTimeoutMs, say);
   void agent.stopped.then((reason) => {
     if (reason !== "revoked") return;

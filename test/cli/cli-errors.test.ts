@@ -4,6 +4,7 @@ import { parseArgs } from "node:util";
 import { describe, expect, it } from "vitest";
 import { reportCliError } from "../../shared/cli-errors.ts";
 import { ConfigurationError, UserError } from "../../shared/errors.ts";
+import { startTestGateway } from "../helpers/test-gateway.ts";
 
 const BIN = join(import.meta.dirname, "../../bin");
 
@@ -69,4 +70,39 @@ describe("one error reporter for both command lines", () => {
     expect(stderr.startsWith(`${program}: unknown command "frobnicate"`)).toBe(true);
     expect(stderr).not.toMatch(/\n\s+at /);
   });
+});
+
+describe("gantry-agent run with credentials the gateway refuses", () => {
+  it("says what to fix in one line and exits 2, with no stack", async () => {
+    const gw = await startTestGateway({ models: ["noop"] });
+    try {
+      const { row } = await gw.gateway.stores.agents.create({ source: "admin", now: Date.now() });
+      const refused = await new Promise<{ status: number | null; stderr: string }>((resolve) => {
+        execFile(
+          process.execPath,
+          [join(BIN, "gantry-agent.js"), "run"],
+          {
+            env: {
+              PATH: process.env.PATH ?? "",
+              GANTRY_GATEWAY_URL: gw.url,
+              GANTRY_MODELS: "noop",
+              GANTRY_EXECUTION_PROVIDERS: "cpu",
+              GANTRY_AGENT_ID: row.id,
+              GANTRY_AGENT_SECRET: `gas_${"x".repeat(43)}`,
+            },
+            timeout: 60_000,
+          },
+          (error, _stdout, stderr) => resolve({ status: error ? Number(error.code) : 0, stderr }),
+        );
+      });
+      expect(refused.status, refused.stderr).toBe(2);
+      expect(refused.stderr).toContain(
+        `gantry-agent: the gateway refused agent ${row.id}'s signature; check GANTRY_AGENT_SECRET belongs to GANTRY_AGENT_ID\n`,
+      );
+      expect(refused.stderr).not.toContain("internal error");
+      expect(refused.stderr).not.toMatch(/\n\s+at /);
+    } finally {
+      await gw.close();
+    }
+  }, 90_000);
 });

@@ -15,6 +15,7 @@ import { newWebhookSecret } from "../gateway/webhooks/secret.ts";
 import { openDatabase, sqlitePath } from "../shared/db/open.ts";
 import { isPostgresUrl } from "../shared/db/postgres.ts";
 import { UserError } from "../shared/errors.ts";
+import { databaseRefusal } from "./database-errors.ts";
 import { readDatabaseUrl } from "./settings.ts";
 
 export const KEYS_HELP = `gantry keys: make, list and revoke API keys, straight in the database.
@@ -76,7 +77,9 @@ export async function runKeysCommand(
       `no database at ${databaseUrl}: run "gantry start" once, or set GANTRY_DATA_DIR or GANTRY_DATABASE_URL`,
     );
   }
-  const database = await openDatabase(databaseUrl);
+  const database = await openDatabase(databaseUrl).catch((error: unknown) => {
+    throw databaseRefusal(databaseUrl, error) ?? error;
+  });
   try {
     const db = database.db;
     const now = Date.now();

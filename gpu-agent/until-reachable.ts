@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import { UserError } from "../shared/errors.ts";
+import { isNetworkError } from "../shared/net/network-errors.ts";
 import { QueueUnreachableError } from "../shared/queue/open/index.ts";
 import { pause, peerRetryDelayMs, type WaitBackoffOptions } from "./backoff.ts";
 import { GatewayError } from "./gateway/client.ts";
@@ -60,29 +61,5 @@ export const gatewayDown = (error: unknown) =>
  * path that cannot be opened, is the operator's to fix and ends the start.
  */
 export const queueDown = (error: unknown): boolean =>
-  error instanceof QueueUnreachableError || (!(error instanceof UserError) && onNetwork(error));
-
-/** Socket errors of a peer that is down, restarting or not yet resolvable. */
-const NETWORK_CODES = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ETIMEDOUT",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "EPIPE",
-  // Postgres starting up or shutting down, or out of connection slots.
-  "57P01",
-  "57P03",
-  "53300",
-]);
-
-function onNetwork(error: unknown, depth = 0): boolean {
-  if (depth > 4 || error === null || typeof error !== "object") return false;
-  const { code, errors, cause } = error as { code?: unknown; errors?: unknown; cause?: unknown };
-  if (typeof code === "string" && NETWORK_CODES.has(code)) return true;
-  // pg and undici wrap the socket error: an AggregateError (one per address) or a cause.
-  if (Array.isArray(errors) && errors.some((inner) => onNetwork(inner, depth + 1))) return true;
-  return onNetwork(cause, depth + 1);
-}
+  error instanceof QueueUnreachableError ||
+  (!(error instanceof UserError) && isNetworkError(error));

@@ -1,6 +1,7 @@
 import { Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
 import { UserError } from "../errors.ts";
+import { isNetworkError } from "../net/network-errors.ts";
 import { migrate } from "./migrations.ts";
 import { withPreparedStatements } from "./pg-prepared.ts";
 import type { Database } from "./schema.ts";
@@ -146,6 +147,23 @@ export async function dropPostgresSchema(url: string, schema: string): Promise<v
   } finally {
     await db.destroy();
   }
+}
+
+/**
+ * Why Postgres could not be used, in words, for the failures an operator fixes from the
+ * URL or the server (unreachable, a refused login, no such database, too few rights); null
+ * for anything else, which stays an internal error with its stack.
+ */
+export function databaseFailure(error: unknown): string | null {
+  const message = error instanceof Error ? error.message : String(error);
+  if (isNetworkError(error)) return `not reachable (${message || "connection failed"})`;
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== "string") return null;
+  if (code.startsWith("28")) return `the login was refused: ${message}`;
+  if (code === "3D000") return message;
+  if (code === "42501")
+    return `${message} (the gateway's role must own its tables: it migrates them)`;
+  return null;
 }
 
 function redact(url: string): string {

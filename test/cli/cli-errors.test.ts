@@ -1,10 +1,12 @@
 import { execFile } from "node:child_process";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { describe, expect, it } from "vitest";
 import { reportCliError } from "../../shared/cli-errors.ts";
 import { ConfigurationError, UserError } from "../../shared/errors.ts";
-import { startTestGateway } from "../helpers/test-gateway.ts";
+import { startTestGateway, TEST_POSTGRES_URL } from "../helpers/test-gateway.ts";
 
 const BIN = join(import.meta.dirname, "../../bin");
 
@@ -105,4 +107,35 @@ describe("gantry-agent run with credentials the gateway refuses", () => {
       await gw.close();
     }
   }, 90_000);
+});
+
+describe("a database a command cannot use", () => {
+  const keysList = (url: string) =>
+    new Promise<{ status: number | null; stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        [join(BIN, "gantry.js"), "keys", "list"],
+        { env: { PATH: process.env.PATH ?? "", GANTRY_DATABASE_URL: url }, timeout: 30_000 },
+        (error, _stdout, stderr) => resolve({ status: error ? Number(error.code) : 0, stderr }),
+      );
+    });
+
+  it("is named without its password, with what went wrong, on one line (exit 2)", async () => {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    await new Promise((resolve) => server.close(resolve));
+    const down = await keysList(`postgres://gantry:hunter2@127.0.0.1:${port}/gantry`);
+    expect(down.status, down.stderr).toBe(2);
+    expect(down.stderr).toBe(
+      `gantry: cannot use the database at postgres://gantry:***@127.0.0.1:${port}/gantry: not reachable (connect ECONNREFUSED 127.0.0.1:${port}); check GANTRY_DATABASE_URL\n`,
+    );
+    const missing = await keysList(
+      TEST_POSTGRES_URL.replace(/\/[^/]*$/, `/gantry_no_such_db_${process.pid}`),
+    );
+    expect(missing.status, missing.stderr).toBe(2);
+    expect(missing.stderr).toMatch(
+      /^gantry: cannot use the database at .*: database "gantry_no_such_db_\d+" does not exist; check GANTRY_DATABASE_URL\n$/,
+    );
+  }, 60_000);
 });

@@ -1,4 +1,5 @@
 import pino, { type Logger } from "pino";
+import { UserError } from "../shared/errors.ts";
 import { type OpenedQueue, type OpenQueueOptions, openQueue } from "../shared/queue/open/index.ts";
 import { startTracing } from "../shared/tracing/otel-node.ts";
 import type { WaitBackoffOptions } from "./backoff.ts";
@@ -10,6 +11,7 @@ import { openGatewayQueue } from "./gateway/queue.ts";
 import { type MetricsHost, serveAgentMetrics } from "./metrics-server.ts";
 import { formatProgress, resolveModels, toModelConfigs } from "./registry/index.ts";
 import { declaredMb } from "./runner/child-models.ts";
+import { RunnerStartError } from "./runner/child-process.ts";
 import { type ChildRunnerOptions, createChildRunner } from "./runner/child-runner.ts";
 import type { Runner } from "./runner/types.ts";
 import { createSupervisor, type Supervisor, type SupervisorOptions } from "./supervisor/index.ts";
@@ -147,6 +149,12 @@ export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Pro
   } catch (error) {
     await Promise.allSettled(runners.map((runner) => runner.stop()));
     await closeQueue();
+    // A model no pipeline or models.yaml entry knows is a setting to fix, not a failure.
+    if (error instanceof RunnerStartError && error.jobError.code === "unknown_model") {
+      throw new UserError(
+        `${error.message}: GANTRY_MODELS names models built into the agent or entries of GANTRY_MODELS_FILE (a models.yaml); \`gantry-agent doctor\` without GANTRY_MODELS lists every one it knows`,
+      );
+    }
     throw error;
   }
 

@@ -109,6 +109,34 @@ describe("gantry-agent run with credentials the gateway refuses", () => {
   }, 90_000);
 });
 
+describe("gantry-agent run with a model it does not know", () => {
+  it("names it and where models come from, exit 2, with no stack", async () => {
+    const result = await new Promise<{ status: number | null; stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        [join(BIN, "gantry-agent.js"), "run"],
+        {
+          env: {
+            PATH: process.env.PATH ?? "",
+            // The runners start before the gateway is asked anything: none needs to listen.
+            GANTRY_GATEWAY_URL: "http://127.0.0.1:9",
+            GANTRY_AGENT_TOKEN: "gat_unused_unused_unused",
+            GANTRY_MODELS: "noop,nope",
+            GANTRY_EXECUTION_PROVIDERS: "cpu",
+          },
+          timeout: 60_000,
+        },
+        (error, _stdout, stderr) => resolve({ status: error ? Number(error.code) : 0, stderr }),
+      );
+    });
+    expect(result.status, result.stderr).toBe(2);
+    expect(result.stderr).toContain(
+      "gantry-agent: unknown model(s): nope: GANTRY_MODELS names models built into the agent or entries of GANTRY_MODELS_FILE",
+    );
+    expect(result.stderr).not.toMatch(/internal error|\n\s+at /);
+  }, 90_000);
+});
+
 describe("a database a command cannot use", () => {
   const keysList = (url: string) =>
     new Promise<{ status: number | null; stderr: string }>((resolve) => {

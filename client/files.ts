@@ -52,6 +52,11 @@ export const canReadPaths = (): boolean =>
  * Workers never see it: the SDK's import graph has no Node built-in.
  */
 async function blobFromPath(path: string): Promise<Blob> {
+  // https URLs go to the gateway as they are (isInputRef); any other URL is no path either.
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(path))
+    throw new GantryError(
+      `"${path}": input URLs must be https (the gateway fetches them), or give a file path, a Blob or an upl_… id`,
+    );
   if (!canReadPaths())
     throw new GantryError(
       `"${path}" looks like a file path, which only Node, Bun and Deno can read: pass a Blob, File, Uint8Array or ReadableStream`,

@@ -262,5 +262,10 @@ describe("the SDK's file paths", () => {
     const folder = await gantry.run("ocr", { image: import.meta.dirname }).catch((e: unknown) => e);
     expect(folder).toBeInstanceOf(GantryError);
     expect((folder as Error).message).toMatch(/: it is not a file$/);
+    const http = await gantry
+      .run("ocr", { image: "http://example.com/scan.png" })
+      .catch((e: unknown) => e);
+    expect(http).toBeInstanceOf(GantryError);
+    expect((http as Error).message).toMatch(/input URLs must be https/);
   });
 });

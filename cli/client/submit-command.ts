@@ -87,6 +87,23 @@ export async function submitCommand(
   }
 
   const files = inputFiles(args, flags.out);
+  /** The file's job: the one this out folder's runs made already, else a new one. */
+  const madeOrSubmitted = async (file: InputFile) => {
+    const key = submitKey(model, params, await sha256File(file.path));
+    const recorded = state.jobFor(key);
+    if (recorded) return { id: recorded, snapshot: null };
+    return submitOne(
+      gantry,
+      model,
+      params,
+      file,
+      key,
+      tracker.tag,
+      state,
+      controller.signal,
+      counts,
+    );
+  };
   const one = async (file: InputFile) => {
     const base = join(flags.out, file.name);
     const failedBefore = existsSync(`${base}.error.json`);
@@ -100,23 +117,7 @@ export async function submitCommand(
       ? await retryFailedFile(gantry, `${base}.error.json`, controller.signal)
       : null;
     if (retried) counts.retried++;
-    const key = submitKey(model, params, await sha256File(file.path));
-    const recorded = state.jobFor(key);
-    const { id, snapshot } = retried
-      ? retried
-      : recorded
-        ? { id: recorded, snapshot: null }
-        : await submitOne(
-            gantry,
-            model,
-            params,
-            file,
-            key,
-            tracker.tag,
-            state,
-            controller.signal,
-            counts,
-          );
+    const { id, snapshot } = retried ?? (await madeOrSubmitted(file));
     let status = "";
     const onStatus = (next: string) => {
       if (next === status) return;

@@ -60,8 +60,12 @@ export async function doctorCommand(
             tries: 1,
             ...(deps.fetch ? { fetch: deps.fetch } : {}),
           });
-          if (!client.queue) throw new Error("this gateway client cannot ask about the queue");
-          return client.queue.info();
+          try {
+            if (!client.queue) throw new Error("this gateway client cannot ask about the queue");
+            return await client.queue.info();
+          } finally {
+            await client.close();
+          }
         }
       : undefined;
 

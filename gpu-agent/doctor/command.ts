@@ -64,7 +64,7 @@ export async function doctorCommand(
             if (!client.queue) throw new Error("this gateway client cannot ask about the queue");
             return await client.queue.info();
           } finally {
-            await client.close();
+            await client.close?.();
           }
         }
       : undefined;

@@ -1,5 +1,6 @@
 import { Command, CommanderError } from "commander";
 import { APIError, ConnectionError } from "../../client/index.ts";
+import { USAGE_EXIT } from "../../shared/cli-errors.ts";
 import { UserError } from "../../shared/errors.ts";
 import { collectParam, Interrupted } from "./common.ts";
 import {
@@ -23,7 +24,12 @@ function program(env: NodeJS.ProcessEnv): Command {
       "Talk to a Gantry gateway: GANTRY_URL (default http://127.0.0.1:8787) and GANTRY_KEY",
     )
     .exitOverride()
-    .configureOutput({ writeErr: (text) => process.stderr.write(text) });
+    .configureOutput({
+      writeErr: (text) => process.stderr.write(text),
+      // One voice for every mistake: "gantry: …", as the commands' own errors read.
+      outputError: (text, write) => write(`gantry: ${text.replace(/^error: /, "")}`),
+    })
+    .showHelpAfterError("(add --help for usage)");
   root
     .command("run")
     .description("upload a file, run one job, print its result (OCR text, or saved artifact paths)")
@@ -99,7 +105,9 @@ export async function runClientCommand(argv: string[], env: NodeJS.ProcessEnv): 
     await program(env).parseAsync(argv, { from: "user" });
   } catch (error) {
     if (error instanceof CommanderError) {
-      process.exitCode = error.exitCode;
+      // Help and version end 0; a missing argument or an unknown option is a usage error,
+      // 2 as every other mistake of the user's (commander says 1).
+      process.exitCode = error.exitCode === 0 ? 0 : USAGE_EXIT;
       return;
     }
     if (error instanceof APIError) {

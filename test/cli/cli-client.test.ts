@@ -96,6 +96,18 @@ describe("gantry run", () => {
     expect(upload.stderr).not.toContain("uploading");
     expect(upload.stderr).toContain("unknown_upload");
   });
+
+  it("answers a usage mistake (a missing argument or option) in its own voice, exit 2", async () => {
+    const noOut = await gantry("submit", "ocr", dir);
+    expect(noOut.code).toBe(2);
+    expect(noOut.stderr).toBe(
+      "gantry: required option '--out <dir>' not specified\n(add --help for usage)\n",
+    );
+    const noModel = await gantry("run");
+    expect(noModel.code).toBe(2);
+    expect(noModel.stderr).toMatch(/^gantry: missing required argument 'model'\n/);
+    expect((await gantry("jobs", "list", "--help")).code).toBe(0);
+  });
 });
 
 describe("gantry jobs and models", () => {

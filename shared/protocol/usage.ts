@@ -7,7 +7,9 @@ import { ModelId } from "./job.ts";
  */
 
 /** A day (`2026-12-03`, from its start, UTC) or an instant. */
-const Instant = z.union([z.iso.date(), z.iso.datetime({ offset: true })]);
+const Instant = z.union([z.iso.date(), z.iso.datetime({ offset: true })], {
+  error: "must be a day (2026-12-01) or an ISO 8601 instant (2026-12-01T08:00:00Z)",
+});
 
 export const UsageQuery = z.object({
   from: Instant.optional().describe(
@@ -16,7 +18,7 @@ export const UsageQuery = z.object({
   to: Instant.optional().describe("Hours starting before this are counted. Default: now."),
   group_by: z
     .string()
-    .regex(/^(model|key|day)(,(model|key|day))*$/)
+    .regex(/^(model|key|day)(,(model|key|day))*$/, "must be model, key and/or day, comma-separated")
     .optional()
     .describe("Comma-separated: `model`, `key`, `day`. Default: one row, the period's total."),
 });
@@ -25,7 +27,10 @@ export type UsageQuery = z.infer<typeof UsageQuery>;
 export const AdminUsageQuery = UsageQuery.extend({
   group_by: z
     .string()
-    .regex(/^(tenant|model|key|day)(,(tenant|model|key|day))*$/)
+    .regex(
+      /^(tenant|model|key|day)(,(tenant|model|key|day))*$/,
+      "must be tenant, model, key and/or day, comma-separated",
+    )
     .optional()
     .describe("Comma-separated: `tenant`, `model`, `key`, `day`. Default: one row, the total."),
   tenant_id: z.string().min(1).max(64).optional().describe("One tenant's usage only."),

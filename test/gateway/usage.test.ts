@@ -118,7 +118,16 @@ describe.each(["sqlite", "postgres"] as const)("usage and budgets (%s)", (databa
     expect((await usage("?from=2020-01-01&to=2020-02-01")).data).toEqual([
       { jobs: 0, gpu_seconds: 0, wasted_gpu_seconds: 0 },
     ]);
-    expect((await gw.api("/v1/usage?group_by=planet")).status).toBe(422);
+    const planet = await gw.api("/v1/usage?group_by=planet");
+    expect(planet.status).toBe(422);
+    expect(await planet.json()).toMatchObject({
+      errors: [{ path: "group_by", message: "must be model, key and/or day, comma-separated" }],
+    });
+    const month13 = await gw.api("/v1/usage?from=2026-13-01");
+    expect(month13.status).toBe(422);
+    expect(await month13.json()).toMatchObject({
+      errors: [{ path: "from", message: expect.stringMatching(/^must be a day \(2026-12-01\)/) }],
+    });
     expect((await gw.api("/v1/usage?from=2020-02-01&to=2020-01-01")).status).toBe(422);
 
     const admin = await gw.api("/v1/admin/usage?group_by=tenant,model");

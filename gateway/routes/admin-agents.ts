@@ -15,7 +15,10 @@ import type { AgentRow } from "../store/agents.ts";
 
 const ListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(500).default(100),
-  cursor: z.string().max(64).optional(),
+  cursor: z
+    .string()
+    .regex(/^agt_[0-9A-Za-z._-]{1,60}$/, "an agent id (agt_…): the previous page's next_cursor")
+    .optional(),
 });
 
 const AgentParams = z.object({ id: z.string().regex(/^agt_/) });

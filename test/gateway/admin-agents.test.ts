@@ -203,6 +203,10 @@ describe("admin agents API", () => {
     const rest = (await (await admin(`?limit=2&cursor=${page.next_cursor}`)).json()) as AgentList;
     expect(rest.data.map((view) => view.name)).toEqual(["a"]);
     expect(rest.next_cursor).toBeNull();
+    // A cursor that is no agent id is refused, not taken as the start.
+    const bad = await admin("?cursor=zz");
+    expect(bad.status).toBe(422);
+    expect(await bad.json()).toMatchObject({ errors: [{ path: "cursor" }] });
   });
 });
 

@@ -16,13 +16,13 @@ function report(error: unknown) {
   return { status, text: written.join("") };
 }
 
-/** Runs a bin with `args` and no GANTRY_* settings; resolves with its status and stderr. */
-function runBin(bin: string, args: string[]) {
+/** Runs a bin with `args` and only the GANTRY_* settings given; resolves with its status and stderr. */
+function runBin(bin: string, args: string[], settings: Record<string, string> = {}) {
   return new Promise<{ status: number | null; stderr: string }>((resolve) => {
     execFile(
       process.execPath,
       [join(BIN, bin), ...args],
-      { env: { PATH: process.env.PATH ?? "" } },
+      { env: { PATH: process.env.PATH ?? "", ...settings }, timeout: 60_000 },
       (error, _stdout, stderr) => resolve({ status: error ? Number(error.code) : 0, stderr }),
     );
   });
@@ -79,23 +79,12 @@ describe("gantry-agent run with credentials the gateway refuses", () => {
     const gw = await startTestGateway({ models: ["noop"] });
     try {
       const { row } = await gw.gateway.stores.agents.create({ source: "admin", now: Date.now() });
-      const refused = await new Promise<{ status: number | null; stderr: string }>((resolve) => {
-        execFile(
-          process.execPath,
-          [join(BIN, "gantry-agent.js"), "run"],
-          {
-            env: {
-              PATH: process.env.PATH ?? "",
-              GANTRY_GATEWAY_URL: gw.url,
-              GANTRY_MODELS: "noop",
-              GANTRY_EXECUTION_PROVIDERS: "cpu",
-              GANTRY_AGENT_ID: row.id,
-              GANTRY_AGENT_SECRET: `gas_${"x".repeat(43)}`,
-            },
-            timeout: 60_000,
-          },
-          (error, _stdout, stderr) => resolve({ status: error ? Number(error.code) : 0, stderr }),
-        );
+      const refused = await runBin("gantry-agent.js", ["run"], {
+        GANTRY_GATEWAY_URL: gw.url,
+        GANTRY_MODELS: "noop",
+        GANTRY_EXECUTION_PROVIDERS: "cpu",
+        GANTRY_AGENT_ID: row.id,
+        GANTRY_AGENT_SECRET: `gas_${"x".repeat(43)}`,
       });
       expect(refused.status, refused.stderr).toBe(2);
       expect(refused.stderr).toContain(
@@ -111,23 +100,12 @@ describe("gantry-agent run with credentials the gateway refuses", () => {
 
 describe("gantry-agent run with a model it does not know", () => {
   it("names it and where models come from, exit 2, with no stack", async () => {
-    const result = await new Promise<{ status: number | null; stderr: string }>((resolve) => {
-      execFile(
-        process.execPath,
-        [join(BIN, "gantry-agent.js"), "run"],
-        {
-          env: {
-            PATH: process.env.PATH ?? "",
-            // The runners start before the gateway is asked anything: none needs to listen.
-            GANTRY_GATEWAY_URL: "http://127.0.0.1:9",
-            GANTRY_AGENT_TOKEN: "gat_unused_unused_unused",
-            GANTRY_MODELS: "noop,nope",
-            GANTRY_EXECUTION_PROVIDERS: "cpu",
-          },
-          timeout: 60_000,
-        },
-        (error, _stdout, stderr) => resolve({ status: error ? Number(error.code) : 0, stderr }),
-      );
+    const result = await runBin("gantry-agent.js", ["run"], {
+      // The runners start before the gateway is asked anything: none needs to listen.
+      GANTRY_GATEWAY_URL: "http://127.0.0.1:9",
+      GANTRY_AGENT_TOKEN: "gat_unused_unused_unused",
+      GANTRY_MODELS: "noop,nope",
+      GANTRY_EXECUTION_PROVIDERS: "cpu",
     });
     expect(result.status, result.stderr).toBe(2);
     expect(result.stderr).toContain(
@@ -139,14 +117,7 @@ describe("gantry-agent run with a model it does not know", () => {
 
 describe("a database a command cannot use", () => {
   const keysList = (url: string) =>
-    new Promise<{ status: number | null; stderr: string }>((resolve) => {
-      execFile(
-        process.execPath,
-        [join(BIN, "gantry.js"), "keys", "list"],
-        { env: { PATH: process.env.PATH ?? "", GANTRY_DATABASE_URL: url }, timeout: 30_000 },
-        (error, _stdout, stderr) => resolve({ status: error ? Number(error.code) : 0, stderr }),
-      );
-    });
+    runBin("gantry.js", ["keys", "list"], { GANTRY_DATABASE_URL: url });
 
   it("is named without its password, with what went wrong, on one line (exit 2)", async () => {
     const server = createServer();

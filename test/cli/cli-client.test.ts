@@ -111,8 +111,10 @@ describe("gantry run", () => {
 });
 
 describe("gantry jobs and models", () => {
+  // A short run: a canceled attempt still holds the agent's one slot until its run ends,
+  // and the tests after this one need that slot.
   it("on Ctrl-C, says which job goes on and how to follow or stop it, with no stack", async () => {
-    const child = spawn(process.execPath, [BIN, "run", "noop", "--param", "delay_ms=30000"], {
+    const child = spawn(process.execPath, [BIN, "run", "noop", "--param", "delay_ms=4000"], {
       cwd: dir,
       env: { ...process.env, GANTRY_URL: gw.url, GANTRY_KEY: gw.apiKey },
       stdio: ["ignore", "pipe", "pipe"],

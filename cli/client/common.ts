@@ -10,8 +10,13 @@ export function clientFromEnv(
 ): Gantry {
   const apiKey = env.GANTRY_KEY;
   if (!apiKey) throw new UserError("GANTRY_KEY is not set (the API key `npm start` prints)");
+  const baseUrl = env.GANTRY_URL || "http://127.0.0.1:8787";
+  if (!URL.canParse(baseUrl) || !/^https?:$/.test(new URL(baseUrl).protocol))
+    throw new UserError(
+      `GANTRY_URL must be the gateway's http(s) URL, such as http://127.0.0.1:8787 (got ${JSON.stringify(baseUrl)})`,
+    );
   return new Gantry({
-    baseUrl: env.GANTRY_URL || "http://127.0.0.1:8787",
+    baseUrl,
     apiKey,
     maxRetries: options.maxRetries ?? 4,
   });

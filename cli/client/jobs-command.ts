@@ -1,4 +1,5 @@
 import { JobFailedError, type TypedJob } from "../../client/index.ts";
+import { UserError } from "../../shared/errors.ts";
 import { clientFromEnv, JOB_FAILED_EXIT } from "./common.ts";
 
 const row = (job: TypedJob) =>
@@ -10,6 +11,8 @@ export async function jobsList(
 ) {
   const gantry = clientFromEnv(env);
   const limit = Number(flags.limit ?? 20);
+  if (!Number.isInteger(limit) || limit < 1)
+    throw new UserError(`--limit must be a whole number of jobs, 1 or more (got ${flags.limit})`);
   let shown = 0;
   const status = flags.status as TypedJob["status"] | undefined;
   for await (const job of gantry.jobs.list({

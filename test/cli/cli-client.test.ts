@@ -107,6 +107,18 @@ describe("gantry run", () => {
     expect(noModel.code).toBe(2);
     expect(noModel.stderr).toMatch(/^gantry: missing required argument 'model'\n/);
     expect((await gantry("jobs", "list", "--help")).code).toBe(0);
+    const badLimit = await gantry("jobs", "list", "--limit", "abc");
+    expect(badLimit.code).toBe(2);
+    expect(badLimit.stderr).toBe(
+      "gantry: --limit must be a whole number of jobs, 1 or more (got abc)\n",
+    );
+    const badUrl = await exec(process.execPath, [BIN, "jobs", "list"], {
+      env: { ...process.env, GANTRY_URL: "gateway.example", GANTRY_KEY: gw.apiKey },
+    }).catch((error: { code: number; stderr: string }) => error);
+    expect("code" in badUrl ? badUrl.code : 0).toBe(2);
+    expect(badUrl.stderr).toBe(
+      'gantry: GANTRY_URL must be the gateway\'s http(s) URL, such as http://127.0.0.1:8787 (got "gateway.example")\n',
+    );
   });
 });
 

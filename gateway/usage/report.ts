@@ -15,8 +15,11 @@ export function periodOf(
   const from = query.from ? Date.parse(query.from) : monthOf(now).start;
   const to = query.to ? Date.parse(query.to) : now;
   if (!(to > from)) {
-    throw new HttpProblem(422, "validation_failed", "Invalid query", "`to` must be after `from`.", {
-      errors: [{ path: "query.to", message: "must be after `from`" }],
+    // Both named: a `to` alone is easily not after the default `from`, this month's start.
+    const fromSaid = `${new Date(from).toISOString()}${query.from ? "" : ", the start of this month"}`;
+    const message = `must be after \`from\` (${fromSaid})`;
+    throw new HttpProblem(422, "validation_failed", "Invalid query", `\`to\` ${message}.`, {
+      errors: [{ path: "query.to", message }],
     });
   }
   return { from: from - (from % HOUR_MS), to };

@@ -129,6 +129,14 @@ describe.each(["sqlite", "postgres"] as const)("usage and budgets (%s)", (databa
       errors: [{ path: "from", message: expect.stringMatching(/^must be a day \(2026-12-01\)/) }],
     });
     expect((await gw.api("/v1/usage?from=2020-02-01&to=2020-01-01")).status).toBe(422);
+    // A `to` alone, not after the default `from`: the answer says what `from` was.
+    const early = await gw.api("/v1/usage?to=2020-01-01");
+    expect(early.status).toBe(422);
+    expect(await early.json()).toMatchObject({
+      errors: [
+        { path: "query.to", message: expect.stringMatching(/, the start of this month\)$/) },
+      ],
+    });
 
     const admin = await gw.api("/v1/admin/usage?group_by=tenant,model");
     expect(((await admin.json()) as UsageReport).data).toContainEqual({

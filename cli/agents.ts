@@ -4,7 +4,6 @@ import { KyselyAgentStore } from "../gateway/store/agents.ts";
 import { openDatabase } from "../shared/db/open.ts";
 import { UserError } from "../shared/errors.ts";
 import type { AgentView } from "../shared/protocol/index.ts";
-import { databaseRefusal } from "./database-errors.ts";
 import { readDatabaseUrl } from "./settings.ts";
 
 export const AGENTS_HELP = `gantry agents: make, list and revoke GPU agents, straight in the database.
@@ -61,9 +60,7 @@ export async function runAgentsCommand(
     throw new UserError("--name takes 1-64 letters, digits, dots, dashes or underscores");
   }
   const databaseUrl = readDatabaseUrl(env);
-  const database = await openDatabase(databaseUrl).catch((error: unknown) => {
-    throw databaseRefusal(databaseUrl, error) ?? error;
-  });
+  const database = await openDatabase(databaseUrl, { setting: "GANTRY_DATABASE_URL" });
   try {
     const store = new KyselyAgentStore(database.db);
     const now = Date.now();

@@ -19,7 +19,6 @@ import {
 import { runAgentsCommand } from "./agents.ts";
 import { agentsNote, startBanner } from "./banner.ts";
 import { CLIENT_COMMANDS, runClientCommand } from "./client/program.ts";
-import { databaseRefusal } from "./database-errors.ts";
 import { runKeysCommand } from "./keys.ts";
 import { loadOrCreateSecrets } from "./secrets.ts";
 import { type GantrySettings, readSettings } from "./settings.ts";
@@ -136,8 +135,6 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
     sweepIntervalMs: settings.sweepIntervalMs,
     allowInsecureWebhooks: command === "start",
     logger: logger.child({ component: "gateway" }),
-  }).catch((error: unknown) => {
-    throw databaseRefusal(settings.databaseUrl, error) ?? error;
   });
   say(
     `jobs in ${node.dialect === "postgres" ? "Postgres" : "SQLite"}; queue: ${node.queueDescription}`,

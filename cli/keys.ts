@@ -15,7 +15,6 @@ import { newWebhookSecret } from "../gateway/webhooks/secret.ts";
 import { openDatabase, sqlitePath } from "../shared/db/open.ts";
 import { isPostgresUrl } from "../shared/db/postgres.ts";
 import { UserError } from "../shared/errors.ts";
-import { databaseRefusal } from "./database-errors.ts";
 import { readDatabaseUrl } from "./settings.ts";
 
 export const KEYS_HELP = `gantry keys: make, list and revoke API keys, straight in the database.
@@ -77,9 +76,7 @@ export async function runKeysCommand(
       `no database at ${databaseUrl}: run "gantry start" once, or set GANTRY_DATA_DIR or GANTRY_DATABASE_URL`,
     );
   }
-  const database = await openDatabase(databaseUrl).catch((error: unknown) => {
-    throw databaseRefusal(databaseUrl, error) ?? error;
-  });
+  const database = await openDatabase(databaseUrl, { setting: "GANTRY_DATABASE_URL" });
   try {
     const db = database.db;
     const now = Date.now();

@@ -1,7 +1,7 @@
 import type { Kysely } from "kysely";
 import { UserError } from "../errors.ts";
 import type { SqlDialect } from "./migrations.ts";
-import { isPostgresUrl, openPostgres, parsePostgresUrl } from "./postgres.ts";
+import { databaseFailure, isPostgresUrl, openPostgres, parsePostgresUrl } from "./postgres.ts";
 import type { Database } from "./schema.ts";
 import type { SessionSettings } from "./session-settings.ts";
 import { openSqlite } from "./sqlite.ts";
@@ -22,6 +22,13 @@ export interface OpenDatabaseOptions {
   settings?: SessionSettings;
   /** Told of every statement sent, migrations' included (statement-log.ts). */
   onStatement?: OnStatement;
+  /**
+   * The setting the URL came from (`GANTRY_DATABASE_URL`): a Postgres the operator must fix
+   * (unreachable, login refused, no such database, too few rights) fails as a UserError
+   * naming the URL without its password and this setting, rather than as pg's error. Left
+   * out where a caller waits for a database that is down (an agent's `sql` queue).
+   */
+  setting?: string;
 }
 
 /**
@@ -34,7 +41,13 @@ export async function openDatabase(
 ): Promise<OpenedDatabase> {
   if (isPostgresUrl(url)) {
     const { description } = parsePostgresUrl(url);
-    const db = await openPostgres(url, options);
+    const db = await openPostgres(url, options).catch((error: unknown) => {
+      const why = options.setting ? databaseFailure(error) : null;
+      if (!why) throw error;
+      throw new UserError(
+        `cannot use the database at ${description}: ${why}; check ${options.setting}`,
+      );
+    });
     return { db, dialect: "postgres", description, close: () => db.destroy() };
   }
   const path = sqlitePath(url);

@@ -40,6 +40,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
   const settings = feedSettings(options.databaseUrl);
   const statements = databaseStatements();
   const database = await openDatabase(options.databaseUrl, {
+    setting: "GANTRY_DATABASE_URL",
     ...(settings ? { settings } : {}),
     onStatement: statements.count,
   });

@@ -10,6 +10,9 @@ export type FileInput = string | Blob | Uint8Array | ArrayBuffer | ReadableStrea
 export const isInputRef = (value: string): boolean =>
   /^upl_[0-9a-z]{26}$/.test(value) || /^https:\/\//i.test(value);
 
+/** A URL of any scheme (`http://…`, `ftp://…`): never a file path, whatever else it is. */
+export const isUrl = (value: string): boolean => /^[a-z][a-z0-9+.-]*:\/\//i.test(value);
+
 const EXTENSION_TYPES: Record<string, string> = {
   png: "image/png",
   jpg: "image/jpeg",
@@ -53,7 +56,7 @@ export const canReadPaths = (): boolean =>
  */
 async function blobFromPath(path: string): Promise<Blob> {
   // https URLs go to the gateway as they are (isInputRef); any other URL is no path either.
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(path))
+  if (isUrl(path))
     throw new GantryError(
       `"${path}": input URLs must be https (the gateway fetches them), or give a file path, a Blob or an upl_… id`,
     );

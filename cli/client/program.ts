@@ -119,7 +119,7 @@ export async function runClientCommand(argv: string[], env: NodeJS.ProcessEnv): 
     if (error instanceof ConnectionError || error instanceof UserError) {
       process.stderr.write(`gantry: ${error.message}\n`);
       process.exitCode =
-        error instanceof Interrupted ? error.exitCode : error instanceof UserError ? 2 : 1;
+        error instanceof Interrupted ? error.exitCode : error instanceof UserError ? USAGE_EXIT : 1;
       return;
     }
     throw error;

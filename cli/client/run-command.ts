@@ -1,7 +1,7 @@
 import { stat } from "node:fs/promises";
 import { basename, join } from "node:path";
 import ora from "ora";
-import { isInputRef } from "../../client/files.ts";
+import { isInputRef, isUrl } from "../../client/files.ts";
 import { JobFailedError, type JobUpdate } from "../../client/index.ts";
 import { UserError } from "../../shared/errors.ts";
 import {
@@ -140,7 +140,7 @@ export async function runCommand(
 
 /** A missing path or a folder is the user's mistake: one line, not openAsBlob's stack. */
 async function requireFile(path: string): Promise<void> {
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(path)) {
+  if (isUrl(path)) {
     throw new UserError(`${path}: input URLs must be https (or give a file or an upl_… id)`);
   }
   const found = await stat(path).catch(() => null);

@@ -106,10 +106,11 @@ export async function submitCommand(
   };
   const one = async (file: InputFile) => {
     const base = join(flags.out, file.name);
+    const succeededBefore = existsSync(`${base}.json`);
     const failedBefore = existsSync(`${base}.error.json`);
-    if (existsSync(`${base}.json`) || (failedBefore && !flags.retryFailed)) {
+    if (succeededBefore || (failedBefore && !flags.retryFailed)) {
       counts.resumed++;
-      if (existsSync(`${base}.json`)) counts.succeeded++;
+      if (succeededBefore) counts.succeeded++;
       else counts.failed++;
       return;
     }

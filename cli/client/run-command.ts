@@ -31,9 +31,11 @@ export function describeUpdate(update: JobUpdate): string {
     parts.push(update.stage ? `${update.stage} ${done}` : done);
   }
   if (update.attempt && update.attempt > 1) parts.push(`attempt ${update.attempt}`);
-  // Why it waits, as the gateway says (GET /v1/jobs/{id}): one line a person reads.
-  if (update.status === "queued" && update.waiting_detail) parts.push(update.waiting_detail);
-  return `${update.job_id}: ${parts.join(", ")}`;
+  const line = `${update.job_id}: ${parts.join(", ")}`;
+  // Why it waits, as the gateway says (GET /v1/jobs/{id}): a sentence of its own.
+  if (update.status === "queued" && update.waiting_detail)
+    return `${line}. ${update.waiting_detail}`;
+  return line;
 }
 
 /**

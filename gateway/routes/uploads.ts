@@ -57,13 +57,17 @@ export const uploadRoutes = documented(new OpenAPIHono<AppEnv>(), presignRoute, 
         `${UNDECODED_IMAGE_TYPES[request.content_type] ?? ""} content_type must be one of ${accepted.join(", ")}.`.trim(),
       );
     }
-    const limit = maxUploadBytes(gateway.config.maxUploadBytes, tenant.limits.max_upload_bytes);
+    const planMax = tenant.limits.max_upload_bytes;
+    const limit = maxUploadBytes(gateway.config.maxUploadBytes, planMax);
     if (request.size_bytes > limit) {
+      // Name the ceiling that binds: a plan may allow more than this gateway accepts.
+      const whose =
+        limit < planMax ? "on this gateway (its largest upload)" : `on your plan (${tenant.plan})`;
       throw new HttpProblem(
         413,
         "upload_too_large",
         "Upload too large",
-        `size_bytes may be at most ${limit} on your plan (${tenant.plan}).`,
+        `size_bytes may be at most ${limit} ${whose}.`,
         { max_upload_bytes: limit },
       );
     }

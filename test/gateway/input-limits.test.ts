@@ -35,12 +35,17 @@ describe("uploads", () => {
     const over = await problemOf(await presign({ content_type: "image/png", size_bytes: 1_001 }));
     expect(over.code).toBe("upload_too_large");
     expect(over.max_upload_bytes).toBe(1_000);
+    expect(over.detail).toBe("size_bytes may be at most 1000 on your plan (free).");
 
     const big = await gw.addTenant({ id: "ten_big", plan: "enterprise" });
     const capped = await problemOf(
       await presign({ content_type: "image/png", size_bytes: 8_001 }, big),
     );
     expect(capped.max_upload_bytes).toBe(8_000);
+    // The plan allows more: the gateway's ceiling is the one named.
+    expect(capped.detail).toBe(
+      "size_bytes may be at most 8000 on this gateway (its largest upload).",
+    );
   });
 
   it("accepts only content types some model takes", async () => {

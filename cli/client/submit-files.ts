@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { createReadStream } from "node:fs";
+import { createReadStream, type Dirent } from "node:fs";
 import { opendir, stat } from "node:fs/promises";
 import { basename, isAbsolute, join, relative, resolve } from "node:path";
 import { glob } from "tinyglobby";
@@ -35,9 +35,10 @@ export async function* inputFiles(
     const info = await stat(arg).catch(() => null);
     if (info?.isDirectory()) {
       for await (const entry of await opendir(arg, { recursive: true, bufferSize: 256 })) {
-        if (!entry.isFile() || entry.name.startsWith(".") || !typeFromName(entry.name)) continue;
+        if (entry.name.startsWith(".") || !typeFromName(entry.name)) continue;
         const path = join(entry.parentPath, entry.name);
-        if (!skipped(path)) yield { path, name: relative(arg, path) };
+        if (skipped(path) || !(entry.isFile() || (await linksToFile(entry, path)))) continue;
+        yield { path, name: relative(arg, path) };
       }
     } else if (info?.isFile()) {
       yield { path: arg, name: basename(arg) };
@@ -51,6 +52,16 @@ export async function* inputFiles(
       }
     }
   }
+}
+
+/**
+ * A link to a file counts as the file (datasets kept by DVC or git-annex are links into a
+ * cache); the walk itself follows no link, so a link to a folder (a loop, say) is not walked.
+ * A dangling link is passed over, as a file that is not there.
+ */
+async function linksToFile(entry: Dirent, path: string): Promise<boolean> {
+  if (!entry.isSymbolicLink()) return false;
+  return (await stat(path).catch(() => null))?.isFile() ?? false;
 }
 
 /** How many files the arguments name (a streaming pass, for the progress bar's total). */

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -31,6 +31,17 @@ describe("gantry submit's inputs", () => {
   it("streams a folder's images under their relative names, skipping others", async () => {
     expect(await collect([join(dir, "a")])).toEqual(["b/two.JPG", "one.png"]);
     expect(await countInputFiles([join(dir, "a")])).toBe(2);
+  });
+
+  it("follows links to image files (as datasets kept by DVC or git-annex are), never to folders", async () => {
+    const linked = join(dir, "linked");
+    mkdirSync(linked);
+    symlinkSync(join(dir, "a", "one.png"), join(linked, "first.png"));
+    symlinkSync(join(dir, "a", "notes.txt"), join(linked, "notes.png")); // the name decides
+    symlinkSync(join(dir, "nowhere.png"), join(linked, "dangling.png"));
+    symlinkSync(linked, join(linked, "loop")); // a folder link would walk forever
+    symlinkSync(join(dir, "a"), join(linked, "a"));
+    expect(await collect([linked])).toEqual(["first.png", "notes.png"]);
   });
 
   it("never takes the results of its out folder as inputs", async () => {

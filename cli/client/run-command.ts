@@ -12,6 +12,7 @@ import {
   outputWithoutBytes,
   saveArtifacts,
 } from "./common.ts";
+import { checkParams } from "./model-params.ts";
 
 /** How often `gantry run` asks why a queued job waits. */
 const WAITING_POLL_MS = 2_000;
@@ -50,6 +51,8 @@ export async function runCommand(
 ) {
   const gantry = clientFromEnv(env);
   if (file && !isInputRef(file)) await requireFile(file);
+  // Asked before the upload: a mistyped model or parameter costs no upload.
+  checkParams(await gantry.models.get(model), flags.param ?? {});
   // A terminal of no width (some CI pseudo-terminals) makes ora redraw without end.
   const interactive =
     Boolean(process.stderr.isTTY) && (process.stderr.columns ?? 0) > 0 && !flags.json;

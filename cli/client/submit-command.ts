@@ -9,6 +9,7 @@ import {
   saveArtifacts,
   writeAtomic,
 } from "./common.ts";
+import { checkParams } from "./model-params.ts";
 import {
   countInputFiles,
   type InputFile,
@@ -58,10 +59,16 @@ export async function submitCommand(
   if (args.length === 0) throw new UserError("name at least one folder, file or glob");
   const gantry = clientFromEnv(env, { maxRetries: 8 });
   // Asked once before any file: a mistyped model or a bad key must not upload every file
-  // only to write an error for each (the APIError ends the command, exit 1).
-  await gantry.models.get(model);
+  // only to write an error for each (the APIError ends the command, exit 1), nor a
+  // mistyped parameter (a UserError, exit 2).
   const params = flags.param ?? {};
+  checkParams(await gantry.models.get(model), params);
   const counts = emptyCounts(await countInputFiles(args, flags.out));
+  // A wrong folder, or one of PDFs, is the user's to fix: not a run that "succeeded" on nothing.
+  if (counts.total === 0)
+    throw new UserError(
+      `no image or JSON files in ${args.join(", ")} (hidden files are passed over)`,
+    );
   const state = await SubmitState.open(flags.out);
   const progress = new SubmitProgress(counts, {
     tty: Boolean(process.stderr.isTTY),

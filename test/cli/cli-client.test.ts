@@ -72,11 +72,18 @@ describe("gantry run", () => {
     expect(stderr).toContain(`: ${lastLine}:`);
   });
 
-  it("refuses bad parameters with the gateway's field errors", async () => {
+  it("refuses bad parameters by the model's schema before uploading anything", async () => {
     const { code, stderr } = await gantry("run", "noop", "--param", "delay_ms=-1");
-    expect(code).toBe(1);
-    expect(stderr).toContain("invalid_input");
-    expect(stderr).toContain("delay_ms");
+    expect(code).toBe(2);
+    expect(stderr.trim()).toBe("gantry: --param delay_ms: must be >= 0");
+    const typo = await gantry("run", "ocr", image, "--param", "langauge=en");
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toMatch(/^gantry: --param langauge: model ocr has no such parameter \(/);
+    expect(typo.stderr).not.toContain("uploading");
+    const model = await gantry("run", "nope", image);
+    expect(model.code).toBe(1);
+    expect(model.stderr).toContain("404 not_found");
+    expect(model.stderr).not.toContain("uploading");
   });
 
   it("says a missing file or a folder in one line, with no stack, and submits nothing", async () => {

@@ -200,26 +200,42 @@ it("follows all its jobs through one GET /v1/events stream, not a stream or poll
   }
 });
 
-it("stops before any upload when the model is unknown, writing no error per file", {
+it("stops before any upload when the model, a parameter or the folder is wrong", {
   timeout: 60_000,
 }, async () => {
-  const out = join(dir, "out-unknown-model");
-  const child = spawn(
-    process.execPath,
-    [BIN, "submit", "nope", join(dir, "images"), "--out", out],
-    {
+  const refused = async (name: string, args: string[]) => {
+    const out = join(dir, name);
+    const child = spawn(process.execPath, [BIN, "submit", ...args, "--out", out], {
       env: { ...process.env, GANTRY_URL: gw.url, GANTRY_KEY: gw.apiKey },
       stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
-  let stderr = "";
-  child.stderr?.on("data", (chunk: Buffer) => {
-    stderr += chunk.toString();
+    });
+    let stderr = "";
+    child.stderr?.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+    // Nothing written: no error file per image, no summary, no manifest.
+    expect(existsSync(out) ? readdirSync(out, { recursive: true }) : []).toEqual([]);
+    return { code, stderr: stderr.trim() };
+  };
+  const images = join(dir, "images");
+  const model = await refused("out-unknown-model", ["nope", images]);
+  expect(model.code, model.stderr).toBe(1);
+  expect(model.stderr).toContain("No model nope");
+
+  const before = await jobCount();
+  const param = await refused("out-bad-param", ["noop", images, "--param", "delay_ms=fast"]);
+  expect(param).toEqual({ code: 2, stderr: "gantry: --param delay_ms: must be integer" });
+  expect(await jobCount()).toBe(before);
+
+  const empty = join(dir, "no-images");
+  mkdirSync(empty);
+  writeFileSync(join(empty, "notes.txt"), "not an image");
+  const none = await refused("out-empty", ["noop", empty]);
+  expect(none).toEqual({
+    code: 2,
+    stderr: `gantry: no image or JSON files in ${empty} (hidden files are passed over)`,
   });
-  const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
-  expect(code, stderr).toBe(1);
-  expect(stderr).toContain("No model nope");
-  expect(existsSync(out) ? readdirSync(out, { recursive: true }) : []).toEqual([]);
 });
 
 it("writes a result for every copy of a file, the copies sharing one job", {

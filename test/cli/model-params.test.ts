@@ -1,0 +1,56 @@
+import { describe, expect, it } from "vitest";
+import { checkParams } from "../../cli/client/model-params.ts";
+import type { ModelInfo } from "../../client/index.ts";
+import { UserError } from "../../shared/errors.ts";
+
+// A fresh object literal of the schema's properties would be held to ModelInfo's narrow type.
+const properties = {
+  image: { type: "string" },
+  format: { type: "string", enum: ["png", "webp"] },
+  background: { type: "string", pattern: "^#[0-9a-fA-F]{6}$" },
+  mask_only: { type: "boolean" },
+};
+
+const rmbg: ModelInfo = {
+  id: "rmbg",
+  object: "model",
+  content_types: ["image/png"],
+  limits: {},
+  input_schema: {
+    $schema: "https://json-schema.org/draft/2020-12/schema",
+    type: "object",
+    properties,
+    required: ["image"],
+    additionalProperties: false,
+  },
+};
+
+const refusal = (params: Record<string, unknown>) => {
+  try {
+    checkParams(rmbg, params);
+  } catch (error) {
+    expect(error).toBeInstanceOf(UserError);
+    return (error as Error).message;
+  }
+  return null;
+};
+
+describe("--param checked against the model's input schema", () => {
+  it("takes valid parameters without the file's own image", () => {
+    expect(refusal({ format: "webp", mask_only: true })).toBeNull();
+    expect(refusal({})).toBeNull();
+  });
+
+  it("names each wrong parameter and what it should be", () => {
+    expect(refusal({ formt: "png" })).toBe(
+      "--param formt: model rmbg has no such parameter (its parameters are format, background, mask_only)",
+    );
+    expect(refusal({ format: "jpg", background: "white", mask_only: "yes" })).toBe(
+      [
+        "--param format: must be one of png, webp",
+        '--param background: must match pattern "^#[0-9a-fA-F]{6}$"',
+        "--param mask_only: must be boolean",
+      ].join("\n"),
+    );
+  });
+});

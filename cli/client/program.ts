@@ -1,7 +1,8 @@
-import { Command, CommanderError } from "commander";
+import { Command, CommanderError, Option } from "commander";
 import { APIError, ConnectionError } from "../../client/index.ts";
 import { USAGE_EXIT } from "../../shared/cli-errors.ts";
 import { UserError } from "../../shared/errors.ts";
+import { JobStatus } from "../../shared/protocol/job.ts";
 import { collectParam, Interrupted } from "./common.ts";
 import {
   jobsCancel,
@@ -57,7 +58,10 @@ function program(env: NodeJS.ProcessEnv): Command {
   const jobs = root.command("jobs").description("list, show, cancel and follow jobs");
   jobs
     .command("list")
-    .option("--status <status>", "queued, running, succeeded, failed, canceled or expired")
+    // Checked here, a mistake of the user's (exit 2), not sent for the gateway to refuse.
+    .addOption(
+      new Option("--status <status>", "only jobs in this state").choices(JobStatus.options),
+    )
     .option("--limit <n>", "how many, newest first", "20")
     .option("--json", "one JSON job per line")
     .action((flags) => jobsList(flags, env));

@@ -119,6 +119,9 @@ describe("gantry run", () => {
     expect(badLimit.stderr).toBe(
       "gantry: --limit must be a whole number of jobs, 1 or more (got abc)\n",
     );
+    const badStatus = await gantry("jobs", "list", "--status", "done");
+    expect(badStatus.code).toBe(2);
+    expect(badStatus.stderr).toMatch(/^gantry: .*'done' is invalid\. Allowed choices are queued, /);
     const badUrl = await exec(process.execPath, [BIN, "jobs", "list"], {
       env: { ...process.env, GANTRY_URL: "gateway.example", GANTRY_KEY: gw.apiKey },
     }).catch((error: { code: number; stderr: string }) => error);

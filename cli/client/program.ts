@@ -116,7 +116,11 @@ export async function runClientCommand(argv: string[], env: NodeJS.ProcessEnv): 
     }
     if (error instanceof APIError) {
       process.stderr.write(`gantry: ${error.message}\n`);
-      for (const field of error.errors) process.stderr.write(`  ${field.path}: ${field.message}\n`);
+      // The gateway's detail names the first field's error: list the others below it.
+      for (const field of error.errors) {
+        const line = `${field.path}: ${field.message}`;
+        if (!error.message.includes(line)) process.stderr.write(`  ${line}\n`);
+      }
       process.exitCode = 1;
       return;
     }

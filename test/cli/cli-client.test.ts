@@ -119,6 +119,12 @@ describe("gantry run", () => {
     expect(badLimit.stderr).toBe(
       "gantry: --limit must be a whole number of jobs, 1 or more (got abc)\n",
     );
+    // The gateway's refusal, once: its detail names the field, no list repeats it.
+    const refused = await gantry("usage", "--from", "2026-13-01");
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toBe(
+      "gantry: 422 validation_failed: query: from: must be a day (2026-12-01) or an ISO 8601 instant (2026-12-01T08:00:00Z)\n",
+    );
     const badStatus = await gantry("jobs", "list", "--status", "done");
     expect(badStatus.code).toBe(2);
     expect(badStatus.stderr).toMatch(/^gantry: .*'done' is invalid\. Allowed choices are queued, /);

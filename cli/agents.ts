@@ -1,10 +1,9 @@
 import { parseArgs } from "node:util";
 import { agentViews } from "../gateway/agents/listing.ts";
 import { KyselyAgentStore } from "../gateway/store/agents.ts";
-import { openDatabase } from "../shared/db/open.ts";
 import { UserError } from "../shared/errors.ts";
 import type { AgentView } from "../shared/protocol/index.ts";
-import { readDatabaseUrl } from "./settings.ts";
+import { openAdminDatabase } from "./admin-database.ts";
 
 export const AGENTS_HELP = `gantry agents: make, list and revoke GPU agents, straight in the database.
 
@@ -59,8 +58,7 @@ export async function runAgentsCommand(
   if (values.name !== undefined && !/^[A-Za-z0-9._-]{1,64}$/.test(values.name)) {
     throw new UserError("--name takes 1-64 letters, digits, dots, dashes or underscores");
   }
-  const databaseUrl = readDatabaseUrl(env);
-  const database = await openDatabase(databaseUrl, { setting: "GANTRY_DATABASE_URL" });
+  const database = await openAdminDatabase(env);
   try {
     const store = new KyselyAgentStore(database.db);
     const now = Date.now();

@@ -1,4 +1,3 @@
-import { existsSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { DEFAULT_PLAN, PLAN_NAMES, PlanName } from "../gateway/plans.ts";
 import { TenantId } from "../gateway/routes/admin.ts";
@@ -12,10 +11,8 @@ import {
 } from "../gateway/store/api-keys.ts";
 import { insertTenant, tenantById } from "../gateway/store/tenants.ts";
 import { newWebhookSecret } from "../gateway/webhooks/secret.ts";
-import { openDatabase, sqlitePath } from "../shared/db/open.ts";
-import { isPostgresUrl } from "../shared/db/postgres.ts";
 import { UserError } from "../shared/errors.ts";
-import { readDatabaseUrl } from "./settings.ts";
+import { openAdminDatabase } from "./admin-database.ts";
 
 export const KEYS_HELP = `gantry keys: make, list and revoke API keys, straight in the database.
 
@@ -69,14 +66,7 @@ export async function runKeysCommand(
   if (action !== "create" && action !== "list" && action !== "revoke") {
     throw new UserError(`unknown keys command "${action}"\n${KEYS_HELP}`);
   }
-  const databaseUrl = readDatabaseUrl(env);
-  // A mistyped data dir must not quietly become a new, empty database.
-  if (!isPostgresUrl(databaseUrl) && !existsSync(sqlitePath(databaseUrl))) {
-    throw new UserError(
-      `no database at ${databaseUrl}: run "gantry start" once, or set GANTRY_DATA_DIR or GANTRY_DATABASE_URL`,
-    );
-  }
-  const database = await openDatabase(databaseUrl, { setting: "GANTRY_DATABASE_URL" });
+  const database = await openAdminDatabase(env);
   try {
     const db = database.db;
     const now = Date.now();

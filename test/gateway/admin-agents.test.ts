@@ -4,6 +4,8 @@
  * an idle, busy, overloaded or gone box is plain to see. In-process, on a clock the test
  * moves, with a real agent (fake runners) made from admin-issued credentials.
  */
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { Writable } from "node:stream";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
@@ -274,6 +276,12 @@ describe("gantry agents", () => {
     const out: string[] = [];
     const err: string[] = [];
     const output = { stdout: (t: string) => out.push(t), stderr: (t: string) => err.push(t) };
+    // A folder with no database is refused, not given a new one holding a secret no gateway knows.
+    const missing = join(dirname(gw.databasePath), "missing");
+    await expect(
+      runAgentsCommand(["create"], { GANTRY_DATA_DIR: missing }, output),
+    ).rejects.toThrow(/^no database at /);
+    expect(existsSync(missing)).toBe(false);
     await runAgentsCommand(["create", "--name", "rental-3"], env, output);
     const created = out.join("");
     const id = /GANTRY_AGENT_ID=(agt_\w+)/.exec(created)?.[1];

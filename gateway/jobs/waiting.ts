@@ -4,15 +4,16 @@ import { agentState } from "../agents/view.ts";
 import type { Gateway } from "../context.ts";
 import type { JobRow } from "../store/job-rows.ts";
 import { storedLimits } from "../store/tenants.ts";
+import { AGENTS_READ, modelJobCounts } from "./model-state.ts";
 import { pausedModels } from "./model-switches.ts";
 import { sharedReadings } from "./shared-readings.ts";
-
-/** The most agents read to judge a model's fleet (as model-state.ts). */
-const AGENTS_READ = 500;
 
 /** Who serves a model: registered agents that are live, and those that are not. */
 interface Fleet {
   live: number;
+  /** The live agents' slots, and how many their last heartbeats said were busy. */
+  slots: number;
+  busy: number;
   down: number;
   /** Why the first agent that is not live is not (gone, draining, revoked…). */
   downReason: string | null;
@@ -24,14 +25,18 @@ const fleets = sharedReadings<Fleet>({ periodMs: (gateway) => gateway.config.que
 async function readFleet(gateway: Gateway, model: string): Promise<Fleet> {
   const now = gateway.now();
   const rows = await gateway.stores.agents.list({ limit: AGENTS_READ });
-  const fleet: Fleet = { live: 0, down: 0, downReason: null };
+  const fleet: Fleet = { live: 0, slots: 0, busy: 0, down: 0, downReason: null };
   for (const row of rows) {
     if (row.registered_at === null || !registeredModels(row).includes(model)) continue;
     const { state, reason } = agentState(row, { jobsRunning: 0, waitingByModel: new Map() }, now);
     if (state === "gone" || state === "revoked" || state === "draining") {
       fleet.down++;
       fleet.downReason ??= `${row.name}: ${reason}`;
-    } else fleet.live++;
+    } else {
+      fleet.live++;
+      fleet.slots += row.slots ?? 0;
+      fleet.busy += row.slots_busy ?? 0;
+    }
   }
   return fleet;
 }
@@ -68,8 +73,8 @@ async function readTenantLoad(gateway: Gateway, tenantId: string): Promise<Tenan
  * Why a queued job has not started, from the store alone, first cause first: the model
  * paused; a retry's backoff; the tenant at `max_running_jobs`; no live agent for the model
  * (none registered it, or those that did are gone or draining); jobs ahead of it
- * (`ahead`, the jobs an agent takes before it, as `queue_position` counts them); else every
- * slot busy.
+ * (`ahead`, the jobs an agent takes before it, as `queue_position` counts them); else a
+ * free slot about to take it, or every slot busy.
  */
 export async function waitingOf(
   gateway: Gateway,
@@ -119,10 +124,17 @@ export async function waitingOf(
       `${ahead} job${ahead === 1 ? "" : "s"} of model ${row.model} ${ahead === 1 ? "is" : "are"} ahead of it (higher priority first, then in fair turn by tenant).`,
     );
   }
-  return reason(
-    "agents_busy",
-    `It is next; every slot of the ${fleet.live} agent${fleet.live === 1 ? "" : "s"} serving ${row.model} is busy.`,
-  );
+  const agents = `${fleet.live} agent${fleet.live === 1 ? "" : "s"} serving ${row.model}`;
+  // Busy by the store's count of the model's running jobs or by the heartbeats (a beat
+  // late, but they see an agent's other models), whichever says more.
+  const { running } = await modelJobCounts(gateway, row.model);
+  if (Math.max(running, fleet.busy) < fleet.slots) {
+    return reason(
+      "starting",
+      `It is next; the ${agents} ${fleet.live === 1 ? "has" : "have"} a free slot and take${fleet.live === 1 ? "s" : ""} it in a moment.`,
+    );
+  }
+  return reason("agents_busy", `It is next; every slot of the ${agents} is busy.`);
 }
 
 const reason = (waiting_reason: WaitingReason, waiting_detail: string): Waiting => ({

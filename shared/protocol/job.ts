@@ -115,10 +115,11 @@ export const WaitingReason = z
     "no_agent_for_model",
     "agents_unhealthy",
     "agents_busy",
+    "starting",
     "delayed",
   ])
   .describe(
-    "Why a queued job waits: `behind_jobs` (see `queue_position`), `tenant_concurrency_limit` (your `max_running_jobs` are running), `model_paused`, `no_agent_for_model` (no live agent serves it), `agents_unhealthy` (those that serve it are failing or gone), `agents_busy` (every slot busy with higher-priority or other tenants' work), `delayed` (a retry's backoff).",
+    "Why a queued job waits: `behind_jobs` (see `queue_position`), `tenant_concurrency_limit` (your `max_running_jobs` are running), `model_paused`, `no_agent_for_model` (no live agent serves it), `agents_unhealthy` (those that serve it are failing or gone), `agents_busy` (every slot busy with higher-priority or other tenants' work), `starting` (it is next and an agent has a free slot: it starts in a moment), `delayed` (a retry's backoff).",
   );
 export type WaitingReason = z.infer<typeof WaitingReason>;
 

@@ -74,6 +74,19 @@ describe("why a queued job waits", () => {
     const behind = await view(third.id);
     expect(behind).toMatchObject({ waiting_reason: "behind_jobs" });
     expect(behind.queue_position).toBeGreaterThan(1);
+    // Next in line, and the agent's one slot is free: it is about to start.
+    const starting = await view(first.id);
+    expect(starting).toMatchObject({ waiting_reason: "starting" });
+    expect(starting.waiting_detail).toBe(
+      "It is next; the 1 agent serving noop has a free slot and takes it in a moment.",
+    );
+    // Its heartbeat says the slot is busy (with another model's job, say): it waits for it.
+    await gateway.stores.agents.heartbeat(agent.id, { slots_busy: 1 }, clock);
+    expect(await view(first.id)).toMatchObject({ waiting_reason: "agents_busy" });
+    await gateway.stores.agents.heartbeat(agent.id, { slots_busy: 0 }, clock);
+    // A running job of the model fills it too, before any heartbeat says so.
+    const running = await submit(await tenant());
+    expect((await gateway.stores.jobs.claim(running.id, agent.id, 1, clock)).ok).toBe(true);
     expect(await view(first.id)).toMatchObject({ waiting_reason: "agents_busy" });
     const [listed] = await listedJobs(gateway, [(await gateway.stores.jobs.byId(third.id))!]);
     expect(listed).toMatchObject({

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import { HttpProblem } from "../../shared/errors.ts";
-import { validationProblem } from "./problem.ts";
+import { clientMessages, validationProblem } from "./problem.ts";
 
 /** Reads and validates a JSON body; every failure is a clear 4xx, never a 500. */
 export async function parseJsonBody<T extends z.ZodType>(
@@ -39,7 +39,7 @@ export function parseWith<T extends z.ZodType>(
   value: unknown,
   where: string,
 ): z.infer<T> {
-  const result = schema.safeParse(value);
+  const result = schema.safeParse(value, { error: clientMessages });
   if (!result.success) throw validationProblem(result.error, where);
   return result.data;
 }

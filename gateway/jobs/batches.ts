@@ -8,6 +8,7 @@ import {
   type JobRequest,
 } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
+import { clientMessages } from "../http/problem.ts";
 import { admitJobs, type JobSlot } from "../limits/backpressure.ts";
 import type { BatchRow } from "../store/batches.ts";
 import { hashKey, type Tenant } from "../store/tenants.ts";
@@ -54,7 +55,7 @@ export async function createBatch(
   const errors: BatchItemError[] = [];
   const items: { index: number; item: BatchItem }[] = [];
   request.items.forEach((raw, index) => {
-    const parsed = BatchItem.safeParse(raw);
+    const parsed = BatchItem.safeParse(raw, { error: clientMessages });
     if (parsed.success) items.push({ index, item: parsed.data });
     else {
       const issue = parsed.error.issues[0];

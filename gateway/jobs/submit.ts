@@ -5,6 +5,7 @@ import type { JobRequest } from "../../shared/protocol/index.ts";
 import { newTraceparent, parseTraceparent } from "../../shared/trace.ts";
 import { noopTracer, type TraceSpan } from "../../shared/tracing/tracer.ts";
 import type { Gateway, SubmitPhase } from "../context.ts";
+import { clientMessages } from "../http/problem.ts";
 import { admitJob, type JobSlot } from "../limits/backpressure.ts";
 import type { ModelSpec } from "../models.ts";
 import { jobPriority } from "../plans.ts";
@@ -281,7 +282,7 @@ export async function checkModelAndInputs(
 
 /** The model's own schema for `input`: a 422 that lists every problem, by path. */
 function checkModelInput(spec: ModelSpec, input: JobRequest["input"]): void {
-  const result = spec.input.safeParse(input);
+  const result = spec.input.safeParse(input, { error: clientMessages });
   if (result.success) return;
   const errors = result.error.issues.slice(0, 20).map((issue) => ({
     path: ["input", ...issue.path.map(String)].join("."),

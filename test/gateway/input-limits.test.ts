@@ -89,6 +89,12 @@ describe("model parameters", () => {
     expect(paths).toContain("input.lang");
     expect(ocr.detail).toContain("dpi");
 
+    // A missing field says so, not "expected string, received undefined".
+    const noModel = await problemOf(
+      await gw.request("/v1/jobs", { method: "POST", key, json: { input: {} } }),
+    );
+    expect(noModel.detail).toBe("body: model: required");
+
     const noop = await problemOf(await submit({ delay_ms: -1, fail: "sometimes" }));
     expect((noop.errors as { path: string }[]).map((error) => error.path).sort()).toEqual([
       "input.delay_ms",

@@ -16,7 +16,7 @@ export async function listedJobs(gateway: Gateway, rows: JobRow[]): Promise<Job[
   return Promise.all(
     rows.map(async (row) => {
       const job = toJob(row);
-      if ((row.status as JobStatus) !== "queued") return job;
+      if ((row.status as JobStatus) !== "queued") return withAgent(gateway, row, job);
       const ahead = placed.get(row.id) ?? (await queuedAhead(gateway, row));
       const waiting = await waitingOf(gateway, row, ahead, loads);
       const behind = waiting.waiting_reason === "behind_jobs";
@@ -28,8 +28,8 @@ export async function listedJobs(gateway: Gateway, rows: JobRow[]): Promise<Job[
 /**
  * The job resource as `GET /v1/jobs/{id}` shows it: the stored job, plus where a queued
  * one stands (its place in line and when it should start, from the model's recent pace)
- * and which agent ran a started one. Lists carry the waiting fields only (`listedJobs`),
- * webhooks the stored job: the pace and the agent cost a read or two each.
+ * and which agent ran a started one. Lists carry the waiting fields and the agent as the row
+ * tells it (`listedJobs`), webhooks the stored job: the pace costs a read or two.
  */
 export async function jobView(gateway: Gateway, row: JobRow): Promise<Job> {
   const job = toJob(row);
@@ -44,10 +44,22 @@ export async function jobView(gateway: Gateway, row: JobRow): Promise<Job> {
     job.estimated_start_at =
       rate === null ? null : new Date(gateway.now() + (ahead / rate) * 1000).toISOString();
   }
-  if (row.agent_id && row.status !== "queued") {
-    const agent =
-      gateway.agentRows.get(row.agent_id) ?? (await gateway.stores.agents.byId(row.agent_id));
-    job.agent = { id: row.agent_id, provider: agent?.provider ?? null };
-  }
-  return job;
+  if (!row.agent_id || row.status === "queued") return job;
+  // The provider the job reported running on; before its report, its agent's (a read only
+  // for an agent this gateway has not seen).
+  const agent = row.provider
+    ? null
+    : (gateway.agentRows.get(row.agent_id) ?? (await gateway.stores.agents.byId(row.agent_id)));
+  return { ...job, agent: agentOf(row.agent_id, row, agent) };
 }
+
+/** A started job's agent in a listing: from the row and the agents in memory, no read. */
+function withAgent(gateway: Gateway, row: JobRow, job: Job): Job {
+  if (!row.agent_id || row.status === "queued") return job;
+  return { ...job, agent: agentOf(row.agent_id, row, gateway.agentRows.get(row.agent_id)) };
+}
+
+const agentOf = (id: string, row: JobRow, agent?: { provider: string | null } | null) => ({
+  id,
+  provider: row.provider ?? agent?.provider ?? null,
+});

@@ -74,6 +74,14 @@ export function describeJobStanding(setting: JobApiSetting): void {
       );
       const running = await read(urgent);
       expect(running.metrics).toMatchObject({ run_ms: null, total_ms: null });
+      // The listing names the agent of each started job too (the console's Agent column).
+      const listed = (await (await gw.api("/v1/jobs?limit=100")).json()) as {
+        data: (Standing & { id: string })[];
+      };
+      const agentOf = (id: string) => listed.data.find((job) => job.id === id)?.agent;
+      expect(agentOf(a!)).toEqual({ id: agent_id, provider: "cpu" });
+      expect(agentOf(urgent)).toEqual({ id: agent_id, provider: "cpu" });
+      expect(agentOf(mine)).toBeUndefined();
       expect((await claim(c!)).status).toBe(200);
       expect((await read(mine)).queue_position).toBe(1);
     });

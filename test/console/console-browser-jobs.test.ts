@@ -148,3 +148,20 @@ describe("console job view on the Node gateway", () => {
     });
   });
 });
+
+describe("console job view of a job that failed on its input", () => {
+  it("says the input cannot be shown and that there is no output, with no broken image", async () => {
+    // A PNG upload whose bytes are no image: the agent fails it invalid_image.
+    const id = await submitOcr(new TextEncoder().encode("not an image at all"));
+    await poll(
+      async () => ((await (await gw.api(`/v1/jobs/${id}`)).json()) as { status: string }).status,
+    ).toBe("failed");
+    const page = await open();
+    await shoot(page, "job-input-undecodable", async () => {
+      await page.goto(`${gw.url}/console/jobs/${id}`);
+      await page.getByText("This browser cannot show the input file as an image.").waitFor();
+      await page.getByText("None: the job failed.").waitFor();
+      expect(await page.locator('img[alt="Job input"]').count()).toBe(0);
+    });
+  });
+});

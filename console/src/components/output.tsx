@@ -159,15 +159,21 @@ export function JobOutput(props: { api: ConsoleApi; job: Job; src?: string | und
         </div>
       );
   }
+  if (output === null || output === undefined) {
+    const why = job.output_expired
+      ? "Deleted by its retention."
+      : job.status === "queued" || job.status === "running"
+        ? "Not yet: the job has not finished."
+        : `None: the job ${job.status}.`;
+    return <p class="hint">{why}</p>;
+  }
   return (
     <div class="output">
       {rendered}
-      {output !== null && output !== undefined && (
-        <details open={rendered === null}>
-          <summary>Output JSON</summary>
-          <pre>{JSON.stringify(output, null, 2)}</pre>
-        </details>
-      )}
+      <details open={rendered === null}>
+        <summary>Output JSON</summary>
+        <pre>{JSON.stringify(output, null, 2)}</pre>
+      </details>
     </div>
   );
 }

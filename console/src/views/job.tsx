@@ -131,6 +131,8 @@ export function JobView(props: { session: Session; id: string }) {
   };
 
   const input = useInputImage(api, job);
+  // The stored file of an input the browser could not decode (a job that failed invalid_image).
+  const [undecoded, setUndecoded] = useState<string | null>(null);
   if (!job) return error ? <p role="alert">{error}</p> : <p>Loading…</p>;
   return (
     <section class="job">
@@ -178,10 +180,25 @@ export function JobView(props: { session: Session; id: string }) {
         </p>
       )}
       <h2>Input</h2>
-      {input.src ? <img class="preview" src={input.src} alt="Job input" /> : null}
+      {input.src && input.src !== undecoded ? (
+        <img
+          class="preview"
+          src={input.src}
+          alt="Job input"
+          onError={() => setUndecoded(input.src ?? null)}
+        />
+      ) : null}
+      {input.src && input.src === undecoded && (
+        <p class="hint">This browser cannot show the input file as an image.</p>
+      )}
       {input.note && <p class="hint">{input.note}</p>}
       <pre>{JSON.stringify(job.input, null, 2)}</pre>
-      {job.metadata && <pre>{JSON.stringify(job.metadata, null, 2)}</pre>}
+      {job.metadata && (
+        <>
+          <h3>Metadata</h3>
+          <pre>{JSON.stringify(job.metadata, null, 2)}</pre>
+        </>
+      )}
       <h2>Output</h2>
       <JobOutput api={api} job={job} src={input.src} />
       <h2>Timeline</h2>

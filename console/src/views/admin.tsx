@@ -185,11 +185,22 @@ export function AdminView(props: { session: Session }) {
       </form>
       <h2>Agents</h2>
       <table aria-label="Agents">
+        <thead>
+          <tr>
+            <th>Agent</th>
+            <th>State</th>
+            <th>Models</th>
+            <th>Last heartbeat</th>
+            <th />
+          </tr>
+        </thead>
         <tbody>
           {agents.map((agent) => (
             <tr key={agent.id}>
               <td>
-                {agent.name} <code>{agent.id}</code>
+                {/* An agent made without a name is named by its id: say it once. */}
+                {agent.name === agent.id ? "" : `${agent.name} `}
+                <code>{agent.id}</code>
               </td>
               <td>{agent.revoked_at ? "revoked" : agent.state}</td>
               <td>{agent.models.join(", ")}</td>

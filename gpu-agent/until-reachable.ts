@@ -37,7 +37,11 @@ export async function untilReachable<T>(
     } catch (error) {
       if (!options.transient(error) || options.signal?.aborted) throw error;
       const delay = peerRetryDelayMs(round, options.backoff);
-      const reason = error instanceof Error ? error.message : String(error);
+      const message = error instanceof Error ? error.message : String(error);
+      // The error may say so itself ("gateway unreachable after 4 tries: …"): not twice.
+      const reason = message.startsWith(`${what} unreachable `)
+        ? message.slice(`${what} unreachable `.length)
+        : message;
       options.log.warn(
         { err: error, peer: what, round, retry_in_ms: delay },
         `${what} unreachable; retrying`,

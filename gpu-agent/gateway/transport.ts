@@ -152,7 +152,11 @@ export function createGatewayTransport(options: GatewayClientOptions): HttpGatew
         // A refusal to enroll (a bad token) is no failure a retry fixes.
         if (error instanceof GatewayError) throw error;
         label.signal?.throwIfAborted();
-        lastError = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+        // A plain Error's name says nothing ("Error: connect ECONNREFUSED …").
+        lastError =
+          error instanceof Error
+            ? `${error.name === "Error" ? "" : `${error.name}: `}${error.message}`
+            : String(error);
         continue;
       }
       const retryable =

@@ -72,7 +72,9 @@ describe("an agent and a gateway that is down", () => {
       peerBackoff: backoff,
       progress: (line) => {
         lines.push(line);
-        if (/^gateway unreachable \(.+\); retrying in [\d.]+ s$/.test(line)) waiting();
+        // Said once: "gateway unreachable (after 4 tries: connect ECONNREFUSED …); retrying in 0.4 s".
+        if (/^gateway unreachable \(after \d+ tries: .+\); retrying in [\d.]+ s$/.test(line))
+          waiting();
       },
     });
     await waited;

@@ -1,7 +1,8 @@
-import { mkdir, rename, writeFile } from "node:fs/promises";
+import { rename, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import { Gantry, type TypedJob } from "../../client/index.ts";
 import { UserError } from "../../shared/errors.ts";
+import { cannotWrite, makeFolder } from "./out-folder.ts";
 
 /** The CLI's client: `GANTRY_URL` and `GANTRY_KEY`, as the `npm start` banner exports them. */
 export function clientFromEnv(
@@ -67,10 +68,14 @@ export function artifactsOf(output: unknown): [string, ArtifactRef][] {
 
 /** Writes through a temporary name, so a killed run never leaves a half file that looks done. */
 export async function writeAtomic(path: string, data: string | Uint8Array): Promise<void> {
-  await mkdir(dirname(path), { recursive: true });
+  await makeFolder(dirname(path));
   const temporary = `${path}.${process.pid}.tmp`;
-  await writeFile(temporary, data);
-  await rename(temporary, path);
+  try {
+    await writeFile(temporary, data);
+    await rename(temporary, path);
+  } catch (error) {
+    throw cannotWrite("the file", path, error);
+  }
 }
 
 /** Saves each artifact of a succeeded job as `base.name.ext`; returns the paths written. */

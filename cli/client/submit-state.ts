@@ -1,7 +1,8 @@
-import { createReadStream, createWriteStream, existsSync, type WriteStream } from "node:fs";
-import { mkdir } from "node:fs/promises";
+import { createReadStream, existsSync, type WriteStream } from "node:fs";
+import { open } from "node:fs/promises";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
+import { cannotWrite, makeFolder } from "./out-folder.ts";
 
 export const MANIFEST = ".gantry-submit.jsonl";
 
@@ -24,7 +25,7 @@ export class SubmitState {
   ) {}
 
   static async open(out: string): Promise<SubmitState> {
-    await mkdir(out, { recursive: true });
+    await makeFolder(out, "the --out folder");
     const path = join(out, MANIFEST);
     const jobs = new Map<string, string>();
     if (existsSync(path)) {
@@ -40,7 +41,11 @@ export class SubmitState {
         }
       }
     }
-    return new SubmitState(jobs, createWriteStream(path, { flags: "a" }));
+    // Opened here, so a folder this user cannot write is said before any upload.
+    const handle = await open(path, "a").catch((error: unknown) => {
+      throw cannotWrite("the --out folder", out, error);
+    });
+    return new SubmitState(jobs, handle.createWriteStream());
   }
 
   jobFor(key: string): string | undefined {

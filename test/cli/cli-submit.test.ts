@@ -203,8 +203,7 @@ it("follows all its jobs through one GET /v1/events stream, not a stream or poll
 it("stops before any upload when the model, a parameter or the folder is wrong", {
   timeout: 60_000,
 }, async () => {
-  const refused = async (name: string, args: string[]) => {
-    const out = join(dir, name);
+  const run = async (args: string[], out: string) => {
     const child = spawn(process.execPath, [BIN, "submit", ...args, "--out", out], {
       env: { ...process.env, GANTRY_URL: gw.url, GANTRY_KEY: gw.apiKey },
       stdio: ["ignore", "pipe", "pipe"],
@@ -214,9 +213,14 @@ it("stops before any upload when the model, a parameter or the folder is wrong",
       stderr += chunk.toString();
     });
     const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+    return { code, stderr: stderr.trim() };
+  };
+  const refused = async (name: string, args: string[]) => {
+    const out = join(dir, name);
+    const answer = await run(args, out);
     // Nothing written: no error file per image, no summary, no manifest.
     expect(existsSync(out) ? readdirSync(out, { recursive: true }) : []).toEqual([]);
-    return { code, stderr: stderr.trim() };
+    return answer;
   };
   const images = join(dir, "images");
   const model = await refused("out-unknown-model", ["nope", images]);
@@ -226,6 +230,23 @@ it("stops before any upload when the model, a parameter or the folder is wrong",
   const before = await jobCount();
   const param = await refused("out-bad-param", ["noop", images, "--param", "delay_ms=fast"]);
   expect(param).toEqual({ code: 2, stderr: "gantry: --param delay_ms: must be integer" });
+  expect(await jobCount()).toBe(before);
+
+  // An --out that cannot be a folder: one line, no stack, and no hang (Node's recursive
+  // mkdir never returns under /proc).
+  const blocker = join(dir, "a-file");
+  writeFileSync(blocker, "");
+  const outs = {
+    [blocker]: "a file of that name is in the way",
+    [join(blocker, "out")]: "a part of the path is a file, not a folder",
+    "/proc/gantry-out": "the file system refuses a folder there",
+  };
+  for (const [out, why] of Object.entries(outs)) {
+    expect(await run(["noop", images], out)).toEqual({
+      code: 2,
+      stderr: `gantry: cannot write the --out folder ${out}: ${why}`,
+    });
+  }
   expect(await jobCount()).toBe(before);
 
   const empty = join(dir, "no-images");

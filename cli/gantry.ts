@@ -8,6 +8,7 @@ import { reportCliError } from "../shared/cli-errors.ts";
 import { sqlitePath } from "../shared/db/open.ts";
 import { isPostgresUrl } from "../shared/db/postgres.ts";
 import { UserError } from "../shared/errors.ts";
+import { fsReason } from "../shared/folders.ts";
 import { createCliLogger, logFormatFor } from "../shared/log.ts";
 import {
   ensurePrivateDir,
@@ -75,13 +76,24 @@ export async function main(argv = process.argv.slice(2), env = process.env): Pro
  * SQLite database kept elsewhere (GANTRY_DATABASE_URL) has its files tightened too.
  */
 function privateDataDir(settings: GantrySettings): Tightened[] {
-  const { tightened } = ensurePrivateDir(settings.dataDir);
+  const { tightened } = privateDir(settings.dataDir);
   if (isPostgresUrl(settings.databaseUrl)) return tightened;
   const database = sqlitePath(settings.databaseUrl);
   if (database === ":memory:") return tightened;
   const files = [database, `${database}-wal`, `${database}-shm`];
   const seen = new Set(tightened.map((entry) => entry.path));
   return [...tightened, ...tightenFiles(files).filter((entry) => !seen.has(entry.path))];
+}
+
+/** The data directory made private, or the operator told in one line why it cannot be. */
+function privateDir(dataDir: string): ReturnType<typeof ensurePrivateDir> {
+  try {
+    return ensurePrivateDir(dataDir);
+  } catch (error) {
+    throw new UserError(
+      `cannot use the data directory ${dataDir}: ${fsReason(error)}; check GANTRY_DATA_DIR`,
+    );
+  }
 }
 
 async function run(command: "start" | "gateway", settings: GantrySettings, env: NodeJS.ProcessEnv) {

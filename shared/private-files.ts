@@ -3,12 +3,12 @@ import {
   closeSync,
   fchmodSync,
   lstatSync,
-  mkdirSync,
   openSync,
   readdirSync,
   statSync,
 } from "node:fs";
 import { join } from "node:path";
+import { makeFolderSync } from "./folders.ts";
 
 /**
  * Modes for what only the gateway's own user may read: the data directory holds the
@@ -37,8 +37,7 @@ export interface Tightened {
  */
 export function ensurePrivateDir(dir: string): { created: boolean; tightened: Tightened[] } {
   const tightened: Tightened[] = [];
-  const made = mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
-  if (made !== undefined) {
+  if (makeFolderSync(dir, PRIVATE_DIR_MODE)) {
     // mkdir's mode is filtered by the umask; chmod is not.
     chmodSync(dir, PRIVATE_DIR_MODE);
     return { created: true, tightened };

@@ -68,7 +68,7 @@ export function artifactsOf(output: unknown): [string, ArtifactRef][] {
 
 /** Writes through a temporary name, so a killed run never leaves a half file that looks done. */
 export async function writeAtomic(path: string, data: string | Uint8Array): Promise<void> {
-  await makeFolder(dirname(path));
+  makeFolder(dirname(path));
   const temporary = `${path}.${process.pid}.tmp`;
   try {
     await writeFile(temporary, data);

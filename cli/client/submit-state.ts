@@ -25,7 +25,7 @@ export class SubmitState {
   ) {}
 
   static async open(out: string): Promise<SubmitState> {
-    await makeFolder(out, "the --out folder");
+    makeFolder(out, "the --out folder");
     const path = join(out, MANIFEST);
     const jobs = new Map<string, string>();
     if (existsSync(path)) {

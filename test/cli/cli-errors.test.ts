@@ -1,7 +1,9 @@
 import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { join } from "node:path";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { describe, expect, it } from "vitest";
 import { reportCliError } from "../../shared/cli-errors.ts";
@@ -137,4 +139,24 @@ describe("a database a command cannot use", () => {
       /^gantry: cannot use the database at .*: database "gantry_no_such_db_\d+" does not exist; check GANTRY_DATABASE_URL\n$/,
     );
   }, 60_000);
+});
+
+describe("a data directory gantry start cannot make", () => {
+  it("says why in one line and exits 2, with no stack and no hang", async () => {
+    const file = join(mkdtempSync(join(tmpdir(), "gantry-data-")), "a-file");
+    writeFileSync(file, "");
+    const cases = {
+      [file]: "a file of that name is in the way",
+      [join(file, "data")]: "a part of the path is a file, not a folder",
+      // Node 20's recursive mkdir never returns here.
+      "/proc/gantry-data": "the file system refuses a folder there",
+    };
+    for (const [dir, why] of Object.entries(cases)) {
+      expect(await runBin("gantry.js", ["start"], { GANTRY_DATA_DIR: dir, PORT: "0" })).toEqual({
+        status: 2,
+        stderr: `gantry: cannot use the data directory ${dir}: ${why}; check GANTRY_DATA_DIR\n`,
+      });
+    }
+    rmSync(dirname(file), { recursive: true, force: true });
+  });
 });

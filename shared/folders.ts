@@ -7,8 +7,8 @@ const REASONS: Record<string, string> = {
   EROFS: "the file system is read-only",
   ENOTDIR: "a part of the path is a file, not a folder",
   ENOSPC: "no space left on the device",
-  ENOENT: "the file system refuses a folder there",
-  FILE: "a file of that name is in the way",
+  ENOENT: "the file system refuses to make it there",
+  FILE: "a file is where a folder must be",
 };
 
 /** Why the file system refused, in words a user acts on; the error itself when unknown. */

@@ -71,7 +71,14 @@ function tightenTree(dir: string, tightened: Tightened[]): void {
 /** Files (that exist; others are skipped) made 0600 when anyone but their owner may read them. */
 export function tightenFiles(paths: readonly string[]): Tightened[] {
   const tightened: Tightened[] = [];
-  for (const path of paths) tighten(path, PRIVATE_FILE_MODE, tightened);
+  for (const path of paths) {
+    try {
+      tighten(path, PRIVATE_FILE_MODE, tightened);
+    } catch (error) {
+      // A path through a file is no file either; opening it says what is wrong.
+      if ((error as NodeJS.ErrnoException).code !== "ENOTDIR") throw error;
+    }
+  }
   return tightened;
 }
 

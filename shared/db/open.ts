@@ -1,5 +1,6 @@
 import type { Kysely } from "kysely";
 import { UserError } from "../errors.ts";
+import { fsReason } from "../folders.ts";
 import type { SqlDialect } from "./migrations.ts";
 import { databaseFailure, isPostgresUrl, openPostgres, parsePostgresUrl } from "./postgres.ts";
 import type { Database } from "./schema.ts";
@@ -51,7 +52,14 @@ export async function openDatabase(
     return { db, dialect: "postgres", description, close: () => db.destroy() };
   }
   const path = sqlitePath(url);
-  const db = await openSqlite(path, options.onStatement);
+  const db = await openSqlite(path, options.onStatement).catch((error: unknown) => {
+    // A file the operator must fix (a folder in the way, no permission): one line.
+    const code = (error as NodeJS.ErrnoException | null)?.code;
+    if (!options.setting || typeof code !== "string" || code.startsWith("SQLITE_")) throw error;
+    throw new UserError(
+      `cannot use the database at sqlite:${path}: ${fsReason(error)}; check ${options.setting}`,
+    );
+  });
   return { db, dialect: "sqlite", description: `sqlite:${path}`, close: () => db.destroy() };
 }
 

@@ -1,7 +1,7 @@
-import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import { Kysely, type SqliteDatabase as KyselySqlite } from "kysely";
+import { makeFolderSync } from "../folders.ts";
 import { createPrivateFile, PRIVATE_DIR_MODE } from "../private-files.ts";
 import { InlineLimitsSqliteDialect } from "./inline-limits.ts";
 import { migrate } from "./migrations.ts";
@@ -22,7 +22,7 @@ export async function openSqlite(
   onStatement?: OnStatement,
 ): Promise<Kysely<Database>> {
   if (path !== ":memory:") {
-    mkdirSync(dirname(path), { recursive: true, mode: PRIVATE_DIR_MODE });
+    makeFolderSync(dirname(path), PRIVATE_DIR_MODE);
     createPrivateFile(path);
   }
   const database = new SqliteDatabase(path);

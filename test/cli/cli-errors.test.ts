@@ -141,15 +141,15 @@ describe("a database a command cannot use", () => {
   }, 60_000);
 });
 
-describe("a data directory gantry start cannot make", () => {
+describe("a data directory or SQLite file gantry cannot make", () => {
   it("says why in one line and exits 2, with no stack and no hang", async () => {
     const file = join(mkdtempSync(join(tmpdir(), "gantry-data-")), "a-file");
     writeFileSync(file, "");
     const cases = {
-      [file]: "a file of that name is in the way",
+      [file]: "a file is where a folder must be",
       [join(file, "data")]: "a part of the path is a file, not a folder",
       // Node 20's recursive mkdir never returns here.
-      "/proc/gantry-data": "the file system refuses a folder there",
+      "/proc/gantry-data": "the file system refuses to make it there",
     };
     for (const [dir, why] of Object.entries(cases)) {
       expect(await runBin("gantry.js", ["start"], { GANTRY_DATA_DIR: dir, PORT: "0" })).toEqual({
@@ -157,6 +157,20 @@ describe("a data directory gantry start cannot make", () => {
         stderr: `gantry: cannot use the data directory ${dir}: ${why}; check GANTRY_DATA_DIR\n`,
       });
     }
+    // A SQLite database whose folder is a file: named as the database's setting.
+    const database = join(file, "gantry.db");
+    expect(
+      await runBin("gantry.js", ["gateway"], {
+        GANTRY_DATA_DIR: join(dirname(file), "data"),
+        GANTRY_DATABASE_URL: database,
+        PORT: "0",
+      }),
+    ).toMatchObject({
+      status: 2,
+      stderr: expect.stringContaining(
+        `gantry: cannot use the database at sqlite:${database}: a file is where a folder must be; check GANTRY_DATABASE_URL\n`,
+      ),
+    });
     rmSync(dirname(file), { recursive: true, force: true });
   });
 });

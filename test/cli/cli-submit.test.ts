@@ -237,9 +237,9 @@ it("stops before any upload when the model, a parameter or the folder is wrong",
   const blocker = join(dir, "a-file");
   writeFileSync(blocker, "");
   const outs = {
-    [blocker]: "a file of that name is in the way",
+    [blocker]: "a file is where a folder must be",
     [join(blocker, "out")]: "a part of the path is a file, not a folder",
-    "/proc/gantry-out": "the file system refuses a folder there",
+    "/proc/gantry-out": "the file system refuses to make it there",
   };
   for (const [out, why] of Object.entries(outs)) {
     expect(await run(["noop", images], out)).toEqual({

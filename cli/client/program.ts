@@ -1,5 +1,5 @@
 import { Command, CommanderError, Option } from "commander";
-import { APIError, ConnectionError } from "../../client/index.ts";
+import { APIError, ConnectionError, GantryError } from "../../client/index.ts";
 import { USAGE_EXIT } from "../../shared/cli-errors.ts";
 import { UserError } from "../../shared/errors.ts";
 import { JobStatus } from "../../shared/protocol/job.ts";
@@ -128,6 +128,13 @@ export async function runClientCommand(argv: string[], env: NodeJS.ProcessEnv): 
       process.stderr.write(`gantry: ${error.message}\n`);
       process.exitCode =
         error instanceof Interrupted ? error.exitCode : error instanceof UserError ? USAGE_EXIT : 1;
+      return;
+    }
+    // The SDK's own refusal of what it was given (a path it cannot read, a URL that is not
+    // https) is the user's to fix; any other of its errors ends the command.
+    if (error instanceof GantryError) {
+      process.stderr.write(`gantry: ${error.message}\n`);
+      process.exitCode = error.constructor === GantryError ? USAGE_EXIT : 1;
       return;
     }
     throw error;

@@ -52,7 +52,7 @@ export async function runCommand(
   const gantry = clientFromEnv(env);
   if (file && !isInputRef(file)) await requireFile(file);
   // Asked before the upload: a mistyped model or parameter costs no upload.
-  checkParams(await gantry.models.get(model), flags.param ?? {});
+  checkParams(await gantry.models.get(model), flags.param ?? {}, { file: file !== undefined });
   // A terminal of no width (some CI pseudo-terminals) makes ora redraw without end.
   const interactive =
     Boolean(process.stderr.isTTY) && (process.stderr.columns ?? 0) > 0 && !flags.json;

@@ -80,6 +80,17 @@ describe("gantry run", () => {
     expect(typo.code).toBe(2);
     expect(typo.stderr).toMatch(/^gantry: --param langauge: model ocr has no such parameter \(/);
     expect(typo.stderr).not.toContain("uploading");
+    // A model that takes a file, run without one: said before anything is sent.
+    const noFile = await gantry("run", "ocr");
+    expect(noFile).toMatchObject({
+      code: 2,
+      stderr: "gantry: model ocr takes a file: gantry run ocr FILE\n",
+    });
+    // The SDK's refusal of a path it cannot read: one line, no stack.
+    const unread = await gantry("run", "ocr", "--param", "image=upl_x");
+    expect(unread.code).toBe(2);
+    expect(unread.stderr).toContain('gantry: cannot read "upl_x": no such file\n');
+    expect(unread.stderr).not.toMatch(/\n\s+at /);
     const model = await gantry("run", "nope", image);
     expect(model.code).toBe(1);
     expect(model.stderr).toContain("404 not_found");

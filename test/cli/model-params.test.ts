@@ -41,6 +41,13 @@ describe("--param checked against the model's input schema", () => {
     expect(refusal({})).toBeNull();
   });
 
+  it("asks for the file a model takes when none is given", () => {
+    expect(() => checkParams(rmbg, {}, { file: false })).toThrow(
+      "model rmbg takes a file: gantry run rmbg FILE",
+    );
+    expect(() => checkParams(rmbg, { image: "upl_x" }, { file: false })).not.toThrow();
+  });
+
   it("names each wrong parameter and what it should be", () => {
     expect(refusal({ formt: "png" })).toBe(
       "--param formt: model rmbg has no such parameter (its parameters are format, background, mask_only)",

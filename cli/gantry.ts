@@ -7,7 +7,7 @@ import type { AgentHandle } from "../gpu-agent/agent.ts";
 import { reportCliError } from "../shared/cli-errors.ts";
 import { sqlitePath } from "../shared/db/open.ts";
 import { isPostgresUrl } from "../shared/db/postgres.ts";
-import { UserError } from "../shared/errors.ts";
+import { UserError, unusable } from "../shared/errors.ts";
 import { fsReason } from "../shared/folders.ts";
 import { createCliLogger, logFormatFor } from "../shared/log.ts";
 import {
@@ -90,9 +90,7 @@ function privateDir(dataDir: string): ReturnType<typeof ensurePrivateDir> {
   try {
     return ensurePrivateDir(dataDir);
   } catch (error) {
-    throw new UserError(
-      `cannot use the data directory ${dataDir}: ${fsReason(error)}; check GANTRY_DATA_DIR`,
-    );
+    throw unusable("GANTRY_DATA_DIR", `the data directory ${dataDir}`, fsReason(error));
   }
 }
 

@@ -20,6 +20,14 @@ export class ConfigurationError extends UserError {
   }
 }
 
+/**
+ * What a setting names (a database, a folder) cannot be used, said as one line for the
+ * operator: `cannot use <what>: <why>; check <setting>`.
+ */
+export function unusable(setting: string, what: string, why: string): ConfigurationError {
+  return new ConfigurationError(setting, `cannot use ${what}: ${why}; check ${setting}`);
+}
+
 /** An HTTP API error, rendered as RFC 9457 problem+json. */
 export class HttpProblem extends Error {
   override readonly name = "HttpProblem";

@@ -31,14 +31,18 @@ export function checkParams(
 
 function describe(model: ModelInfo, error: ErrorObject): string {
   const key = error.instancePath.slice(1).replaceAll("/", ".");
-  const params = error.params as { additionalProperty?: string; allowedValues?: unknown[] };
+  const params = error.params as {
+    additionalProperty?: string;
+    allowedValues?: unknown[];
+    missingProperty?: string;
+  };
   if (error.keyword === "additionalProperties") {
     const known = Object.keys(model.input_schema.properties ?? {}).filter((k) => k !== "image");
     const takes = known.length > 0 ? `its parameters are ${known.join(", ")}` : "it takes none";
     return `--param ${params.additionalProperty}: model ${model.id} has no such parameter (${takes})`;
   }
   if (error.keyword === "required") {
-    const missing = (error.params as { missingProperty?: string }).missingProperty ?? "";
+    const missing = params.missingProperty ?? "";
     return missing === "image"
       ? `model ${model.id} takes a file: gantry run ${model.id} FILE`
       : `--param ${missing}: required by model ${model.id}`;

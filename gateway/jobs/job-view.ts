@@ -44,22 +44,23 @@ export async function jobView(gateway: Gateway, row: JobRow): Promise<Job> {
     job.estimated_start_at =
       rate === null ? null : new Date(gateway.now() + (ahead / rate) * 1000).toISOString();
   }
-  if (!row.agent_id || row.status === "queued") return job;
   // The provider the job reported running on; before its report, its agent's (a read only
   // for an agent this gateway has not seen).
-  const agent = row.provider
-    ? null
-    : (gateway.agentRows.get(row.agent_id) ?? (await gateway.stores.agents.byId(row.agent_id)));
-  return { ...job, agent: agentOf(row.agent_id, row, agent) };
+  const unseen =
+    row.agent_id && row.status !== "queued" && !row.provider && !gateway.agentRows.get(row.agent_id)
+      ? row.agent_id
+      : null;
+  return withAgent(gateway, row, job, unseen ? await gateway.stores.agents.byId(unseen) : null);
 }
 
-/** A started job's agent in a listing: from the row and the agents in memory, no read. */
-function withAgent(gateway: Gateway, row: JobRow, job: Job): Job {
+/** A started job's agent: from the row, else the agent given or the one in memory. */
+function withAgent(
+  gateway: Gateway,
+  row: JobRow,
+  job: Job,
+  agent?: { provider: string | null } | null,
+): Job {
   if (!row.agent_id || row.status === "queued") return job;
-  return { ...job, agent: agentOf(row.agent_id, row, gateway.agentRows.get(row.agent_id)) };
+  const known = agent ?? gateway.agentRows.get(row.agent_id);
+  return { ...job, agent: { id: row.agent_id, provider: row.provider ?? known?.provider ?? null } };
 }
-
-const agentOf = (id: string, row: JobRow, agent?: { provider: string | null } | null) => ({
-  id,
-  provider: row.provider ?? agent?.provider ?? null,
-});

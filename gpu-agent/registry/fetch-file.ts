@@ -5,7 +5,7 @@ import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
-import { UserError } from "../../shared/errors.ts";
+import { UserError, unusable } from "../../shared/errors.ts";
 import { fsReason, makeFolderSync } from "../../shared/folders.ts";
 import type { ModelFileEntry } from "./schema.ts";
 
@@ -178,8 +178,6 @@ export function makeCacheFolder(path: string): void {
   try {
     makeFolderSync(path);
   } catch (error) {
-    throw new UserError(
-      `cannot use the model cache at ${path}: ${fsReason(error)}; check GANTRY_MODEL_CACHE_DIR`,
-    );
+    throw unusable("GANTRY_MODEL_CACHE_DIR", `the model cache at ${path}`, fsReason(error));
   }
 }

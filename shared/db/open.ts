@@ -1,5 +1,5 @@
 import type { Kysely } from "kysely";
-import { UserError } from "../errors.ts";
+import { UserError, unusable } from "../errors.ts";
 import { fsReason } from "../folders.ts";
 import type { SqlDialect } from "./migrations.ts";
 import { databaseFailure, isPostgresUrl, openPostgres, parsePostgresUrl } from "./postgres.ts";
@@ -44,10 +44,8 @@ export async function openDatabase(
     const { description } = parsePostgresUrl(url);
     const db = await openPostgres(url, options).catch((error: unknown) => {
       const why = options.setting ? databaseFailure(error) : null;
-      if (!why) throw error;
-      throw new UserError(
-        `cannot use the database at ${description}: ${why}; check ${options.setting}`,
-      );
+      if (!options.setting || !why) throw error;
+      throw unusable(options.setting, `the database at ${description}`, why);
     });
     return { db, dialect: "postgres", description, close: () => db.destroy() };
   }
@@ -56,9 +54,7 @@ export async function openDatabase(
     // A file the operator must fix (a folder in the way, no permission): one line.
     const code = (error as NodeJS.ErrnoException | null)?.code;
     if (!options.setting || typeof code !== "string" || code.startsWith("SQLITE_")) throw error;
-    throw new UserError(
-      `cannot use the database at sqlite:${path}: ${fsReason(error)}; check ${options.setting}`,
-    );
+    throw unusable(options.setting, `the database at sqlite:${path}`, fsReason(error));
   });
   return { db, dialect: "sqlite", description: `sqlite:${path}`, close: () => db.destroy() };
 }

@@ -96,7 +96,7 @@ export async function submitCommand(
   const files = inputFiles(args, flags.out);
   /** The file's job: the one this out folder's runs made already, else a new one. */
   const madeOrSubmitted = async (file: InputFile) => {
-    const key = submitKey(model, params, await sha256File(file.path));
+    const key = submitKey(model, params, await sha256File(file.path), tracker.tag);
     const recorded = state.jobFor(key);
     if (recorded) return { id: recorded, snapshot: null };
     return submitOne(

@@ -83,15 +83,19 @@ const canonical = (value: Record<string, unknown>): string =>
 
 /**
  * The job's Idempotency-Key, from what decides its result (the file's bytes, the model and
- * its parameters): a resumed or repeated run asks for the same job instead of a new one.
+ * its parameters) and the runs it belongs to (`tag`, one per `--out` folder): a resumed or
+ * repeated run into the folder asks for the same job instead of a new one, while a run into
+ * another folder makes its own (it would otherwise be handed the other folder's jobs, failed
+ * ones included, and count them as neither submitted nor resumed).
  */
 export function submitKey(
   model: string,
   params: Record<string, unknown>,
   contentHash: string,
+  tag: string,
 ): string {
   const digest = createHash("sha256")
-    .update(`${model}\n${canonical(params)}\n${contentHash}`)
+    .update(`${model}\n${canonical(params)}\n${contentHash}\n${tag}`)
     .digest("hex");
   return `gantry-submit-${digest.slice(0, 48)}`;
 }

@@ -72,10 +72,11 @@ describe("gantry submit's inputs", () => {
   it("derives one key from content, model and parameters, whatever their order", async () => {
     const hash = await sha256File(join(dir, "a", "one.png"));
     expect(hash).toBe("6b86b273ff34fce19d6b804eff5a3f5747ada4eaa22f1d49c01e52ddb7875b4b");
-    const key = submitKey("ocr", { a: 1, b: 2 }, hash);
-    expect(submitKey("ocr", { b: 2, a: 1 }, hash)).toBe(key);
-    expect(submitKey("ocr", { a: 1, b: 3 }, hash)).not.toBe(key);
-    expect(submitKey("noop", { a: 1, b: 2 }, hash)).not.toBe(key);
+    const key = submitKey("ocr", { a: 1, b: 2 }, hash, "out-1");
+    expect(submitKey("ocr", { b: 2, a: 1 }, hash, "out-1")).toBe(key);
+    expect(submitKey("ocr", { a: 1, b: 3 }, hash, "out-1")).not.toBe(key);
+    expect(submitKey("noop", { a: 1, b: 2 }, hash, "out-1")).not.toBe(key);
+    expect(submitKey("ocr", { a: 1, b: 2 }, hash, "out-2")).not.toBe(key);
     expect(key).toMatch(/^[\x21-\x7e]{1,255}$/);
   });
 });

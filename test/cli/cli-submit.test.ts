@@ -170,6 +170,41 @@ it("adopts the jobs of a run whose manifest was lost instead of submitting again
   });
 });
 
+it("makes its own jobs for a run into another --out, not the other folder's", {
+  timeout: 60_000,
+}, async () => {
+  const folder = join(dir, "twice");
+  mkdirSync(folder, { recursive: true });
+  for (const b of [11, 12, 13]) {
+    const png = await sharp({
+      create: { width: 4, height: 4, channels: 3, background: { r: 9, g: 9, b } },
+    })
+      .png()
+      .toBuffer();
+    writeFileSync(join(folder, `${b}.png`), png);
+  }
+  const before = await jobCount();
+  const manifest = (out: string) =>
+    readFileSync(join(out, ".gantry-submit.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((line) => (JSON.parse(line) as { job_id: string }).job_id)
+      .sort();
+  const first = join(dir, "out-first");
+  const second = join(dir, "out-second");
+  expect(await submit(first, folder).exit).toBe(0);
+  const again = submit(second, folder);
+  expect(await again.exit, again.stderr()).toBe(0);
+  expect(await jobCount()).toBe(before + 6);
+  const summary = JSON.parse(readFileSync(join(second, "summary.json"), "utf8")) as Record<
+    string,
+    number
+  >;
+  expect(summary).toMatchObject({ total: 3, submitted: 3, succeeded: 3, resumed: 0 });
+  const theirs = new Set(manifest(first));
+  expect(manifest(second).filter((id) => theirs.has(id))).toEqual([]);
+});
+
 it("follows all its jobs through one GET /v1/events stream, not a stream or poll per job", {
   timeout: 120_000,
 }, async () => {

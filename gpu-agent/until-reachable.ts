@@ -42,8 +42,10 @@ export async function untilReachable<T>(
       const reason = message.startsWith(`${what} unreachable `)
         ? message.slice(`${what} unreachable `.length)
         : message;
+      // The reason, not the error: a peer that is down says so on every retry, and a stack
+      // per line (the same one each time) buried the log of an agent waiting out an outage.
       options.log.warn(
-        { err: error, peer: what, round, retry_in_ms: delay },
+        { peer: what, round, retry_in_ms: delay, reason },
         `${what} unreachable; retrying`,
       );
       options.progress(

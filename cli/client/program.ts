@@ -34,7 +34,7 @@ function program(env: NodeJS.ProcessEnv): Command {
   root
     .command("run")
     .description("upload a file, run one job, print its result (OCR text, or saved artifact paths)")
-    .argument("<model>")
+    .argument("<model>", "the model's id (gantry models lists them)")
     .argument("[file]", "input image: a path, or an upl_… id or https URL")
     .option("--param <key=value>", "a model parameter (repeatable)", collectParam)
     .option("--json", "print the job as JSON, and nothing else")
@@ -47,7 +47,7 @@ function program(env: NodeJS.ProcessEnv): Command {
     .description(
       "run a job for every file of folders, files or globs; results into --out, resumable",
     )
-    .argument("<model>")
+    .argument("<model>", "the model's id (gantry models lists them)")
     .argument("<inputs...>", "folders, files or globs")
     .requiredOption("--out <dir>", "results, summary.json and the resume manifest")
     .option("--concurrency <n>", "files in flight at once", "16")
@@ -58,6 +58,7 @@ function program(env: NodeJS.ProcessEnv): Command {
   const jobs = root.command("jobs").description("list, show, cancel and follow jobs");
   jobs
     .command("list")
+    .description("your tenant's jobs, newest first")
     // Checked here, a mistake of the user's (exit 2), not sent for the gateway to refuse.
     .addOption(
       new Option("--status <status>", "only jobs in this state").choices(JobStatus.options),
@@ -67,30 +68,32 @@ function program(env: NodeJS.ProcessEnv): Command {
     .action((flags) => jobsList(flags, env));
   jobs
     .command("get")
-    .argument("<id>")
-    .option("--json")
+    .description("one job: its status, output or error, and where it waits")
+    .argument("<id>", "the job's id (job_…)")
+    .option("--json", "the job as JSON")
     .action((id: string, flags) => jobsGet(id, flags, env));
   jobs
     .command("cancel")
-    .argument("<id>")
-    .option("--json")
+    .description("cancel a queued or running job")
+    .argument("<id>", "the job's id (job_…)")
+    .option("--json", "the canceled job as JSON")
     .action((id: string, flags) => jobsCancel(id, flags, env));
   jobs
     .command("retry")
     .description("put a failed, expired or canceled job back in the queue")
-    .argument("<id>")
-    .option("--json")
+    .argument("<id>", "the job's id (job_…)")
+    .option("--json", "the job as JSON")
     .action((id: string, flags) => jobsRetry(id, flags, env));
   jobs
     .command("watch")
     .description("follow the job's event stream until it ends")
-    .argument("<id>")
+    .argument("<id>", "the job's id (job_…)")
     .option("--json", "one JSON event per line")
     .action((id: string, flags) => jobsWatch(id, flags, env));
   root
     .command("models")
     .description("the models served and their parameters")
-    .option("--json")
+    .option("--json", "the models as JSON")
     .action((flags) => modelsCommand(flags, env));
   root
     .command("usage")

@@ -44,6 +44,43 @@ export function parseWith<T extends z.ZodType>(
   return result.data;
 }
 
+/**
+ * A route's query, read with `schema` after its names are checked: a name the route does not
+ * take is refused (422), not ignored. Ignored, a mistyped filter (`?stauts=failed`) or one
+ * the route does not have (`GET /v1/jobs?batch_id=…`) answered with every job as though it
+ * had applied. `families`: prefixes of open-ended names (`metadata.` for `metadata.KEY`).
+ */
+export function parseQuery<T extends z.ZodObject>(
+  schema: T,
+  query: Record<string, string>,
+  families: readonly string[] = [],
+): z.infer<T> {
+  refuseUnknownParameters(query, Object.keys(schema.shape), families);
+  return parseWith(schema, query, "query");
+}
+
+/** 422 naming each query parameter that is neither `known` nor of one of the `families`. */
+export function refuseUnknownParameters(
+  query: Record<string, string>,
+  known: readonly string[],
+  families: readonly string[] = [],
+): void {
+  const unknown = Object.keys(query).filter(
+    (name) => !known.includes(name) && !families.some((prefix) => name.startsWith(prefix)),
+  );
+  const [first] = unknown;
+  if (first === undefined) return;
+  const takes = [...known, ...families.map((prefix) => `${prefix}KEY`)].join(", ");
+  const message = `unknown parameter (this route takes ${takes})`;
+  throw new HttpProblem(
+    422,
+    "validation_failed",
+    "Request validation failed",
+    `query: ${first}: ${message}`,
+    { errors: unknown.slice(0, 20).map((name) => ({ path: name, message })) },
+  );
+}
+
 const IdempotencyKey = z
   .string()
   .min(1)

@@ -9,7 +9,7 @@ import { agentViews } from "../agents/listing.ts";
 import { registeredModels } from "../agents/reports.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
-import { parseJsonBody, parseWith } from "../http/validation.ts";
+import { parseJsonBody, parseQuery } from "../http/validation.ts";
 import { documented, json, problems } from "../openapi/parts.ts";
 import type { AgentRow } from "../store/agents.ts";
 
@@ -82,7 +82,7 @@ export const adminAgentRoutes = documented(
 )
   .get(listRoute.getRoutingPath(), async (c) => {
     const gateway = c.get("gateway");
-    const query = parseWith(ListQuery, c.req.query(), "query");
+    const query = parseQuery(ListQuery, c.req.query());
     const rows = await gateway.stores.agents.list({
       limit: query.limit,
       before: query.cursor,

@@ -9,7 +9,7 @@ import {
   RedriveResult,
 } from "../../shared/protocol/index.ts";
 import type { AppEnv } from "../env.ts";
-import { parseJsonBody, parseWith } from "../http/validation.ts";
+import { parseJsonBody, parseQuery } from "../http/validation.ts";
 import { retryJob } from "../jobs/retry.ts";
 import { documented, inline, problems } from "../openapi/parts.ts";
 import type { DeadLetterFilter } from "../store/dead-letters.ts";
@@ -88,7 +88,7 @@ function filterOf(query: {
  */
 export const adminDeadLetterRoutes = documented(new OpenAPIHono<AppEnv>(), listRoute, redriveRoute)
   .get(listRoute.getRoutingPath(), async (c) => {
-    const query = parseWith(ListQuery, c.req.query(), "query");
+    const query = parseQuery(ListQuery, c.req.query());
     const rows = await c.get("gateway").stores.jobs.deadLetters({
       ...filterOf(query),
       limit: query.limit + 1,

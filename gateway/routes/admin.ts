@@ -3,7 +3,7 @@ import type { Context } from "hono";
 import { HttpProblem, notFound } from "../../shared/errors.ts";
 import { newId } from "../../shared/ids.ts";
 import type { AppEnv } from "../env.ts";
-import { parseJsonBody, parseWith } from "../http/validation.ts";
+import { parseJsonBody, parseQuery } from "../http/validation.ts";
 import { anyObject, documented, inline, problems } from "../openapi/parts.ts";
 import { DEFAULT_PLAN, PlanName, PlanOverrides } from "../plans.ts";
 import { Scope, toApiKeyView } from "../store/api-keys.ts";
@@ -193,7 +193,7 @@ export const adminRoutes = documented(
     return c.json(toTenantView(row), 201);
   })
   .get(listTenants.getRoutingPath(), async (c) => {
-    const query = parseWith(ListQuery, c.req.query(), "query");
+    const query = parseQuery(ListQuery, c.req.query());
     const rows = await c.get("gateway").stores.tenants.list({
       limit: query.limit + 1,
       ...(query.cursor ? { after: query.cursor } : {}),

@@ -4,7 +4,7 @@ import { notFound } from "../../shared/errors.ts";
 import { Batch, BatchRequest, JobId, JobList } from "../../shared/protocol/index.ts";
 import { parseTraceparent, requestTraceparent } from "../../shared/trace.ts";
 import type { AppEnv } from "../env.ts";
-import { idempotencyKeyOf, parseJsonBody, parseWith } from "../http/validation.ts";
+import { idempotencyKeyOf, parseJsonBody, parseQuery } from "../http/validation.ts";
 import { cancelBatch } from "../jobs/batch-cancel.ts";
 import { batchView } from "../jobs/batch-view.ts";
 import { createBatch } from "../jobs/batches.ts";
@@ -135,7 +135,7 @@ export const batchRoutes = documented(
   })
   .get(jobsRoute.getRoutingPath(), async (c) => {
     const row = await batchOr404(c, c.req.param("id"));
-    const query = parseWith(JobsQuery, c.req.query(), "query");
+    const query = parseQuery(JobsQuery, c.req.query());
     const rows = await c.get("gateway").stores.jobs.batchJobs(row.id, {
       limit: query.limit + 1,
       ...(query.cursor ? { after: query.cursor } : {}),

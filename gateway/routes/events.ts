@@ -8,9 +8,10 @@ import type { AppEnv } from "../env.ts";
 import { feedWaiting } from "../feed/feed-waiting.ts";
 import { type FeedFilter, Outbox } from "../feed/outbox.ts";
 import { endOnShutdown } from "../feed/shutdown.ts";
+import { refuseUnknownParameters } from "../http/validation.ts";
 import { documented, problems, ref } from "../openapi/parts.ts";
 import { type FeedCursor, parseCursor, type TenantEventRow } from "../store/tenant-events.ts";
-import { metadataFilters } from "./jobs.ts";
+import { METADATA_FILTER, metadataFilters } from "./jobs.ts";
 
 /** Streams end after this long; clients reconnect with `Last-Event-ID` and miss nothing. */
 const MAX_STREAM_MS = 15 * 60_000;
@@ -188,6 +189,8 @@ async function endOverflowed(outbox: Outbox, env: unknown): Promise<void> {
 }
 
 function parseFilter(params: URLSearchParams, query: Record<string, string>): FeedFilter {
+  // `last_event_id`: the resume cursor of a client that cannot send `Last-Event-ID`.
+  refuseUnknownParameters(query, ["model", "status", "batch", "last_event_id"], [METADATA_FILTER]);
   const list = (name: string) => {
     const values = params
       .getAll(name)

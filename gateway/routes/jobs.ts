@@ -9,7 +9,7 @@ import {
   JobStatus,
 } from "../../shared/protocol/index.ts";
 import type { AppEnv } from "../env.ts";
-import { idempotencyKeyOf, parseJsonBody, parseWith } from "../http/validation.ts";
+import { idempotencyKeyOf, parseJsonBody, parseQuery, parseWith } from "../http/validation.ts";
 import { jobView, listedJobs } from "../jobs/job-view.ts";
 import { afterTransition } from "../jobs/lifecycle.ts";
 import { submitJob } from "../jobs/submit.ts";
@@ -50,11 +50,14 @@ const metadataFilterParam = {
   examples: { customer: { value: { customer: "acme" } } },
 };
 
+/** The prefix of the `metadata.KEY=VALUE` query parameters. */
+export const METADATA_FILTER = "metadata.";
+
 /** `metadata.KEY=VALUE` query parameters, checked as metadata is on submit. */
 export function metadataFilters(query: Record<string, string>): [string, string][] {
   const pairs = Object.entries(query)
-    .filter(([name]) => name.startsWith("metadata."))
-    .map(([name, value]) => [name.slice("metadata.".length), value] as [string, string]);
+    .filter(([name]) => name.startsWith(METADATA_FILTER))
+    .map(([name, value]) => [name.slice(METADATA_FILTER.length), value] as [string, string]);
   if (pairs.length > MAX_METADATA_FILTERS) {
     throw new HttpProblem(
       422,
@@ -166,7 +169,7 @@ export const jobRoutes = documented(
     return c.json(view, isTerminal(now.status as JobStatus) ? 200 : 202);
   })
   .get(listRoute.getRoutingPath(), async (c) => {
-    const query = parseWith(ListQuery, c.req.query(), "query");
+    const query = parseQuery(ListQuery, c.req.query(), [METADATA_FILTER]);
     const metadata = metadataFilters(c.req.query());
     const rows = await c.get("gateway").stores.jobs.list(c.get("tenant").id, {
       limit: query.limit + 1,

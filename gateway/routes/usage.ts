@@ -6,7 +6,7 @@ import {
   type UsageReport as UsageReportType,
 } from "../../shared/protocol/index.ts";
 import type { AppEnv } from "../env.ts";
-import { parseWith } from "../http/validation.ts";
+import { parseQuery } from "../http/validation.ts";
 import { documented, inline, problems } from "../openapi/parts.ts";
 import { budgetOf } from "../usage/budget.ts";
 import { budgetView, groupsOf, periodOf, usageCsv, usageRow } from "../usage/report.ts";
@@ -49,7 +49,7 @@ const adminUsageRoute = createRoute({
 export const usageRoutes = documented(new OpenAPIHono<AppEnv>(), usageRoute, adminUsageRoute)
   .get(usageRoute.getRoutingPath(), async (c) => {
     const gateway = c.get("gateway");
-    const query = parseWith(UsageQuery, c.req.query(), "query");
+    const query = parseQuery(UsageQuery, c.req.query());
     const period = periodOf(query, gateway.now());
     const [totals, budget] = await Promise.all([
       gateway.stores.usage.report({
@@ -69,7 +69,7 @@ export const usageRoutes = documented(new OpenAPIHono<AppEnv>(), usageRoute, adm
   })
   .get(adminUsageRoute.getRoutingPath(), async (c) => {
     const gateway = c.get("gateway");
-    const query = parseWith(AdminUsageQuery, c.req.query(), "query");
+    const query = parseQuery(AdminUsageQuery, c.req.query());
     const period = periodOf(query, gateway.now());
     const groups = groupsOf(query.group_by);
     const totals = await gateway.stores.usage.report({

@@ -1,0 +1,68 @@
+import { afterAll, beforeAll, expect, it } from "vitest";
+import {
+  type InProcessGateway,
+  problemOf,
+  startInProcessGateway,
+} from "../helpers/in-process-gateway.ts";
+
+let gw: InProcessGateway;
+let key: string;
+
+beforeAll(async () => {
+  gw = await startInProcessGateway();
+  key = await gw.addTenant({ id: "ten_query", plan: "pro" });
+});
+afterAll(() => gw.close());
+
+const get = (path: string) => gw.request(path, { key });
+
+it("refuses a query parameter a listing does not take, instead of listing every job", async () => {
+  const typo = await get("/v1/jobs?stauts=failed");
+  expect(typo.status).toBe(422);
+  expect(await problemOf(typo)).toMatchObject({
+    code: "validation_failed",
+    detail:
+      "query: stauts: unknown parameter (this route takes limit, cursor, status, model, metadata.KEY)",
+    errors: [{ path: "stauts", message: expect.stringMatching(/^unknown parameter/) }],
+  });
+  // Each unknown name is listed.
+  const two = await problemOf(await get("/v1/jobs?batch_id=bat_x&state=queued"));
+  expect(two.errors).toEqual([
+    expect.objectContaining({ path: "batch_id" }),
+    expect.objectContaining({ path: "state" }),
+  ]);
+  const batch = await gw.request("/v1/batches", {
+    method: "POST",
+    key,
+    json: { model: "noop", items: [{ input: { n: 1 } }] },
+  });
+  expect(batch.status).toBe(202);
+  const { id } = (await batch.json()) as { id: string };
+  for (const path of [
+    `/v1/batches/${id}/jobs?status=queued`,
+    "/v1/usage?groupby=model",
+    "/v1/admin/tenants?page=2",
+    "/v1/admin/agents?state=idle",
+    "/v1/admin/usage?tenant=ten_query",
+    "/v1/admin/dead-letters?reason=timeout",
+    "/v1/events?models=ocr",
+  ]) {
+    const answer = await get(path);
+    expect(answer.status, path).toBe(422);
+    expect((await problemOf(answer)).detail, path).toMatch(/^query: \w+: unknown parameter/);
+  }
+});
+
+it("takes every parameter a listing documents", async () => {
+  for (const path of [
+    "/v1/jobs?limit=5&status=queued&model=noop&metadata.customer=acme",
+    "/v1/usage?group_by=model,day&from=2026-12-01T00:00:00Z",
+    "/v1/admin/tenants?limit=5",
+    "/v1/admin/agents?limit=5",
+    "/v1/admin/usage?group_by=tenant&tenant_id=ten_query",
+    "/v1/admin/dead-letters?model=noop&code=timeout&limit=5",
+  ]) {
+    const answer = await get(path);
+    expect(answer.status, `${path}: ${await answer.clone().text()}`).toBe(200);
+  }
+});

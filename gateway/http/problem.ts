@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import type { ZodError, z } from "zod";
+import type { ZodError } from "zod";
 import { HttpProblem, UserError } from "../../shared/errors.ts";
 import type { Problem } from "../../shared/protocol/index.ts";
 
@@ -103,14 +103,6 @@ const problemHeaders = (answer: ProblemAnswer) => ({
   "content-type": "application/problem+json",
   ...answer.headers,
 });
-
-/**
- * Messages for zod's parses of what a client sent (`safeParse(value, { error:
- * clientMessages })`): a missing field is `required`, where zod's own reads "Invalid input:
- * expected string, received undefined". A schema's own message still wins.
- */
-export const clientMessages: z.core.$ZodErrorMap = (issue) =>
-  issue.code === "invalid_type" && issue.input === undefined ? "required" : undefined;
 
 /** Zod's issues as `{path, message}` pairs a client can show next to its fields. */
 export function validationProblem(error: ZodError, where: string): HttpProblem {

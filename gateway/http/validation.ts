@@ -1,7 +1,8 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import { HttpProblem } from "../../shared/errors.ts";
-import { clientMessages, validationProblem } from "./problem.ts";
+import { clientMessages } from "./client-messages.ts";
+import { validationProblem } from "./problem.ts";
 
 /** Reads and validates a JSON body; every failure is a clear 4xx, never a 500. */
 export async function parseJsonBody<T extends z.ZodType>(

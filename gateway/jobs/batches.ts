@@ -8,7 +8,7 @@ import {
   type JobRequest,
 } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
-import { clientMessages } from "../http/problem.ts";
+import { clientMessages } from "../http/client-messages.ts";
 import { admitJobs, type JobSlot } from "../limits/backpressure.ts";
 import type { BatchRow } from "../store/batches.ts";
 import { hashKey, type Tenant } from "../store/tenants.ts";

@@ -5,7 +5,7 @@ import type { JobRequest } from "../../shared/protocol/index.ts";
 import { newTraceparent, parseTraceparent } from "../../shared/trace.ts";
 import { noopTracer, type TraceSpan } from "../../shared/tracing/tracer.ts";
 import type { Gateway, SubmitPhase } from "../context.ts";
-import { clientMessages } from "../http/problem.ts";
+import { clientMessages } from "../http/client-messages.ts";
 import { admitJob, type JobSlot } from "../limits/backpressure.ts";
 import type { ModelSpec } from "../models.ts";
 import { jobPriority } from "../plans.ts";

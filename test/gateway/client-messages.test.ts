@@ -1,0 +1,51 @@
+import { expect, it } from "vitest";
+import { z } from "zod";
+import { clientMessages } from "../../gateway/http/client-messages.ts";
+
+const Body = z.strictObject({
+  model: z.string().min(1).max(64),
+  priority: z.number().int().min(0).max(9).optional(),
+  ttl_seconds: z.number().int().gt(9).optional(),
+  format: z.enum(["png", "webp"]).optional(),
+  items: z
+    .array(z.object({ n: z.number() }))
+    .min(1)
+    .max(2)
+    .optional(),
+  webhook: z.object({ url: z.string() }).optional(),
+  tag: z
+    .string()
+    .regex(/^[a-z]+$/, "lowercase letters")
+    .optional(),
+});
+
+const messages = (value: unknown) =>
+  Body.safeParse(value, { error: clientMessages }).error?.issues.map(
+    (issue) => `${issue.path.join(".") || "(root)"}: ${issue.message}`,
+  );
+
+it("says what a field must be in the API's words, not zod's", () => {
+  expect(messages({})).toEqual(["model: required"]);
+  expect(messages({ model: "" })).toEqual(["model: must be at least 1 character long"]);
+  expect(messages({ model: "m", priority: "5" })).toEqual([
+    "priority: must be a number, not a string",
+  ]);
+  expect(messages({ model: "m", priority: 1.5 })).toEqual(["priority: must be a whole number"]);
+  expect(messages({ model: "m", priority: 10 })).toEqual(["priority: must be at most 9"]);
+  expect(messages({ model: "m", ttl_seconds: 9 })).toEqual(["ttl_seconds: must be more than 9"]);
+  expect(messages({ model: "m", format: "gif" })).toEqual(["format: must be one of png, webp"]);
+  expect(messages({ model: "m", items: [] })).toEqual(["items: must have at least 1 item"]);
+  expect(messages({ model: "m", items: [{ n: 1 }, { n: 2 }, { n: 3 }] })).toEqual([
+    "items: must have at most 2 items",
+  ]);
+  expect(messages({ model: "m", webhook: "https://x" })).toEqual([
+    "webhook: must be an object, not a string",
+  ]);
+  expect(messages({ model: "m", webhook: null })).toEqual(["webhook: must be an object, not null"]);
+  expect(messages([1])).toEqual(["(root): must be an object, not an array"]);
+  expect(messages({ model: "m", inputs: {}, extra: 1 })).toEqual([
+    '(root): unknown fields "inputs", "extra"',
+  ]);
+  // A schema's own message still wins.
+  expect(messages({ model: "m", tag: "A" })).toEqual(["tag: lowercase letters"]);
+});

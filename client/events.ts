@@ -1,7 +1,7 @@
 import { EventSourceParserStream } from "eventsource-parser/stream";
 import type { FeedEvent, JobEvent, JobProgressEvent } from "../shared/protocol/index.ts";
 import { APIError, ConnectionError, ResumeWindowError } from "./errors.ts";
-import { backoffMs, sleep, type Transport } from "./http.ts";
+import { backoffMs, metadataQuery, sleep, type Transport } from "./http.ts";
 import type { JobStreamEvent } from "./types.ts";
 
 const TERMINAL = new Set(["succeeded", "failed", "canceled", "expired"]);
@@ -130,8 +130,7 @@ export async function* tenantEvents(
     const value = join(options[name]);
     if (value) query[name] = value;
   }
-  for (const [key, value] of Object.entries(options.metadata ?? {}))
-    query[`metadata.${key}`] = value;
+  Object.assign(query, metadataQuery(options.metadata));
   let lastEventId = options.lastEventId;
   let failures = 0;
   let retryMs = 0;

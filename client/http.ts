@@ -68,6 +68,12 @@ export function retryAfterMs(headers: Headers, now = Date.now()): number | null 
 /** Statuses whose response may not carry a body (the Response constructor refuses one). */
 const NULL_BODY = new Set([204, 205, 304]);
 
+/** `metadata.KEY=VALUE` query parameters, as `GET /v1/jobs` and `GET /v1/events` take them. */
+export const metadataQuery = (metadata: Record<string, string> | undefined) =>
+  Object.fromEntries(
+    Object.entries(metadata ?? {}).map(([key, value]) => [`metadata.${key}`, value]),
+  );
+
 /**
  * HTTP with the SDK's policy: bearer auth, a timeout per attempt, and retries with
  * exponential backoff and jitter on connection errors, 408, 429 and 5xx, waiting at least

@@ -7,7 +7,7 @@ import type {
 } from "../shared/protocol/index.ts";
 import { APIError, ConnectionError } from "./errors.ts";
 import { type EventsOptions, jobEvents } from "./events.ts";
-import { sleep, type Transport } from "./http.ts";
+import { metadataQuery, sleep, type Transport } from "./http.ts";
 import type { JobStreamEvent, JobUpdate, TypedJob } from "./types.ts";
 
 const TERMINAL = new Set<JobStatus>(["succeeded", "failed", "canceled", "expired"]);
@@ -36,6 +36,10 @@ export interface WaitOptions {
 
 export interface ListOptions {
   status?: JobStatus;
+  /** Only this model's jobs. */
+  model?: string;
+  /** Only jobs whose metadata holds each of these (`metadata.KEY=VALUE`; at most 4). */
+  metadata?: Record<string, string>;
   /** Page size (1-100). */
   limit?: number;
   signal?: AbortSignal;
@@ -115,7 +119,13 @@ export class Jobs {
     do {
       const page = await this.transport.json<JobList>({
         path: "/v1/jobs",
-        query: { status: options.status, limit: options.limit, cursor },
+        query: {
+          status: options.status,
+          model: options.model,
+          ...metadataQuery(options.metadata),
+          limit: options.limit,
+          cursor,
+        },
         signal: options.signal,
       });
       yield page;

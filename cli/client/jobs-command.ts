@@ -6,7 +6,7 @@ const row = (job: TypedJob) =>
   `${job.id}  ${job.model.padEnd(10)} ${job.status.padEnd(9)} ${job.created_at}${job.error ? `  ${job.error.code}` : ""}\n`;
 
 export async function jobsList(
-  flags: { status?: string; limit?: string; json?: boolean },
+  flags: { status?: string; model?: string; limit?: string; json?: boolean },
   env: NodeJS.ProcessEnv,
 ) {
   const gantry = clientFromEnv(env);
@@ -18,6 +18,7 @@ export async function jobsList(
   for await (const job of gantry.jobs.list({
     limit: Math.min(100, limit),
     ...(status ? { status } : {}),
+    ...(flags.model ? { model: flags.model } : {}),
   })) {
     process.stdout.write(flags.json ? `${JSON.stringify(job)}\n` : row(job));
     if (++shown >= limit) break;

@@ -63,6 +63,7 @@ function program(env: NodeJS.ProcessEnv): Command {
     .addOption(
       new Option("--status <status>", "only jobs in this state").choices(JobStatus.options),
     )
+    .option("--model <id>", "only this model's jobs")
     .option("--limit <n>", "how many, newest first", "20")
     .option("--json", "one JSON job per line")
     .action((flags) => jobsList(flags, env));

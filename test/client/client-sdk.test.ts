@@ -177,6 +177,20 @@ describe.each(SETUPS)("the SDK against a real gateway: $name", (setup) => {
     for (const id of made) expect(listed).toContain(id);
   });
 
+  it("list() filters by model and metadata, as GET /v1/jobs does", async () => {
+    const tag = `list-${Date.now()}`;
+    const tagged = await gantry.jobs.create({ model: "noop", input: {}, metadata: { tag } });
+    await gantry.jobs.create({ model: "noop", input: {}, metadata: { tag: `${tag}-other` } });
+    const listed: string[] = [];
+    for await (const job of gantry.jobs.list({ model: "noop", metadata: { tag } }))
+      listed.push(job.id);
+    expect(listed).toEqual([tagged.id]);
+    const otherModel: string[] = [];
+    for await (const job of gantry.jobs.list({ model: "ocr", metadata: { tag } }))
+      otherModel.push(job.id);
+    expect(otherModel).toEqual([]);
+  });
+
   it("events() resumes with Last-Event-ID after the server drops the stream", async () => {
     const job = await gantry.jobs.create({ model: "noop", input: { delay_ms: 1500 } });
     let streams = 0;

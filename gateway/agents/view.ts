@@ -22,9 +22,13 @@ const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOStrin
 
 const intervalOf = (row: AgentRow) => row.heartbeat_interval_ms ?? DEFAULT_HEARTBEAT_INTERVAL_MS;
 
-/** A registered, unrevoked agent heard from within GONE_AFTER_BEATS of its beats. */
+/**
+ * A registered, unrevoked agent heard from within GONE_AFTER_BEATS of its beats, that has not
+ * said it stopped.
+ */
 export function isLive(row: AgentRow, now: number): boolean {
   if (row.revoked_at !== null || row.registered_at === null) return false;
+  if (row.reported_state === "stopped") return false;
   const lastSeen = row.last_heartbeat_at ?? row.registered_at;
   return now - lastSeen <= GONE_AFTER_BEATS * intervalOf(row);
 }
@@ -44,6 +48,10 @@ export function agentState(
       return { state: "gone", reason: "enrolled but never registered" };
     }
     return { state: "pending", reason: "has not registered yet" };
+  }
+  if (row.reported_state === "stopped") {
+    // Said so in its last beat: gone at once, not three missed beats later.
+    return { state: "gone", reason: `stopped at ${iso(row.last_heartbeat_at)}` };
   }
   if (!isLive(row, now)) {
     const silent = now - (row.last_heartbeat_at ?? row.registered_at);

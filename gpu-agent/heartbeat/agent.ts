@@ -40,6 +40,14 @@ export function parseNvidiaSmiMemory(text: string): VramReading | null {
   return gpus > 0 ? { usedMb, totalMb } : null;
 }
 
+/**
+ * How long the last beat of a stopping agent (`state: stopped`) may take. Without it the
+ * gateway counts a stopped agent as live, and tells a job waiting for its model that a free
+ * slot takes it in a moment, until three beats are missed; but a gateway that does not
+ * answer must not hold up the stop.
+ */
+const FAREWELL_TIMEOUT_MS = 2_000;
+
 /** Average run time over this many of the latest successful jobs. */
 const RUN_TIME_WINDOW = 20;
 
@@ -90,7 +98,10 @@ const readGpusWithNvidiaSmi = async (): Promise<GpuInfo[] | null> => {
 export interface AgentHeartbeats {
   /** What every heartbeat (the agent's and each job's) says about the agent. */
   status(): AgentStatus;
-  /** Stops beating; resolves once a beat in flight has landed, so none comes after. */
+  /**
+   * Stops beating; resolves once a beat in flight has landed, so none comes after, and a last
+   * beat saying the agent stopped has been sent (or `FAREWELL_TIMEOUT_MS` passed).
+   */
   stop(): Promise<void>;
 }
 
@@ -193,6 +204,15 @@ export function startAgentHeartbeats(options: AgentHeartbeatOptions): AgentHeart
       clearInterval(timer);
       unsubscribe();
       await beating;
+      const farewell = gateway.agentHeartbeat({ ...status(), state: "stopped" });
+      let timeout: NodeJS.Timeout | undefined;
+      await Promise.race([
+        farewell.catch((cause) => logger.warn({ err: String(cause) }, "last heartbeat failed")),
+        new Promise<void>((resolve) => {
+          timeout = setTimeout(resolve, FAREWELL_TIMEOUT_MS);
+        }),
+      ]);
+      clearTimeout(timeout);
     },
   };
 }

@@ -228,8 +228,12 @@ export type AgentRegisterRequest = z.infer<typeof AgentRegisterRequest>;
 export const AgentHeartbeatRequest = z.object({
   v: z.literal(1),
   ...agentStatusFields,
-  /** `draining` once the agent stopped taking jobs (SIGTERM, spot preemption). */
-  state: z.enum(["running", "draining"]).optional(),
+  /**
+   * `draining` once the agent stopped taking jobs (SIGTERM, spot preemption); `stopped` in
+   * the last beat of an agent that stops, its jobs done or handed back: it serves nothing
+   * until it registers again.
+   */
+  state: z.enum(["running", "draining", "stopped"]).optional(),
 });
 export type AgentHeartbeatRequest = z.infer<typeof AgentHeartbeatRequest>;
 

@@ -166,13 +166,19 @@ describe("admin agents API", () => {
       Array(5).fill("succeeded"),
     );
 
-    // Stopped: no more heartbeats. Three missed beats later (on the gateway's clock) it is gone.
+    // Stopped: its last beat says so, and it is gone at once, not three missed beats later;
+    // a job of its model no longer hears of a free slot.
     await agent.stop();
     agent = undefined;
-    gw.clock.advance(3_500);
     const gone = await listed(credentials.agent_id);
     expect(gone.state).toBe("gone");
-    expect(gone.state_reason).toMatch(/^no heartbeat for/);
+    expect(gone.state_reason).toMatch(/^stopped at \d{4}-\d\d-\d\dT/);
+    const waiting = await submitNoop();
+    const job = await (await gw.request(`/v1/jobs/${waiting}`, { key: adminKey })).json();
+    expect(job).toMatchObject({
+      waiting_reason: "agents_unhealthy",
+      waiting_detail: expect.stringContaining("gpu-box-7: stopped at"),
+    });
 
     const revoked = await admin(`/${credentials.agent_id}/revoke`, { method: "POST" });
     expect(await revoked.json()).toMatchObject({ state: "revoked" });
@@ -247,7 +253,14 @@ describe("agent state", () => {
       "draining",
     );
     expect(agentState(base, facts, 30_000).state).toBe("idle");
-    expect(agentState(base, facts, 30_001).state).toBe("gone");
+    expect(agentState(base, facts, 30_001)).toMatchObject({
+      state: "gone",
+      reason: expect.stringMatching(/^no heartbeat for/),
+    });
+    expect(agentState({ ...base, reported_state: "stopped" }, facts, 5_000)).toMatchObject({
+      state: "gone",
+      reason: expect.stringMatching(/^stopped at /),
+    });
     const unregistered = { ...base, registered_at: null, last_heartbeat_at: null };
     expect(agentState(unregistered, facts, 5_000).state).toBe("pending");
     expect(agentState({ ...unregistered, source: "admin" }, facts, 1e9).state).toBe("pending");

@@ -1,3 +1,4 @@
+import type { QueueInfo } from "../../shared/protocol/index.ts";
 import { givenSettings } from "../../shared/settings/index.ts";
 import { AGENT_SETTINGS, type AgentConfigFlags, parseAgentConfig } from "../config.ts";
 import { createGatewayClient } from "../gateway/client.ts";
@@ -9,7 +10,9 @@ import {
   resolveModels,
   toModelConfigs,
 } from "../registry/index.ts";
+import { credentialsAcceptedCheck } from "./connections.ts";
 import { type DoctorDeps, formatJson, formatReport, runDoctor } from "./index.ts";
+import { CHECK_TIMEOUT_MS } from "./report.ts";
 import { credentialsCheck, unsetSettings, withStandIns } from "./settings.ts";
 
 export interface DoctorCommandOptions {
@@ -48,26 +51,31 @@ export async function doctorCommand(
   });
   const models = modelsGiven ? config.models : knownModels(registry);
 
-  // A signed call needs the agent's own secret: with the token alone it would enroll.
+  // A signed call needs the agent's own secret: with the token alone it would enroll. Asked
+  // once, for the credentials row and (without a queue URL) the queue row.
   const secret = config.agentSecret;
-  const gatewayQueueInfo =
-    !unset.gateway && unset.queue && secret
-      ? async () => {
-          const client = createGatewayClient({
-            gatewayUrl: config.gatewayUrl,
-            agentId: config.agentId,
-            secret,
-            tries: 1,
-            ...(deps.fetch ? { fetch: deps.fetch } : {}),
-          });
-          try {
-            if (!client.queue) throw new Error("this gateway client cannot ask about the queue");
-            return await client.queue.info();
-          } finally {
-            await client.close?.();
-          }
-        }
-      : undefined;
+  const askQueueInfo = async (agentSecret: string): Promise<QueueInfo> => {
+    const client = createGatewayClient({
+      gatewayUrl: config.gatewayUrl,
+      agentId: config.agentId,
+      secret: agentSecret,
+      tries: 1,
+      ...(deps.fetch ? { fetch: deps.fetch } : {}),
+    });
+    try {
+      if (!client.queue) throw new Error("this gateway client cannot ask about the queue");
+      return await client.queue.info();
+    } finally {
+      await client.close?.();
+    }
+  };
+  let asked: Promise<QueueInfo> | undefined;
+  const signedQueueInfo =
+    !unset.gateway && secret ? () => (asked ??= askQueueInfo(secret)) : undefined;
+  if (signedQueueInfo) say("checking the agent's id and secret with the gateway…");
+  const credentials = signedQueueInfo
+    ? await credentialsAcceptedCheck(signedQueueInfo, config.agentId, CHECK_TIMEOUT_MS)
+    : credentialsCheck(unset);
 
   say(
     `checking this host for agent ${config.agentId} → gateway ${unset.gateway ? "(not configured)" : config.gatewayUrl}`,
@@ -80,8 +88,8 @@ export async function doctorCommand(
       providers: config.executionProviders,
       threads: config.threads,
       tensorrt: config.tensorrt,
-      settingRows: [credentialsCheck(unset)],
-      ...(gatewayQueueInfo ? { gatewayQueueInfo } : {}),
+      settingRows: [credentials],
+      ...(signedQueueInfo && unset.queue ? { gatewayQueueInfo: signedQueueInfo } : {}),
       ...(config.metricsPort === undefined ? {} : { agentMetricsPort: config.metricsPort }),
       ...(config.gpus ? { gpus: config.gpus } : {}),
       ...(env.CUDA_VISIBLE_DEVICES === undefined

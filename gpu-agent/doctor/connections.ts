@@ -89,6 +89,42 @@ export async function gatewayQueueCheck(
   }
 }
 
+/**
+ * The agent's own id and secret, tried on the gateway with a signed call that changes
+ * nothing (its queue info): a wrong or revoked secret fails here, not at `run`'s first
+ * request. A gateway that cannot be reached leaves the credentials unchecked (its own rows
+ * fail). Only the id and secret: with the enrollment token alone, asking would enroll.
+ */
+export async function credentialsAcceptedCheck(
+  signed: () => Promise<QueueInfo>,
+  agentId: string,
+  timeoutMs: number,
+): Promise<CheckResult> {
+  const name = "agent credentials";
+  try {
+    await withTimeout(signed(), timeoutMs, "a signed call to the gateway");
+    return {
+      name,
+      status: "pass",
+      detail: `the gateway accepts agent ${agentId}'s signature (GANTRY_AGENT_ID + GANTRY_AGENT_SECRET)`,
+    };
+  } catch (error) {
+    if (error instanceof GatewayError && (error.status === 401 || error.status === 403)) {
+      return {
+        name,
+        status: "fail",
+        detail: errorText(error),
+        hint: "use the id and secret `gantry agents create` printed together (a revoked agent is refused too), or GANTRY_AGENT_TOKEN",
+      };
+    }
+    return {
+      name,
+      status: "skip",
+      detail: `not checked: the gateway did not answer a signed call (${errorText(error)})`,
+    };
+  }
+}
+
 /** `GET path` on the gateway: 200 passes; anything else names what came back. */
 export async function gatewayCheck(
   gatewayUrl: string,

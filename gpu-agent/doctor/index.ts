@@ -20,7 +20,7 @@ import {
   vramCheck,
 } from "./gpu.ts";
 import { type LoadModelsFn, modelCheck } from "./models.ts";
-import type { CheckResult } from "./report.ts";
+import { CHECK_TIMEOUT_MS, type CheckResult } from "./report.ts";
 import { runningAgentCheck } from "./running-agent.ts";
 import { notConfigured, SETTING_HINTS } from "./settings.ts";
 
@@ -82,7 +82,7 @@ export async function runDoctor(
   deps: DoctorDeps = {},
 ): Promise<DoctorReport> {
   const progress = deps.progress ?? (() => {});
-  const timeoutMs = options.timeoutMs ?? 10_000;
+  const timeoutMs = options.timeoutMs ?? CHECK_TIMEOUT_MS;
   const probe = deps.probe ?? probeProvider;
   const { providers } = options;
   const results: CheckResult[] = [];

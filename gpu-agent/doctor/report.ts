@@ -22,6 +22,9 @@ const LABEL: Record<CheckStatus, string> = {
 };
 
 /** Rejects after `ms` with a message naming what timed out; the work itself is abandoned. */
+/** How long each network check may take, unless told otherwise. */
+export const CHECK_TIMEOUT_MS = 10_000;
+
 export function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {

@@ -233,6 +233,12 @@ describe("gantry-agent doctor", () => {
     const served = await runBin(["doctor"], { ...settings, GANTRY_AGENT_SECRET: secret });
     expect(served.code, served.stderr).toBe(0);
     expect(served.stdout).toMatch(/^PASS +queue +served by the gateway \(its sql queue/m);
+    expect(served.stdout).toMatch(
+      new RegExp(
+        `^PASS +agent credentials +the gateway accepts agent ${agent.id}'s signature`,
+        "m",
+      ),
+    );
     expect(served.stdout).toMatch(/^READY/m);
 
     // A wrong secret is found here, not at the agent's first job.
@@ -244,6 +250,17 @@ describe("gantry-agent doctor", () => {
     expect(refused.stdout).toMatch(
       /^FAIL +queue +cannot ask the gateway about its queue: .*signature/m,
     );
+    expect(refused.stdout).toMatch(/^FAIL +agent credentials +the gateway refused .*signature/m);
+    // And with a queue URL, whose check never signs anything: was "PASS … checked on the
+    // first signed request", READY, and `run` then failed on its first call.
+    const withQueue = await runBin(["doctor"], {
+      ...settings,
+      GANTRY_QUEUE_URL: gateway.queueUrl,
+      GANTRY_AGENT_SECRET: `gas_${"x".repeat(43)}`,
+    });
+    expect(withQueue.code, withQueue.stderr).toBe(1);
+    expect(withQueue.stdout).toMatch(/^FAIL +agent credentials +the gateway refused .*signature/m);
+    expect(withQueue.stdout).toMatch(/^PASS +queue /m);
 
     // With only the enrollment token it would have to enroll to ask: it says so, and waits.
     const token = await runBin(["doctor"], { ...settings, GANTRY_AGENT_TOKEN: gateway.agentToken });

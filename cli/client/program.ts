@@ -107,6 +107,17 @@ function program(env: NodeJS.ProcessEnv): Command {
   return root;
 }
 
+/**
+ * Whether the detail already says the field's error, in its own words: `body: model:
+ * required`, `input.image points to a forbidden address …`, "`to` must be after `from`": the
+ * field's message, and the field named by its last part.
+ */
+function saysAlready(detail: string, field: { path: string; message: string }): boolean {
+  const name = field.path.split(".").at(-1) ?? field.path;
+  const named = new RegExp(`(^|[^\\w])${name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}([^\\w]|$)`);
+  return detail.includes(field.message) && named.test(detail);
+}
+
 /** Runs one client command; errors become a message on stderr and an exit status. */
 export async function runClientCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
   try {
@@ -122,8 +133,9 @@ export async function runClientCommand(argv: string[], env: NodeJS.ProcessEnv): 
       process.stderr.write(`gantry: ${error.message}\n`);
       // The gateway's detail names the first field's error: list the others below it.
       for (const field of error.errors) {
-        const line = `${field.path}: ${field.message}`;
-        if (!error.message.includes(line)) process.stderr.write(`  ${line}\n`);
+        if (!saysAlready(error.message, field)) {
+          process.stderr.write(`  ${field.path}: ${field.message}\n`);
+        }
       }
       process.exitCode = 1;
       return;

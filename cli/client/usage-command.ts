@@ -1,5 +1,6 @@
 import type { UsageReport } from "../../client/index.ts";
 import { UserError } from "../../shared/errors.ts";
+import { UsageQuery } from "../../shared/protocol/index.ts";
 import { clientFromEnv } from "./common.ts";
 
 const GROUPS = ["model", "key", "day"] as const;
@@ -23,9 +24,29 @@ function groupsOf(by: string): Group[] {
   return names as Group[];
 }
 
+/**
+ * `--from` and `--to` checked as the gateway checks them (the same schema), so a mistyped
+ * day is the user's to fix (exit 2) before anything is sent.
+ */
+function checkPeriod(flags: UsageFlags): void {
+  for (const [flag, value] of [
+    ["--from", flags.from],
+    ["--to", flags.to],
+  ] as const) {
+    if (value === undefined) continue;
+    const parsed = UsageQuery.shape.from.safeParse(value);
+    if (!parsed.success)
+      throw new UserError(`${flag} ${value}: ${parsed.error.issues[0]?.message}`);
+  }
+  if (flags.from && flags.to && Date.parse(flags.to) <= Date.parse(flags.from)) {
+    throw new UserError(`--to (${flags.to}) must be after --from (${flags.from})`);
+  }
+}
+
 /** `gantry usage`: device time per model and day (by default) this month, and the budget. */
 export async function usageCommand(flags: UsageFlags, env: NodeJS.ProcessEnv): Promise<void> {
   const groupBy = groupsOf(flags.by ?? "model,day");
+  checkPeriod(flags);
   const report = await clientFromEnv(env).usage.get({
     groupBy,
     ...(flags.from ? { from: flags.from } : {}),

@@ -130,11 +130,20 @@ describe("gantry run", () => {
     expect(badLimit.stderr).toBe(
       "gantry: --limit must be a whole number of jobs, 1 or more (got abc)\n",
     );
-    // The gateway's refusal, once: its detail names the field, no list repeats it.
-    const refused = await gantry("usage", "--from", "2026-13-01");
+    // A period the gateway would refuse is the user's to fix, before anything is sent.
+    const badDay = await gantry("usage", "--from", "2026-13-01");
+    expect(badDay.code).toBe(2);
+    expect(badDay.stderr).toBe(
+      "gantry: --from 2026-13-01: must be a day (2026-12-01) or an ISO 8601 instant (2026-12-01T08:00:00Z)\n",
+    );
+    const backwards = await gantry("usage", "--from", "2026-12-10", "--to", "2026-12-01");
+    expect(backwards.code).toBe(2);
+    expect(backwards.stderr).toBe("gantry: --to (2026-12-01) must be after --from (2026-12-10)\n");
+    // The gateway's refusal, once: its detail says the field's error, no list repeats it.
+    const refused = await gantry("run", "ocr", "https://10.0.0.1/scan.png");
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toBe(
-      "gantry: 422 validation_failed: query: from: must be a day (2026-12-01) or an ISO 8601 instant (2026-12-01T08:00:00Z)\n",
+    expect(refused.stderr).toMatch(
+      /^(submitting ocr\n)?gantry: 422 input_url_not_allowed: input\.image points to a forbidden address 10\.0\.0\.1: [^\n]*\n$/,
     );
     const badStatus = await gantry("jobs", "list", "--status", "done");
     expect(badStatus.code).toBe(2);

@@ -38,7 +38,7 @@ export function JobRow(props: { job: Job }) {
       <td>{job.priority}</td>
       <td>{job.queue_position ?? "–"}</td>
       <td>{progressOf(job) ? <ProgressBar progress={progressOf(job)} /> : "–"}</td>
-      <td>{job.agent ? `${job.agent.id} (${job.agent.provider ?? "?"})` : "–"}</td>
+      <td class="wraps">{job.agent ? `${job.agent.id} (${job.agent.provider ?? "?"})` : "–"}</td>
       <td>{time(job.created_at)}</td>
       <td>{ms(waitMs(job))}</td>
       <td>{ms(job.metrics?.run_ms)}</td>

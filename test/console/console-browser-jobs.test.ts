@@ -129,6 +129,12 @@ describe("console job view on the Node gateway", () => {
       await poll(() => row.getByRole("progressbar").getAttribute("aria-valuetext")).toBe(
         "sleeping 100%",
       );
+      // A row with an agent is the widest the table gets: at 1280 px the page itself must
+      // not scroll sideways (the table does, inside the page).
+      const sideways = await page.evaluate(
+        () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
+      );
+      expect(sideways).toBe(0);
     });
   });
 

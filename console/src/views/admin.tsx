@@ -202,7 +202,7 @@ export function AdminView(props: { session: Session }) {
                 {agent.name === agent.id ? "" : `${agent.name} `}
                 <code>{agent.id}</code>
               </td>
-              <td>{agent.revoked_at ? "revoked" : agent.state}</td>
+              <td title={agent.state_reason}>{agent.revoked_at ? "revoked" : agent.state}</td>
               <td>{agent.models.join(", ")}</td>
               <td>{ago(agent.last_heartbeat_at)}</td>
               <td>

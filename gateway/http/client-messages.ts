@@ -18,23 +18,9 @@ export const clientMessages: z.core.$ZodErrorMap = (issue) => {
       return `must be ${withArticle(issue.expected)}, not ${withArticle(sent)}`;
     }
     case "too_small":
-      return bound(
-        "at least",
-        "more than",
-        issue.origin,
-        issue.minimum,
-        issue.inclusive,
-        issue.exact,
-      );
+      return bound(AT_LEAST, issue.origin, issue.minimum, issue.inclusive, issue.exact);
     case "too_big":
-      return bound(
-        "at most",
-        "less than",
-        issue.origin,
-        issue.maximum,
-        issue.inclusive,
-        issue.exact,
-      );
+      return bound(AT_MOST, issue.origin, issue.maximum, issue.inclusive, issue.exact);
     case "invalid_value":
       return issue.values.length === 1
         ? `must be ${String(issue.values[0])}`
@@ -46,16 +32,20 @@ export const clientMessages: z.core.$ZodErrorMap = (issue) => {
   }
 };
 
+/** A bound's words when the limit itself is allowed, and when it is not. */
+type BoundWords = { readonly inclusive: string; readonly exclusive: string };
+const AT_LEAST: BoundWords = { inclusive: "at least", exclusive: "more than" };
+const AT_MOST: BoundWords = { inclusive: "at most", exclusive: "less than" };
+
 /** `must be at most 9`, `must be at least 10 characters long`, `must have at most 1000 items`. */
 function bound(
-  inclusive_: string,
-  exclusive: string,
+  words: BoundWords,
   origin: string,
   limit: number | bigint,
   inclusive = true,
   exact = false,
 ): string | undefined {
-  const than = exact ? "exactly" : inclusive ? inclusive_ : exclusive;
+  const than = exact ? "exactly" : inclusive ? words.inclusive : words.exclusive;
   switch (origin) {
     case "number":
     case "int":

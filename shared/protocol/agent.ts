@@ -228,11 +228,7 @@ export type AgentRegisterRequest = z.infer<typeof AgentRegisterRequest>;
 export const AgentHeartbeatRequest = z.object({
   v: z.literal(1),
   ...agentStatusFields,
-  /**
-   * `draining` once the agent stopped taking jobs (SIGTERM, spot preemption); `stopped` in
-   * the last beat of an agent that stops, its jobs done or handed back: it serves nothing
-   * until it registers again.
-   */
+  /** `draining`: it took its last job (SIGTERM); `stopped`: its last beat, as it stops. */
   state: z.enum(["running", "draining", "stopped"]).optional(),
 });
 export type AgentHeartbeatRequest = z.infer<typeof AgentHeartbeatRequest>;

@@ -6,6 +6,7 @@ import type { WaitBackoffOptions } from "./backoff.ts";
 import type { AgentConfig } from "./config.ts";
 import { planRunners } from "./devices/runner-plan.ts";
 import type { DirectGatewayCalls, GatewayClient, GatewayError } from "./gateway/client.ts";
+import { enrollFirst } from "./gateway/enroll.ts";
 import { linkGateway } from "./gateway/link.ts";
 import { openGatewayQueue } from "./gateway/queue.ts";
 import { type MetricsHost, serveAgentMetrics } from "./metrics-server.ts";
@@ -68,9 +69,22 @@ export type AgentStopReason = "requested" | "revoked";
  * the supervisor. Installs no signal handlers and never exits the process: the CLI does
  * that, and `gantry start` runs this in-process beside the gateway.
  */
-export async function startAgent(config: AgentConfig, deps: AgentDeps = {}): Promise<AgentHandle> {
+export async function startAgent(
+  configured: AgentConfig,
+  deps: AgentDeps = {},
+): Promise<AgentHandle> {
   const logger = deps.logger ?? pino({ name: "gantry-agent" });
   const progress = deps.progress ?? (() => {});
+  // Its id first (a ready client or an in-process gateway carries its own credentials), so
+  // that every line below names the agent as the gateway does.
+  const config =
+    deps.gateway || deps.gatewayCalls
+      ? configured
+      : await enrollFirst(configured, {
+          logger: logger.child({ agent_id: configured.agentId }),
+          progress,
+          ...(deps.gatewayFetch ? { fetch: deps.gatewayFetch } : {}),
+        });
   const log = logger.child({ agent_id: config.agentId });
   // OpenTelemetry, only when OTEL_EXPORTER_OTLP_ENDPOINT asks for it (else not even loaded).
   const tracing = await startTracing("gantry-agent");

@@ -89,7 +89,7 @@ export async function linkGateway(
   });
   options.logger.info(
     {
-      // Every line already names the agent as configured; an enrolled one got its id now.
+      // An agent started with a ready client that holds only the token (tests) enrolls here.
       ...(gateway.agentId !== config.agentId ? { enrolled_as: gateway.agentId } : {}),
       models: registered.models,
       provider,

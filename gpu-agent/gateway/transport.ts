@@ -13,7 +13,8 @@ import type { Answer } from "./batching.ts";
 import { enrollmentRefused, GatewayError, signedRequestRefused } from "./errors.ts";
 import type { CallLabel, GatewayClientOptions } from "./types.ts";
 
-interface Credentials {
+/** The id the gateway knows this agent by, and the secret its requests are signed with. */
+export interface Credentials {
   agentId: string;
   secret: string;
 }
@@ -22,7 +23,7 @@ export interface GatewayTransport {
   /** POSTs `body` to `path`; the answer of the last try, or a `GatewayError`. */
   send(path: string, body: unknown, label: CallLabel): Promise<Answer>;
   /** Enrolls first when the agent has no secret yet. */
-  ensureCredentials(): Promise<{ agentId: string }>;
+  ensureCredentials(): Promise<Credentials>;
   /** The id the gateway knows this agent by: the enrolled one once enrolled. */
   currentId(): string;
 }

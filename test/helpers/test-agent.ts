@@ -29,6 +29,8 @@ export interface TestAgentOptions {
   progress?: (line: string) => void;
   /** Waits between tries of an unreachable gateway or queue. */
   peerBackoff?: AgentDeps["peerBackoff"];
+  /** Where its log goes; default silent (GANTRY_TEST_LOG sets a level). */
+  logger?: AgentDeps["logger"];
 }
 
 /** A real agent (supervisor + child-process runners) on the test gateway's queue. */
@@ -54,7 +56,7 @@ export function startTestAgent(
   });
   const wrap = options.wrapQueue ?? ((queue: JobQueue) => queue);
   return startAgent(config, {
-    logger: pino({ level: process.env.GANTRY_TEST_LOG ?? "silent" }),
+    logger: options.logger ?? pino({ level: process.env.GANTRY_TEST_LOG ?? "silent" }),
     ...(options.progress ? { progress: options.progress } : {}),
     ...(options.peerBackoff ? { peerBackoff: options.peerBackoff } : {}),
     openQueue: async (url, queueOptions) => {

@@ -1,6 +1,6 @@
 import { EventSourceParserStream } from "eventsource-parser/stream";
 import { APIError } from "../../client/errors.ts";
-import { Transport } from "../../client/http.ts";
+import { metadataQuery, Transport } from "../../client/http.ts";
 import { Gantry } from "../../client/index.ts";
 import type { FeedEvent, JobProgressEvent } from "../../shared/protocol/feed.ts";
 import type { Job, JobList, JobStatus } from "../../shared/protocol/index.ts";
@@ -34,8 +34,8 @@ export interface JobQuery {
 /**
  * What the console calls: the SDK (`gantry/client`) for everything it offers, and the
  * SDK's own transport (same auth, retries and errors) for the few public endpoints the
- * SDK has no method for yet: listing with metadata filters, retry, the tenant's change
- * feed, webhook deliveries and the admin API.
+ * SDK has no method for yet: one page of jobs from a cursor (the table's pages), retry, the
+ * tenant's change feed, webhook deliveries and the admin API.
  */
 export class ConsoleApi {
   readonly sdk: Gantry;
@@ -56,9 +56,6 @@ export class ConsoleApi {
   }
 
   listJobs(query: JobQuery = {}, signal?: AbortSignal): Promise<JobList> {
-    const filters = Object.fromEntries(
-      Object.entries(query.metadata ?? {}).map(([key, value]) => [`metadata.${key}`, value]),
-    );
     return this.transport.json<JobList>({
       path: "/v1/jobs",
       query: {
@@ -66,7 +63,7 @@ export class ConsoleApi {
         model: query.model,
         limit: query.limit ?? 50,
         cursor: query.cursor,
-        ...filters,
+        ...metadataQuery(query.metadata),
       },
       signal,
     });

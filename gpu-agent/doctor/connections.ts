@@ -1,7 +1,8 @@
+import { withTimeout } from "../../shared/pause.ts";
 import type { QueueInfo } from "../../shared/protocol/index.ts";
 import type { OpenedQueue, OpenQueueOptions } from "../../shared/queue/open/index.ts";
 import { GatewayError } from "../gateway/errors.ts";
-import { type CheckResult, errorText, withTimeout } from "./report.ts";
+import { type CheckResult, errorText } from "./report.ts";
 import { notConfigured, SETTING_HINTS } from "./settings.ts";
 
 /** What `run` does about it: an unreachable peer is transient, never a reason to exit. */

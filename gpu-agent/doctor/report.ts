@@ -21,17 +21,8 @@ const LABEL: Record<CheckStatus, string> = {
   unset: "UNSET",
 };
 
-/** Rejects after `ms` with a message naming what timed out; the work itself is abandoned. */
 /** How long each network check may take, unless told otherwise. */
 export const CHECK_TIMEOUT_MS = 10_000;
-
-export function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms / 1000} s`)), ms);
-  });
-  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
-}
 
 export function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);

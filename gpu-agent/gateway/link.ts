@@ -89,7 +89,8 @@ export async function linkGateway(
   });
   options.logger.info(
     {
-      // An agent started with a ready client that holds only the token (tests) enrolls here.
+      // Enrolled here only when enrollFirst could not (its gateway was down at start) or was
+      // not asked (a ready client holding only the token, in tests).
       ...(gateway.agentId !== config.agentId ? { enrolled_as: gateway.agentId } : {}),
       models: registered.models,
       provider,

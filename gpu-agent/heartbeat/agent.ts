@@ -1,5 +1,6 @@
 import { execFile } from "node:child_process";
 import type { Logger } from "pino";
+import { withTimeout } from "../../shared/pause.ts";
 import type { AgentDevice } from "../../shared/protocol/index.ts";
 import { type GpuInfo, queryGpus } from "../devices/nvidia-smi.ts";
 import type { AgentRegistration, AgentStatus, GatewayClient } from "../gateway/client.ts";
@@ -204,15 +205,11 @@ export function startAgentHeartbeats(options: AgentHeartbeatOptions): AgentHeart
       clearInterval(timer);
       unsubscribe();
       await beating;
-      const farewell = gateway.agentHeartbeat({ ...status(), state: "stopped" });
-      let timeout: NodeJS.Timeout | undefined;
-      await Promise.race([
-        farewell.catch((cause) => logger.warn({ err: String(cause) }, "last heartbeat failed")),
-        new Promise<void>((resolve) => {
-          timeout = setTimeout(resolve, FAREWELL_TIMEOUT_MS);
-        }),
-      ]);
-      clearTimeout(timeout);
+      await withTimeout(
+        gateway.agentHeartbeat({ ...status(), state: "stopped" }),
+        FAREWELL_TIMEOUT_MS,
+        "the gateway (last heartbeat)",
+      ).catch((cause) => logger.warn({ err: String(cause) }, "last heartbeat failed"));
     },
   };
 }

@@ -1,7 +1,11 @@
 import type { ConfirmChannel, Message, Options } from "amqplib";
 import { UserError } from "../../errors.ts";
+import { withTimeout } from "../../pause.ts";
 import type { AmqpConnection } from "./connection.ts";
 import type { AmqpSettings } from "./options.ts";
+
+/** Who did not answer, in a timed-out publish's error. */
+const RABBITMQ = "RabbitMQ";
 
 /** A publish that could not be confirmed within `publishTimeoutMs`. */
 export class PublishTimeoutError extends Error {
@@ -57,11 +61,19 @@ export class Publisher {
         );
       }
       try {
-        await withTimeout(target.prepare?.(left), left);
-        const outcome = await withTimeout(this.publishOnce(target, left), deadline - Date.now());
+        await withTimeout(target.prepare?.(left) ?? Promise.resolve(), left, RABBITMQ);
+        const outcome = await withTimeout(
+          this.publishOnce(target, left),
+          deadline - Date.now(),
+          RABBITMQ,
+        );
         if (outcome === "confirmed") return;
         lastError = new Error("the broker returned the message as unroutable");
-        await withTimeout(target.repair?.(deadline - Date.now()), deadline - Date.now());
+        await withTimeout(
+          target.repair?.(deadline - Date.now()) ?? Promise.resolve(),
+          deadline - Date.now(),
+          RABBITMQ,
+        );
       } catch (error) {
         if (error instanceof UserError) throw error;
         lastError = error;
@@ -119,27 +131,6 @@ export class Publisher {
     });
     return opening;
   }
-}
-
-/** Rejects after `ms` (the operation itself keeps going; its result is then ignored). */
-function withTimeout<T>(promise: Promise<T> | undefined, ms: number): Promise<T | undefined> {
-  if (!promise) return Promise.resolve(undefined);
-  return new Promise<T | undefined>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`no answer from RabbitMQ within ${ms} ms`)),
-      Math.max(0, ms),
-    );
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (error) => {
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
-  });
 }
 
 function describe(error: unknown): string {

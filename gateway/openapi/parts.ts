@@ -124,12 +124,20 @@ export function componentSchemas() {
   );
 }
 
-type Operation = { responses?: Record<string, unknown> };
+type Operation = {
+  responses?: Record<string, unknown>;
+  requestBody?: unknown;
+  parameters?: readonly { in?: string }[];
+};
 
 /**
- * Answers every /v1 operation can give whatever its own entry lists: 429 (the tenant's
- * request rate, or the per-address limit on requests without a valid key) and, on all but
- * the model listings any valid key may read, 403 insufficient_scope.
+ * Answers an operation can give whatever its own entry lists, so that a client generated
+ * from the document knows every status it may meet: on every /v1 operation 429 (the
+ * tenant's request rate, or the per-address limit on requests without a valid key) and, on
+ * all but the model listings any valid key may read, 403 insufficient_scope; where it reads
+ * a JSON body, 400 (not JSON), 413 (over the body limit), 415 (another media type) and 422
+ * (checked and refused: http/validation.ts); where it takes query parameters, 422 (a bad
+ * value or a name it does not take).
  */
 export function withCommonProblems<T extends Record<string, object>>(paths: T): T {
   for (const [path, item] of Object.entries(paths)) {
@@ -137,8 +145,10 @@ export function withCommonProblems<T extends Record<string, object>>(paths: T): 
     for (const operation of Object.values(item) as Operation[]) {
       if (!operation?.responses) continue;
       const extra = path.startsWith("/v1/models") ? [429] : [403, 429];
+      if (operation.requestBody) extra.push(400, 413, 415, 422);
+      if (operation.parameters?.some((parameter) => parameter.in === "query")) extra.push(422);
       const missing = extra.filter((status) => !(String(status) in (operation.responses ?? {})));
-      Object.assign(operation.responses, problems(...missing));
+      Object.assign(operation.responses, problems(...new Set(missing)));
     }
   }
   return paths;

@@ -12,6 +12,11 @@ export const clientMessages: z.core.$ZodErrorMap = (issue) => {
   switch (issue.code) {
     case "invalid_type": {
       if (issue.input === undefined) return "required";
+      // JSON.parse reads 1e400 as Infinity, a number to typeof: without this the client
+      // would read "must be a number, not a number".
+      if (typeof issue.input === "number" && !Number.isFinite(issue.input)) {
+        return "must be a finite number, not one too large to represent";
+      }
       const sent = typeOf(issue.input);
       // 1.5 for an int: a number still, only not a whole one.
       if (issue.expected === "int" && sent === "number") return "must be a whole number";

@@ -46,6 +46,13 @@ it("says what a field must be in the API's words, not zod's", () => {
   expect(messages({ model: "m", inputs: {}, extra: 1 })).toEqual([
     '(root): unknown fields "inputs", "extra"',
   ]);
+  // JSON's 1e400 parses to Infinity: a number to JSON.parse, not one to zod.
+  expect(messages(JSON.parse('{"model": "m", "priority": 1e400}'))).toEqual([
+    "priority: must be a finite number, not one too large to represent",
+  ]);
+  expect(messages(JSON.parse('{"model": "m", "items": [{"n": -1e400}]}'))).toEqual([
+    "items.0.n: must be a finite number, not one too large to represent",
+  ]);
   // A schema's own message still wins.
   expect(messages({ model: "m", tag: "A" })).toEqual(["tag: lowercase letters"]);
 });

@@ -1,18 +1,8 @@
+import type { Model } from "../shared/protocol/index.ts";
 import type { Transport } from "./http.ts";
 
 /** A served model as `GET /v1/models` shows it, with the limits that apply to the caller. */
-export interface ModelInfo {
-  id: string;
-  object: "model";
-  description?: string;
-  /** JSON Schema of the job's `input`: `image` and the model's parameters. */
-  input_schema: {
-    properties?: Record<string, { type?: string; description?: string; enum?: unknown[] }>;
-    required?: string[];
-  } & Record<string, unknown>;
-  content_types: string[];
-  limits: Record<string, unknown>;
-}
+export type ModelInfo = Model;
 
 /** `models.list` / `models.get`: what the gateway serves. */
 export class Models {

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { JsonSchemaObject } from "../shared/protocol/index.ts";
 import {
   type ArtifactSpec,
   FALLBACK_TIMEOUT_SECONDS,
@@ -77,26 +78,29 @@ export function specForTask(id: string, task: ModelTask): ModelSpec {
   return { ...TASK_SPECS[task], id };
 }
 
-const jsonSchemas = new WeakMap<z.ZodType, object>();
+const jsonSchemas = new WeakMap<z.ZodType, JsonSchemaObject>();
 
-/** A zod schema as JSON Schema without its dialect line (made once per schema). */
-function jsonSchemaOf(schema: z.ZodType, io: "input" | "output"): object {
+/**
+ * A zod schema as JSON Schema without its dialect line (made once per schema), read back
+ * through the public API's own schema of one so that it is typed as clients see it.
+ */
+function jsonSchemaOf(schema: z.ZodType, io: "input" | "output"): JsonSchemaObject {
   let made = jsonSchemas.get(schema);
   if (!made) {
     const { $schema: _dialect, ...body } = z.toJSONSchema(schema, { io, unrepresentable: "any" });
-    made = body;
+    made = JsonSchemaObject.parse(body);
     jsonSchemas.set(schema, made);
   }
   return made;
 }
 
 /** A model's `input` as JSON Schema, for `GET /v1/models`. */
-export function inputJsonSchema(spec: ModelSpec): object {
+export function inputJsonSchema(spec: ModelSpec): JsonSchemaObject {
   return jsonSchemaOf(spec.input, "input");
 }
 
 /** A model's succeeded `output` as JSON Schema, for `GET /v1/models`. */
-export function outputJsonSchema(spec: ModelSpec): object {
+export function outputJsonSchema(spec: ModelSpec): JsonSchemaObject {
   return jsonSchemaOf(spec.output, "output");
 }
 

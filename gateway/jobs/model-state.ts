@@ -1,3 +1,4 @@
+import type { ModelState } from "../../shared/protocol/index.ts";
 import { registeredModels } from "../agents/reports.ts";
 import { isLive } from "../agents/view.ts";
 import type { Gateway } from "../context.ts";
@@ -16,21 +17,6 @@ const counts = sharedReadings<{ queued: number; running: number }>({
 /** A model's queued and running jobs, from the reading every reader shares. */
 export function modelJobCounts(gateway: Gateway, model: string) {
   return counts.get(gateway, model, () => gateway.stores.jobs.modelJobCounts(model));
-}
-
-export interface ModelState {
-  paused: boolean;
-  reject_new: boolean;
-  paused_at: string | null;
-  reason: string | null;
-  queued: number;
-  running: number;
-  /** Live agents that registered the model. */
-  agents: number;
-  /** Jobs started per minute over the last minutes; null without a recent pace. */
-  starts_per_minute: number | null;
-  wait_p50_ms: number | null;
-  wait_p95_ms: number | null;
 }
 
 /** A model's live state, as `GET /v1/models/{id}` shows it. */

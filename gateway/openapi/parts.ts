@@ -12,6 +12,10 @@ import {
   JobList,
   JobProgressEvent,
   JobRequest,
+  Model,
+  ModelList,
+  ModelPurged,
+  ModelSwitched,
   Problem,
   Upload,
   UploadRequest,
@@ -53,6 +57,10 @@ export const SCHEMAS = {
   AgentList,
   AgentCreateRequest,
   AgentCreated,
+  Model,
+  ModelList,
+  ModelSwitched,
+  ModelPurged,
 };
 export type SchemaName = keyof typeof SCHEMAS;
 

@@ -8,7 +8,7 @@ import { afterTransition, publishJob } from "../jobs/lifecycle.ts";
 import { modelState } from "../jobs/model-state.ts";
 import { forgetSwitches } from "../jobs/model-switches.ts";
 import { releaseSoon } from "../jobs/release.ts";
-import { documented, inline, problems } from "../openapi/parts.ts";
+import { documented, inline, json, problems } from "../openapi/parts.ts";
 
 const PauseRequest = z.strictObject({
   reject_new: z.boolean().default(false),
@@ -43,7 +43,7 @@ const pauseRoute = createRoute({
     },
   },
   responses: {
-    200: { description: "The model's live state" },
+    200: { description: "The model's live state", content: json("ModelSwitched") },
     ...problems(401, 403, 404, 422),
   },
 });
@@ -54,7 +54,10 @@ const resumeRoute = createRoute({
   summary: "Resume a paused model (admin): its waiting jobs are published again",
   request: { params: ModelParams },
   responses: {
-    200: { description: "The model's live state, with `republished`" },
+    200: {
+      description: "The model's live state, with `republished`",
+      content: json("ModelSwitched"),
+    },
     ...problems(401, 403, 404),
   },
 });
@@ -70,7 +73,7 @@ const purgeRoute = createRoute({
     body: { required: false, content: inline(PurgeRequest, "input") },
   },
   responses: {
-    200: { description: "What this pass canceled" },
+    200: { description: "What this pass canceled", content: json("ModelPurged") },
     ...problems(401, 403, 404, 422),
   },
 });

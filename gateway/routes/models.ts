@@ -1,26 +1,27 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { notFound } from "../../shared/errors.ts";
+import type { Model } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
 import { modelState } from "../jobs/model-state.ts";
 import { jobTimeout } from "../jobs/timeout.ts";
 import { queueBound } from "../limits/backpressure.ts";
 import { inputJsonSchema, type ModelSpec, outputJsonSchema } from "../models.ts";
-import { anyObject, documented, problems } from "../openapi/parts.ts";
+import { documented, json, problems } from "../openapi/parts.ts";
 import type { Tenant } from "../store/tenants.ts";
 import { maxUploadBytes } from "./uploads.ts";
 
 /** A served model as `GET /v1/models` shows it, with the limits that apply to the caller. */
-function modelView(gateway: Gateway, tenant: Tenant, spec: ModelSpec) {
+function modelView(gateway: Gateway, tenant: Tenant, spec: ModelSpec): Model {
   return {
     id: spec.id,
-    object: "model" as const,
+    object: "model",
     task: spec.task,
     description: spec.description,
     input_schema: inputJsonSchema(spec),
     /** What a succeeded job's `output` holds: the task catalog's output schema. */
     output_schema: outputJsonSchema(spec),
-    content_types: spec.contentTypes,
+    content_types: [...spec.contentTypes],
     limits: {
       max_upload_bytes: maxUploadBytes(
         gateway.config.maxUploadBytes,
@@ -54,7 +55,11 @@ const listRoute = createRoute({
   summary: "The models served, their input schema and your limits",
   description:
     "Each model runs a `task`; its `input_schema` and `output_schema` are also in the components as `<Task>Input` and `<Task>Output` (`OcrInput`, `BackgroundRemovalOutput`).",
-  responses: { 200: anyObject("Models"), ...problems(401), ...limited },
+  responses: {
+    200: { description: "The models", content: json("ModelList") },
+    ...problems(401),
+    ...limited,
+  },
 });
 const getRoute = createRoute({
   method: "get",
@@ -62,7 +67,11 @@ const getRoute = createRoute({
   operationId: "getModel",
   summary: "One model",
   request: { params: z.object({ id: z.string() }) },
-  responses: { 200: anyObject("The model"), ...problems(401, 404), ...limited },
+  responses: {
+    200: { description: "The model, with its live `state`", content: json("Model") },
+    ...problems(401, 404),
+    ...limited,
+  },
 });
 
 /** `GET /v1/models` and `GET /v1/models/{id}`: mounted at /v1/models; any valid key. */

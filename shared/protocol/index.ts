@@ -8,6 +8,7 @@ export * from "./error.ts";
 export * from "./feed.ts";
 export * from "./job.ts";
 export * from "./job-admin.ts";
+export * from "./model.ts";
 export * from "./progress.ts";
 export * from "./queue-message.ts";
 export * from "./run-usage.ts";

@@ -14,8 +14,18 @@ const properties = {
 const rmbg: ModelInfo = {
   id: "rmbg",
   object: "model",
+  task: "background-removal",
+  description: "Background removal",
+  output_schema: {},
   content_types: ["image/png"],
-  limits: {},
+  limits: {
+    max_upload_bytes: 1 << 20,
+    max_image_pixels: 50_000_000,
+    max_image_side: 8192,
+    max_queue_depth: 10_000,
+    priority: { min: 5, max: 9 },
+    timeout_seconds: { default: 120, max: 3600 },
+  },
   input_schema: {
     $schema: "https://json-schema.org/draft/2020-12/schema",
     type: "object",

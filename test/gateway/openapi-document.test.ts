@@ -137,6 +137,18 @@ describe("live bodies against the document's schemas", () => {
     );
   });
 
+  it("fits the models and the operator's switches", async () => {
+    await expectDocumented(await gw.request("/v1/models", { key }), "get", "/v1/models");
+    await expectDocumented(await gw.request("/v1/models/ocr", { key }), "get", "/v1/models/{id}");
+    for (const action of ["pause", "resume", "purge"]) {
+      await expectDocumented(
+        await gw.request(`/v1/admin/models/ocr/${action}`, { key: admin, method: "POST" }),
+        "post",
+        `/v1/admin/models/{id}/${action}`,
+      );
+    }
+  });
+
   it("fits the admin listings", async () => {
     await expectDocumented(
       await gw.request("/v1/admin/agents", { key: admin }),

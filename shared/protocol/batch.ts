@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { FairnessKey, JobInput, JobMetadata, ModelId, TimeoutSeconds } from "./job.ts";
+import { FairnessKey, JobInput, JobMetadata, ModelId, TimeoutSeconds, WebhookUrl } from "./job.ts";
 
 export const MAX_BATCH_ITEMS = 1_000;
 
@@ -12,7 +12,7 @@ export const BatchItem = z.strictObject({
 });
 export type BatchItem = z.infer<typeof BatchItem>;
 
-export const BatchWebhook = z.strictObject({ url: z.url({ protocol: /^https?$/ }).max(2048) });
+export const BatchWebhook = z.strictObject({ url: WebhookUrl });
 export type BatchWebhook = z.infer<typeof BatchWebhook>;
 
 export const BatchRequest = z.strictObject({

@@ -65,8 +65,17 @@ export const WebhookEventType = z.enum([
 ]);
 export type WebhookEventType = z.infer<typeof WebhookEventType>;
 
+/**
+ * Where a webhook goes. Which hosts and schemes a gateway accepts is its URL policy's
+ * (gateway/webhooks/url-policy.ts, `422 webhook_url_not_allowed`); this is only the shape,
+ * with a message of its own: zod's "Invalid URL" reads as a typo for `ftp://…`.
+ */
+export const WebhookUrl = z
+  .url({ protocol: /^https?$/, error: "must be an http(s) URL" })
+  .max(2048);
+
 export const WebhookSubscription = z.strictObject({
-  url: z.url({ protocol: /^https?$/ }).max(2048),
+  url: WebhookUrl,
   events: z.array(WebhookEventType).min(1).max(5).optional(),
 });
 export type WebhookSubscription = z.infer<typeof WebhookSubscription>;

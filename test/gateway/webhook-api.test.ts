@@ -338,4 +338,22 @@ describe("POST /v1/jobs with a webhook", () => {
     };
     expect(list.data.some((job) => job.webhook?.url.includes("169.254"))).toBe(false);
   });
+
+  it("says a webhook URL of another scheme must be http(s), on jobs and on batches", async () => {
+    for (const [path, body] of [
+      ["/v1/jobs", { model: "noop", input: {} }],
+      ["/v1/batches", { model: "noop", items: [{ input: {} }] }],
+    ] as const) {
+      for (const url of ["ftp://hooks.example.com/in", "hooks.example.com/in"]) {
+        const response = await gw.api(path, {
+          method: "POST",
+          json: { ...body, webhook: { url } },
+        });
+        const problem = (await expectProblem(response, 422)) as { errors?: unknown };
+        expect(problem.errors).toEqual([
+          { path: "webhook.url", message: "must be an http(s) URL" },
+        ]);
+      }
+    }
+  });
 });

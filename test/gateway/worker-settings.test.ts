@@ -91,4 +91,16 @@ describe("worker settings", () => {
     expect(settingOf({ ...s3, GANTRY_MODELS: "ocr,gpt" })).toBe("GANTRY_MODELS");
     expect(settingOf(s3)).toBeNull();
   });
+
+  it("refuses a webhook secret that could sign nothing, naming GANTRY_WEBHOOK_SECRET", () => {
+    const withR2 = { ...base, BLOBS: r2 };
+    // Each of these made every webhook fail with "no signing secret: Base64Coder: …".
+    for (const bad of ["s3cret-pass", "whsec_abc", "whsec_", "whsec_not base64!", "whsec_YWJj"]) {
+      expect(settingOf({ ...withR2, GANTRY_WEBHOOK_SECRET: bad })).toBe("GANTRY_WEBHOOK_SECRET");
+    }
+    const good = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    expect(
+      readWorkerSettings({ ...withR2, GANTRY_WEBHOOK_SECRET: good }, ORIGIN).bootstrap,
+    ).toEqual({ apiKey: undefined, webhookSecret: good });
+  });
 });

@@ -30,6 +30,7 @@ import {
 import { DEFAULT_RELEASE_WINDOW, GatewayConfig } from "../../config.ts";
 import { parseQueueBounds } from "../../limits/queue-bound-settings.ts";
 import { BUILTIN_MODELS, type ModelTask, parseModelTasks } from "../../models.ts";
+import { checkedWebhookSecret } from "../../webhooks/secret.ts";
 import { type BlobChoice, chooseBlobs, chooseQueue, type QueueChoice } from "./adapters.ts";
 import type { DurableNamespaceLike } from "./durable-buckets.ts";
 
@@ -93,8 +94,8 @@ export const WORKER_SETTINGS = {
   ),
   webhookSecret: setting(
     "GANTRY_WEBHOOK_SECRET",
-    text().optional(),
-    "Secret, optional: the bootstrap tenant's webhook secret (`whsec_…`) when it is first made.",
+    parsed((value) => checkedWebhookSecret(value.trim())).optional(),
+    "Secret, optional: the bootstrap tenant's webhook secret when it is first made: `whsec_` then the base64 of 24 or more random bytes.",
     { secret: true, shownDefault: "generated" },
   ),
   queue: setting(

@@ -32,6 +32,8 @@ import {
   WebhookSecretDetails,
   WebhookSecretRotateRequest,
 } from "../../shared/protocol/webhook-api.ts";
+import { ApiKeyCreated, ApiKeyList, ApiKeyView } from "../store/api-keys.ts";
+import { TenantList, TenantPurge, TenantView } from "../store/tenants.ts";
 
 export const SCHEMAS = {
   JobRequest,
@@ -61,6 +63,12 @@ export const SCHEMAS = {
   ModelList,
   ModelSwitched,
   ModelPurged,
+  Tenant: TenantView,
+  TenantList,
+  TenantPurge,
+  ApiKey: ApiKeyView,
+  ApiKeyList,
+  ApiKeyCreated,
 };
 export type SchemaName = keyof typeof SCHEMAS;
 

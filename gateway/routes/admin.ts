@@ -4,10 +4,17 @@ import { HttpProblem, notFound } from "../../shared/errors.ts";
 import { newId } from "../../shared/ids.ts";
 import type { AppEnv } from "../env.ts";
 import { parseJsonBody, parseQuery } from "../http/validation.ts";
-import { anyObject, documented, inline, problems } from "../openapi/parts.ts";
+import { documented, inline, json, problems, type SchemaName } from "../openapi/parts.ts";
 import { DEFAULT_PLAN, PlanName, PlanOverrides } from "../plans.ts";
 import { Scope, toApiKeyView } from "../store/api-keys.ts";
-import { overridesOf, overridesProblem, planOf, toTenantView } from "../store/tenants.ts";
+import {
+  overridesOf,
+  overridesProblem,
+  planOf,
+  type TenantList,
+  type TenantPurge,
+  toTenantView,
+} from "../store/tenants.ts";
 import { purgeTenant } from "../sweep/retention/sweep-retention.ts";
 import { newWebhookSecret } from "../webhooks/secret.ts";
 
@@ -43,13 +50,13 @@ const ListQuery = z.object({
 });
 
 const TenantParams = z.object({ id: TenantId });
-/** An admin route: its answer's shape left open, its request the zod schemas it is read with. */
+/** An admin route: its answer a named schema, its request the zod schemas it is read with. */
 const route = <M extends "get" | "post" | "patch", P extends string>(
   operationId: string,
   method: M,
   path: P,
   summary: string,
-  answer: [status: number, description: string],
+  answer: [status: number, description: string, schema: SchemaName],
   problemStatuses: number[],
   request: { body?: z.ZodType; params?: z.ZodObject; query?: z.ZodObject } = {},
   description?: string,
@@ -65,14 +72,17 @@ const route = <M extends "get" | "post" | "patch", P extends string>(
       ...(request.query ? { query: request.query } : {}),
       ...(request.body ? { body: { required: true, content: inline(request.body, "input") } } : {}),
     },
-    responses: { [answer[0]]: anyObject(answer[1]), ...problems(...problemStatuses) },
+    responses: {
+      [answer[0]]: { description: answer[1], content: json(answer[2]) },
+      ...problems(...problemStatuses),
+    },
   });
 const createTenant = route(
   "createTenant",
   "post",
   "/tenants",
   "Create a tenant with a plan",
-  [201, "The tenant"],
+  [201, "The tenant", "Tenant"],
   [401, 403, 409, 422],
   { body: CreateTenant },
 );
@@ -81,7 +91,7 @@ const listTenants = route(
   "get",
   "/tenants",
   "List tenants",
-  [200, "Tenants"],
+  [200, "Tenants", "TenantList"],
   [401, 403],
   {
     query: ListQuery,
@@ -92,7 +102,7 @@ const getTenant = route(
   "get",
   "/tenants/{id}",
   "A tenant",
-  [200, "The tenant"],
+  [200, "The tenant", "Tenant"],
   [401, 403, 404],
   {
     params: TenantParams,
@@ -103,7 +113,7 @@ const updateTenant = route(
   "patch",
   "/tenants/{id}",
   "Change a tenant's plan or limits",
-  [200, "The tenant"],
+  [200, "The tenant", "Tenant"],
   [401, 403, 404, 422],
   { params: TenantParams, body: UpdateTenant },
 );
@@ -112,7 +122,7 @@ const purge = route(
   "post",
   "/tenants/{id}/purge",
   "Delete a tenant's stored data, one bounded step (repeat until `done`)",
-  [200, "What this step removed, and whether more remains"],
+  [200, "What this step removed, and whether more remains", "TenantPurge"],
   [401, 403, 404],
   { params: TenantParams },
   "Deletes ended jobs (outputs, artifacts, inputs, rows, events, webhook records) and uploads no queued or running job names, up to a batch per kind. `active_jobs` counts what is kept: cancel those jobs, then purge again. `held_back` counts rows waiting for their retry after a failed delete; not `done` while any are left.",
@@ -122,7 +132,7 @@ const createKey = route(
   "post",
   "/tenants/{id}/keys",
   "Create an API key (shown once)",
-  [201, "The key, with its secret value this once"],
+  [201, "The key, with its secret value this once", "ApiKeyCreated"],
   [401, 403, 404, 422],
   { params: TenantParams, body: CreateKey },
 );
@@ -131,7 +141,7 @@ const listKeys = route(
   "get",
   "/tenants/{id}/keys",
   "List a tenant's keys (prefixes only)",
-  [200, "Keys"],
+  [200, "Keys", "ApiKeyList"],
   [401, 403, 404],
   { params: TenantParams },
 );
@@ -140,7 +150,7 @@ const revokeKey = route(
   "post",
   "/keys/{id}/revoke",
   "Revoke an API key",
-  [200, "The key"],
+  [200, "The key", "ApiKey"],
   [401, 403, 404],
   { params: z.object({ id: z.string().regex(/^key_/) }) },
 );
@@ -203,7 +213,7 @@ export const adminRoutes = documented(
       object: "list",
       data: page.map(toTenantView),
       next_cursor: rows.length > query.limit ? (page.at(-1)?.id ?? null) : null,
-    });
+    } satisfies TenantList);
   })
   .get(getTenant.getRoutingPath(), async (c) =>
     c.json(toTenantView(await tenantOr404(c, c.req.param("id")))),
@@ -240,7 +250,7 @@ export const adminRoutes = documented(
       failures: result.removed.failures,
       active_jobs: result.activeJobs,
       held_back: result.heldBack,
-    });
+    } satisfies TenantPurge);
   })
   .post(createKey.getRoutingPath(), async (c) => {
     const gateway = c.get("gateway");

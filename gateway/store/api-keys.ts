@@ -22,16 +22,22 @@ export const VISIBLE_PREFIX_LENGTH = 12;
 export type ApiKeyRow = Selectable<ApiKeyTable>;
 
 /** The public view of a key: never its hash, never the key. */
-export interface ApiKeyView {
-  id: string;
-  object: "api_key";
-  tenant_id: string;
-  name: string | null;
-  prefix: string;
-  scopes: Scope[];
-  created_at: string;
-  revoked_at: string | null;
-}
+export const ApiKeyView = z.object({
+  id: z.string(),
+  object: z.literal("api_key"),
+  tenant_id: z.string(),
+  name: z.string().nullable(),
+  /** `gk_live_` and 4 of the key's random characters, to tell keys apart. */
+  prefix: z.string(),
+  scopes: z.array(Scope),
+  created_at: z.iso.datetime(),
+  revoked_at: z.iso.datetime().nullable(),
+});
+export type ApiKeyView = z.infer<typeof ApiKeyView>;
+
+/** The one answer that carries the key itself (`POST /v1/admin/tenants/{id}/keys`). */
+export const ApiKeyCreated = ApiKeyView.extend({ key: z.string().startsWith(KEY_PREFIX) });
+export const ApiKeyList = z.object({ object: z.literal("list"), data: z.array(ApiKeyView) });
 
 /** SHA-256 of a string, hex. */
 export async function hashKey(key: string): Promise<string> {

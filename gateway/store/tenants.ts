@@ -1,4 +1,5 @@
 import type { Kysely, Selectable } from "kysely";
+import { z } from "zod";
 import type { Database, TenantTable } from "../../shared/db/schema.ts";
 import {
   effectiveLimits,
@@ -29,17 +30,46 @@ export interface AuthenticatedKey {
 export type TenantRow = Selectable<TenantTable>;
 
 /** The admin API's view of a tenant: never its webhook secret. */
-export interface TenantView {
-  id: string;
-  object: "tenant";
-  name: string;
-  plan: PlanName;
+export const TenantView = z.object({
+  id: z.string(),
+  object: z.literal("tenant"),
+  name: z.string(),
+  plan: PlanName,
   /** The overrides stored for this tenant, or null. */
-  overrides: PlanOverrides | null;
+  overrides: PlanOverrides.nullable(),
   /** The plan with the overrides applied: what the gateway enforces. */
-  limits: PlanLimitsType;
-  created_at: string;
-}
+  limits: PlanLimits,
+  created_at: z.iso.datetime(),
+});
+export type TenantView = z.infer<typeof TenantView>;
+export const TenantList = z.object({
+  object: z.literal("list"),
+  data: z.array(TenantView),
+  next_cursor: z.string().nullable(),
+});
+export type TenantList = z.infer<typeof TenantList>;
+const RetentionCounts = z.object({
+  jobs: z.number().int(),
+  outputs: z.number().int(),
+  inputs: z.number().int(),
+  uploads: z.number().int(),
+});
+/** One step of `POST /v1/admin/tenants/{id}/purge`. */
+export const TenantPurge = z.object({
+  object: z.literal("tenant_purge"),
+  tenant_id: z.string(),
+  /** Nothing of the tenant's is left to delete now (queued and running jobs are kept). */
+  done: z.boolean(),
+  /** Rows deleted or cleared, and blob bytes deleted, by kind. */
+  removed: z.object({ rows: RetentionCounts, bytes: RetentionCounts }),
+  /** Deletes that failed this step; retried after a backoff. */
+  failures: z.number().int(),
+  /** The tenant's jobs still queued or running: cancel them, then purge again. */
+  active_jobs: z.number().int(),
+  /** Rows waiting for their retry after a failed delete, or held by another gateway's pass. */
+  held_back: z.number().int(),
+});
+export type TenantPurge = z.infer<typeof TenantPurge>;
 
 /** A stored plan name the code no longer knows (a hand edit) falls back to `free`. */
 export const planOf = (stored: string): PlanName => PlanName.catch("free").parse(stored);

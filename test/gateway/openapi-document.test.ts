@@ -48,6 +48,24 @@ describe("the OpenAPI document", () => {
     expect([...new Set(documented)].sort()).toEqual([...new Set(served)].sort());
   });
 
+  it("gives every JSON answer of a success a schema with its fields", () => {
+    const bare = Object.entries(paths).flatMap(([path, item]) =>
+      Object.entries(item).flatMap(([method, operation]) =>
+        Object.entries(operation.responses)
+          .filter(([status, answer]) => {
+            if (!status.startsWith("2")) return false;
+            const media = answer.content?.["application/json"];
+            const schema = media?.schema as
+              | { $ref?: string; properties?: object; allOf?: object }
+              | undefined;
+            return media && !(schema?.$ref || schema?.properties || schema?.allOf);
+          })
+          .map(([status]) => `${method.toUpperCase()} ${path} → ${status}`),
+      ),
+    );
+    expect(bare).toEqual([]);
+  });
+
   it("is OpenAPI 3.1 with the component names clients rely on", () => {
     expect(doc.openapi).toBe("3.1.0");
     const names = Object.keys(doc.components.schemas);
@@ -147,6 +165,47 @@ describe("live bodies against the document's schemas", () => {
         `/v1/admin/models/{id}/${action}`,
       );
     }
+  });
+
+  it("fits tenants and their keys", async () => {
+    const json = (body: unknown) => ({ key: admin, method: "POST", json: body });
+    const tenant = await expectDocumented(
+      await gw.request("/v1/admin/tenants", json({ name: "Acme", plan: "pro" })),
+      "post",
+      "/v1/admin/tenants",
+    );
+    const one = `/v1/admin/tenants/${tenant.id}`;
+    await expectDocumented(await gw.request(one, { key: admin }), "get", "/v1/admin/tenants/{id}");
+    await expectDocumented(
+      await gw.request(one, { key: admin, method: "PATCH", json: { limits: { share_weight: 2 } } }),
+      "patch",
+      "/v1/admin/tenants/{id}",
+    );
+    await expectDocumented(
+      await gw.request("/v1/admin/tenants?limit=1", { key: admin }),
+      "get",
+      "/v1/admin/tenants",
+    );
+    const created = await expectDocumented(
+      await gw.request(`${one}/keys`, json({ name: "ci" })),
+      "post",
+      "/v1/admin/tenants/{id}/keys",
+    );
+    await expectDocumented(
+      await gw.request(`${one}/keys`, { key: admin }),
+      "get",
+      "/v1/admin/tenants/{id}/keys",
+    );
+    await expectDocumented(
+      await gw.request(`/v1/admin/keys/${created.id}/revoke`, { key: admin, method: "POST" }),
+      "post",
+      "/v1/admin/keys/{id}/revoke",
+    );
+    await expectDocumented(
+      await gw.request(`${one}/purge`, { key: admin, method: "POST" }),
+      "post",
+      "/v1/admin/tenants/{id}/purge",
+    );
   });
 
   it("fits the admin listings", async () => {

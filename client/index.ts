@@ -21,7 +21,7 @@ export type { ModelInfo } from "./models.ts";
 export type * from "./types.ts";
 export type { UploadOptions } from "./uploads.ts";
 export type { UsageOptions, UsageReport, UsageRow } from "./usage.ts";
-export type { WebhookHeaders } from "./webhooks.ts";
+export type { WebhookEvent, WebhookHeaders } from "./webhooks.ts";
 
 export interface GantryOptions {
   /** Default: `GANTRY_URL`, else the embedded default `http://127.0.0.1:8787`. */

@@ -1,5 +1,16 @@
 import { Webhook } from "standardwebhooks";
-import type { WebhookPayload } from "../shared/protocol/index.ts";
+import type {
+  BatchWebhookPayload,
+  UsageThresholdPayload,
+  WebhookPayload,
+} from "../shared/protocol/index.ts";
+
+/**
+ * Whatever a delivery carries: a job's change (`job.*`), a batch's end (`batch.completed`) or
+ * a budget threshold (`usage.threshold`), told apart by `type`. One endpoint may get all
+ * three: usage thresholds go to every endpoint the tenant's jobs use.
+ */
+export type WebhookEvent = WebhookPayload | BatchWebhookPayload | UsageThresholdPayload;
 
 export type WebhookHeaders = Headers | Record<string, string | string[] | undefined>;
 
@@ -12,7 +23,7 @@ export function verifyWebhook(
   payload: string,
   headers: WebhookHeaders,
   secret: string,
-): WebhookPayload {
+): WebhookEvent {
   const pick = (name: string): string => {
     const value =
       headers instanceof Headers
@@ -24,5 +35,5 @@ export function verifyWebhook(
     "webhook-id": pick("webhook-id"),
     "webhook-timestamp": pick("webhook-timestamp"),
     "webhook-signature": pick("webhook-signature"),
-  }) as WebhookPayload;
+  }) as WebhookEvent;
 }

@@ -1,5 +1,5 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
-import { BatchWebhookPayload } from "../../shared/protocol/index.ts";
+import { BatchWebhookPayload, UsageThresholdPayload } from "../../shared/protocol/index.ts";
 import type { AppEnv } from "../env.ts";
 import { v1Routes } from "../routes/v1.ts";
 import { componentSchemas, inline, json, withCommonProblems } from "./parts.ts";
@@ -49,6 +49,15 @@ function buildDocument(serverUrl: string) {
           operationId: "batchCompleted",
           summary: "Every job of a batch is terminal. Signed per the Standard Webhooks spec.",
           requestBody: { content: inline(BatchWebhookPayload) },
+          responses: { "200": { description: "Any 2xx acknowledges the delivery." } },
+        },
+      },
+      usageThreshold: {
+        post: {
+          operationId: "usageThreshold",
+          summary:
+            "This month's device time reached 80% or 100% of the budget; sent once per threshold to each endpoint that is not disabled. Signed per the Standard Webhooks spec.",
+          requestBody: { content: inline(UsageThresholdPayload) },
           responses: { "200": { description: "Any 2xx acknowledges the delivery." } },
         },
       },

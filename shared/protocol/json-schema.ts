@@ -32,6 +32,7 @@ import { FeedEvent, JobProgressEvent } from "./feed.ts";
 import { Job, JobEvent, JobList, JobRequest, JobStatus } from "./job.ts";
 import { QueueMessage } from "./queue-message.ts";
 import { Upload, UploadRequest } from "./upload.ts";
+import { UsageThresholdPayload } from "./usage.ts";
 import { WebhookPayload } from "./webhook.ts";
 
 /** Every wire message, by the name its JSON Schema file carries. */
@@ -74,6 +75,7 @@ export const WIRE_SCHEMAS = {
   BatchRequest,
   Batch,
   BatchWebhookPayload,
+  UsageThresholdPayload,
 } as const;
 
 /**

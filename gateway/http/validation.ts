@@ -71,7 +71,7 @@ export function refuseUnknownParameters(
   );
   const [first] = unknown;
   if (first === undefined) return;
-  const takes = [...known, ...families.map((prefix) => `${prefix}KEY`)].join(", ");
+  const takes = [...known, ...families.map((prefix) => `${prefix}KEY`)].join(", ") || "none";
   const message = `unknown parameter (this route takes ${takes})`;
   throw new HttpProblem(
     422,

@@ -2,6 +2,7 @@ import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { HttpProblem, notFound } from "../../shared/errors.ts";
 import type { WebhookDeliveryList } from "../../shared/protocol/webhook-api.ts";
 import type { AppEnv } from "../env.ts";
+import { refuseUnknownParameters } from "../http/validation.ts";
 import { webhookDeps } from "../jobs/lifecycle.ts";
 import { tenantJob } from "../jobs/tenant-job.ts";
 import { documented, JobIdParams, json, problems } from "../openapi/parts.ts";
@@ -16,7 +17,7 @@ const deliveriesRoute = createRoute({
   request: { params: JobIdParams },
   responses: {
     200: { description: "Deliveries, oldest first", content: json("WebhookDeliveryList") },
-    ...problems(401, 403, 404),
+    ...problems(401, 403, 404, 422),
   },
 });
 const redeliverRoute = createRoute({
@@ -45,6 +46,8 @@ export const jobWebhookRoutes = documented(
   redeliverRoute,
 )
   .get(deliveriesRoute.getRoutingPath(), async (c) => {
+    // No filters: `?state=failed` would otherwise answer every delivery as though it had.
+    refuseUnknownParameters(c.req.query(), []);
     const gateway = c.get("gateway");
     const id = c.req.param("id");
     await tenantJob(gateway, c.get("tenant").id, id);

@@ -6,7 +6,7 @@ import {
   WebhookSecretRotateRequest,
 } from "../../shared/protocol/webhook-api.ts";
 import type { AppEnv } from "../env.ts";
-import { parseJsonBody } from "../http/validation.ts";
+import { parseJsonBody, refuseUnknownParameters } from "../http/validation.ts";
 import { documented, json, problems } from "../openapi/parts.ts";
 import { toWebhookEndpoint, toWebhookSecretDetails } from "../webhooks/views.ts";
 
@@ -43,7 +43,7 @@ const endpointsRoute = createRoute({
   summary: "Webhook endpoint health, and why one is disabled",
   responses: {
     200: { description: "Endpoints", content: json("WebhookEndpointList") },
-    ...problems(401, 403),
+    ...problems(401, 403, 422),
   },
 });
 const enableRoute = createRoute({
@@ -92,6 +92,8 @@ export const webhookRoutes = documented(
     return c.json(toWebhookSecretDetails(state));
   })
   .get(endpointsRoute.getRoutingPath(), async (c) => {
+    // No filters: `?status=disabled` would otherwise answer every endpoint as though it had.
+    refuseUnknownParameters(c.req.query(), []);
     const endpoints = await c.get("gateway").stores.webhooks.endpoints(c.get("tenant").id);
     const body: WebhookEndpointList = { object: "list", data: endpoints.map(toWebhookEndpoint) };
     return c.json(body);

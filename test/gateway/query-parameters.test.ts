@@ -53,6 +53,27 @@ it("refuses a query parameter a listing does not take, instead of listing every 
   }
 });
 
+it("refuses any query parameter on the webhook listings, which take none", async () => {
+  const submitted = await gw.request("/v1/jobs", {
+    method: "POST",
+    key,
+    json: { model: "noop", input: {}, webhook: { url: "https://hooks.example.com/in" } },
+  });
+  const { id } = (await submitted.json()) as { id: string };
+  for (const path of [
+    `/v1/jobs/${id}/webhooks?state=failed`,
+    "/v1/webhooks/endpoints?status=disabled",
+  ]) {
+    const answer = await get(path);
+    expect(answer.status, path).toBe(422);
+    expect((await problemOf(answer)).detail, path).toMatch(
+      /^query: \w+: unknown parameter \(this route takes none\)$/,
+    );
+    const plain = await get(path.split("?")[0] ?? path);
+    expect(plain.status, path).toBe(200);
+  }
+});
+
 it("takes every parameter a listing documents", async () => {
   for (const path of [
     "/v1/jobs?limit=5&status=queued&model=noop&metadata.customer=acme",

@@ -21,6 +21,15 @@ export function newId(prefix: IdPrefix, now = Date.now()): string {
   return `${prefix}_${time}${tail}`;
 }
 
+/**
+ * `count` ids of one instant in ascending order, so that things made together (a batch's
+ * jobs) list in the order they were given: ids of one instant differ only in their random
+ * part, which alone would order them by chance.
+ */
+export function newIds(prefix: IdPrefix, count: number, now = Date.now()): string[] {
+  return Array.from({ length: count }, () => newId(prefix, now)).sort();
+}
+
 /** A random secret token, base64url, for API keys and signing secrets. */
 export function randomToken(bytes = 24): string {
   const raw = crypto.getRandomValues(new Uint8Array(bytes));

@@ -1,5 +1,5 @@
 import { HttpProblem } from "../../shared/errors.ts";
-import { newId } from "../../shared/ids.ts";
+import { newId, newIds } from "../../shared/ids.ts";
 import {
   type Batch,
   BatchItem,
@@ -135,7 +135,7 @@ async function admitItems(
   let needRoom = good;
   if (earlier && key) {
     const made = await Promise.all(
-      good.map(({ index }) => gateway.stores.jobs.byIdempotencyKey(tenant.id, `${key}#${index}`)),
+      good.map(({ index }) => gateway.stores.jobs.byIdempotencyKey(tenant.id, itemKey(key, index))),
     );
     needRoom = good.filter((_, i) => made[i] === undefined);
   }
@@ -194,8 +194,10 @@ async function makeBatch(
     if (!row) throw new Error("idempotent batch insert conflicted but no batch was found");
     if (earlier && earlier.total !== null) return replay(gateway, earlier);
   }
+  // The jobs' ids in item order: `GET /v1/batches/{id}/jobs` lists them by id.
+  const ids = newIds("job", good.length, gateway.now());
   const submitted = await Promise.all(
-    good.map(({ index, item, checked }) => {
+    good.map(({ index, item, checked }, i) => {
       const slot = slotFor(index);
       if (slot === undefined && (!key || !refusal)) {
         // Past the room the bounds had: refused as a single submit would be.
@@ -203,10 +205,11 @@ async function makeBatch(
         return false;
       }
       return submitJob(gateway, tenant, jobRequest(item), {
-        idempotencyKey: key ? `${key}#${index}` : null,
+        idempotencyKey: key ? itemKey(key, index) : null,
         traceparent: options.traceparent,
         ...(options.keyId ? { keyId: options.keyId } : {}),
         batchId: row.id,
+        id: ids[i],
         checked,
         ...(slot ? { slot } : {}),
         // A keyed item with no room may still be a concurrent request's job: replayed
@@ -248,6 +251,13 @@ export interface MadeBatch {
   /** True when an earlier request with the same key made (or began) the batch. */
   replayed: boolean;
 }
+
+/**
+ * The key a keyed batch's item makes its job under. The space keeps it apart from every key
+ * a client can send (printable ASCII without spaces: validation.ts); as `${key}#${index}` it
+ * was `POST /v1/jobs`'s `order-7#0`, whose job item 0 of batch `order-7` then took for its own.
+ */
+const itemKey = (key: string, index: number) => `${key} #${index}`;
 
 async function earlierBatch(gateway: Gateway, tenant: Tenant, key: string, requestHash: string) {
   const earlier = await gateway.stores.jobs.batchByIdempotencyKey(tenant.id, key);

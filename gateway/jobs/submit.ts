@@ -26,8 +26,9 @@ export interface SubmitOptions {
   traceparent: string | null;
   /** The API key that sent it: usage is rolled up per key (store/usage.ts). */
   keyId?: string;
-  /** The batch the job is an item of (gateway/jobs/batches.ts). */
+  /** The batch the job is an item of, and the id it gives the job (in item order: batches.ts). */
   batchId?: string;
+  id?: string;
   /** The model and inputs were checked already (`checkModelAndInputs`): a batch's items. */
   checked?: CheckedJob;
   /**
@@ -116,7 +117,7 @@ async function submitHeld(
   const ttlSeconds = request.ttl_seconds ?? gateway.config.defaultTtlSeconds;
   phases.lap("checks");
   const row = await gateway.stores.jobs.insert({
-    id: newId("job", now),
+    id: options.id ?? newId("job", now),
     tenantId: tenant.id,
     model: request.model,
     // Clamped into the plan's band: see gateway/plans.ts.

@@ -82,7 +82,7 @@ const jobsRoute = createRoute({
   method: "get",
   path: "/{id}/jobs",
   operationId: "listBatchJobs",
-  summary: "A batch's jobs, in submission order",
+  summary: "A batch's jobs, in the order of its items",
   request: { params: BatchIdParams, query: JobsQuery },
   responses: {
     200: { description: "A page of jobs", content: inline(JobList) },

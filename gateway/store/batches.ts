@@ -105,11 +105,13 @@ export function completeBatch(db: Kysely<Database>, id: string, now: number) {
     .executeTakeFirst();
 }
 
+/** A batch still in progress is being canceled; a completed one stays as it ended. */
 export async function markBatchCanceled(db: Kysely<Database>, id: string, now: number) {
   await db
     .updateTable("batches")
     .set({ canceled_at: now, updated_at: now })
     .where("id", "=", id)
+    .where("status", "=", "in_progress")
     .where("canceled_at", "is", null)
     .execute();
 }

@@ -1,0 +1,98 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
+
+/**
+ * What a client of `POST /v1/batches` relies on to match results to its items: the
+ * batch's jobs listed in the items' order, and a batch that holds only its own jobs. No
+ * agent runs, so every job stays queued while a test looks.
+ */
+
+type Page = { data: { id: string; input: { n?: number } }[]; next_cursor: string | null };
+
+describe("batch items", () => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await startTestGateway({ models: ["noop"] });
+  }, 60_000);
+  afterAll(() => gw?.close());
+
+  const post = (path: string, json: unknown, headers: Record<string, string> = {}) =>
+    gw.api(path, { method: "POST", json, headers });
+
+  async function batchJobs(id: string): Promise<Page["data"]> {
+    const jobs: Page["data"] = [];
+    let cursor: string | null = null;
+    do {
+      const after: string = cursor ? `&cursor=${cursor}` : "";
+      const page = (await (
+        await gw.api(`/v1/batches/${id}/jobs?limit=100${after}`)
+      ).json()) as Page;
+      jobs.push(...page.data);
+      cursor = page.next_cursor;
+    } while (cursor);
+    return jobs;
+  }
+
+  it("lists a batch's jobs in the order of its items, bad items left out", async () => {
+    // Made in the same millisecond, the jobs' ids once sorted by their random part.
+    const items = Array.from({ length: 300 }, (_, n) =>
+      n % 7 === 3 ? { input: { delay_ms: -1 } } : { input: { n, delay_ms: 60_000 } },
+    );
+    const response = await post("/v1/batches", { model: "noop", items });
+    expect(response.status).toBe(202);
+    const batch = (await response.json()) as { id: string; errors: unknown[] };
+    const good = items.flatMap((item) => (item.input.n === undefined ? [] : [item.input.n]));
+    expect(batch.errors).toHaveLength(items.length - good.length);
+    const jobs = await batchJobs(batch.id);
+    expect(jobs.map((job) => job.input.n)).toEqual(good);
+  });
+
+  it("makes each item of a keyed batch its own job, whatever keys single jobs were sent with", async () => {
+    // A client's own scheme: `order-7#0` for a single job, `order-7` for a batch.
+    const key = `order-${Date.now()}`;
+    const input = { n: 0, delay_ms: 60_000 };
+    const single = await post(
+      "/v1/jobs",
+      { model: "noop", input },
+      { "idempotency-key": `${key}#0` },
+    );
+    expect(single.status).toBe(202);
+    const singleId = ((await single.json()) as { id: string }).id;
+    const items = [{ input }, { input: { n: 1, delay_ms: 60_000 } }];
+    const response = await post(
+      "/v1/batches",
+      { model: "noop", items },
+      { "idempotency-key": key },
+    );
+    expect(response.status).toBe(202);
+    const batch = (await response.json()) as {
+      id: string;
+      request_counts: { total: number; queued: number };
+      errors: unknown[];
+    };
+    expect(batch.errors).toEqual([]);
+    expect(batch.request_counts).toMatchObject({ total: 2, queued: 2 });
+    const jobs = await batchJobs(batch.id);
+    expect(jobs.map((job) => job.input.n)).toEqual([0, 1]);
+    expect(jobs.map((job) => job.id)).not.toContain(singleId);
+  });
+
+  it("leaves a completed batch completed when it is canceled, with no canceled_at", async () => {
+    const response = await post("/v1/batches", { model: "noop", items: [{ input: {} }] });
+    const { id } = (await response.json()) as { id: string };
+    const [job] = await batchJobs(id);
+    // Its one job canceled on its own: the batch completes (its jobs ended, none by it).
+    expect((await post(`/v1/jobs/${job?.id}/cancel`, {})).status).toBe(200);
+    const read = async () =>
+      (await (await gw.api(`/v1/batches/${id}`)).json()) as {
+        status: string;
+        canceled_at: string | null;
+      };
+    await expect.poll(async () => (await read()).status).toBe("completed");
+    const canceled = await post(`/v1/batches/${id}/cancel`, {});
+    expect(canceled.status).toBe(200);
+    const ended = { status: "completed", canceled_at: null };
+    expect(await canceled.json()).toMatchObject(ended);
+    expect(await read()).toMatchObject(ended);
+  });
+});

@@ -73,13 +73,41 @@ export class JobFailedError extends GantryError {
   }
 }
 
+/**
+ * A success whose body is not the gateway's JSON: the base URL names another server (a web
+ * app, a proxy's or captive portal's page, the console's address instead of the API's).
+ */
+export class UnexpectedResponseError extends GantryError {
+  override name = "UnexpectedResponseError";
+  constructor(
+    readonly status: number,
+    readonly contentType: string,
+    url: string,
+  ) {
+    super(
+      `${url} answered ${status} with ${describeBody(contentType)}, not the gateway's JSON: is the URL a Gantry gateway?`,
+    );
+  }
+}
+
+function describeBody(contentType: string): string {
+  const type = contentType.split(";")[0]?.trim();
+  if (!type) return "a body of no stated type";
+  return type === "text/html" ? "an HTML page" : type;
+}
+
 /** Turns an error response into an `APIError`, whatever its body holds. */
 export async function apiErrorFrom(response: Response): Promise<APIError> {
   const text = await response.text().catch(() => "");
-  // A proxy or load balancer in front of the gateway may answer with HTML or plain text.
+  const type = response.headers.get("content-type") ?? "";
+  // A proxy or load balancer in front of the gateway may answer with plain text (its first
+  // line is the message) or HTML (a page, said as such rather than printed whole).
+  const said = /html/i.test(type) ? "" : (text.trim().split("\n")[0]?.slice(0, 200) ?? "");
   const fallback: Problem = {
     type: "about:blank",
-    title: text.slice(0, 200) || response.statusText || "error",
+    title:
+      said ||
+      `${response.statusText || "error"} (${describeBody(type)}: is the URL a Gantry gateway?)`,
     status: response.status,
     code: `http_${response.status}`,
   };

@@ -1,4 +1,10 @@
-import { type APIError, apiErrorFrom, ConnectionError, TimeoutError } from "./errors.ts";
+import {
+  type APIError,
+  apiErrorFrom,
+  ConnectionError,
+  TimeoutError,
+  UnexpectedResponseError,
+} from "./errors.ts";
 
 export type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
 
@@ -119,7 +125,17 @@ export class Transport {
 
   async json<T>(options: CallOptions): Promise<T> {
     const response = await this.call(options);
-    return (await response.json()) as T;
+    const text = await response.text();
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      const url = this.url(options.path, options.query);
+      throw new UnexpectedResponseError(
+        response.status,
+        response.headers.get("content-type") ?? "",
+        url,
+      );
+    }
   }
 
   /** One attempt: a fetch bounded by the timeout and the caller's signal. */

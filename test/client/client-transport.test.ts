@@ -1,7 +1,14 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, expect, it } from "vitest";
-import { APIError, ConnectionError, Gantry, TimeoutError } from "../../client/index.ts";
+import {
+  APIError,
+  ConnectionError,
+  Gantry,
+  GantryError,
+  TimeoutError,
+  UnexpectedResponseError,
+} from "../../client/index.ts";
 
 let close: (() => Promise<void>) | null = null;
 afterEach(async () => {
@@ -78,4 +85,34 @@ it("stops waiting when the caller aborts", async () => {
   const pending = gantry.jobs.get("job_x", { signal: controller.signal });
   controller.abort(new Error("stop"));
   await expect(pending).rejects.toThrow("stop");
+});
+
+it("says a server that is not a gateway is not one: an HTML page, whether 200 or 404", async () => {
+  const page = "<!doctype html>\n<html><head><title>Welcome</title></head><body>hi</body></html>";
+  const server = await serve((n, _req, res) => {
+    res.writeHead(n === 0 ? 200 : 404, { "content-type": "text/html" });
+    res.end(page);
+  });
+  const gantry = new Gantry({ baseUrl: server.url, apiKey: "k", maxRetries: 0 });
+  const success = await gantry.jobs.get("job_x").catch((e: unknown) => e);
+  expect(success).toBeInstanceOf(UnexpectedResponseError);
+  expect(success).toBeInstanceOf(GantryError);
+  expect((success as Error).message).toBe(
+    `${server.url}/v1/jobs/job_x answered 200 with an HTML page, not the gateway's JSON: is the URL a Gantry gateway?`,
+  );
+  const refusal = await gantry.jobs.get("job_x").catch((e: unknown) => e);
+  expect(refusal).toBeInstanceOf(APIError);
+  expect((refusal as Error).message).toBe(
+    "404 http_404: Not Found (an HTML page: is the URL a Gantry gateway?)",
+  );
+});
+
+it("takes a proxy's plain-text refusal's first line as its message", async () => {
+  const server = await serve((_n, _req, res) => {
+    res.writeHead(403, { "content-type": "text/plain" });
+    res.end("Forbidden by policy\nrequest id 42\n");
+  });
+  const gantry = new Gantry({ baseUrl: server.url, apiKey: "k" });
+  const error = await gantry.jobs.get("job_x").catch((e: unknown) => e);
+  expect((error as Error).message).toBe("403 http_403: Forbidden by policy");
 });

@@ -49,7 +49,11 @@ RUN apt-get update \
 COPY --from=build /opt/gantry /opt/gantry
 RUN ln -s /opt/gantry/bin/gantry-agent.js /usr/local/bin/gantry-agent
 
+# GANTRY_MODEL_CACHE_DIR: the folder made for the agent's user above (rmbg, models.yaml files;
+# a volume on Kubernetes, whose root filesystem is read-only); the default, ./model-cache,
+# would be under /opt/gantry, which is root's.
 ENV NODE_ENV=production \
+    GANTRY_MODEL_CACHE_DIR=/var/cache/gantry \
     GANTRY_EXECUTION_PROVIDERS=cuda,cpu \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility

@@ -7,58 +7,10 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { all, envOf, execForm, last, parseDockerfile, type Stage } from "../helpers/dockerfile.ts";
+import { isWithin, modelCacheDirOf } from "../helpers/model-cache-dir.ts";
 
 const ROOT = join(import.meta.dirname, "../..");
-
-interface Instruction {
-  op: string;
-  args: string;
-}
-interface Stage {
-  base: string;
-  name?: string;
-  instructions: Instruction[];
-}
-
-/** Instructions with line continuations joined and comments dropped; FROM split into stages. */
-function parseDockerfile(path: string): Stage[] {
-  const lines: string[] = [];
-  let pending = "";
-  for (const raw of readFileSync(join(ROOT, path), "utf8").split("\n")) {
-    const line = raw.trim();
-    if (line.startsWith("#") || (line === "" && pending === "")) continue;
-    pending = pending ? `${pending} ${line}` : line;
-    if (pending.endsWith("\\")) pending = pending.slice(0, -1).trimEnd();
-    else {
-      if (pending) lines.push(pending);
-      pending = "";
-    }
-  }
-  const args = new Map<string, string>();
-  const stages: Stage[] = [];
-  for (const line of lines) {
-    const [, op = "", rest = ""] = /^(\w+)\s*(.*)$/.exec(line) ?? [];
-    const instruction = { op: op.toUpperCase(), args: rest };
-    if (instruction.op === "ARG" && stages.length === 0) {
-      const [key, value = ""] = rest.split("=");
-      args.set(key!, value);
-    } else if (instruction.op === "FROM") {
-      const [, image = "", name] = /^(\S+)(?:\s+AS\s+(\S+))?$/i.exec(rest) ?? [];
-      const base = image.replace(/\$\{(\w+)\}/g, (_, key: string) => args.get(key) ?? "");
-      stages.push({ base, name, instructions: [] });
-    } else {
-      expect(stages.length, `${path}: ${op} comes after FROM`).toBeGreaterThan(0);
-      stages.at(-1)!.instructions.push(instruction);
-    }
-  }
-  return stages;
-}
-
-const all = (stages: Stage[], op: string) =>
-  stages.flatMap((stage) => stage.instructions.filter((i) => i.op === op).map((i) => i.args));
-const last = (stage: Stage, op: string) =>
-  stage.instructions.filter((i) => i.op === op).at(-1)?.args;
-const execForm = (text: string | undefined): string[] => JSON.parse(text ?? "[]") as string[];
 
 /** The user a stage runs as must not be root, by name or by uid. */
 function checkNonRoot(stage: Stage) {
@@ -111,6 +63,18 @@ describe("infra/docker/agent.Dockerfile", () => {
       /ln -s \/opt\/gantry\/bin\/gantry-agent\.js \/usr\/local\/bin\/gantry-agent/,
     );
     checkCopySources(stages);
+  });
+
+  it("keeps the model cache in a folder the agent's user owns", () => {
+    // /opt/gantry is root's: a cache at the default ./model-cache could not be made there.
+    const cache = modelCacheDirOf(envOf(final), last(final, "WORKDIR") ?? "/");
+    const owned = all([final], "RUN").flatMap((run) =>
+      [...run.matchAll(/install -d -o gantry\b[^&]*?(\/[\w/.-]+)/g)].map((m) => m[1]!),
+    );
+    expect(
+      owned.some((dir) => isWithin(cache, dir)),
+      `${cache} in ${owned.join(", ")}`,
+    ).toBe(true);
   });
 });
 

@@ -7,11 +7,13 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import { parseAgentConfig } from "../../gpu-agent/config.ts";
 import { lanesOf, TopologyNames } from "../../shared/queue/amqp/names.ts";
 import { NatsNames } from "../../shared/queue/nats/names.ts";
 import { RedisKeys } from "../../shared/queue/redis/client.ts";
 import { queueNameOf, sqsQueueNames } from "../../shared/queue/sqs/queues.ts";
+import { envOf, last, parseDockerfile } from "../helpers/dockerfile.ts";
 import {
   API_VERSIONS,
   agent,
@@ -28,6 +30,7 @@ import {
   secretData,
   TriggerAuthentication,
 } from "../helpers/k8s-manifests.ts";
+import { isWithin, modelCacheDirOf } from "../helpers/model-cache-dir.ts";
 
 // ------------------------------------------------------------------ tests
 describe("infra/k8s manifests", () => {
@@ -211,6 +214,27 @@ describe("infra/k8s manifests", () => {
       if (trigger.type !== "aws-sqs-queue") continue;
       expect(trigger.metadata.queueURL).toContain(`sqs.${trigger.metadata.awsRegion}.`);
     }
+  });
+
+  it("keeps the model cache on a volume, since the root filesystem is read-only", () => {
+    const image = parseDockerfile("infra/docker/agent.Dockerfile").at(-1)!;
+    const env = {
+      ...envOf(image),
+      ...configMap.spec.data,
+      ...Object.fromEntries((agent.env ?? []).map((e) => [e.name, e.value])),
+    };
+    const cache = modelCacheDirOf(env, last(image, "WORKDIR") ?? "/");
+    const Mounts = z.object({ volumeMounts: z.array(z.object({ mountPath: z.string() })) });
+    const raw = z
+      .object({
+        spec: z.object({ template: z.object({ spec: z.object({ containers: z.array(Mounts) }) }) }),
+      })
+      .parse(deployment.manifest.raw);
+    const mounts = raw.spec.template.spec.containers[0]!.volumeMounts.map((m) => m.mountPath);
+    expect(
+      mounts.some((dir) => isWithin(cache, dir)),
+      `${cache} in ${mounts.join(", ")}`,
+    ).toBe(true);
   });
 
   it("runs as the image's non-root user", () => {

@@ -17,6 +17,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { parseAgentConfig } from "../../gpu-agent/config.ts";
+import { isWithin, modelCacheDirOf } from "../helpers/model-cache-dir.ts";
 
 const ROOT = join(import.meta.dirname, "../..");
 const INSTALL = join(ROOT, "infra/systemd/install.sh");
@@ -304,6 +305,19 @@ describe("gantry-agent.service", () => {
     }
     // V8's JIT needs writable, executable memory.
     expect(get("Service.MemoryDenyWriteExecute")).not.toContain("yes");
+  });
+
+  it("keeps the model cache where the hardened service may write", () => {
+    // ProtectSystem=strict leaves the working directory (/opt/gantry) read-only: a cache at
+    // the default ./model-cache would stop an agent serving rmbg or a models.yaml model.
+    const env = Object.fromEntries(
+      get("Service.Environment").map((pair) => [pair.split("=")[0]!, pair.split("=")[1]]),
+    );
+    const cache = modelCacheDirOf(env, get("Service.WorkingDirectory")[0] ?? "/");
+    expect(
+      get("Service.ReadWritePaths").some((dir) => isWithin(cache, dir)),
+      cache,
+    ).toBe(true);
   });
 
   it("is a bash script that stops at the first error", () => {

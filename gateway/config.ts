@@ -37,6 +37,12 @@ export const GatewayConfig = z
       .int()
       .positive()
       .default(64 * 1024),
+    /** `POST /v1/batches`' body: its 1 000 items with URLs and metadata pass 64 KiB. */
+    maxBatchBodyBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(1024 * 1024),
     uploadExpiresSeconds: z
       .number()
       .int()

@@ -6,13 +6,28 @@ import type { Gateway } from "../context.ts";
 const decoder = new TextDecoder();
 
 /** The 413 every JSON route answers for a body over the limit. */
-export const bodyTooLarge = (maxBytes: number) =>
+export const bodyTooLarge = (maxBytes: number, what = "Bodies") =>
   new HttpProblem(
     413,
     "body_too_large",
     "Body too large",
-    `Bodies may be at most ${maxBytes} bytes.`,
+    `${what} may be at most ${maxBytes} bytes.`,
   );
+
+/** A body limit: its bytes, its 413, and Hono's streaming check for bodies of no declared length. */
+function bodyBound(maxBytes: number, what?: string) {
+  const tooLarge = () => bodyTooLarge(maxBytes, what);
+  const streamed = bodyLimit({
+    maxSize: maxBytes,
+    onError: (c) => {
+      // The rest of the body is never read: the connection cannot carry another request, so
+      // say so rather than let the client reuse a socket the server will drop mid-request.
+      c.header("connection", "close");
+      throw tooLarge();
+    },
+  });
+  return { maxBytes, tooLarge, streamed };
+}
 
 /** Hono's body cache. Its type says values; it stores promises. */
 type BodyCache = Record<string, unknown>;
@@ -25,22 +40,20 @@ type BodyCache = Record<string, unknown>;
  * cost on Node. Anything else (chunked bodies, Workers) goes through Hono's own limit.
  */
 export function jsonBodyLimit(gateway: Gateway): MiddlewareHandler {
-  const maxBytes = gateway.config.maxBodyBytes;
-  const tooLarge = () => bodyTooLarge(maxBytes);
-  const streamed = bodyLimit({
-    maxSize: maxBytes,
-    onError: (c) => {
-      // The rest of the body is never read: the connection cannot carry another request, so
-      // say so rather than let the client reuse a socket the server will drop mid-request.
-      c.header("connection", "close");
-      throw tooLarge();
-    },
-  });
+  const plain = bodyBound(gateway.config.maxBodyBytes);
+  // A batch carries up to 1 000 items: its own limit, and a 413 that says what to do.
+  const batch = bodyBound(
+    gateway.config.maxBatchBodyBytes,
+    "A batch's body (send its items in more batches)",
+  );
   return async (c, next) => {
     const method = c.req.method;
+    const bound = method === "POST" && c.req.path === "/v1/batches" ? batch : plain;
+    const { maxBytes, tooLarge } = bound;
+    const streamed = () => bound.streamed(c, next);
     const declared = c.req.header("content-length");
-    if (method === "GET" || method === "HEAD" || declared === undefined) return streamed(c, next);
-    if (c.req.header("transfer-encoding") !== undefined) return streamed(c, next);
+    if (method === "GET" || method === "HEAD" || declared === undefined) return streamed();
+    if (c.req.header("transfer-encoding") !== undefined) return streamed();
     const length = Number(declared);
     if (length > maxBytes) {
       c.header("connection", "close");

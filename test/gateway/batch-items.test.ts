@@ -95,4 +95,33 @@ describe("batch items", () => {
     expect(await canceled.json()).toMatchObject(ended);
     expect(await read()).toMatchObject(ended);
   });
+
+  it("takes 1 000 items of URLs and metadata, past a single job's 64 KiB body", async () => {
+    const items = Array.from({ length: 1_000 }, (_, n) => ({
+      input: { image: `https://images.example.com/scans/2026/12/page-${n}.png`, delay_ms: 60_000 },
+      metadata: { customer: "acme", page: String(n) },
+    }));
+    const body = JSON.stringify({ model: "noop", items });
+    expect(body.length).toBeGreaterThan(64 * 1024);
+    const response = await gw.api("/v1/batches", {
+      method: "POST",
+      body,
+      headers: { "content-type": "application/json" },
+    });
+    expect(response.status).toBe(202);
+    expect(await response.json()).toMatchObject({ request_counts: { total: 1_000 } });
+    // Above the batches' own limit: a 413 that says what to do.
+    const huge = JSON.stringify({ model: "noop", items, metadata: { pad: "x".repeat(500) } });
+    const padded = huge.replace('"items":[', `"items":[${'{"input":{}},'.repeat(100_000)}`);
+    const refused = await gw.api("/v1/batches", {
+      method: "POST",
+      body: padded,
+      headers: { "content-type": "application/json" },
+    });
+    expect(refused.status).toBe(413);
+    expect(await refused.json()).toMatchObject({
+      code: "body_too_large",
+      detail: expect.stringMatching(/batch.*at most 1048576 bytes/),
+    });
+  });
 });

@@ -114,5 +114,11 @@ export const JOB_FAILED_EXIT = 1;
 /** Ctrl-C: a message of what was left, and the shell's exit status for SIGINT (128 + 2). */
 export class Interrupted extends UserError {
   override readonly name: string = "Interrupted";
-  readonly exitCode = 130;
+  readonly exitCode: number = 130;
+}
+
+/** `gantry run --max-wait`: gave up waiting; 124, as timeout(1) exits, so scripts can tell. */
+export class GaveUpWaiting extends Interrupted {
+  override readonly name: string = "GaveUpWaiting";
+  override readonly exitCode: number = 124;
 }

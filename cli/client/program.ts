@@ -39,6 +39,10 @@ function program(env: NodeJS.ProcessEnv): Command {
     .option("--param <key=value>", "a model parameter (repeatable)", collectParam)
     .option("--json", "print the job as JSON, and nothing else")
     .option("--out <dir>", "where artifacts are saved", ".")
+    .option(
+      "--max-wait <seconds>",
+      "stop waiting after this long (the job goes on at the gateway); exits 124",
+    )
     .action((model: string, file: string | undefined, flags) =>
       runCommand(model, file, flags, env),
     );

@@ -7,6 +7,7 @@ import { UserError } from "../../shared/errors.ts";
 import {
   artifactsOf,
   clientFromEnv,
+  GaveUpWaiting,
   Interrupted,
   JOB_FAILED_EXIT,
   outputWithoutBytes,
@@ -21,6 +22,24 @@ export interface RunFlags {
   param?: Record<string, unknown>;
   json?: boolean;
   out?: string;
+  maxWait?: string;
+}
+
+/** `--max-wait` in milliseconds; null when not given. */
+function maxWaitMs(value: string | undefined): number | null {
+  if (value === undefined) return null;
+  const seconds = Number(value);
+  if (!value.trim() || !Number.isFinite(seconds) || seconds <= 0 || seconds > 2_592_000) {
+    throw new UserError(`--max-wait must be a number of seconds above 0 (got "${value}")`);
+  }
+  return seconds * 1000;
+}
+
+/** What is left at the gateway when the CLI stops waiting, and how to reach it. */
+function leftBehind(jobId: string, why: string): string {
+  return jobId
+    ? `${why}; job ${jobId} goes on: \`gantry jobs watch ${jobId}\` follows it, \`gantry jobs cancel ${jobId}\` stops it`
+    : `${why} before the job was made`;
 }
 
 /** One line a person reads: where the job stands. */
@@ -50,6 +69,7 @@ export async function runCommand(
   env: NodeJS.ProcessEnv,
 ) {
   const gantry = clientFromEnv(env);
+  const maxWait = maxWaitMs(flags.maxWait);
   if (file && !isInputRef(file)) await requireFile(file);
   // Asked before the upload: a mistyped model or parameter costs no upload.
   checkParams(await gantry.models.get(model), flags.param ?? {}, { file: file !== undefined });
@@ -97,15 +117,16 @@ export async function runCommand(
   }, WAITING_POLL_MS);
   const controller = new AbortController();
   // The job, once made, goes on at the gateway: say how to follow or stop it.
-  const onSigint = () =>
-    controller.abort(
-      new Interrupted(
-        jobId
-          ? `interrupted; job ${jobId} goes on: \`gantry jobs watch ${jobId}\` follows it, \`gantry jobs cancel ${jobId}\` stops it`
-          : "interrupted before the job was made",
-      ),
-    );
+  const onSigint = () => controller.abort(new Interrupted(leftBehind(jobId, "interrupted")));
   process.once("SIGINT", onSigint);
+  // From the start, upload included: a script's bound on the whole command.
+  const giveUp =
+    maxWait === null
+      ? undefined
+      : setTimeout(() => {
+          const why = `gave up waiting after ${flags.maxWait} s (--max-wait)${queued ? ", the job still queued" : ""}`;
+          controller.abort(new GaveUpWaiting(leftBehind(jobId, why)));
+        }, maxWait);
   try {
     let image = file;
     if (file && !isInputRef(file))
@@ -139,6 +160,7 @@ export async function runCommand(
     process.exitCode = JOB_FAILED_EXIT;
   } finally {
     clearInterval(reasons);
+    clearTimeout(giveUp);
     process.off("SIGINT", onSigint);
   }
 }

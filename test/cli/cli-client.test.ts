@@ -55,6 +55,32 @@ describe("gantry run", () => {
     expect(stderr).toContain("succeeded");
   });
 
+  it("--max-wait gives up waiting, names the job that goes on, and exits 124", async () => {
+    const bad = await gantry("run", "noop", "--max-wait", "soon");
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toBe(
+      'gantry: --max-wait must be a number of seconds above 0 (got "soon")\n',
+    );
+    const { code, stderr } = await gantry(
+      "run",
+      "noop",
+      "--param",
+      "delay_ms=1500",
+      "--max-wait",
+      "0.3",
+    );
+    expect(code, stderr).toBe(124);
+    const id =
+      /gave up waiting after 0\.3 s \(--max-wait\)(, the job still queued)?; job (job_\w+) goes on: `gantry jobs watch \2`/.exec(
+        stderr,
+      )?.[2];
+    expect(id, stderr).toBeDefined();
+    expect(stderr).not.toContain("    at ");
+    // It went on at the gateway: its run ends on its own.
+    const job = (await (await gw.api(`/v1/jobs/${id}`)).json()) as { status: string };
+    expect(["queued", "running", "succeeded"]).toContain(job.status);
+  });
+
   it("--json prints the job alone", async () => {
     const { code, stdout, stderr } = await gantry("run", "ocr", image, "--json");
     expect(code).toBe(0);

@@ -61,8 +61,10 @@ export async function usageCommand(flags: UsageFlags, env: NodeJS.ProcessEnv): P
 
 /** A table: the groups asked for, then jobs, billed and wasted GPU seconds; a total line. */
 export function renderUsage(report: UsageReport, groupBy: readonly Group[]): string {
-  const header = [...groupBy.map((g) => (g === "key" ? "key_id" : g)), "jobs", "gpu_s", "wasted_s"];
-  const rows = report.data.map((row) => [
+  // Without groups the report's one row is the total: shown once, under that name.
+  const labels = groupBy.length > 0 ? groupBy.map((g) => (g === "key" ? "key_id" : g)) : [""];
+  const header = [...labels, "jobs", "gpu_s", "wasted_s"];
+  const rows = (groupBy.length > 0 ? report.data : []).map((row) => [
     ...groupBy.map((g) => String((g === "key" ? row.key_id : row[g]) ?? "-")),
     String(row.jobs),
     row.gpu_seconds.toFixed(3),
@@ -71,19 +73,20 @@ export function renderUsage(report: UsageReport, groupBy: readonly Group[]): str
   const sum = (pick: (row: UsageReport["data"][number]) => number) =>
     report.data.reduce((total, row) => total + pick(row), 0);
   rows.push([
-    ...groupBy.map((_, i) => (i === 0 ? "total" : "")),
+    ...labels.map((_, i) => (i === 0 ? "total" : "")),
     String(sum((row) => row.jobs)),
     sum((row) => row.gpu_seconds).toFixed(3),
     sum((row) => row.wasted_gpu_seconds).toFixed(3),
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
   const line = (cells: string[]) =>
-    `${cells.map((cell, i) => (i < groupBy.length ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join("  ")}\n`;
+    `${cells.map((cell, i) => (i < labels.length ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join("  ")}\n`;
   const lines = [`usage ${report.from} to ${report.to}\n`, line(header), ...rows.map(line)];
   const budget = report.budget;
   if (budget) {
+    // To the millisecond, as the table: whole seconds read 0.6 of 1 as "1 of 1 used, 0 left".
     lines.push(
-      `budget: ${budget.used_gpu_seconds.toFixed(0)} of ${budget.monthly_gpu_seconds} GPU seconds used this month, ${budget.remaining_gpu_seconds.toFixed(0)} left; renews ${budget.renews_at}\n`,
+      `budget: ${budget.used_gpu_seconds.toFixed(3)} of ${budget.monthly_gpu_seconds} GPU seconds used this month, ${budget.remaining_gpu_seconds.toFixed(3)} left; renews ${budget.renews_at}\n`,
     );
   }
   return lines.join("");

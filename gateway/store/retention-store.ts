@@ -17,6 +17,7 @@ import {
   overriddenTenants,
   releaseUploads,
 } from "./retention-uploads.ts";
+import { deleteLooseDeliveries } from "./retention-webhooks.ts";
 
 /**
  * Retention's store, as `Stores["retention"]` (gateway/sweep/retention/ drives it): claims
@@ -80,6 +81,12 @@ export function kyselyRetentionStore(db: Kysely<Database>) {
     /** Ends the lease of held uploads (they stay condemned); none is claimed before `retryAt`. */
     releaseUploads: (ids: readonly string[], token: string, retryAt: number) =>
       releaseUploads(db, ids, token, retryAt),
+    /**
+     * Deletes up to `limit` settled webhook deliveries (with their attempts) that no job row
+     * holds, last attempted before `settledBefore`: batches' and budgets'.
+     */
+    deleteLooseDeliveries: (scope: RetentionScope, settledBefore: number, limit: number) =>
+      deleteLooseDeliveries(db, scope, settledBefore, limit),
     /** A job named the upload: it is kept until that job's inputs expire. */
     markUploadUsed: (id: string, now: number) => markUploadUsed(db, id, now),
   };

@@ -117,11 +117,19 @@ export async function runStages(
   const outputs = await purgeOutputs(pass, scope, cutoffs.outputs);
   const inputs = await purgeInputs(pass, scope, cutoffs.inputs);
   const rows = await purgeRows(pass, scope, cutoffs.rows);
+  // Batches' and budgets' webhook records, which no job row takes with it (no blobs).
+  const deliveries = await deps.stores.retention.deleteLooseDeliveries(
+    scope,
+    cutoffs.rows,
+    deps.batch,
+  );
   const uploads = await purgeUploads(pass, scope, cutoffs.uploads, !options.allUploads);
   const { retention } = deps.stores;
   const { token, now } = deps.lease;
   await releaseFailed((ids, at) => retention.releaseJobs(ids, token, at), pass.failedJobs, now);
-  const more = [outputs, inputs, rows, uploads].some((claimed) => claimed >= deps.batch);
+  const more = [outputs, inputs, rows, deliveries, uploads].some(
+    (claimed) => claimed >= deps.batch,
+  );
   return { stats: pass.stats, more };
 }
 

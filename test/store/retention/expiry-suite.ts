@@ -134,6 +134,58 @@ export function describeRetentionExpiry(
       expect(await backend.stores.webhooks.deliveries(ten, job)).toEqual([]);
     });
 
+    it("deletes a batch's and a budget's webhook records after the job retention, not while pending", async () => {
+      const ten = await tenant("free");
+      // Neither names a job: a batch.completed delivery stands under its batch id, a
+      // usage.threshold one under the month's (gateway/jobs/batch-completion.ts, usage/).
+      const delivery = async (jobId: string, state: string) => {
+        const id = `whd_${randomToken(8)}`;
+        await backend.db
+          .insertInto("webhook_deliveries")
+          .values({
+            id,
+            tenant_id: ten,
+            job_id: jobId,
+            event_type: jobId.startsWith("bat_") ? "batch.completed" : "usage.threshold",
+            url: "https://example.com/hook?token=secret",
+            payload: "{}",
+            state,
+            attempts: 1,
+            next_attempt_at: state === "pending" ? T0 + 9 * DAY : null,
+            created_at: T0,
+            updated_at: T0,
+          })
+          .execute();
+        await backend.db
+          .insertInto("webhook_attempts")
+          .values({ delivery_id: id, n: 1, at: T0, status_code: 500, error: "x", duration_ms: 5 })
+          .execute();
+        return id;
+      };
+      const batch = await delivery(`bat_${randomToken(8)}`, "failed");
+      const usage = await delivery(`usage_${ten}_2026-12`, "delivered");
+      const pending = await delivery(`bat_${randomToken(8)}`, "pending");
+      const left = async () =>
+        (
+          await backend.db
+            .selectFrom("webhook_attempts")
+            .select("delivery_id")
+            .where("delivery_id", "in", [batch, usage, pending])
+            .orderBy("delivery_id")
+            .execute()
+        ).map((row) => row.delivery_id);
+      await sweepAt(T0 + 2 * DAY);
+      expect(await left()).toEqual([batch, usage, pending].sort());
+      await sweepAt(T0 + 7 * DAY + HOUR);
+      expect(await left()).toEqual([pending]);
+      const deliveries = await backend.db
+        .selectFrom("webhook_deliveries")
+        .select("id")
+        .where("tenant_id", "=", ten)
+        .execute();
+      expect(deliveries.map((row) => row.id)).toEqual([pending]);
+    });
+
     it("applies a tenant's own retention, and only to that tenant", async () => {
       const short = await tenant("free", { output_retention_seconds: 60 });
       const plain = await tenant("free");

@@ -250,6 +250,20 @@ describe("console on the Node gateway", () => {
       await poll(() => table.textContent()).toContain("console-user");
       expect(await table.textContent()).not.toContain(made);
       expect(await table.textContent()).toContain("jobs:read, jobs:write");
+      // A model's switches follow its state: Pause while it serves, Resume while paused,
+      // and no Purge with nothing queued to cancel.
+      const noop = admin.getByRole("table", { name: "Model switches" }).getByRole("row", {
+        name: /^noop/,
+      });
+      await poll(() => noop.textContent()).toMatch(/serving · 0 queued/);
+      expect(await noop.getByRole("button", { name: "Resume" }).count()).toBe(0);
+      expect(await noop.getByRole("button", { name: "Purge" }).isDisabled()).toBe(true);
+      await noop.getByRole("button", { name: "Pause" }).click();
+      await poll(() => noop.textContent()).toMatch(/^noop\s*paused/);
+      await admin.getByText("Paused noop: agents take none of its jobs").waitFor();
+      expect(await noop.getByRole("button", { name: "Pause" }).count()).toBe(0);
+      await noop.getByRole("button", { name: "Resume" }).click();
+      await poll(() => noop.textContent()).toMatch(/serving/);
       return made;
     });
     const adminPage = watched;

@@ -1,6 +1,6 @@
 import { useCallback, useEffect, useState } from "preact/hooks";
-import type { ModelInfo } from "../../../client/models.ts";
 import type { AgentList, AgentView } from "../../../shared/protocol/agent.ts";
+import { ModelSwitches } from "../components/model-switches.tsx";
 import { ago, errorText } from "../format.ts";
 import type { Session } from "../session.ts";
 
@@ -109,21 +109,18 @@ export function AdminView(props: { session: Session }) {
   const { api } = props.session;
   const [tenants, setTenants] = useState<TenantView[]>([]);
   const [agents, setAgents] = useState<AgentView[]>([]);
-  const [models, setModels] = useState<ModelInfo[]>([]);
   const [open, setOpen] = useState<string | null>(null);
   const [tenantName, setTenantName] = useState("");
   const [plan, setPlan] = useState("free");
   const [message, setMessage] = useState<string | null>(null);
 
   const load = useCallback(async () => {
-    const [t, a, m] = await Promise.all([
+    const [t, a] = await Promise.all([
       api.get<{ data: TenantView[] }>("/v1/admin/tenants?limit=100"),
       api.get<AgentList>("/v1/admin/agents"),
-      api.sdk.models.list(),
     ]);
     setTenants(t.data);
     setAgents(a.data);
-    setModels(m);
   }, [api]);
   useEffect(() => void load().catch((e) => setMessage(errorText(e))), [load]);
 
@@ -136,8 +133,6 @@ export function AdminView(props: { session: Session }) {
       })
       .catch((e) => setMessage(errorText(e)));
   };
-  const model = (id: string, action: string) =>
-    act(() => api.post(`/v1/admin/models/${encodeURIComponent(id)}/${action}`));
 
   return (
     <section class="admin">
@@ -220,26 +215,7 @@ export function AdminView(props: { session: Session }) {
         </tbody>
       </table>
       <h2>Models</h2>
-      <table aria-label="Model switches">
-        <tbody>
-          {models.map((m) => (
-            <tr key={m.id}>
-              <td>{m.id}</td>
-              <td>
-                <button type="button" onClick={() => model(m.id, "pause")}>
-                  Pause
-                </button>{" "}
-                <button type="button" onClick={() => model(m.id, "resume")}>
-                  Resume
-                </button>{" "}
-                <button type="button" onClick={() => model(m.id, "purge")}>
-                  Purge
-                </button>
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+      <ModelSwitches api={api} say={setMessage} />
     </section>
   );
 }

@@ -1,5 +1,6 @@
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import type { AgentList, AgentView } from "../../../shared/protocol/agent.ts";
+import type { ModelState } from "../../../shared/protocol/model.ts";
 import type { FeedEvent, Job, JobStatus } from "../api.ts";
 import { AgentDevices } from "../components/agent-devices.tsx";
 import { Chart } from "../components/chart.tsx";
@@ -13,17 +14,6 @@ const HOUR = 3_600_000;
 const MAX_LOADED = 2000;
 const SAMPLE_MS = 1000;
 const SAMPLES = 300;
-
-/** `state` of GET /v1/models/{id} (gateway/jobs/model-state.ts), where the gateway has it. */
-interface ModelState {
-  paused: boolean;
-  queued: number;
-  running: number;
-  agents: number;
-  starts_per_minute: number | null;
-  wait_p50_ms: number | null;
-  wait_p95_ms: number | null;
-}
 
 interface Tracked {
   model: string;

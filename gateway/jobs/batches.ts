@@ -16,6 +16,7 @@ import { assertWebhookUrlAllowed } from "../webhooks/url-policy.ts";
 import { completeIfDone } from "./batch-completion.ts";
 import { batchView } from "./batch-view.ts";
 import { webhookDeps } from "./lifecycle.ts";
+import { assertModelAccepting } from "./model-switches.ts";
 import { type CheckedJob, checkModelAndInputs, sameRequest, submitJob } from "./submit.ts";
 
 const itemError = (index: number, error: unknown): BatchItemError => {
@@ -47,6 +48,8 @@ export async function createBatch(
   const requestHash = key ? await hashKey(JSON.stringify(request)) : null;
   const earlier = key && requestHash ? await earlierBatch(gateway, tenant, key, requestHash) : null;
   if (earlier && earlier.total !== null) return replay(gateway, earlier);
+  // Paused with `reject_new`: 503 with Retry-After as a submit, not item by item (a 422).
+  if (gateway.models.has(request.model)) await assertModelAccepting(gateway, request.model);
   if (request.webhook) {
     assertWebhookUrlAllowed(request.webhook.url, {
       allowInsecure: gateway.config.allowInsecureWebhooks,

@@ -124,4 +124,24 @@ describe("batch items", () => {
       detail: expect.stringMatching(/batch.*at most 1048576 bytes/),
     });
   });
+
+  it("refuses a batch to a paused model as a submit is (503, Retry-After), and takes it once resumed", async () => {
+    const paused = await post("/v1/admin/models/noop/pause", { reject_new: true });
+    expect(paused.status).toBe(200);
+    const key = `paused-${Date.now()}`;
+    const items = [{ input: { n: 0 } }, { input: { n: 1 } }];
+    const send = () => post("/v1/batches", { model: "noop", items }, { "idempotency-key": key });
+    try {
+      const refused = await send();
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get("retry-after")).toMatch(/^\d+$/);
+      expect(await refused.json()).toMatchObject({ code: "model_paused" });
+    } finally {
+      expect((await post("/v1/admin/models/noop/resume", {})).status).toBe(200);
+    }
+    // The same request again, as the client was told to: made now, not refused for good.
+    const again = await send();
+    expect(again.status).toBe(202);
+    expect(await again.json()).toMatchObject({ request_counts: { total: 2 }, errors: [] });
+  });
 });

@@ -83,10 +83,14 @@ export function kyselyRetentionStore(db: Kysely<Database>) {
       releaseUploads(db, ids, token, retryAt),
     /**
      * Deletes up to `limit` settled webhook deliveries (with their attempts) that no job row
-     * holds, last attempted before `settledBefore`: batches' and budgets'.
+     * holds, last attempted before `settledBefore`: batches', and budgets' of months before
+     * the one starting at `monthStart`.
      */
-    deleteLooseDeliveries: (scope: RetentionScope, settledBefore: number, limit: number) =>
-      deleteLooseDeliveries(db, scope, settledBefore, limit),
+    deleteLooseDeliveries: (
+      scope: RetentionScope,
+      cutoffs: { settledBefore: number; monthStart: number },
+      limit: number,
+    ) => deleteLooseDeliveries(db, scope, cutoffs, limit),
     /** A job named the upload: it is kept until that job's inputs expire. */
     markUploadUsed: (id: string, now: number) => markUploadUsed(db, id, now),
   };

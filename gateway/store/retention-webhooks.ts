@@ -5,20 +5,22 @@ import { chunked, scopeCondition } from "./retention-jobs.ts";
 import type { RetentionScope } from "./retention-leases.ts";
 
 /**
- * A batch's or a month's id, as two prefix ranges the job_id indexes can seek (not a scan of
+ * A batch's or a month's id, each as a prefix range the job_id indexes can seek (not a scan of
  * every job's deliveries). Each range holds its prefix under any collation (`bat_…` sorts
  * from `bat_` to before `bau` whether `_` is ignored or not); `substr` drops what else a
  * collation puts inside it (`batch…` under en_US).
  */
-const LOOSE_OWNER = sql`(
-  (job_id >= 'bat_' AND job_id < 'bau' AND substr(job_id, 1, 4) = 'bat_')
-  OR (job_id >= 'usage_' AND job_id < 'usagf' AND substr(job_id, 1, 6) = 'usage_'))`;
+const BATCH_OWNER = sql`job_id >= 'bat_' AND job_id < 'bau' AND substr(job_id, 1, 4) = 'bat_'`;
+const MONTH_OWNER = sql`job_id >= 'usage_' AND job_id < 'usagf'
+  AND substr(job_id, 1, 6) = 'usage_'`;
 
 /**
  * Webhook records that no job row holds: a `batch.completed` delivery stands under its
  * batch's id and a `usage.threshold` one under the month's (`usage_…`), so deleting a job's
  * rows (retention-jobs.ts deleteJobs) never reaches them. They go at the same cutoff, counted
- * from their last attempt, once settled: a pending one is still being retried.
+ * from their last attempt, once settled: a pending one is still being retried. A month's are
+ * kept until the month is over: their key is what makes each threshold go out once a month
+ * (usage/thresholds.ts), and a later check would send it again.
  *
  * No blobs, so no lease: one bounded read of ids, then the attempts and the deliveries, each
  * statement alone (D1 has no transactions; a pass cut between them leaves deliveries that the
@@ -27,14 +29,14 @@ const LOOSE_OWNER = sql`(
 export async function deleteLooseDeliveries(
   db: Kysely<Database>,
   scope: RetentionScope,
-  settledBefore: number,
+  cutoffs: { settledBefore: number; monthStart: number },
   limit: number,
 ): Promise<number> {
   const due = await sql<{ id: string }>`
     SELECT id FROM webhook_deliveries
     WHERE ${scopeCondition(scope, "tenant_id")}
-      AND ${LOOSE_OWNER}
-      AND state <> 'pending' AND updated_at < ${settledBefore}
+      AND ((${BATCH_OWNER}) OR (${MONTH_OWNER} AND created_at < ${cutoffs.monthStart}))
+      AND state <> 'pending' AND updated_at < ${cutoffs.settledBefore}
     ORDER BY updated_at ${limitClause(limit)}`.execute(db);
   let deleted = 0;
   for (const part of chunked(due.rows.map((row) => row.id))) {

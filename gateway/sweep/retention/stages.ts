@@ -4,6 +4,7 @@ import { storedArtifacts } from "../../jobs/artifacts.ts";
 import type { Stores } from "../../store/kysely-stores.ts";
 import type { PurgeCandidate, PurgeLease, RetentionScope } from "../../store/retention-leases.ts";
 import { artifactBlobKey } from "../../store/uploads.ts";
+import { monthOf } from "../../usage/budget.ts";
 import type { RetentionCutoffs } from "./policy.ts";
 import {
   countFailure,
@@ -120,7 +121,7 @@ export async function runStages(
   // Batches' and budgets' webhook records, which no job row takes with it (no blobs).
   const deliveries = await deps.stores.retention.deleteLooseDeliveries(
     scope,
-    cutoffs.rows,
+    { settledBefore: cutoffs.rows, monthStart: monthOf(deps.lease.now).start },
     deps.batch,
   );
   const uploads = await purgeUploads(pass, scope, cutoffs.uploads, !options.allUploads);

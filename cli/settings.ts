@@ -1,6 +1,6 @@
 import { join, resolve } from "node:path";
 import { z } from "zod";
-import { DEFAULT_RELEASE_WINDOW } from "../gateway/config.ts";
+import { DEFAULT_RELEASE_WINDOW, MIN_USAGE_RETENTION_DAYS } from "../gateway/config.ts";
 import { parseQueueBounds } from "../gateway/limits/queue-bound-settings.ts";
 import { BUILTIN_MODELS, type ModelTask, parseModelTasks } from "../gateway/models.ts";
 import { isPostgresUrl, parsePostgresUrl } from "../shared/db/postgres.ts";
@@ -181,8 +181,8 @@ export const GATEWAY_SETTINGS = {
   ),
   usageRetentionDays: setting(
     "GANTRY_USAGE_RETENTION_DAYS",
-    wholeNumber(1, 3660).prefault("396"),
-    "Days the hourly usage rollup (`GET /v1/usage`) is kept, past its jobs; 396 is 13 months.",
+    wholeNumber(MIN_USAGE_RETENTION_DAYS, 3660).prefault("396"),
+    "Days the hourly usage rollup (`GET /v1/usage`, and the month's use budgets read) is kept, past its jobs; 396 is 13 months, 31 the least.",
   ),
   maxQueueDepthByModel: setting(
     "GANTRY_MAX_QUEUE_DEPTH_BY_MODEL",

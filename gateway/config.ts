@@ -13,6 +13,12 @@ import { BUILTIN_MODELS, type ModelSpec, ModelTask, specForTask } from "./models
 export const DEFAULT_RELEASE_WINDOW = 8;
 
 /**
+ * The fewest days the usage rollup may be kept: a budget is read from it over the month so
+ * far (gateway/usage/budget.ts), so a shorter life would forget what the month spent.
+ */
+export const MIN_USAGE_RETENTION_DAYS = 31;
+
+/**
  * The gateway's settings, runtime-free: each entry file (Node, Workers) reads its own
  * environment and hands the result here to be checked once at start-up.
  */
@@ -76,7 +82,7 @@ export const GatewayConfig = z
      */
     maxQueueDepth: z.number().int().positive().default(10_000),
     /** How long the hourly usage rollup is kept (gateway/store/usage.ts): 13 months. */
-    usageRetentionDays: z.number().int().positive().max(3660).default(396),
+    usageRetentionDays: z.number().int().min(MIN_USAGE_RETENTION_DAYS).max(3660).default(396),
     /**
      * Fair release (gateway/jobs/release.ts): the most jobs of one model released to the
      * broker and not yet taken by an agent, or as many as its agents run at once when that

@@ -10,6 +10,7 @@ import { enrollFirst } from "./gateway/enroll.ts";
 import { linkGateway } from "./gateway/link.ts";
 import { openGatewayQueue } from "./gateway/queue.ts";
 import { type MetricsHost, serveAgentMetrics } from "./metrics-server.ts";
+import { ModelConfigError } from "./pipelines/model-config.ts";
 import { formatProgress, resolveModels, toModelConfigs } from "./registry/index.ts";
 import { declaredMb } from "./runner/child-models.ts";
 import { RunnerStartError } from "./runner/child-process.ts";
@@ -167,6 +168,12 @@ export async function startAgent(
     if (error instanceof RunnerStartError && error.jobError.code === "unknown_model") {
       throw new UserError(
         `${error.message}: GANTRY_MODELS names models built into the agent or entries of GANTRY_MODELS_FILE (a models.yaml); \`gantry-agent doctor\` without GANTRY_MODELS lists every one it knows`,
+      );
+    }
+    // A models.yaml entry or file that no provider can load: the operator's to fix.
+    if (error instanceof RunnerStartError && error.jobError.code === ModelConfigError.code) {
+      throw new UserError(
+        `${error.message} (GANTRY_MODELS_FILE; \`gantry-agent doctor\` loads every model and says what each needs)`,
       );
     }
     throw error;

@@ -44,6 +44,22 @@ export function wantsTensorrt(
   return config?.tensorrt ?? runner ?? false;
 }
 
+/**
+ * A model that cannot load on any provider: its models.yaml entry or its file is wrong (bad
+ * options, labels that do not match the graph, a file onnxruntime cannot read, a graph of
+ * the wrong shape for its task). Retrying does not help, so the agent stops at start naming
+ * it instead of forking runners that fail the same way for ever.
+ */
+export class ModelConfigError extends Error {
+  /** The code of the runner's start error it becomes (a permanent one). */
+  static readonly code = "model_invalid";
+
+  constructor(message: string) {
+    super(message);
+    this.name = "ModelConfigError";
+  }
+}
+
 /** The batch size a model gets when its axis is dynamic and its config names none. */
 export const DEFAULT_MAX_BATCH = 8;
 
@@ -72,13 +88,15 @@ export function pipelineOptions<T extends z.ZodType>(
   const problems = parsed.error.issues
     .map((issue) => `${issue.path.join(".") || "(options)"}: ${issue.message}`)
     .join("; ");
-  throw new Error(`model ${modelId}: invalid options: ${problems}`);
+  throw new ModelConfigError(`model ${modelId}: invalid options: ${problems}`);
 }
 
 /** The model's ONNX file, or a clear start-up error naming the model. */
 export function requireModelFile(modelId: string, config: ModelConfig | undefined): string {
   if (!config?.file) {
-    throw new Error(`model ${modelId} (${config?.pipeline ?? "?"}) needs an ONNX \`file\``);
+    throw new ModelConfigError(
+      `model ${modelId} (${config?.pipeline ?? "?"}) needs an ONNX \`file\``,
+    );
   }
   return config.file;
 }

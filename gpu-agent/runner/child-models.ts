@@ -6,6 +6,7 @@ import type { JobError } from "../../shared/protocol/index.ts";
 import { gpuMemoryByPid } from "../devices/nvidia-smi.ts";
 import type { ExecutionProvider, SessionFactory } from "../inference/types.ts";
 import type { LoadedPipeline, ModelConfig } from "../pipelines/index.ts";
+import { ModelConfigError } from "../pipelines/model-config.ts";
 import type { LoadMessage, ModelReply, ReadyMessage } from "./child-protocol.ts";
 import { loadModel, loadModels, UnknownModelError } from "./load-models.ts";
 import { errorMessage } from "./providers.ts";
@@ -83,6 +84,9 @@ export class ChildModels {
     } catch (error) {
       if (error instanceof UnknownModelError) {
         return { type: "permanent", code: "unknown_model", message: error.message };
+      }
+      if (error instanceof ModelConfigError) {
+        return { type: "permanent", code: ModelConfigError.code, message: error.message };
       }
       return { type: "transient", code: "model_load_failed", message: errorMessage(error) };
     }

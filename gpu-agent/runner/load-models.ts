@@ -1,6 +1,6 @@
 import type { ExecutionProvider, SessionFactory } from "../inference/types.ts";
 import { type LoadedPipeline, type ModelConfig, resolveModel } from "../pipelines/index.ts";
-import { wantsTensorrt } from "../pipelines/model-config.ts";
+import { ModelConfigError, wantsTensorrt } from "../pipelines/model-config.ts";
 import {
   type ProviderSelection,
   probeProvider,
@@ -62,7 +62,10 @@ export async function loadModel(
   const pipeline = await found.pipeline.load({
     provider: options.provider,
     threads: options.threads,
-    createSession: (modelPath) => options.createSession(modelPath, extras),
+    createSession: (modelPath) =>
+      options.createSession(modelPath, extras).catch((error: unknown) => {
+        throw unreadable(model, modelPath, error);
+      }),
     modelId: model,
     ...(found.config ? { config: found.config } : {}),
   });
@@ -73,6 +76,18 @@ export async function loadModel(
     throw error;
   }
   return pipeline;
+}
+
+/**
+ * onnxruntime's "Load model from <path> failed: …" is the file itself (not ONNX, truncated,
+ * an opset this onnxruntime lacks): it parses the graph before any provider is involved, so
+ * no other provider and no retry can load it.
+ */
+function unreadable(model: string, path: string, error: unknown): unknown {
+  const message = error instanceof Error ? error.message : String(error);
+  if (!/^Load model from .* failed:/.test(message)) return error;
+  const why = message.replace(/^Load model from .* failed:\s*/, "");
+  return new ModelConfigError(`model ${model}: onnxruntime cannot load ${path}: ${why}`);
 }
 
 /**

@@ -1,5 +1,6 @@
 import * as ort from "onnxruntime-node";
 import type { ExecutionProvider, SessionExtras, SessionFactory } from "../inference/types.ts";
+import { ModelConfigError } from "../pipelines/model-config.ts";
 
 /** What happened when the runner tried one execution provider. */
 export interface ProviderAttempt {
@@ -43,6 +44,8 @@ export async function selectProvider<T>(
       attempts.push({ provider, ok: true });
       return { provider, value, attempts };
     } catch (error) {
+      // The model's own fault fails the same on every provider: no fallback to try.
+      if (error instanceof ModelConfigError) throw error;
       attempts.push({ provider, ok: false, reason: errorMessage(error) });
     }
   }

@@ -7,6 +7,7 @@ import {
 import { runStacked } from "../../batching/stack.ts";
 import { stagedPipeline } from "../../batching/staged.ts";
 import type { RunRequest } from "../../inference/types.ts";
+import { ModelConfigError } from "../model-config.ts";
 import {
   imageInput,
   type LoadedPipeline,
@@ -72,7 +73,7 @@ export const backgroundRemovalPipeline: PipelineDefinition = {
     const { options, session, shape, width, height } = model;
     const outputName = options.output ?? session.outputNames[0]!;
     if (!session.outputNames.includes(outputName)) {
-      throw new Error(`model ${modelId}: no output named ${outputName}`);
+      throw new ModelConfigError(`model ${modelId}: no output named ${outputName}`);
     }
     const normalization = options.normalization ?? IMAGENET;
     const sizeFor = inputSizeForAttempt(shape, { width, height }, options, modelId);

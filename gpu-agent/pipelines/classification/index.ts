@@ -8,6 +8,7 @@ import {
 import { runStacked } from "../../batching/stack.ts";
 import { stagedPipeline } from "../../batching/staged.ts";
 import type { RunRequest } from "../../inference/types.ts";
+import { ModelConfigError } from "../model-config.ts";
 import { decodeImage } from "../ocr/image.ts";
 import {
   imageInput,
@@ -69,7 +70,7 @@ export const classificationPipeline: PipelineDefinition = {
     const head = session.outputMetadata[0];
     const declared = head?.isTensor ? head.shape.at(-1) : undefined;
     if (options.labels && typeof declared === "number" && declared !== options.labels.length) {
-      throw new Error(
+      throw new ModelConfigError(
         `model ${modelId} has ${declared} classes but ${options.labels.length} labels`,
       );
     }

@@ -4,6 +4,7 @@ import { type DetectionOutput, detectionTask } from "../../../shared/tasks/detec
 import { runStacked } from "../../batching/stack.ts";
 import { stagedPipeline } from "../../batching/staged.ts";
 import type { RunRequest } from "../../inference/types.ts";
+import { ModelConfigError } from "../model-config.ts";
 import { decodeImage } from "../ocr/image.ts";
 import {
   imageInput,
@@ -64,7 +65,9 @@ export const detectionPipeline: PipelineDefinition = {
     function labelOf(classes: number) {
       const labels = options.labels ?? (classes === COCO_LABELS.length ? COCO_LABELS : null);
       if (labels && labels.length !== classes) {
-        throw new Error(`model ${modelId} has ${classes} classes but ${labels.length} labels`);
+        throw new ModelConfigError(
+          `model ${modelId} has ${classes} classes but ${labels.length} labels`,
+        );
       }
       return (id: number) => labels?.[id] ?? `class_${id}`;
     }

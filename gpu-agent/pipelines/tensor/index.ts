@@ -3,7 +3,7 @@ import { type TensorOutput, tensorTask } from "../../../shared/tasks/tensor.ts";
 import { type NamedTensors, runStacked } from "../../batching/stack.ts";
 import { stagedPipeline } from "../../batching/staged.ts";
 import type { RunRequest } from "../../inference/types.ts";
-import { requireModelFile } from "../model-config.ts";
+import { ModelConfigError, requireModelFile } from "../model-config.ts";
 import {
   type LoadedPipeline,
   type PipelineDefinition,
@@ -30,7 +30,7 @@ export const tensorPipeline: PipelineDefinition = {
     const session = await createSession(requireModelFile(modelId, config));
     const declared = session.inputMetadata.flatMap((input) => (input.isTensor ? [input] : []));
     if (declared.length !== session.inputMetadata.length) {
-      throw new Error(`model ${modelId}: only tensor inputs can be sent as JSON`);
+      throw new ModelConfigError(`model ${modelId}: only tensor inputs can be sent as JSON`);
     }
     const dynamicBatch = declared.every((input) => {
       const batch = input.shape[0];

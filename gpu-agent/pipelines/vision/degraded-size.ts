@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ModelConfigError } from "../model-config.ts";
 import type { ImageInputShape } from "./input-shape.ts";
 
 /**
@@ -29,7 +30,7 @@ export function inputSizeForAttempt(
   const degraded = options.degraded_input_size;
   if (degraded === undefined) return () => full;
   if (shape.width !== null || shape.height !== null) {
-    throw new Error(
+    throw new ModelConfigError(
       `model ${modelId}: degraded_input_size needs dynamic height and width axes; the graph's input is fixed at ${shape.width ?? "?"}x${shape.height ?? "?"}`,
     );
   }

@@ -1,5 +1,5 @@
 import type { ModelSession } from "../../inference/types.ts";
-import { DEFAULT_MAX_BATCH, type ModelConfig } from "../model-config.ts";
+import { DEFAULT_MAX_BATCH, type ModelConfig, ModelConfigError } from "../model-config.ts";
 
 /** An NCHW image input as the model declares it. */
 export interface ImageInputShape {
@@ -21,11 +21,13 @@ const fixed = (dim: number | string | undefined): number | null =>
  */
 export function imageInputShape(session: ModelSession, modelId: string): ImageInputShape {
   const input = session.inputMetadata[0];
-  if (!input?.isTensor) throw new Error(`model ${modelId}: the first input is not a tensor`);
+  if (!input?.isTensor) {
+    throw new ModelConfigError(`model ${modelId}: the first input is not a tensor`);
+  }
   const shape = input.shape;
   const channels = shape[1];
   if (input.type !== "float32" || shape.length !== 4 || (fixed(channels) ?? 3) !== 3) {
-    throw new Error(
+    throw new ModelConfigError(
       `model ${modelId}: expected a float32 [N, 3, H, W] image input, got ${input.type} [${shape.join(", ")}]`,
     );
   }

@@ -1,0 +1,96 @@
+import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { modelFolder, yoloModel } from "../helpers/onnx-models.ts";
+
+/**
+ * A models.yaml model that no provider can load (a file that is not ONNX, options its
+ * pipeline does not know, labels that do not match the graph) is the operator's to fix:
+ * `gantry-agent run` stops at start with exit 2 and one line naming the model, as it does
+ * for an unknown model, instead of forking runners that fail the same way for ever under
+ * "no usable execution provider: cpu (…)" and a stack trace every backoff.
+ */
+const BIN = join(import.meta.dirname, "../../bin/gantry-agent.js");
+const folder = modelFolder();
+afterAll(() => folder.cleanup());
+
+const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
+
+/** A models.yaml with one detection model `det` backed by `bytes`, plus `extra` YAML lines. */
+function registry(name: string, bytes: Uint8Array, extra: string[] = []): string {
+  const file = folder.write(`${name}.onnx`, bytes);
+  const yaml = [
+    "models:",
+    "  - id: det",
+    "    task: detection",
+    ...extra.map((line) => `    ${line}`),
+    "    files:",
+    "      - name: model",
+    `        url: ${file}`,
+    `        sha256: ${sha256(bytes)}`,
+  ].join("\n");
+  return folder.write(`${name}.yaml`, new TextEncoder().encode(`${yaml}\n`));
+}
+
+/** Runs the agent until it exits (or the test's timeout): its exit code and what it said. */
+function runAgent(modelsFile: string): Promise<{ code: number | null; output: string }> {
+  const child = spawn(process.execPath, [BIN, "run"], {
+    env: {
+      PATH: process.env.PATH ?? "",
+      // Nothing listens there: the agent starts its runners before it first calls it.
+      GANTRY_GATEWAY_URL: "http://127.0.0.1:9",
+      GANTRY_AGENT_ID: "agt_modelconfigtest",
+      GANTRY_AGENT_SECRET: "a-secret-of-sixteen-or-more",
+      GANTRY_MODELS: "det",
+      GANTRY_MODELS_FILE: modelsFile,
+      GANTRY_MODEL_CACHE_DIR: join(modelsFile, "..", "cache"),
+      GANTRY_EXECUTION_PROVIDERS: "cuda,cpu",
+      GANTRY_LOG_LEVEL: "warn",
+      GANTRY_LOG_FORMAT: "json",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (chunk) => {
+    output += chunk;
+  });
+  child.stderr.on("data", (chunk) => {
+    output += chunk;
+  });
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ code, output });
+    });
+  });
+}
+
+const detector = () => yoloModel({ size: 32, classes: 2, anchors: 4, head: new Array(24).fill(0) });
+
+describe("gantry-agent run with a models.yaml model that cannot load", () => {
+  it.each([
+    {
+      what: "a file that is not ONNX",
+      file: () => registry("text", new TextEncoder().encode("not a model\n")),
+      says: /model det: onnxruntime cannot load .*text\.onnx: Protobuf parsing failed/,
+    },
+    {
+      what: "an option its pipeline does not know",
+      file: () => registry("typo", detector(), ["options: { confidance: 0.5 }"]),
+      says: /model det: invalid options: .*Unrecognized key: "confidance"/,
+    },
+    {
+      what: "labels that do not match the graph",
+      file: () => registry("labels", detector(), ["labels: [a, b, c]"]),
+      says: /model det has 2 classes but 3 labels/,
+    },
+  ])("stops at start, exit 2, naming the model, for $what", { timeout: 30_000 }, async (c) => {
+    const { code, output } = await runAgent(c.file());
+    expect(output).toMatch(c.says);
+    expect(output).not.toContain("no usable execution provider");
+    expect(output).not.toMatch(/\n\s+at /); // no stack trace
+    expect(code).toBe(2);
+  });
+});

@@ -17,7 +17,12 @@ import {
   overriddenTenants,
   releaseUploads,
 } from "./retention-uploads.ts";
-import { deleteLooseDeliveries } from "./retention-webhooks.ts";
+import {
+  deleteLooseDeliveries,
+  type EndpointKey,
+  endpointsOfJobs,
+  pruneEndpoints,
+} from "./retention-webhooks.ts";
 
 /**
  * Retention's store, as `Stores["retention"]` (gateway/sweep/retention/ drives it): claims
@@ -84,13 +89,21 @@ export function kyselyRetentionStore(db: Kysely<Database>) {
     /**
      * Deletes up to `limit` settled webhook deliveries (with their attempts) that no job row
      * holds, last attempted before `settledBefore`: batches', and budgets' of months before
-     * the one starting at `monthStart`.
+     * the one starting at `monthStart`. Returns how many, and the endpoints they went to.
      */
     deleteLooseDeliveries: (
       scope: RetentionScope,
       cutoffs: { settledBefore: number; monthStart: number },
       limit: number,
     ) => deleteLooseDeliveries(db, scope, cutoffs, limit),
+    /** The endpoints these jobs' webhook deliveries went to. */
+    endpointsOfJobs: (jobIds: readonly string[]) => endpointsOfJobs(db, jobIds),
+    /**
+     * Deletes the endpoints among `keys` not sent to since `idleBefore`, unless disabled;
+     * called with the URLs of the deliveries a pass deleted.
+     */
+    pruneEndpoints: (keys: readonly EndpointKey[], idleBefore: number) =>
+      pruneEndpoints(db, keys, idleBefore),
     /** A job named the upload: it is kept until that job's inputs expire. */
     markUploadUsed: (id: string, now: number) => markUploadUsed(db, id, now),
   };

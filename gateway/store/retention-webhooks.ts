@@ -31,9 +31,9 @@ export async function deleteLooseDeliveries(
   scope: RetentionScope,
   cutoffs: { settledBefore: number; monthStart: number },
   limit: number,
-): Promise<number> {
-  const due = await sql<{ id: string }>`
-    SELECT id FROM webhook_deliveries
+): Promise<{ deleted: number; endpoints: EndpointKey[] }> {
+  const due = await sql<{ id: string } & EndpointKey>`
+    SELECT id, tenant_id, url FROM webhook_deliveries
     WHERE ${scopeCondition(scope, "tenant_id")}
       AND ((${BATCH_OWNER}) OR (${MONTH_OWNER} AND created_at < ${cutoffs.monthStart}))
       AND state <> 'pending' AND updated_at < ${cutoffs.settledBefore}
@@ -48,5 +48,63 @@ export async function deleteLooseDeliveries(
       .executeTakeFirst();
     deleted += Number(result.numDeletedRows);
   }
-  return deleted;
+  return { deleted, endpoints: due.rows.map(({ tenant_id, url }) => ({ tenant_id, url })) };
+}
+
+/** A tenant's webhook URL: a `webhook_endpoints` row's key. */
+export interface EndpointKey {
+  tenant_id: string;
+  url: string;
+}
+
+/** The endpoints these jobs' deliveries went to: read before the jobs' rows are deleted. */
+export async function endpointsOfJobs(
+  db: Kysely<Database>,
+  jobIds: readonly string[],
+): Promise<EndpointKey[]> {
+  const keys: EndpointKey[] = [];
+  for (const part of chunked(jobIds)) {
+    keys.push(
+      ...(await db
+        .selectFrom("webhook_deliveries")
+        .select(["tenant_id", "url"])
+        .distinct()
+        .where("job_id", "in", part)
+        .execute()),
+    );
+  }
+  return keys;
+}
+
+/**
+ * Forgets the endpoints among `keys` that nothing was sent to since `idleBefore` (a row is
+ * updated by every attempt), once their deliveries are deleted: else every URL a tenant ever
+ * used (per-job URLs are common) stayed listed by `GET /v1/webhooks/endpoints` and got each
+ * `usage.threshold` webhook, for ever. A disabled one stays until it is enabled again: without
+ * its row the next delivery would go to a receiver that is gone. Only the deleted deliveries'
+ * URLs are looked at, each by its key, so this never scans the table.
+ */
+export async function pruneEndpoints(
+  db: Kysely<Database>,
+  keys: readonly EndpointKey[],
+  idleBefore: number,
+): Promise<number> {
+  const byTenant = new Map<string, Set<string>>();
+  for (const { tenant_id, url } of keys) {
+    byTenant.set(tenant_id, (byTenant.get(tenant_id) ?? new Set()).add(url));
+  }
+  let pruned = 0;
+  for (const [tenantId, urls] of byTenant) {
+    for (const part of chunked([...urls])) {
+      const result = await db
+        .deleteFrom("webhook_endpoints")
+        .where("tenant_id", "=", tenantId)
+        .where("url", "in", part)
+        .where("updated_at", "<", idleBefore)
+        .where("disabled_at", "is", null)
+        .executeTakeFirst();
+      pruned += Number(result.numDeletedRows);
+    }
+  }
+  return pruned;
 }

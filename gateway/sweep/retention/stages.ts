@@ -119,16 +119,17 @@ export async function runStages(
   const inputs = await purgeInputs(pass, scope, cutoffs.inputs);
   const rows = await purgeRows(pass, scope, cutoffs.rows);
   // Batches' and budgets' webhook records, which no job row takes with it (no blobs).
-  const deliveries = await deps.stores.retention.deleteLooseDeliveries(
+  const loose = await deps.stores.retention.deleteLooseDeliveries(
     scope,
     { settledBefore: cutoffs.rows, monthStart: monthOf(deps.lease.now).start },
     deps.batch,
   );
+  await deps.stores.retention.pruneEndpoints(loose.endpoints, cutoffs.rows);
   const uploads = await purgeUploads(pass, scope, cutoffs.uploads, !options.allUploads);
   const { retention } = deps.stores;
   const { token, now } = deps.lease;
   await releaseFailed((ids, at) => retention.releaseJobs(ids, token, at), pass.failedJobs, now);
-  const more = [outputs, inputs, rows, deliveries, uploads].some(
+  const more = [outputs, inputs, rows, loose.deleted, uploads].some(
     (claimed) => claimed >= deps.batch,
   );
   return { stats: pass.stats, more };
@@ -216,10 +217,11 @@ async function purgeRows(pass: Pass, scope: RetentionScope, before: number): Pro
   const { deps, stats } = pass;
   const { retention } = deps.stores;
   const claimed = await retention.claimJobs("rows", scope, before, deps.lease, deps.batch);
-  stats.rows.jobs += await retention.deleteJobs(
-    claimed.map((job) => job.id),
-    deps.lease.token,
-  );
+  const ids = claimed.map((job) => job.id);
+  // Read before the deliveries go: the endpoints they went to may be left with nothing.
+  const endpoints = await retention.endpointsOfJobs(ids);
+  stats.rows.jobs += await retention.deleteJobs(ids, deps.lease.token);
+  await retention.pruneEndpoints(endpoints, before);
   return claimed.length;
 }
 

@@ -190,6 +190,37 @@ export function describeRetentionExpiry(
       expect(deliveries.map((row) => row.id)).toEqual([pending]);
     });
 
+    it("forgets an endpoint nothing was sent to within the job retention, unless disabled", async () => {
+      const ten = await tenant("free");
+      const hooks = backend.stores.webhooks;
+      const url = (name: string) => `https://hooks.example.com/${name}?token=secret`;
+      const sent = async (name: string, endedAt: number) => {
+        const job = await endedJob(ten, endedAt);
+        const payload = { v: 1, type: "job.succeeded", timestamp: "", data: {} };
+        const input = { tenantId: ten, jobId: job, eventType: "job.succeeded" as const };
+        // A payload of any shape: retention never reads it.
+        await hooks.enqueue({ ...input, url: url(name), payload } as never, endedAt);
+      };
+      // Per-job URLs, as many receivers use: each endpoint only ever had old deliveries.
+      await sent("order-1", T0);
+      await hooks.recordEndpointSuccess(ten, url("order-1"), T0);
+      // Used by an old job and by one this week: still in use.
+      await sent("shared", T0);
+      await sent("shared", T0 + 6 * DAY);
+      await hooks.recordEndpointSuccess(ten, url("shared"), T0 + 6 * DAY);
+      // Disabled: forgetting it would send to a receiver that is gone again.
+      await sent("gone", T0);
+      await hooks.recordEndpointFailure(ten, url("gone"), { at: T0 - 6 * DAY, error: "x" });
+      await hooks.recordEndpointFailure(ten, url("gone"), { at: T0, error: "x" });
+      const urls = async () => (await hooks.endpoints(ten)).map((endpoint) => endpoint.url);
+      expect(await urls()).toEqual([url("gone"), url("order-1"), url("shared")]);
+      await sweepAt(T0 + 2 * DAY);
+      expect(await urls()).toEqual([url("gone"), url("order-1"), url("shared")]);
+      await sweepAt(T0 + 7 * DAY + HOUR);
+      expect(await urls()).toEqual([url("gone"), url("shared")]);
+      expect((await hooks.endpoints(ten))[0]?.status).toBe("disabled");
+    });
+
     it("applies a tenant's own retention, and only to that tenant", async () => {
       const short = await tenant("free", { output_retention_seconds: 60 });
       const plain = await tenant("free");

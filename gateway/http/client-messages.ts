@@ -30,6 +30,11 @@ export const clientMessages: z.core.$ZodErrorMap = (issue) => {
       return issue.values.length === 1
         ? `must be ${String(issue.values[0])}`
         : `must be one of ${issue.values.map(String).join(", ")}`;
+    case "invalid_key": {
+      // A record's key (metadata's): zod's "Invalid key in record" hides the key's own rule.
+      const rule = issue.issues[0]?.message;
+      return rule ? `not a valid key: ${rule}` : "not a valid key";
+    }
     case "unrecognized_keys":
       return `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((key) => JSON.stringify(key)).join(", ")}`;
     default:

@@ -144,4 +144,20 @@ describe("batch items", () => {
     expect(again.status).toBe(202);
     expect(await again.json()).toMatchObject({ request_counts: { total: 2 }, errors: [] });
   });
+
+  it("says what a metadata key must be, for an item, a batch and a job", async () => {
+    const rule = "not a valid key: letters, digits, '_', '.' or '-' (1-64)";
+    const bad = { "bad key": "v" };
+    const items = [{ input: {}, metadata: bad }, { input: {} }];
+    const made = await post("/v1/batches", { model: "noop", items });
+    expect(await made.json()).toMatchObject({
+      errors: [{ index: 0, message: `metadata.bad key: ${rule}` }],
+    });
+    const batch = await post("/v1/batches", { model: "noop", items, metadata: bad });
+    expect(await batch.json()).toMatchObject({ detail: `body: metadata.bad key: ${rule}` });
+    const job = await post("/v1/jobs", { model: "noop", input: {}, metadata: bad });
+    expect(await job.json()).toMatchObject({
+      errors: [{ path: "metadata.bad key", message: rule }],
+    });
+  });
 });

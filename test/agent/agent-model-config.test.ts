@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { modelFolder, yoloModel } from "../helpers/onnx-models.ts";
+import { classifierModel, modelFolder, yoloModel } from "../helpers/onnx-models.ts";
 
 /**
  * A models.yaml model that no provider can load (a file that is not ONNX, options its
@@ -17,13 +17,13 @@ afterAll(() => folder.cleanup());
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 
-/** A models.yaml with one detection model `det` backed by `bytes`, plus `extra` YAML lines. */
-function registry(name: string, bytes: Uint8Array, extra: string[] = []): string {
+/** A models.yaml with one model `det` of `task` backed by `bytes`, plus `extra` YAML lines. */
+function registry(name: string, bytes: Uint8Array, extra: string[] = [], task = "detection") {
   const file = folder.write(`${name}.onnx`, bytes);
   const yaml = [
     "models:",
     "  - id: det",
-    "    task: detection",
+    `    task: ${task}`,
     ...extra.map((line) => `    ${line}`),
     "    files:",
     "      - name: model",
@@ -85,6 +85,16 @@ describe("gantry-agent run with a models.yaml model that cannot load", () => {
       what: "labels that do not match the graph",
       file: () => registry("labels", detector(), ["labels: [a, b, c]"]),
       says: /model det has 2 classes but 3 labels/,
+    },
+    {
+      what: "a classifier named as a detector",
+      file: () => registry("classifier", classifierModel({ size: 32, weights: [[1], [0], [0]] })),
+      says: /model det: expected a YOLO head \[N, 4 \+ classes, anchors\].*got float32 \[batch, 1\]/,
+    },
+    {
+      what: "a detector named as a classifier",
+      file: () => registry("detector", detector(), [], "classification"),
+      says: /model det: expected logits \[N, classes\].*got float32 \[batch, 6, 4\]/,
     },
   ])("stops at start, exit 2, naming the model, for $what", { timeout: 30_000 }, async (c) => {
     const { code, output } = await runAgent(c.file());

@@ -69,6 +69,14 @@ export const classificationPipeline: PipelineDefinition = {
     const outputName = session.outputNames[0]!;
     const head = session.outputMetadata[0];
     const declared = head?.isTensor ? head.shape.at(-1) : undefined;
+    // One score per class per image: a detector's [N, 4 + classes, anchors] would fail every job.
+    const between = head?.isTensor ? head.shape.slice(1, -1) : [];
+    const wide = between.some((dim) => typeof dim === "number" && dim !== 1);
+    if (head?.isTensor && (head.shape.length < 2 || wide)) {
+      throw new ModelConfigError(
+        `model ${modelId}: expected logits [N, classes] as its first output, got ${head.type} [${head.shape.join(", ")}]`,
+      );
+    }
     if (options.labels && typeof declared === "number" && declared !== options.labels.length) {
       throw new ModelConfigError(
         `model ${modelId} has ${declared} classes but ${options.labels.length} labels`,

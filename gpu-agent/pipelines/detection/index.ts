@@ -59,7 +59,13 @@ export const detectionPipeline: PipelineDefinition = {
     // Check the labels against the head now when its class axis is fixed, not on every job.
     const head = session.outputMetadata[0];
     const rows = head?.isTensor ? head.shape[1] : undefined;
-    if (typeof rows === "number" && rows > 4) labelOf(rows - 4);
+    // A graph that cannot be a YOLO head (a classifier's [N, classes]) would fail every job.
+    if (head?.isTensor && (head.shape.length !== 3 || (typeof rows === "number" && rows < 5))) {
+      throw new ModelConfigError(
+        `model ${modelId}: expected a YOLO head [N, 4 + classes, anchors] as its first output, got ${head.type} [${head.shape.join(", ")}]`,
+      );
+    }
+    if (typeof rows === "number") labelOf(rows - 4);
 
     const toTensor = (pixels: Uint8Array) => model.toTensor(pixels, UNIT_SCALE);
     function labelOf(classes: number) {

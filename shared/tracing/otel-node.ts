@@ -43,6 +43,7 @@ export async function startTracing(
       `OTEL_EXPORTER_OTLP_PROTOCOL=${protocol} is not supported: use ${PROTOCOLS.join(" or ")}`,
     );
   }
+  const url = exportUrl(env);
   const [api, sdk, resources, semconv, exporters] = await Promise.all([
     import("@opentelemetry/api"),
     import("@opentelemetry/sdk-trace-base"),
@@ -52,10 +53,6 @@ export async function startTracing(
       ? import("@opentelemetry/exporter-trace-otlp-http")
       : import("@opentelemetry/exporter-trace-otlp-proto"),
   ]);
-  // The signal's own endpoint is used as given; the general one gets the traces path (spec).
-  const url =
-    env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ||
-    `${(env.OTEL_EXPORTER_OTLP_ENDPOINT ?? "").replace(/\/+$/, "")}/v1/traces`;
   // Later merges win: our default name, then OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME.
   const resource = resources
     .defaultResource()
@@ -118,4 +115,20 @@ export async function startTracing(
     tracer: { startSpan: (name, options = {}) => start(name, options, remote(options.parent)) },
     shutdown: () => provider.shutdown(),
   };
+}
+
+/**
+ * Where spans go: the signal's own endpoint as given, else the general one with the traces
+ * path (spec). Checked here, so that a bad value stops the process naming its variable
+ * rather than as the exporter's internal error, or (another scheme) exporting nowhere.
+ */
+function exportUrl(env: Env): string {
+  const own = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
+  const name = own ? "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" : "OTEL_EXPORTER_OTLP_ENDPOINT";
+  const value = own || (env.OTEL_EXPORTER_OTLP_ENDPOINT ?? "");
+  const url = own || `${value.replace(/\/+$/, "")}/v1/traces`;
+  if (!URL.canParse(url) || !/^https?:$/.test(new URL(url).protocol)) {
+    throw new UserError(`${name}=${value} is not an http(s) URL, such as http://collector:4318`);
+  }
+  return url;
 }

@@ -115,5 +115,6 @@ export function webhookDeps(gateway: Gateway): DeliverDeps {
     },
     log: gateway.log,
     ...webhookTrace(gateway),
+    ...(gateway.stopping ? { stopping: gateway.stopping } : {}),
   };
 }

@@ -45,6 +45,13 @@ export interface DeliverDeps {
   log?: { warn(fields: object, message: string): void };
   /** Each attempt as a span in its job's trace (webhooks/trace.ts); absent, none. */
   trace?: WebhookTrace;
+  /**
+   * Aborted when the gateway begins a graceful shutdown (Node): no attempt starts after it,
+   * and one still waiting for its receiver is cut short and recorded as a `timeout`, its
+   * retry kept on schedule for the next gateway, rather than holding the shutdown for the
+   * attempt's whole timeout.
+   */
+  stopping?: AbortSignal;
 }
 
 /** "lost": another sender won the claim. "abandoned": given up without a new attempt. */
@@ -64,6 +71,8 @@ export async function claimAndSend(
   row: DueDelivery,
   deps: DeliverDeps,
 ): Promise<Outcome> {
+  // Shutting down: the delivery stays due, for the next gateway (or this one restarted).
+  if (deps.stopping?.aborted) return "lost";
   const now = deps.now();
   // A sender died during the last allowed attempt: the schedule is spent, do not send a 9th.
   if (row.attempts >= MAX_ATTEMPTS) {
@@ -180,11 +189,8 @@ async function send(row: DueDelivery, at: number, deps: DeliverDeps): Promise<Po
       error: `no signing secret: ${reason}`.slice(0, 300),
     };
   }
-  return postWebhook(
-    deps.fetch,
-    row.url,
-    row.payload,
-    headers,
-    deps.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-  );
+  return postWebhook(deps.fetch, row.url, row.payload, headers, {
+    timeoutMs: deps.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    ...(deps.stopping ? { stopping: deps.stopping } : {}),
+  });
 }

@@ -34,8 +34,10 @@ export async function postWebhook(
   url: string,
   body: string,
   headers: WebhookHeaders,
-  timeoutMs: number,
+  limits: { timeoutMs: number; stopping?: AbortSignal },
 ): Promise<PostResult> {
+  const { timeoutMs, stopping } = limits;
+  const timeout = AbortSignal.timeout(timeoutMs);
   let response: Response;
   try {
     response = await fetchFn(url, {
@@ -50,9 +52,17 @@ export async function postWebhook(
       // tenant never registered (or to an internal address).
       redirect: "manual",
       // Covers the response body too: a receiver that stalls mid-body is cut off as well.
-      signal: AbortSignal.timeout(timeoutMs),
+      signal: stopping ? AbortSignal.any([timeout, stopping]) : timeout,
     });
   } catch (error) {
+    if (stopping?.aborted && !timeout.aborted) {
+      return {
+        statusCode: null,
+        reason: "timeout",
+        error: CUT_SHORT,
+        detail: describeError(error),
+      };
+    }
     return fetchFailure(error, timeoutMs);
   }
   if (response.status >= 200 && response.status < 300) {
@@ -77,6 +87,9 @@ export async function postWebhook(
     ...(honoured ? { retryAfter: retryAfter.slice(0, 64) } : {}),
   };
 }
+
+/** An attempt the gateway's shutdown ended before its receiver answered. */
+export const CUT_SHORT = "cut short: the gateway stopped before the receiver answered";
 
 /** The sentence recorded for each reason a request got no answer. */
 export const NO_ANSWER_ERRORS = {

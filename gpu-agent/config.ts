@@ -106,7 +106,7 @@ export const AGENT_SETTINGS = {
   preload: setting(
     "GANTRY_PRELOAD",
     list(ModelId).optional(),
-    "Models each runner loads at start and never unloads; the others load when a job needs them. Unset: each runner loads GANTRY_MODELS in order at start while they fit.",
+    "Models of GANTRY_MODELS each runner loads at start and never unloads; the others load when a job needs them. Unset: each runner loads GANTRY_MODELS in order at start while they fit.",
   ),
   maxAttempts: setting(
     "GANTRY_MAX_ATTEMPTS",
@@ -206,7 +206,9 @@ export function parseAgentConfig(
   const problems = [...(read.ok ? [] : read.problems), ...credentialProblems(read.given)].map(
     (problem) => problem.line,
   );
-  if (read.ok && problems.length === 0) problems.push(...timingProblems(read.settings));
+  if (read.ok && problems.length === 0) {
+    problems.push(...timingProblems(read.settings), ...preloadProblems(read.settings));
+  }
   if (!read.ok || problems.length > 0) {
     throw new UserError(`Invalid agent settings:\n  ${problems.join("\n  ")}`);
   }
@@ -229,6 +231,15 @@ function credentialProblems(given: ReadonlySet<string>): SettingProblem[] {
   const line =
     "GANTRY_AGENT_TOKEN is required (the fleet's enrollment token), unless GANTRY_AGENT_ID and GANTRY_AGENT_SECRET give this agent its own credentials";
   return [{ setting: "GANTRY_AGENT_TOKEN", line }];
+}
+
+/** A preloaded model is pinned in every runner: one the agent does not serve never runs a job. */
+function preloadProblems(config: { models: string[]; preload?: string[] | undefined }): string[] {
+  const unserved = (config.preload ?? []).filter((model) => !config.models.includes(model));
+  if (unserved.length === 0) return [];
+  return [
+    `GANTRY_PRELOAD names ${unserved.join(", ")}, which GANTRY_MODELS (${config.models.join(",")}) does not serve`,
+  ];
 }
 
 function timingProblems(config: {

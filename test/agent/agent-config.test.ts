@@ -115,6 +115,19 @@ describe("agent config", () => {
     expect(message).toContain("at most half of GANTRY_LEASE_SECONDS");
   });
 
+  it("refuses GANTRY_PRELOAD models that GANTRY_MODELS does not serve", () => {
+    // Each would be loaded into every runner and pinned there, and never run a job.
+    const message = problemsOf(() =>
+      parseAgentConfig({ ...REQUIRED, GANTRY_MODELS: "ocr,rmbg", GANTRY_PRELOAD: "rmbg,yolo,sam" }),
+    );
+    expect(message).toContain(
+      "GANTRY_PRELOAD names yolo, sam, which GANTRY_MODELS (ocr,rmbg) does not serve",
+    );
+    expect(
+      parseAgentConfig({ ...REQUIRED, GANTRY_MODELS: "ocr,rmbg", GANTRY_PRELOAD: "rmbg" }).preload,
+    ).toEqual(["rmbg"]);
+  });
+
   it("refuses out-of-range numbers and bad model names", () => {
     expect(problemsOf(() => parseAgentConfig({ ...REQUIRED, GANTRY_SLOTS: "0" }))).toContain(
       "GANTRY_SLOTS: must be at least 1",

@@ -15,7 +15,7 @@ import { hashKey, type Tenant } from "../store/tenants.ts";
 import { assertWebhookUrlAllowed } from "../webhooks/url-policy.ts";
 import { completeIfDone } from "./batch-completion.ts";
 import { batchView } from "./batch-view.ts";
-import { webhookDeps } from "./lifecycle.ts";
+import { webhookDeps, webhookUrlPolicy } from "./lifecycle.ts";
 import { assertModelAccepting } from "./model-switches.ts";
 import { type CheckedJob, checkModelAndInputs, sameRequest, submitJob } from "./submit.ts";
 
@@ -50,11 +50,8 @@ export async function createBatch(
   if (earlier && earlier.total !== null) return replay(gateway, earlier);
   // Paused with `reject_new`: 503 with Retry-After as a submit, not item by item (a 422).
   if (gateway.models.has(request.model)) await assertModelAccepting(gateway, request.model);
-  if (request.webhook) {
-    assertWebhookUrlAllowed(request.webhook.url, {
-      allowInsecure: gateway.config.allowInsecureWebhooks,
-    });
-  }
+  // The policy deliveries are held to, GANTRY_WEBHOOK_ALLOW's receivers included.
+  if (request.webhook) assertWebhookUrlAllowed(request.webhook.url, webhookUrlPolicy(gateway));
   const errors: BatchItemError[] = [];
   const items: { index: number; item: BatchItem }[] = [];
   request.items.forEach((raw, index) => {

@@ -7,6 +7,7 @@ import { parseStoredProgress, toProgressEvent } from "../store/job-progress.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
 import { type DeliverDeps, deliverOne } from "../webhooks/deliveries.ts";
 import { webhookTrace } from "../webhooks/trace.ts";
+import type { WebhookUrlPolicy } from "../webhooks/url-policy.ts";
 import { afterBatchJobChange } from "./batch-completion.ts";
 import { kickReleaseAfterChange } from "./release.ts";
 
@@ -109,12 +110,21 @@ export function webhookDeps(gateway: Gateway): DeliverDeps {
     fetch: gateway.fetch,
     now: gateway.now,
     secretFor: (tenantId) => gateway.stores.webhooks.signingSecrets(tenantId, gateway.now()),
-    urlPolicy: {
-      allowInsecure: gateway.config.allowInsecureWebhooks,
-      allow: allowListOf(gateway.config.webhookAllow),
-    },
+    urlPolicy: webhookUrlPolicy(gateway),
     log: gateway.log,
     ...webhookTrace(gateway),
     ...(gateway.stopping ? { stopping: gateway.stopping } : {}),
+  };
+}
+
+/**
+ * The policy a tenant's webhook URLs are held to, at submission (a job's, a batch's) and
+ * again before each attempt: embedded mode's http and private receivers, and the
+ * operator's GANTRY_WEBHOOK_ALLOW.
+ */
+export function webhookUrlPolicy(gateway: Gateway): WebhookUrlPolicy {
+  return {
+    allowInsecure: gateway.config.allowInsecureWebhooks,
+    allow: allowListOf(gateway.config.webhookAllow),
   };
 }

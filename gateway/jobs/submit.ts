@@ -1,6 +1,5 @@
 import { HttpProblem } from "../../shared/errors.ts";
 import { newId } from "../../shared/ids.ts";
-import { allowListOf } from "../../shared/net/allow-list.ts";
 import type { JobRequest } from "../../shared/protocol/index.ts";
 import { newTraceparent, parseTraceparent } from "../../shared/trace.ts";
 import { noopTracer, type TraceSpan } from "../../shared/tracing/tracer.ts";
@@ -14,7 +13,7 @@ import { hashKey, type Tenant } from "../store/tenants.ts";
 import { uploadBlobKey } from "../store/uploads.ts";
 import { assertWebhookUrlAllowed } from "../webhooks/url-policy.ts";
 import { assertInputUrlsAllowed } from "./input-urls.ts";
-import { afterTransition } from "./lifecycle.ts";
+import { afterTransition, webhookUrlPolicy } from "./lifecycle.ts";
 import { assertModelAccepting } from "./model-switches.ts";
 import { publishJob } from "./publish.ts";
 import { kickRelease, releaseWindow } from "./release.ts";
@@ -106,10 +105,7 @@ async function submitHeld(
   await assertModelAccepting(gateway, spec.id);
   assertInputUrlsAllowed(request.input, gateway.config);
   if (request.webhook) {
-    assertWebhookUrlAllowed(request.webhook.url, {
-      allowInsecure: gateway.config.allowInsecureWebhooks,
-      allow: allowListOf(gateway.config.webhookAllow),
-    });
+    assertWebhookUrlAllowed(request.webhook.url, webhookUrlPolicy(gateway));
   }
   // The tenant's queued jobs and the model's queue depth: 429 / 503 when either is full.
   held.slot ??= await admitJob(gateway, tenant, spec.id);

@@ -48,6 +48,8 @@ export interface TestGatewayOptions {
   sharedLimits?: NodeGatewayOptions["sharedLimits"];
   /** A metrics listener (GANTRY_METRICS_PORT; 0: any free port), on loopback. */
   metricsPort?: number;
+  /** False: webhooks as outside embedded mode (https, public or GANTRY_WEBHOOK_ALLOW). */
+  allowInsecureWebhooks?: boolean;
 }
 
 export interface TestGateway extends NodeGateway {
@@ -85,7 +87,7 @@ export async function startTestGateway(options: TestGatewayOptions = {}): Promis
       models: options.models ?? ["ocr", "noop"],
       maxUploadBytes: 5 * 1024 * 1024,
       sweepIntervalMs: options.sweepIntervalMs ?? 500,
-      allowInsecureWebhooks: true,
+      allowInsecureWebhooks: options.allowInsecureWebhooks ?? true,
       logger: pino({ level: process.env.GANTRY_TEST_LOG ?? "silent" }),
       ...(options.maxAttempts ? { maxAttempts: options.maxAttempts } : {}),
       ...(options.leaseSeconds ? { leaseSeconds: options.leaseSeconds } : {}),

@@ -10,7 +10,7 @@ import { jobArtifactRoutes } from "./job-artifacts.ts";
 import { jobEventRoutes } from "./job-events.ts";
 import { jobInputRoutes } from "./job-inputs.ts";
 import { jobRetryRoutes } from "./job-retry.ts";
-import { jobWebhookRoutes } from "./job-webhooks.ts";
+import { batchWebhookRoutes, jobWebhookRoutes } from "./job-webhooks.ts";
 import { jobRoutes } from "./jobs.ts";
 import { modelRoutes } from "./models.ts";
 import { uploadRoutes } from "./uploads.ts";
@@ -25,6 +25,7 @@ export const v1Routes = new OpenAPIHono<AppEnv>()
   .route("/uploads", uploadRoutes)
   .route("/jobs", jobRoutes)
   .route("/batches", batchRoutes)
+  .route("/batches", batchWebhookRoutes)
   .route("/jobs", jobEventRoutes)
   .route("/jobs", jobRetryRoutes)
   .route("/jobs", jobWebhookRoutes)

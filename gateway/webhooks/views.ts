@@ -1,7 +1,7 @@
-import type { WebhookEventType } from "../../shared/protocol/job.ts";
 import type {
   WebhookAttemptReason,
   WebhookDelivery,
+  WebhookDeliveryEventType,
   WebhookDeliveryState,
   WebhookEndpoint,
   WebhookSecretDetails,
@@ -20,7 +20,7 @@ export function toWebhookDelivery(view: WebhookDeliveryView): WebhookDelivery {
     object: "webhook_delivery",
     id: view.id,
     job_id: view.job_id,
-    event_type: view.event_type as WebhookEventType,
+    event_type: view.event_type as WebhookDeliveryEventType,
     url: view.url,
     state: view.state as WebhookDeliveryState,
     attempt_count: view.attempts,

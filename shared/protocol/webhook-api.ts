@@ -51,12 +51,24 @@ export type WebhookAttempt = z.infer<typeof WebhookAttempt>;
 export const WebhookDeliveryState = z.enum(["pending", "delivered", "failed", "skipped"]);
 export type WebhookDeliveryState = z.infer<typeof WebhookDeliveryState>;
 
+/**
+ * Every `type` a delivery can carry: a job's changes, a batch's end, a budget's threshold
+ * (each payload's own schema: webhook.ts, batch.ts, usage.ts).
+ */
+export const WebhookDeliveryEventType = z.enum([
+  ...WebhookEventType.options,
+  "batch.completed",
+  "usage.threshold",
+]);
+export type WebhookDeliveryEventType = z.infer<typeof WebhookDeliveryEventType>;
+
 export const WebhookDelivery = z.object({
   object: z.literal("webhook_delivery"),
   /** Also the `webhook-id` header of every attempt. */
   id: WebhookDeliveryId,
+  /** The job's id; for `batch.completed`, the batch's (`GET /v1/batches/{id}/webhooks`). */
   job_id: z.string(),
-  event_type: WebhookEventType,
+  event_type: WebhookDeliveryEventType,
   url: z.string(),
   state: WebhookDeliveryState,
   attempt_count: z.number().int().nonnegative(),

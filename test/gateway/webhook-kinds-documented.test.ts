@@ -6,10 +6,10 @@
 import { expect, expectTypeOf, it } from "vitest";
 import type { WebhookEvent } from "../../client/index.ts";
 import { openApiDocument } from "../../gateway/openapi/index.ts";
-import { WebhookEventType } from "../../shared/protocol/job.ts";
 import { WIRE_SCHEMAS } from "../../shared/protocol/json-schema.ts";
+import { WebhookDeliveryEventType } from "../../shared/protocol/webhook-api.ts";
 
-const SENT = [...WebhookEventType.options, "batch.completed", "usage.threshold"].sort();
+const SENT = [...WebhookDeliveryEventType.options].sort();
 
 /** The `type` values a JSON Schema allows, following `$ref`s into `components.schemas`. */
 function typesOf(schema: unknown, components: Record<string, unknown>): string[] {

@@ -1,7 +1,9 @@
 import { freemem } from "node:os";
+import { UserError } from "../../shared/errors.ts";
 import type { AgentConfig } from "../config.ts";
 import type { PoolOptions } from "../runner/pool.ts";
 import type { RunnerOptions } from "../runner/types.ts";
+import { CUDA_LIBRARY_INSTALL, cudaLibraryPath, cudaLibraryPresent } from "./cuda-library.ts";
 import { type AgentGpu, discoverGpus, planSlots } from "./discover.ts";
 import type { NvidiaSmi } from "./nvidia-smi.ts";
 
@@ -33,9 +35,17 @@ export function defaultBudgetMb(freeMb: number): number {
  */
 export async function planRunners(
   config: PlanConfig,
-  deps: { nvidiaSmi?: NvidiaSmi; env?: NodeJS.ProcessEnv } = {},
+  deps: { nvidiaSmi?: NvidiaSmi; env?: NodeJS.ProcessEnv; cudaLibraryPath?: string } = {},
 ): Promise<RunnerPlan> {
   const env = deps.env ?? process.env;
+  // With cuda alone, no runner could ever start: each would fail on the missing library
+  // again and again. (A driver or GPU that is not there yet may come; the library will not.)
+  const library = deps.cudaLibraryPath ?? cudaLibraryPath();
+  if (!config.executionProviders.includes("cpu") && !(await cudaLibraryPresent(library))) {
+    throw new UserError(
+      `GANTRY_EXECUTION_PROVIDERS is ${config.executionProviders.join(",")}, but onnxruntime's CUDA provider library is missing (${library}): fetch it with ${CUDA_LIBRARY_INSTALL}, or add cpu to run on the CPU`,
+    );
+  }
   const gpus = await discoverGpus({
     providers: config.executionProviders,
     chosen: config.gpus,

@@ -1,11 +1,10 @@
-import { access } from "node:fs/promises";
-import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
+import { CUDA_LIBRARY_INSTALL, cudaLibraryPresent } from "../devices/cuda-library.ts";
 import { visibleGpus } from "../devices/discover.ts";
 import type { GpuQueryResult } from "../devices/nvidia-smi.ts";
 import type { ExecutionProvider } from "../inference/types.ts";
 import { type CheckResult, type CheckStatus, errorText } from "./report.ts";
 
+export { cudaLibraryPath } from "../devices/cuda-library.ts";
 export { type GpuInfo, type NvidiaSmi, queryGpus, runNvidiaSmi } from "../devices/nvidia-smi.ts";
 
 /**
@@ -110,36 +109,18 @@ export function gpuRows(
   });
 }
 
-/** Where onnxruntime-node keeps its CUDA provider library on this platform. */
-export function cudaLibraryPath(): string {
-  const require = createRequire(import.meta.url);
-  const packageDir = dirname(require.resolve("onnxruntime-node/package.json"));
-  return join(
-    packageDir,
-    "bin",
-    "napi-v6",
-    process.platform,
-    process.arch,
-    "libonnxruntime_providers_cuda.so",
-  );
-}
-
 export async function cudaLibraryCheck(
   path: string,
   providers: readonly ExecutionProvider[],
 ): Promise<CheckResult> {
   const name = "CUDA provider libraries";
-  try {
-    await access(path);
-    return { name, status: "pass", detail: path };
-  } catch {
-    return {
-      name,
-      status: cudaSeverity(providers),
-      detail: `missing: ${path}`,
-      hint: "fetch them with `ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules/onnxruntime-node/script/install` (needs CUDA 12 and cuDNN 9)",
-    };
-  }
+  if (await cudaLibraryPresent(path)) return { name, status: "pass", detail: path };
+  return {
+    name,
+    status: cudaSeverity(providers),
+    detail: `missing: ${path}`,
+    hint: `fetch them with ${CUDA_LIBRARY_INSTALL}`,
+  };
 }
 
 /** Whether onnxruntime can create and run a session on `provider`. */

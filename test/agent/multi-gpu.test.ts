@@ -7,6 +7,7 @@ import { parseAgentConfig } from "../../gpu-agent/config.ts";
 import { planRunners } from "../../gpu-agent/devices/runner-plan.ts";
 import { runDoctor } from "../../gpu-agent/doctor/index.ts";
 import { createAgentMetrics } from "../../gpu-agent/metrics.ts";
+import { UserError } from "../../shared/errors.ts";
 import { affineModel, modelFolder } from "../helpers/onnx-models.ts";
 import { type RecordingRunners, recordingRunners } from "../helpers/recording-runner.ts";
 import { installStubNvidiaSmi } from "../helpers/stub-nvidia-smi.ts";
@@ -75,6 +76,27 @@ describe("GPU discovery", () => {
     await expect(plan({ GANTRY_GPUS: "7" })).rejects.toThrow(/GANTRY_GPUS names GPU 7/);
     const cpu = await plan({ GANTRY_EXECUTION_PROVIDERS: "cpu", GANTRY_SLOTS: "3" });
     expect(cpu.runners.map((runner) => runner.gpu)).toEqual([undefined, undefined, undefined]);
+  });
+
+  it("stops at once when cuda is the only provider and its library is missing", async () => {
+    // Before, each runner was forked again and again for ever, failing on the library.
+    const missing = "/nonexistent/libonnxruntime_providers_cuda.so";
+    const cudaOnly = (path: string) =>
+      planRunners(
+        parseAgentConfig({
+          GANTRY_GATEWAY_URL: "http://127.0.0.1:1",
+          GANTRY_AGENT_TOKEN: "t",
+          GANTRY_EXECUTION_PROVIDERS: "cuda",
+        }),
+        { env: {}, cudaLibraryPath: path },
+      );
+    await expect(cudaOnly(missing)).rejects.toThrow(
+      new UserError(
+        `GANTRY_EXECUTION_PROVIDERS is cuda, but onnxruntime's CUDA provider library is missing (${missing}): fetch it with \`ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules/onnxruntime-node/script/install\` (needs CUDA 12 and cuDNN 9), or add cpu to run on the CPU`,
+      ),
+    );
+    const present = folder.write("libonnxruntime_providers_cuda.so", new Uint8Array());
+    expect((await cudaOnly(present)).gpus).toHaveLength(4);
   });
 });
 

@@ -267,12 +267,13 @@ export async function checkModelAndInputs(
   }
   const head = await gateway.blobs.head(uploadBlobKey(upload.id));
   if (!head || head.sizeBytes !== upload.size_bytes) {
-    throw new HttpProblem(
-      409,
-      "upload_incomplete",
-      "Upload not completed",
-      `Upload ${image} has not been received yet: PUT the file to its upload URL first.`,
-    );
+    // Past its URL's expiry the file can no longer be sent: "PUT it first" would be a dead end.
+    const expiredAt = new Date(upload.expires_at).toISOString();
+    const detail =
+      upload.expires_at <= gateway.now()
+        ? `Upload ${image} was never received and its upload URL expired at ${expiredAt}: make a new upload (POST /v1/uploads).`
+        : `Upload ${image} has not been received yet: PUT the file to its upload URL first.`;
+    throw new HttpProblem(409, "upload_incomplete", "Upload not completed", detail);
   }
   return { spec, timeout };
 }

@@ -54,6 +54,8 @@ export async function retryJob(
       `The job is ${result.current?.status ?? current.status}; only failed, expired or canceled jobs can be retried.`,
     );
   }
+  // Its batch, if it had ended, is in progress again until this job ends (batches.ts).
+  if (result.job.batch_id) await jobs.reopenBatch(result.job.batch_id, now);
   if (slot) slot.queued();
   else {
     // An operator's redrive, unbounded: still counted into this process's readings.

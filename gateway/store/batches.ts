@@ -105,6 +105,20 @@ export function completeBatch(db: Kysely<Database>, id: string, now: number) {
     .executeTakeFirst();
 }
 
+/**
+ * A job of an ended batch is back in the queue (`POST /v1/jobs/{id}/retry`): the batch is in
+ * progress again until that job ends, and then completes as before (its one `batch.completed`
+ * delivery is not sent twice).
+ */
+export async function reopenBatch(db: Kysely<Database>, id: string, now: number) {
+  await db
+    .updateTable("batches")
+    .set({ status: "in_progress", completed_at: null, updated_at: now })
+    .where("id", "=", id)
+    .where("status", "<>", "in_progress")
+    .execute();
+}
+
 /** A batch still in progress is being canceled; a completed one stays as it ended. */
 export async function markBatchCanceled(db: Kysely<Database>, id: string, now: number) {
   await db

@@ -170,6 +170,9 @@ export class KyselyJobStore {
   markBatchCanceled(id: string, now: number) {
     return batches.markBatchCanceled(this.db, id, now);
   }
+  reopenBatch(id: string, now: number) {
+    return batches.reopenBatch(this.db, id, now);
+  }
   batchJobs(id: string, options: { limit: number; after?: string; active?: boolean }) {
     return batches.batchJobs(this.db, id, options);
   }

@@ -160,4 +160,27 @@ describe("batch items", () => {
       errors: [{ path: "metadata.bad key", message: rule }],
     });
   });
+
+  it("opens a completed batch again while a retried job of its runs, and completes it after", async () => {
+    const response = await post("/v1/batches", { model: "noop", items: [{ input: {} }] });
+    const { id } = (await response.json()) as { id: string };
+    const [job] = await batchJobs(id);
+    const read = async () =>
+      (await (await gw.api(`/v1/batches/${id}`)).json()) as {
+        status: string;
+        completed_at: string | null;
+        request_counts: { queued: number };
+      };
+    expect((await post(`/v1/jobs/${job?.id}/cancel`, {})).status).toBe(200);
+    await expect.poll(async () => (await read()).status).toBe("completed");
+    expect((await post(`/v1/jobs/${job?.id}/retry`, {})).status).toBe(202);
+    // Not `completed` with a job queued: in progress until that job ends again.
+    expect(await read()).toMatchObject({
+      status: "in_progress",
+      completed_at: null,
+      request_counts: { queued: 1 },
+    });
+    expect((await post(`/v1/jobs/${job?.id}/cancel`, {})).status).toBe(200);
+    await expect.poll(async () => (await read()).status).toBe("completed");
+  });
 });

@@ -1,6 +1,10 @@
 import { allowListOf } from "../../shared/net/allow-list.ts";
 import type { JobStatus, WebhookEventType } from "../../shared/protocol/index.ts";
-import { isTerminal, WebhookSubscription } from "../../shared/protocol/index.ts";
+import {
+  DEFAULT_WEBHOOK_EVENTS,
+  isTerminal,
+  WebhookSubscription,
+} from "../../shared/protocol/index.ts";
 import { traceIdOf } from "../../shared/trace.ts";
 import type { Gateway } from "../context.ts";
 import { parseStoredProgress, toProgressEvent } from "../store/job-progress.ts";
@@ -12,13 +16,6 @@ import { afterBatchJobChange } from "./batch-completion.ts";
 import { kickReleaseAfterChange } from "./release.ts";
 
 export { publishJob, queueMessageOf } from "./publish.ts";
-
-const DEFAULT_WEBHOOK_EVENTS: WebhookEventType[] = [
-  "job.succeeded",
-  "job.failed",
-  "job.canceled",
-  "job.expired",
-];
 
 /**
  * Wakes this gateway's streams of the job with its new progress. Other gateways hear of it

@@ -2,9 +2,9 @@ import type { Kysely } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import { newId } from "../../shared/ids.ts";
 import type { BatchWebhookPayload } from "../../shared/protocol/batch.ts";
-import type { WebhookEventType } from "../../shared/protocol/job.ts";
 import type { UsageThresholdPayload } from "../../shared/protocol/usage.ts";
 import type { WebhookPayload } from "../../shared/protocol/webhook.ts";
+import type { WebhookEventType } from "../../shared/protocol/webhook-subscription.ts";
 
 /**
  * Webhook deliveries: one row per event to send, one `webhook_attempts` row per try

@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { FairnessKey, JobInput, JobMetadata, ModelId, TimeoutSeconds, WebhookUrl } from "./job.ts";
+import { FairnessKey, JobInput, JobMetadata, ModelId, TimeoutSeconds } from "./job.ts";
+import { WebhookUrl } from "./webhook-subscription.ts";
 
 export const MAX_BATCH_ITEMS = 1_000;
 

@@ -15,3 +15,4 @@ export * from "./run-usage.ts";
 export * from "./upload.ts";
 export * from "./usage.ts";
 export * from "./webhook.ts";
+export * from "./webhook-subscription.ts";

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { JobError } from "./error.ts";
 import { JobProgress } from "./progress.ts";
+import { WebhookSubscription } from "./webhook-subscription.ts";
 
 export const JobStatus = z.enum([
   "queued",
@@ -55,30 +56,6 @@ export const JobInput = z
     "Model inputs. `image` is an upload id or an https URL; other keys are model parameters.",
   );
 export type JobInput = z.infer<typeof JobInput>;
-
-export const WebhookEventType = z.enum([
-  "job.running",
-  "job.succeeded",
-  "job.failed",
-  "job.canceled",
-  "job.expired",
-]);
-export type WebhookEventType = z.infer<typeof WebhookEventType>;
-
-/**
- * Where a webhook goes. Which hosts and schemes a gateway accepts is its URL policy's
- * (gateway/webhooks/url-policy.ts, `422 webhook_url_not_allowed`); this is only the shape,
- * with a message of its own: zod's "Invalid URL" reads as a typo for `ftp://…`.
- */
-export const WebhookUrl = z
-  .url({ protocol: /^https?$/, error: "must be an http(s) URL" })
-  .max(2048);
-
-export const WebhookSubscription = z.strictObject({
-  url: WebhookUrl,
-  events: z.array(WebhookEventType).min(1).max(5).optional(),
-});
-export type WebhookSubscription = z.infer<typeof WebhookSubscription>;
 
 const METADATA_KEY = /^[A-Za-z0-9_.-]{1,64}$/;
 export const METADATA_MAX_KEYS = 16;

@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { WebhookEventType } from "./job.ts";
 import { WebhookSecret } from "./webhook.ts";
+import { WebhookEventType } from "./webhook-subscription.ts";
 
 /**
  * The webhook management API: a job's delivery log and redelivery, secret rotation, and

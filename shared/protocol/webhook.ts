@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { Job, WebhookEventType } from "./job.ts";
+import { Job } from "./job.ts";
+import { WebhookEventType } from "./webhook-subscription.ts";
 
 /** The body of every webhook. Signed per the Standard Webhooks spec. */
 export const WebhookPayload = z.object({

@@ -5,6 +5,7 @@
  */
 import { expect, expectTypeOf, it } from "vitest";
 import type { WebhookEvent } from "../../client/index.ts";
+import { subscribedWebhook } from "../../gateway/jobs/lifecycle.ts";
 import { openApiDocument } from "../../gateway/openapi/index.ts";
 import { WIRE_SCHEMAS } from "../../shared/protocol/json-schema.ts";
 import { WebhookDeliveryEventType } from "../../shared/protocol/webhook-api.ts";
@@ -41,6 +42,21 @@ it("publishes a JSON Schema for every webhook payload", () => {
     .filter(([name]) => name.endsWith("Payload"))
     .flatMap(([, schema]) => typesOf(schema.toJSONSchema(), {}));
   expect(described.sort()).toEqual(SENT);
+});
+
+it("says which changes a job's webhook gets when it names no events, as they are sent", () => {
+  const document = openApiDocument("http://gantry.test") as unknown as {
+    components: { schemas: Record<string, { properties: Record<string, unknown> }> };
+  };
+  const webhook = document.components.schemas.JobRequest?.properties.webhook as {
+    properties: { events: { description?: string } };
+  };
+  const hook = JSON.stringify({ url: "https://hooks.example.com/in" });
+  const sent = ["running", "succeeded", "failed", "canceled", "expired"]
+    .filter((status) => subscribedWebhook(hook, status))
+    .map((status) => `job.${status}`);
+  expect(sent).toEqual(["job.succeeded", "job.failed", "job.canceled", "job.expired"]);
+  expect(webhook.properties.events.description).toContain(`Default: ${sent.join(", ")}`);
 });
 
 // Checked by the type check (npm test's `tsc`), not at run time.

@@ -106,11 +106,21 @@ const problemHeaders = (answer: ProblemAnswer) => ({
 
 /** Zod's issues as `{path, message}` pairs a client can show next to its fields. */
 export function validationProblem(error: ZodError, where: string): HttpProblem {
-  const errors = error.issues.slice(0, 20).map((issue) => ({
+  // zod runs a field's checks even once its type failed ("items": "" also "must be at least 1
+  // character long", scopes sent as a string "at most 3 characters"): the type says it all.
+  const mistyped = new Set(
+    error.issues.filter((issue) => issue.code === "invalid_type").map((i) => i.path.join(".")),
+  );
+  const issues = error.issues.filter(
+    (issue) => issue.code === "invalid_type" || !mistyped.has(issue.path.join(".")),
+  );
+  const errors = issues.slice(0, 20).map((issue) => ({
     path: issue.path.length ? issue.path.join(".") : "(root)",
     message: issue.message,
   }));
-  const first = errors[0];
-  const detail = first ? `${where}: ${first.path}: ${first.message}` : `${where} is invalid`;
+  const first = issues[0];
+  // A whole value refused (a header, a body that is not an object) is named by `where` alone.
+  const said = first?.path.length ? `${errors[0]?.path}: ${first.message}` : first?.message;
+  const detail = said ? `${where}: ${said}` : `${where} is invalid`;
   return new HttpProblem(422, "validation_failed", "Request validation failed", detail, { errors });
 }

@@ -183,4 +183,12 @@ describe("batch items", () => {
     expect((await post(`/v1/jobs/${job?.id}/cancel`, {})).status).toBe(200);
     await expect.poll(async () => (await read()).status).toBe("completed");
   });
+
+  it("names only the type of a field sent as the wrong type, not its length too", async () => {
+    const refused = await post("/v1/batches", { model: "noop", items: "" });
+    expect(refused.status).toBe(422);
+    expect(((await refused.json()) as { errors: unknown[] }).errors).toEqual([
+      { path: "items", message: "must be an array, not a string" },
+    ]);
+  });
 });

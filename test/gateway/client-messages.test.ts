@@ -1,6 +1,7 @@
 import { expect, it } from "vitest";
 import { z } from "zod";
 import { clientMessages } from "../../gateway/http/client-messages.ts";
+import { validationProblem } from "../../gateway/http/problem.ts";
 
 const Body = z.strictObject({
   model: z.string().min(1).max(64),
@@ -55,4 +56,19 @@ it("says what a field must be in the API's words, not zod's", () => {
   ]);
   // A schema's own message still wins.
   expect(messages({ model: "m", tag: "A" })).toEqual(["tag: lowercase letters"]);
+});
+
+it("names a whole value refused by where it came from alone, not '(root)'", () => {
+  const header = z.string().min(1).max(8).safeParse("x".repeat(9), { error: clientMessages });
+  expect(validationProblem(header.error as z.ZodError, "Idempotency-Key header").detail).toBe(
+    "Idempotency-Key header: must be at most 8 characters long",
+  );
+  const body = Body.safeParse([], { error: clientMessages });
+  expect(validationProblem(body.error as z.ZodError, "body").detail).toBe(
+    "body: must be an object, not an array",
+  );
+  const field = Body.safeParse({ model: "m", priority: 10 }, { error: clientMessages });
+  expect(validationProblem(field.error as z.ZodError, "body").detail).toBe(
+    "body: priority: must be at most 9",
+  );
 });

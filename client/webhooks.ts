@@ -24,16 +24,24 @@ export function verifyWebhook(
   headers: WebhookHeaders,
   secret: string,
 ): WebhookEvent {
-  const pick = (name: string): string => {
-    const value =
-      headers instanceof Headers
-        ? headers.get(name)
-        : (headers[name] ?? headers[name.toLowerCase()]);
-    return Array.isArray(value) ? (value[0] ?? "") : (value ?? "");
-  };
+  const pick = headerReader(headers);
   return new Webhook(secret).verify(payload, {
     "webhook-id": pick("webhook-id"),
     "webhook-timestamp": pick("webhook-timestamp"),
     "webhook-signature": pick("webhook-signature"),
   }) as WebhookEvent;
+}
+
+/**
+ * Reads a header by its lowercase name. Header names have no case: a proxy may have sent
+ * `Webhook-Id` (Go's canonical form), and a plain object keeps whatever case arrived;
+ * `Headers` already ignores it.
+ */
+function headerReader(headers: WebhookHeaders): (name: string) => string {
+  if (headers instanceof Headers) return (name) => headers.get(name) ?? "";
+  const byName = new Map(Object.entries(headers).map(([key, value]) => [key.toLowerCase(), value]));
+  return (name) => {
+    const value = byName.get(name);
+    return Array.isArray(value) ? (value[0] ?? "") : (value ?? "");
+  };
 }

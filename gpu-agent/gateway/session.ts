@@ -5,6 +5,7 @@ import {
   MAX_SESSION_CALLS,
 } from "../../shared/protocol/agent-session.ts";
 import { peerRetryDelayMs } from "../backoff.ts";
+import { problemDetail } from "./answers.ts";
 import type { Answer } from "./batching.ts";
 import { GatewayError, signedRequestRefused } from "./errors.ts";
 import type { GatewayTransport, HttpGatewayTransport } from "./transport.ts";
@@ -193,7 +194,15 @@ export function createSessionTransport(
         body !== null && typeof body === "object" && "code" in body && typeof body.code === "string"
           ? body.code
           : null;
-      call.resolve({ status, body, code });
+      if (status === 401) {
+        // As the HTTP transport: the gateway refused this agent's credentials (revoked
+        // since the session opened), which is an error, and a revocation stops the agent.
+        const error = signedRequestRefused(code, http.currentId(), problemDetail(body));
+        if (error.code === "agent_revoked") options.onRevoked?.(error);
+        call.reject(error);
+      } else {
+        call.resolve({ status, body, code });
+      }
       flush();
     });
     ws.on("close", () => {

@@ -57,7 +57,16 @@ export const jobInputRoutes = documented(new OpenAPIHono<AppEnv>(), inputRoute).
     const row = await tenantJob(gateway, c.get("tenant").id, id);
     const input = toJob(row).input as Record<string, unknown>;
     const value = INPUT_NAME.test(name) && Object.hasOwn(input, name) ? input[name] : undefined;
-    if (typeof value !== "string" || !UPLOAD_ID.test(value)) throw notFound("Input", name);
+    if (typeof value === "string" && !UPLOAD_ID.test(value)) {
+      // The job has this input, as a URL: "No input image." would say it has none.
+      throw new HttpProblem(
+        404,
+        "not_found",
+        "Input not stored",
+        `Input ${name} was given as a URL (the job's input.${name}); Gantry keeps no copy of it.`,
+      );
+    }
+    if (typeof value !== "string") throw notFound("Input", name);
     if ((row.inputs_purged_at ?? null) !== null) throw inputExpired(id);
     // The job names the upload, so a missing one was deleted by retention (the uploads
     // stage may reach it before the job's own inputs stage marks the job).

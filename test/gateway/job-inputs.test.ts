@@ -78,6 +78,10 @@ describe.each(SETUPS)("job inputs: $name", (setup) => {
     });
     const response = await gw.api(`/v1/jobs/${job.id}/inputs/image`, { redirect: "manual" });
     expect(response.status).toBe(404);
+    // Says why, rather than that the job has no such input (it has: a URL).
+    expect(((await response.json()) as { detail: string }).detail).toBe(
+      "Input image was given as a URL (the job's input.image); Gantry keeps no copy of it.",
+    );
   });
 
   it("answers 410 input_expired once retention deleted the input, on the SDK too", async () => {

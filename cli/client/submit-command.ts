@@ -147,8 +147,9 @@ export async function submitCommand(
         await one(next.value);
       } catch (error) {
         // The gateway refused this file (its type, its size): note it and go on. Anything
-        // else (the gateway unreachable after every retry, an interrupt) stops the run.
-        if (!(error instanceof APIError) || error.status >= 500 || controller.signal.aborted)
+        // else (the gateway unreachable after every retry, an interrupt, a refusal of the
+        // caller) stops the run.
+        if (!(error instanceof APIError) || !refusesFile(error) || controller.signal.aborted)
           throw error;
         await writeRefusal(next.value, error, flags.out, failures, counts);
       }
@@ -265,4 +266,14 @@ async function writeRefusal(
   counts.failed++;
   if (failures.length < LISTED_FAILURES)
     failures.push({ file: file.name, job_id: "", code: error.code, message: error.message });
+}
+
+/**
+ * A refusal of this file, to note as its result. A key that is not valid or may not submit
+ * (401, 403), or a tenant over a limit the retries did not outwait (429: its rate, its
+ * queued jobs, its month's budget), refuses every file alike: written as each one's error,
+ * every file was uploaded to be refused and then stayed failed on a resumed run.
+ */
+function refusesFile(error: APIError): boolean {
+  return error.status < 500 && ![401, 403, 429].includes(error.status);
 }

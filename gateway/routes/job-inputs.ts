@@ -1,5 +1,6 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { HttpProblem, notFound } from "../../shared/errors.ts";
+import { InputRef } from "../../shared/protocol/index.ts";
 import type { AppEnv } from "../env.ts";
 import { tenantJob } from "../jobs/tenant-job.ts";
 import { documented, presignedRedirect, problems } from "../openapi/parts.ts";
@@ -57,7 +58,7 @@ export const jobInputRoutes = documented(new OpenAPIHono<AppEnv>(), inputRoute).
     const row = await tenantJob(gateway, c.get("tenant").id, id);
     const input = toJob(row).input as Record<string, unknown>;
     const value = INPUT_NAME.test(name) && Object.hasOwn(input, name) ? input[name] : undefined;
-    if (typeof value === "string" && !UPLOAD_ID.test(value)) {
+    if (typeof value === "string" && !UPLOAD_ID.test(value) && InputRef.safeParse(value).success) {
       // The job has this input, as a URL: "No input image." would say it has none.
       throw new HttpProblem(
         404,
@@ -66,7 +67,7 @@ export const jobInputRoutes = documented(new OpenAPIHono<AppEnv>(), inputRoute).
         `Input ${name} was given as a URL (the job's input.${name}); Gantry keeps no copy of it.`,
       );
     }
-    if (typeof value !== "string") throw notFound("Input", name);
+    if (typeof value !== "string" || !UPLOAD_ID.test(value)) throw notFound("Input", name);
     if ((row.inputs_purged_at ?? null) !== null) throw inputExpired(id);
     // The job names the upload, so a missing one was deleted by retention (the uploads
     // stage may reach it before the job's own inputs stage marks the job).

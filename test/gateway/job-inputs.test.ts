@@ -82,6 +82,10 @@ describe.each(SETUPS)("job inputs: $name", (setup) => {
     expect(((await response.json()) as { detail: string }).detail).toBe(
       "Input image was given as a URL (the job's input.image); Gantry keeps no copy of it.",
     );
+    // A model parameter is no input file at all.
+    const param = await gantry.jobs.create({ model: "noop", input: { lang: "en" } });
+    const none = await gw.api(`/v1/jobs/${param.id}/inputs/lang`, { redirect: "manual" });
+    expect(((await none.json()) as { detail: string }).detail).toBe("No input lang.");
   });
 
   it("answers 410 input_expired once retention deleted the input, on the SDK too", async () => {

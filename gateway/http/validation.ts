@@ -1,4 +1,4 @@
-import type { Context } from "hono";
+import type { Context, HonoRequest } from "hono";
 import { z } from "zod";
 import { HttpProblem } from "../../shared/errors.ts";
 import { clientMessages } from "./client-messages.ts";
@@ -49,15 +49,38 @@ export function parseWith<T extends z.ZodType>(
  * A route's query, read with `schema` after its names are checked: a name the route does not
  * take is refused (422), not ignored. Ignored, a mistyped filter (`?stauts=failed`) or one
  * the route does not have (`GET /v1/jobs?batch_id=…`) answered with every job as though it
- * had applied. `families`: prefixes of open-ended names (`metadata.` for `metadata.KEY`).
+ * had applied. So is a name given twice: read as its first value, `?status=succeeded&status=failed`
+ * answered with the succeeded jobs alone. `families`: prefixes of open-ended names
+ * (`metadata.` for `metadata.KEY`).
  */
 export function parseQuery<T extends z.ZodObject>(
   schema: T,
-  query: Record<string, string>,
+  request: Pick<HonoRequest, "query" | "queries">,
   families: readonly string[] = [],
 ): z.infer<T> {
+  const query = request.query();
   refuseUnknownParameters(query, Object.keys(schema.shape), families);
+  refuseRepeatedParameters(request.queries());
   return parseWith(schema, query, "query");
+}
+
+/** 422 naming each query parameter given more than once: each takes one value. */
+function refuseRepeatedParameters(queries: Record<string, string[]>): void {
+  const repeated = Object.entries(queries).filter(([, values]) => values.length > 1);
+  const [first] = repeated;
+  if (first === undefined) return;
+  const message = (count: number) => `given ${count} times; it takes one value`;
+  throw new HttpProblem(
+    422,
+    "validation_failed",
+    "Request validation failed",
+    `query: ${first[0]}: ${message(first[1].length)}`,
+    {
+      errors: repeated
+        .slice(0, 20)
+        .map(([name, values]) => ({ path: name, message: message(values.length) })),
+    },
+  );
 }
 
 /** 422 naming each query parameter that is neither `known` nor of one of the `families`. */

@@ -82,7 +82,7 @@ export const adminAgentRoutes = documented(
 )
   .get(listRoute.getRoutingPath(), async (c) => {
     const gateway = c.get("gateway");
-    const query = parseQuery(ListQuery, c.req.query());
+    const query = parseQuery(ListQuery, c.req);
     const rows = await gateway.stores.agents.list({
       limit: query.limit,
       before: query.cursor,

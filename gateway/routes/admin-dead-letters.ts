@@ -88,7 +88,7 @@ function filterOf(query: {
  */
 export const adminDeadLetterRoutes = documented(new OpenAPIHono<AppEnv>(), listRoute, redriveRoute)
   .get(listRoute.getRoutingPath(), async (c) => {
-    const query = parseQuery(ListQuery, c.req.query());
+    const query = parseQuery(ListQuery, c.req);
     const rows = await c.get("gateway").stores.jobs.deadLetters({
       ...filterOf(query),
       limit: query.limit + 1,

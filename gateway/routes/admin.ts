@@ -203,7 +203,7 @@ export const adminRoutes = documented(
     return c.json(toTenantView(row), 201);
   })
   .get(listTenants.getRoutingPath(), async (c) => {
-    const query = parseQuery(ListQuery, c.req.query());
+    const query = parseQuery(ListQuery, c.req);
     const rows = await c.get("gateway").stores.tenants.list({
       limit: query.limit + 1,
       ...(query.cursor ? { after: query.cursor } : {}),

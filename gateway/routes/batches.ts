@@ -135,7 +135,7 @@ export const batchRoutes = documented(
   })
   .get(jobsRoute.getRoutingPath(), async (c) => {
     const row = await batchOr404(c, c.req.param("id"));
-    const query = parseQuery(JobsQuery, c.req.query());
+    const query = parseQuery(JobsQuery, c.req);
     const rows = await c.get("gateway").stores.jobs.batchJobs(row.id, {
       limit: query.limit + 1,
       ...(query.cursor ? { after: query.cursor } : {}),

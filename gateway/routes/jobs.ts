@@ -169,7 +169,7 @@ export const jobRoutes = documented(
     return c.json(view, isTerminal(now.status as JobStatus) ? 200 : 202);
   })
   .get(listRoute.getRoutingPath(), async (c) => {
-    const query = parseQuery(ListQuery, c.req.query(), [METADATA_FILTER]);
+    const query = parseQuery(ListQuery, c.req, [METADATA_FILTER]);
     const metadata = metadataFilters(c.req.query());
     const rows = await c.get("gateway").stores.jobs.list(c.get("tenant").id, {
       limit: query.limit + 1,

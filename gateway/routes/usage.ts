@@ -49,7 +49,7 @@ const adminUsageRoute = createRoute({
 export const usageRoutes = documented(new OpenAPIHono<AppEnv>(), usageRoute, adminUsageRoute)
   .get(usageRoute.getRoutingPath(), async (c) => {
     const gateway = c.get("gateway");
-    const query = parseQuery(UsageQuery, c.req.query());
+    const query = parseQuery(UsageQuery, c.req);
     const period = periodOf(query, gateway.now());
     const [totals, budget] = await Promise.all([
       gateway.stores.usage.report({
@@ -69,7 +69,7 @@ export const usageRoutes = documented(new OpenAPIHono<AppEnv>(), usageRoute, adm
   })
   .get(adminUsageRoute.getRoutingPath(), async (c) => {
     const gateway = c.get("gateway");
-    const query = parseQuery(AdminUsageQuery, c.req.query());
+    const query = parseQuery(AdminUsageQuery, c.req);
     const period = periodOf(query, gateway.now());
     const groups = groupsOf(query.group_by);
     const totals = await gateway.stores.usage.report({

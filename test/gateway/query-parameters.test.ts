@@ -87,3 +87,27 @@ it("takes every parameter a listing documents", async () => {
     expect(answer.status, `${path}: ${await answer.clone().text()}`).toBe(200);
   }
 });
+
+it("refuses a parameter given twice, instead of reading its first value", async () => {
+  const both = await get("/v1/jobs?status=succeeded&status=failed");
+  expect(both.status).toBe(422);
+  expect(await problemOf(both)).toMatchObject({
+    code: "validation_failed",
+    detail: "query: status: given 2 times; it takes one value",
+    errors: [{ path: "status", message: "given 2 times; it takes one value" }],
+  });
+  for (const path of [
+    "/v1/jobs?limit=1&limit=50",
+    "/v1/jobs?metadata.customer=a&metadata.customer=b",
+    "/v1/admin/tenants?limit=5&limit=6",
+    "/v1/usage?group_by=model&group_by=day",
+  ]) {
+    const answer = await get(path);
+    expect(answer.status, path).toBe(422);
+    expect((await problemOf(answer)).detail, path).toMatch(/^query: [\w.]+: given 2 times/);
+  }
+  // GET /v1/events takes a filter's values repeated or comma-separated, as documented.
+  const events = await get("/v1/events?status=succeeded&status=failed");
+  expect(events.status).toBe(200);
+  await events.body?.cancel();
+});

@@ -59,7 +59,10 @@ export const requireApiKey = createMiddleware<AppEnv>(async (c, next) => {
 export function requiredScope(method: string, path: string): Scope | null {
   if (path === "/v1/admin" || path.startsWith("/v1/admin/")) return "admin";
   if (path === "/v1/models" || path.startsWith("/v1/models/")) return null;
-  if (path === "/v1/webhooks" || path.startsWith("/v1/webhooks/")) return "jobs:write";
+  // The secret only: the rest of /v1/webhooks (endpoint health) is read and written as jobs are.
+  if (path === "/v1/webhooks/secret" || path.startsWith("/v1/webhooks/secret/")) {
+    return "jobs:write";
+  }
   return method === "GET" || method === "HEAD" ? "jobs:read" : "jobs:write";
 }
 

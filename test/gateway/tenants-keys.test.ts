@@ -107,6 +107,10 @@ describe("API keys", () => {
     expect(requiredScope("GET", "/v1/jobs/job_1/webhooks")).toBe("jobs:read");
     expect(requiredScope("POST", "/v1/jobs/job_1/webhooks/whd_1/redeliver")).toBe("jobs:write");
     expect(requiredScope("POST", "/v1/webhooks/secret/rotate")).toBe("jobs:write");
+    // The secret signs webhooks: reading it takes jobs:write. Endpoint health is a read.
+    expect(requiredScope("GET", "/v1/webhooks/secret")).toBe("jobs:write");
+    expect(requiredScope("GET", "/v1/webhooks/endpoints")).toBe("jobs:read");
+    expect(requiredScope("POST", "/v1/webhooks/endpoints/enable")).toBe("jobs:write");
     expect(requiredScope("GET", "/v1/models/ocr")).toBeNull();
     expect(requiredScope("GET", "/v1/administrator")).toBe("jobs:read");
   });

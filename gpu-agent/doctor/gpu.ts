@@ -1,6 +1,6 @@
 import { CUDA_LIBRARY_INSTALL, cudaLibraryPresent } from "../devices/cuda-library.ts";
-import { visibleGpus } from "../devices/discover.ts";
-import type { GpuQueryResult } from "../devices/nvidia-smi.ts";
+import { discoverGpus, visibleGpus } from "../devices/discover.ts";
+import type { GpuQueryResult, NvidiaSmi } from "../devices/nvidia-smi.ts";
 import type { ExecutionProvider } from "../inference/types.ts";
 import { type CheckResult, type CheckStatus, errorText } from "./report.ts";
 
@@ -138,6 +138,39 @@ export async function providerCheck(
       name,
       status: provider === "cuda" ? cudaSeverity(providers) : "fail",
       detail: `does not work: ${errorText(error)}`,
+    };
+  }
+}
+
+/**
+ * GANTRY_GPUS as `gantry-agent run` reads it (the same discovery): a GPU it names that
+ * nvidia-smi cannot list, or that CUDA_VISIBLE_DEVICES hides, stops `run` at start, so the
+ * doctor fails it rather than call the host ready.
+ */
+export async function gpuSelectionCheck(
+  options: {
+    providers: readonly ExecutionProvider[];
+    gpus: readonly number[];
+    cudaVisibleDevices?: string | undefined;
+  },
+  nvidiaSmi?: NvidiaSmi,
+): Promise<CheckResult> {
+  const name = "GANTRY_GPUS";
+  try {
+    const chosen = await discoverGpus({
+      providers: options.providers,
+      chosen: options.gpus,
+      cudaVisibleDevices: options.cudaVisibleDevices,
+      ...(nvidiaSmi ? { nvidiaSmi } : {}),
+    });
+    const indexes = chosen.map((gpu) => gpu.info.index).join(", ");
+    return { name, status: "pass", detail: `runners on GPU ${indexes}` };
+  } catch (error) {
+    return {
+      name,
+      status: "fail",
+      detail: errorText(error),
+      hint: "name GPUs that nvidia-smi lists and CUDA_VISIBLE_DEVICES shows, or leave GANTRY_GPUS unset",
     };
   }
 }

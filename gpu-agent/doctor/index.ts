@@ -13,6 +13,7 @@ import {
   cudaLibraryPath,
   driverCheck,
   gpuRows,
+  gpuSelectionCheck,
   type NvidiaSmi,
   providerCheck,
   queryGpus,
@@ -99,6 +100,9 @@ export async function runDoctor(
     record(vramCheck(gpus));
     const selection = { cudaVisibleDevices: options.cudaVisibleDevices, chosen: options.gpus };
     for (const row of gpuRows(gpus, selection)) record(row);
+    if (options.gpus?.length) {
+      record(await gpuSelectionCheck({ ...options, gpus: options.gpus }, deps.nvidiaSmi));
+    }
     progress("checking the CUDA provider libraries…");
     const libraries = record(
       await cudaLibraryCheck(deps.cudaLibraryPath ?? cudaLibraryPath(), providers),

@@ -4,6 +4,7 @@ import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AgentHandle, startAgent } from "../../gpu-agent/agent.ts";
 import { parseAgentConfig } from "../../gpu-agent/config.ts";
+import type { NvidiaSmi } from "../../gpu-agent/devices/nvidia-smi.ts";
 import { planRunners } from "../../gpu-agent/devices/runner-plan.ts";
 import { runDoctor } from "../../gpu-agent/doctor/index.ts";
 import { createAgentMetrics } from "../../gpu-agent/metrics.ts";
@@ -127,6 +128,38 @@ describe("gantry-agent doctor on a four-GPU host", () => {
       "NVIDIA L4: 22.1 GiB free of 22.5 GiB, 10% busy, 41 °C, CUDA device 1",
     );
     expect(rows[3]?.detail).toMatch(/CUDA device 0$/);
+    expect(report.results.find((row) => row.name === "GANTRY_GPUS")).toMatchObject({
+      status: "pass",
+      detail: "runners on GPU 3, 1", // in CUDA_VISIBLE_DEVICES order, as CUDA numbers them
+    });
+  });
+
+  it("fails GANTRY_GPUS where `run` would refuse it: a GPU it cannot see, or no nvidia-smi", async () => {
+    // Before, the doctor called such a host ready and `run` then stopped at start.
+    const doctor = (gpus: number[], nvidiaSmi?: NvidiaSmi) =>
+      runDoctor(
+        {
+          gatewayUrl: null,
+          queueUrl: null,
+          models: [],
+          providers: ["cuda", "cpu"],
+          threads: 1,
+          gpus,
+        },
+        { cudaLibraryPath: "/nonexistent/lib.so", ...(nvidiaSmi ? { nvidiaSmi } : {}) },
+      );
+    const row = (report: { results: { name: string }[] }) =>
+      report.results.find((result) => result.name === "GANTRY_GPUS");
+    const unseen = await doctor([7]);
+    expect(unseen.ok).toBe(false);
+    expect(row(unseen)).toMatchObject({ status: "fail", detail: expect.stringMatching(/GPU 7/) });
+    const absent = Object.assign(new Error("spawn nvidia-smi ENOENT"), { code: "ENOENT" });
+    const cpuHost = await doctor([0], () => Promise.reject(absent));
+    expect(cpuHost.ok).toBe(false);
+    expect(row(cpuHost)).toMatchObject({
+      status: "fail",
+      detail: "GANTRY_GPUS names GPUs, but they cannot be listed: no nvidia-smi on this host",
+    });
   });
 });
 

@@ -1,5 +1,6 @@
 import type { Kysely } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
+import { deleteEmptyBatches } from "./retention-batches.ts";
 import {
   activeJobs,
   claimJobs,
@@ -96,6 +97,9 @@ export function kyselyRetentionStore(db: Kysely<Database>) {
       cutoffs: { settledBefore: number; monthStart: number },
       limit: number,
     ) => deleteLooseDeliveries(db, scope, cutoffs, limit),
+    /** Deletes up to `limit` batches ended before `endedBefore` whose jobs are all gone. */
+    deleteEmptyBatches: (scope: RetentionScope, endedBefore: number, limit: number) =>
+      deleteEmptyBatches(db, scope, endedBefore, limit),
     /** The endpoints these jobs' webhook deliveries went to. */
     endpointsOfJobs: (jobIds: readonly string[]) => endpointsOfJobs(db, jobIds),
     /**

@@ -125,11 +125,13 @@ export async function runStages(
     deps.batch,
   );
   await deps.stores.retention.pruneEndpoints(loose.endpoints, cutoffs.rows);
+  // Batches whose jobs are all gone now, this pass's rows included (nothing else shows them).
+  const batches = await deps.stores.retention.deleteEmptyBatches(scope, cutoffs.rows, deps.batch);
   const uploads = await purgeUploads(pass, scope, cutoffs.uploads, !options.allUploads);
   const { retention } = deps.stores;
   const { token, now } = deps.lease;
   await releaseFailed((ids, at) => retention.releaseJobs(ids, token, at), pass.failedJobs, now);
-  const more = [outputs, inputs, rows, loose.deleted, uploads].some(
+  const more = [outputs, inputs, rows, loose.deleted, batches, uploads].some(
     (claimed) => claimed >= deps.batch,
   );
   return { stats: pass.stats, more };

@@ -67,22 +67,3 @@ export async function jobsWatch(id: string, flags: { json?: boolean }, env: Node
 }
 
 /** `gantry models`: each served model, the files it takes and its parameters. */
-export async function modelsCommand(flags: { json?: boolean }, env: NodeJS.ProcessEnv) {
-  const models = await clientFromEnv(env).models.list();
-  if (flags.json) {
-    process.stdout.write(`${JSON.stringify(models)}\n`);
-    return;
-  }
-  for (const model of models) {
-    process.stdout.write(
-      `${model.id}  (${model.content_types.join(", ")})${model.description ? `  ${model.description}` : ""}\n`,
-    );
-    const required = new Set(model.input_schema.required ?? []);
-    for (const [name, schema] of Object.entries(model.input_schema.properties ?? {})) {
-      const kind = schema.enum ? schema.enum.map(String).join(" | ") : (schema.type ?? "any");
-      process.stdout.write(
-        `    ${name}${required.has(name) ? "" : "?"}: ${kind}${schema.description ? `  ${schema.description}` : ""}\n`,
-      );
-    }
-  }
-}

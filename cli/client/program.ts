@@ -4,14 +4,8 @@ import { USAGE_EXIT } from "../../shared/cli-errors.ts";
 import { UserError } from "../../shared/errors.ts";
 import { JobStatus } from "../../shared/protocol/job.ts";
 import { collectParam, Interrupted } from "./common.ts";
-import {
-  jobsCancel,
-  jobsGet,
-  jobsList,
-  jobsRetry,
-  jobsWatch,
-  modelsCommand,
-} from "./jobs-command.ts";
+import { jobsCancel, jobsGet, jobsList, jobsRetry, jobsWatch } from "./jobs-command.ts";
+import { modelsCommand } from "./models-command.ts";
 import { runCommand } from "./run-command.ts";
 import { submitCommand } from "./submit-command.ts";
 import { usageCommand } from "./usage-command.ts";
@@ -97,9 +91,10 @@ function program(env: NodeJS.ProcessEnv): Command {
     .action((id: string, flags) => jobsWatch(id, flags, env));
   root
     .command("models")
-    .description("the models served and their parameters")
-    .option("--json", "the models as JSON")
-    .action((flags) => modelsCommand(flags, env));
+    .description("the models served and their parameters; with a model, its live state too")
+    .argument("[model]", "one model's id: adds its queue, agents, pace and waits")
+    .option("--json", "the models (or the one model) as JSON")
+    .action((id: string | undefined, flags) => modelsCommand(id, flags, env));
   root
     .command("usage")
     .description("your device time per model and day this month, and what your budget has left")

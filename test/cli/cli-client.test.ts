@@ -247,6 +247,17 @@ describe("gantry jobs and models", () => {
     const models = await gantry("models");
     expect(models.stdout).toMatch(/^ocr /m);
     expect(models.stdout).toMatch(/^\s+delay_ms\?/m);
+    expect(models.stdout).not.toContain("state:");
+    // One model: its live state too, which a listing does not read.
+    const one = await gantry("models", "noop");
+    expect(one.code, one.stderr).toBe(0);
+    expect(one.stdout).toMatch(
+      /^noop .*\n {4}state: serving · \d+ queued, \d+ running · 1 live agent · [\d.–]+ starts\/min · wait p50 \S+( s)?, p95 \S+( s)?\n/,
+    );
+    const json = JSON.parse((await gantry("models", "noop", "--json")).stdout);
+    expect(json).toMatchObject({ id: "noop", state: { paused: false, agents: 1 } });
+    const unknown = await gantry("models", "nope");
+    expect([unknown.code, unknown.stderr]).toEqual([1, "gantry: 404 not_found: No model nope.\n"]);
   });
 });
 

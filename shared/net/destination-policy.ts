@@ -18,8 +18,8 @@ import { forbiddenAddress, isIpAddress } from "./ip-ranges.ts";
  *   cloud metadata.
  * - Credentials in the URL are refused: they would be a secret stored in the job resource.
  * - Any port is allowed (receivers often listen on 8443 or 8080; the address checks are
- *   what keeps internal services out of reach), except the Fetch standard's blocked ports
- *   (SMTP, SSH, …), which `fetch` would refuse anyway.
+ *   what keeps internal services out of reach), except port 0 and the Fetch standard's
+ *   blocked ports (SMTP, SSH, …), which `fetch` would refuse anyway.
  */
 export interface DestinationPolicy {
   /** Embedded mode (webhooks only): loopback and private destinations allowed. */
@@ -51,6 +51,8 @@ const FETCH_BLOCKED_PORTS = new Set([
 /** Why this parsed URL's destination is refused (scheme aside), or null. */
 export function destinationProblem(url: URL, policy: DestinationPolicy): string | null {
   if (url.username || url.password) return "must not contain credentials (user:password@)";
+  // Port 0 names no service: no connection to it can ever be made.
+  if (url.port === "0") return "must not use port 0, which no server listens on";
   if (url.port && FETCH_BLOCKED_PORTS.has(Number(url.port))) {
     return `must not use port ${url.port}, which fetch blocks (not an HTTP port)`;
   }

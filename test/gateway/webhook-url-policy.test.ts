@@ -23,6 +23,7 @@ describe("webhook URL policy", () => {
     "https://user:secret@example.com/hook",
     "https://:secret@example.com/hook",
     "https://example.com:25/hook",
+    "https://example.com:0/hook",
     "ftp://example.com/hook",
     "not a url",
   ];

@@ -227,8 +227,10 @@ async function makeBatch(
   const total = submitted.filter(Boolean).length;
   await gateway.stores.jobs.sealBatch(row.id, total, gateway.now());
   if (total === 0) {
-    // Every submit was refused (the queue is full, the model was paused meanwhile).
+    // Every submit was refused (the queue is full, the model was paused meanwhile): ended
+    // at once, canceled (no job would ever complete it), so retention can take it.
     await gateway.stores.jobs.markBatchCanceled(row.id, gateway.now());
+    await gateway.stores.jobs.completeBatch(row.id, gateway.now());
     throw refused(errors);
   }
   // Items that finished before the seal could not complete it; this check can.

@@ -29,6 +29,7 @@ import { leanJobIndexes } from "./migrations/0027-lean-job-indexes.ts";
 import { insertGenericPlans } from "./migrations/0028-insert-generic-plans.ts";
 import { quietAnnouncements } from "./migrations/0029-quiet-announcements.ts";
 import { unusedQueuedEntries } from "./migrations/0030-unused-queued-entries.ts";
+import { endedBatches } from "./migrations/0031-ended-batches.ts";
 import { instant, type Migration, type SqlDialect } from "./migrations/types.ts";
 import type { Database } from "./schema.ts";
 
@@ -66,6 +67,7 @@ const MIGRATIONS: Migration[] = [
   insertGenericPlans,
   quietAnnouncements,
   unusedQueuedEntries,
+  endedBatches,
 ];
 
 /**

@@ -2,7 +2,8 @@ import type { BatchWebhookPayload } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import type { BatchRow } from "../store/batches.ts";
 import type { JobRow } from "../store/job-rows.ts";
-import { type DeliverDeps, deliverOne } from "../webhooks/deliveries.ts";
+import type { DeliverDeps } from "../webhooks/deliveries.ts";
+import { sendFirstAttempt } from "../webhooks/first-attempts.ts";
 import { batchView } from "./batch-view.ts";
 
 /**
@@ -56,5 +57,5 @@ async function sendBatchWebhook(
     { tenantId: row.tenant_id, jobId: row.id, eventType: payload.type, url, payload, eventSeq: 1 },
     now,
   );
-  await deliverOne(webhooks, id, deps);
+  await sendFirstAttempt(gateway, row.tenant_id, webhooks, id, deps);
 }

@@ -9,7 +9,8 @@ import { traceIdOf } from "../../shared/trace.ts";
 import type { Gateway } from "../context.ts";
 import { parseStoredProgress, toProgressEvent } from "../store/job-progress.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
-import { type DeliverDeps, deliverOne } from "../webhooks/deliveries.ts";
+import type { DeliverDeps } from "../webhooks/deliveries.ts";
+import { sendFirstAttempt } from "../webhooks/first-attempts.ts";
 import { webhookTrace } from "../webhooks/trace.ts";
 import type { WebhookUrlPolicy } from "../webhooks/url-policy.ts";
 import { afterBatchJobChange } from "./batch-completion.ts";
@@ -90,7 +91,7 @@ async function sendWebhook(gateway: Gateway, row: JobRow, url: string, type: Web
       },
       now,
     );
-    await deliverOne(webhooks, id, webhookDeps(gateway));
+    await sendFirstAttempt(gateway, row.tenant_id, webhooks, id, webhookDeps(gateway));
   } catch (error) {
     gateway.log.error({ job_id: row.id, err: String(error) }, "webhook delivery failed");
   }

@@ -4,7 +4,7 @@ import { gathered } from "../gathered.ts";
 import { webhookDeps } from "../jobs/lifecycle.ts";
 import { toTenantView } from "../store/tenants.ts";
 import { type TtlCache, ttlCache } from "../ttl-cache.ts";
-import { deliverOne } from "../webhooks/deliveries.ts";
+import { sendFirstAttempt } from "../webhooks/first-attempts.ts";
 import { type BudgetState, budgetOf, monthOf } from "./budget.ts";
 
 /**
@@ -97,7 +97,7 @@ async function notify(
       },
       now,
     );
-    await deliverOne(webhooks, id, deps);
+    await sendFirstAttempt(gateway, tenantId, webhooks, id, deps);
   }
 }
 

@@ -41,6 +41,7 @@ export interface TestGatewayOptions {
   leaseSeconds?: number;
   sweepIntervalMs?: number;
   sweep?: NodeGatewayOptions["sweep"];
+  webhooks?: NodeGatewayOptions["webhooks"];
   wrapQueue?: NodeGatewayOptions["wrapQueue"];
   config?: NodeGatewayOptions["config"];
   changeFeed?: NodeGatewayOptions["changeFeed"];
@@ -92,6 +93,7 @@ export async function startTestGateway(options: TestGatewayOptions = {}): Promis
       ...(options.maxAttempts ? { maxAttempts: options.maxAttempts } : {}),
       ...(options.leaseSeconds ? { leaseSeconds: options.leaseSeconds } : {}),
       ...(options.sweep ? { sweep: options.sweep } : {}),
+      ...(options.webhooks ? { webhooks: options.webhooks } : {}),
       ...(options.wrapQueue ? { wrapQueue: options.wrapQueue } : {}),
       ...(options.config ? { config: options.config } : {}),
       ...(options.changeFeed ? { changeFeed: options.changeFeed } : {}),

@@ -1,4 +1,5 @@
 import { createRoute, OpenAPIHono } from "@hono/zod-openapi";
+import { notFound } from "../../shared/errors.ts";
 import {
   AdminUsageQuery,
   UsageQuery,
@@ -41,7 +42,7 @@ const adminUsageRoute = createRoute({
         "text/csv": { schema: { type: "string" as const } },
       },
     },
-    ...problems(401, 403, 422),
+    ...problems(401, 403, 404, 422),
   },
 });
 
@@ -70,6 +71,10 @@ export const usageRoutes = documented(new OpenAPIHono<AppEnv>(), usageRoute, adm
   .get(adminUsageRoute.getRoutingPath(), async (c) => {
     const gateway = c.get("gateway");
     const query = parseQuery(AdminUsageQuery, c.req);
+    // A mistyped id would read as a tenant that used nothing.
+    if (query.tenant_id && !(await gateway.stores.tenants.byId(query.tenant_id))) {
+      throw notFound("Tenant", query.tenant_id);
+    }
     const period = periodOf(query, gateway.now());
     const groups = groupsOf(query.group_by);
     const totals = await gateway.stores.usage.report({

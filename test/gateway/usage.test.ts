@@ -155,6 +155,14 @@ describe.each(["sqlite", "postgres"] as const)("usage and budgets (%s)", (databa
       `ten_test,${today},4,1.79,0.7`,
       "",
     ]);
+    // One tenant's usage; a mistyped id is not a tenant that used nothing.
+    const one = await gw.api("/v1/admin/usage?tenant_id=ten_test");
+    expect(((await one.json()) as UsageReport).data).toEqual([
+      { jobs: 4, gpu_seconds: 1.79, wasted_gpu_seconds: 0.7 },
+    ]);
+    const typo = await gw.api("/v1/admin/usage?tenant_id=ten_tset");
+    expect(typo.status).toBe(404);
+    expect(await typo.json()).toMatchObject({ code: "not_found", detail: "No tenant ten_tset." });
   });
 
   it("a spent budget refuses new jobs until it renews, says what is left on every answer, and webhooks 80% and 100% once each", async () => {

@@ -200,6 +200,10 @@ export async function startAgent(
       ...(deps.gatewayCalls ? { direct: deps.gatewayCalls } : {}),
       onRevoked,
       waiting,
+      // A model with no entry is built in and served under its task's own id (ocr, noop).
+      tasks: Object.fromEntries(
+        config.models.map((model) => [model, modelConfigs[model]?.pipeline ?? model]),
+      ),
     });
   } catch (error) {
     await Promise.allSettled(runners.map((runner) => runner.stop()));

@@ -108,10 +108,11 @@ async function run(config: AgentConfig): Promise<void> {
   const say = (line: string) => process.stderr.write(`gantry-agent: ${line}\n`);
   say(`agent ${config.agentId} → gateway ${config.gatewayUrl}`);
   const agent = await startAgent(config, { logger, progress: say }).catch((error: unknown) => {
-    // Refused credentials (a wrong secret, an unknown id, a bad token, a revoked agent)
-    // are the operator's to fix: the advice alone, not a stack under "internal error".
-    if (error instanceof GatewayError && (error.status === 401 || error.status === 403))
-      throw new UserError(error.message);
+    // Refused credentials (a wrong secret, an unknown id, a bad token, a revoked agent) or a
+    // refused registration (a model the gateway knows as another task) are the operator's
+    // to fix: the gateway's reason alone, not a stack under "internal error".
+    const status = error instanceof GatewayError ? (error.status ?? 0) : 0;
+    if (status >= 400 && status < 500) throw new UserError((error as Error).message);
     throw error;
   });
   installShutdown(agent, config.drainTimeoutMs, say);

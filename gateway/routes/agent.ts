@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import { HttpProblem } from "../../shared/errors.ts";
 import {
   AgentEnrollRequest,
   AgentEvent,
@@ -9,9 +10,31 @@ import {
 } from "../../shared/protocol/index.ts";
 import { type AgentCall, agentCall, callRoutes } from "../agents/calls.ts";
 import { type AgentEnv, requireEnrollmentToken } from "../agents/middleware.ts";
+import type { Gateway } from "../context.ts";
 import { parseJsonBody } from "../http/validation.ts";
 import { claimJob, heartbeatJob, reportJob } from "../jobs/agent-ops.ts";
 import { withReportAck } from "../jobs/agent-queue-ops.ts";
+
+/**
+ * An agent that runs a model as another task than this gateway accepts it as (its models.yaml
+ * and GANTRY_MODEL_TASKS disagree) would answer that model's jobs with the other task's
+ * output, as `succeeded`: it is refused at registration, naming both.
+ */
+function refuseOtherTasks(gateway: Gateway, tasks: Record<string, string> | undefined): void {
+  const wrong = Object.entries(tasks ?? {}).flatMap(([model, task]) => {
+    const accepted = gateway.models.get(model)?.task;
+    return accepted && accepted !== task
+      ? [`${model} as ${task}, which the gateway accepts as ${accepted}`]
+      : [];
+  });
+  if (wrong.length === 0) return;
+  throw new HttpProblem(
+    409,
+    "model_task_mismatch",
+    "Model task mismatch",
+    `This agent runs ${wrong.join("; ")}: give the model the same task in the agent's models.yaml and the gateway's GANTRY_MODEL_TASKS.`,
+  );
+}
 
 /**
  * An agent's own calls and its single-job calls, each a signed POST under /internal/v1 and a
@@ -19,6 +42,7 @@ import { withReportAck } from "../jobs/agent-queue-ops.ts";
  */
 export const agentCalls: AgentCall[] = [
   agentCall("/agents/register", AgentRegisterRequest, async ({ gateway, agent }, request) => {
+    refuseOtherTasks(gateway, request.tasks);
     await gateway.stores.agents.register(agent.id, request, gateway.now());
     gateway.agentRows.delete(agent.id);
     gateway.log.info(

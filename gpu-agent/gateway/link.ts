@@ -31,6 +31,8 @@ export interface GatewayLinkOptions {
   onRevoked: (error: GatewayError) => void;
   /** How to wait for a gateway that is down at start. */
   waiting?: Omit<UntilReachableOptions, "transient">;
+  /** Each served model's task, registered so the gateway can refuse one it knows as another. */
+  tasks?: Record<string, string>;
 }
 
 export interface GatewayLink {
@@ -78,6 +80,7 @@ export async function linkGateway(
     ...(prefetch === undefined ? {} : { prefetch }),
     ...(vram ? { vram_total_mb: vram.totalMb } : {}),
     heartbeat_interval_seconds: config.heartbeatIntervalMs / 1000,
+    ...(options.tasks ? { tasks: options.tasks } : {}),
   });
   const registered = registrationFor(provider);
   if (!config.agentSecret) options.progress("enrolling with the gateway…");
@@ -86,6 +89,10 @@ export async function linkGateway(
     progress: options.progress,
     ...options.waiting,
     transient: gatewayDown,
+  }).catch(async (error: unknown) => {
+    // Its session would keep the process alive after the start failed.
+    if (!options.gateway) await gateway.close?.();
+    throw error;
   });
   options.logger.info(
     {

@@ -221,6 +221,8 @@ export const AgentRegisterRequest = z.object({
     .optional(),
   /** How often it heartbeats; the gateway calls it gone after three missed beats. */
   heartbeat_interval_seconds: z.number().positive().max(3600).optional(),
+  /** Each model's task (its pipeline): a gateway that accepts one as another task refuses it. */
+  tasks: z.record(ModelId, z.string().min(1).max(64)).optional(),
 });
 export type AgentRegisterRequest = z.infer<typeof AgentRegisterRequest>;
 

@@ -2,7 +2,9 @@ import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { startAgentProcess } from "../helpers/fault-agent.ts";
 import { classifierModel, modelFolder, yoloModel } from "../helpers/onnx-models.ts";
+import { startTestGateway } from "../helpers/test-gateway.ts";
 
 /**
  * A models.yaml model that no provider can load (a file that is not ONNX, options its
@@ -102,5 +104,37 @@ describe("gantry-agent run with a models.yaml model that cannot load", () => {
     expect(output).not.toContain("no usable execution provider");
     expect(output).not.toMatch(/\n\s+at /); // no stack trace
     expect(code).toBe(2);
+  });
+});
+
+describe("gantry-agent run serving a model as another task than its gateway", () => {
+  it("is refused at registration, naming both tasks", { timeout: 60_000 }, async () => {
+    // Before, it registered, and the gateway's detection jobs succeeded with a classifier's
+    // output ({predictions}), not the {width, height, detections} the model promises.
+    const gw = await startTestGateway({
+      models: ["det"],
+      config: { modelTasks: { det: "detection" } },
+    });
+    const file = registry(
+      "as-classifier",
+      classifierModel({ size: 32, weights: [[1], [0], [0]] }),
+      [],
+      "classification",
+    );
+    const agent = startAgentProcess(gw, {
+      env: {
+        GANTRY_MODELS: "det",
+        GANTRY_MODELS_FILE: file,
+        GANTRY_MODEL_CACHE_DIR: join(file, "..", "cache"),
+      },
+    });
+    try {
+      await expect(agent.ready()).rejects.toThrow(
+        /model_task_mismatch: This agent runs det as classification, which the gateway accepts as detection/,
+      );
+    } finally {
+      await agent.kill();
+      await gw.close();
+    }
   });
 });

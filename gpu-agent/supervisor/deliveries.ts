@@ -44,6 +44,15 @@ export class Deliveries {
   readonly #jobs = new Map<Delivery, InFlightJob>();
   readonly #idleWaiters: (() => void)[] = [];
   readonly #poison: PoisonTracker;
+  /**
+   * Each job's latest claim here, by the delivery that made it, and the claim of it still in
+   * flight. A later claim of a job this agent still runs means the earlier run's life is
+   * over (canceled, then retried; or taken over after its lease ran out). A retry starts the
+   * attempts again, so both runs may be attempt 1 of this agent and the gateway cannot tell
+   * their reports apart: the earlier run reports nothing (`#superseded`).
+   */
+  readonly #latestClaim = new Map<string, InFlightJob>();
+  readonly #claiming = new Map<string, Promise<unknown>>();
 
   constructor(private readonly options: DeliveriesOptions) {
     this.#poison = new PoisonTracker({ crashes: options.poisonCrashes });
@@ -113,7 +122,8 @@ export class Deliveries {
     };
     // A job the gateway claimed as it handed the delivery out is claimed as well.
     const { gateway } = this.options;
-    if (job.claimed || gateway.claimedAhead?.(job.jobId, job.attempt)) {
+    const claimed = job.claimed || gateway.claimedAhead?.(job.jobId, job.attempt);
+    if (claimed && !(await this.#superseded(job))) {
       await this.#reportReleased(job);
     }
     await this.#settle(job, "released", error, () => job.delivery.retry(0, error));
@@ -121,11 +131,16 @@ export class Deliveries {
 
   async #run(job: InFlightJob): Promise<void> {
     const { gateway, emit } = this.options;
-    const claimed = await this.#hold(job, "claim", () => gateway.claim(job.jobId, job.attempt));
+    const claiming = this.#hold(job, "claim", () => gateway.claim(job.jobId, job.attempt));
+    this.#claiming.set(job.jobId, claiming);
+    const claimed = await claiming.finally(() => {
+      if (this.#claiming.get(job.jobId) === claiming) this.#claiming.delete(job.jobId);
+    });
     if (!claimed.ok) {
       job.log.info({ code: claimed.code, detail: claimed.detail }, "claim refused; not running");
       return this.#settle(job, "refused", null, () => job.delivery.ack());
     }
+    this.#latestClaim.set(job.jobId, job);
     const createdAt = claimed.claim.job.created_at;
     emit({ type: "claimed", jobId: job.jobId, attempt: job.attempt, createdAt });
     // Released while the claim was in flight: not ours to run now; tell the gateway.
@@ -149,6 +164,7 @@ export class Deliveries {
       ...(progress && { progress }),
     });
     if (job.released) return;
+    if (await this.#superseded(job)) return this.#dropSuperseded(job);
     // Lease lost: a failure (a withdrawal) is the new delivery's; a result is still reported.
     if (job.leaseLost && !result.ok) return this.#leaseLost(job);
     const usage = usageFields(result.usage);
@@ -195,6 +211,20 @@ export class Deliveries {
       );
     }
     return this.#settle(job, "dead-lettered", error, () => job.delivery.deadLetter(error));
+  }
+
+  /** Whether a later claim of its job here took over (see `#latestClaim`). */
+  async #superseded(job: InFlightJob): Promise<boolean> {
+    // A claim still on its way may be the later one: its answer decides.
+    await this.#claiming.get(job.jobId)?.catch(() => {});
+    const latest = this.#latestClaim.get(job.jobId);
+    return latest !== undefined && latest !== job;
+  }
+
+  /** Its job lives on under a later claim: its outcome is no one's, its message is done. */
+  #dropSuperseded(job: InFlightJob): Promise<void> {
+    job.log.info("a later claim of this job took over; this run's outcome is dropped");
+    return this.#settle(job, "refused", null, () => job.delivery.ack());
   }
 
   #hold<T>(job: InFlightJob, call: HeldCall, work: () => Promise<T>): Promise<T> {
@@ -249,6 +279,7 @@ export class Deliveries {
     }
     job.log.info({ outcome: final, error_code: error?.code }, `job ${final}`);
     this.#jobs.delete(job.delivery);
+    if (this.#latestClaim.get(job.jobId) === job) this.#latestClaim.delete(job.jobId);
     job.leave();
     this.options.emit({
       type: "settled",

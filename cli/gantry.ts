@@ -20,6 +20,7 @@ import {
 import { runAgentsCommand } from "./agents.ts";
 import { agentsNote, startBanner } from "./banner.ts";
 import { CLIENT_COMMANDS, runClientCommand } from "./client/program.ts";
+import { lockDataDir } from "./data-dir-lock.ts";
 import { runKeysCommand } from "./keys.ts";
 import { loadOrCreateSecrets } from "./secrets.ts";
 import { type GantrySettings, readSettings } from "./settings.ts";
@@ -110,6 +111,10 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
       { path, from: octalMode(from), to: octalMode(to) },
       `tightened ${path} from ${octalMode(from)} to ${octalMode(to)}: the data directory is for the gateway's user only`,
     );
+  }
+  if (command === "start") {
+    const lock = lockDataDir(settings.dataDir, `http://${settings.host}:${settings.port}`);
+    process.once("exit", () => lock.release());
   }
   const secrets = loadOrCreateSecrets(settings.dataDir);
   const agentToken = settings.agentToken ?? secrets.agentToken;

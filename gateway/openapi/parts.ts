@@ -118,6 +118,8 @@ export const presignedRedirect = (what: string) => ({
 
 /** `{id}` of the job routes. */
 export const JobIdParams = z.object({ id: z.string().regex(/^job_/) });
+/** `{id}` of the batch routes. */
+export const BatchIdParams = z.object({ id: z.string().regex(/^bat_/) });
 
 /**
  * Registers routes in the app's OpenAPI registry. Requests are still read and checked by

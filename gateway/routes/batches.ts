@@ -8,7 +8,7 @@ import { idempotencyKeyOf, parseJsonBody, parseQuery } from "../http/validation.
 import { cancelBatch } from "../jobs/batch-cancel.ts";
 import { batchView } from "../jobs/batch-view.ts";
 import { createBatch } from "../jobs/batches.ts";
-import { documented, inline, problems } from "../openapi/parts.ts";
+import { BatchIdParams, documented, inline, problems } from "../openapi/parts.ts";
 import { toJob } from "../store/job-rows.ts";
 
 const JobsQuery = z.object({
@@ -21,8 +21,6 @@ async function batchOr404(c: Pick<Context<AppEnv>, "get">, id: string) {
   if (!row) throw notFound("Batch", id);
   return row;
 }
-
-const BatchIdParams = z.object({ id: z.string().regex(/^bat_/) });
 
 const submitRoute = createRoute({
   method: "post",

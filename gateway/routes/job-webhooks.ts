@@ -6,7 +6,7 @@ import type { AppEnv } from "../env.ts";
 import { refuseUnknownParameters } from "../http/validation.ts";
 import { webhookDeps } from "../jobs/lifecycle.ts";
 import { tenantJob } from "../jobs/tenant-job.ts";
-import { documented, JobIdParams, json, problems } from "../openapi/parts.ts";
+import { BatchIdParams, documented, JobIdParams, json, problems } from "../openapi/parts.ts";
 import { redeliver } from "../webhooks/redeliver.ts";
 import { toWebhookDelivery } from "../webhooks/views.ts";
 
@@ -108,7 +108,7 @@ export const jobWebhookRoutes = deliveryRoutes({
 /** A batch's `batch.completed` deliveries, mounted at /v1/batches. */
 export const batchWebhookRoutes = deliveryRoutes({
   name: "Batch",
-  params: z.object({ id: z.string().regex(/^bat_/) }),
+  params: BatchIdParams,
   assertOwned: async (gateway, tenantId, id) => {
     if (!(await gateway.stores.jobs.batchForTenant(tenantId, id))) throw notFound("Batch", id);
   },

@@ -83,5 +83,10 @@ export function startEmbeddedAgent(
     // Request or Response either (agentFetch serves whatever is no call of the agent API).
     gatewayCalls: node.agentCalls(own.agentId),
     gatewayFetch: node.agentFetch(own.agentId),
+  }).catch(async (error: unknown) => {
+    // `gantry start` is the gateway and its agent: without the agent it stops, rather than
+    // say why and then keep a gateway listening that no agent serves (the process hung).
+    await node.close();
+    throw error;
   });
 }

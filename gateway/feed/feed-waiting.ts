@@ -26,6 +26,8 @@ export async function feedWaiting(
     tenant_id: tenantId,
     attempt: row.attempt,
     error: row.error,
+    // The event's own time: a retry's backoff counts from it.
+    updated_at: row.at,
     // Anything else goes `queued` held (a submit, a user's retry): the tenant's limit applies.
     released_at: null,
   };

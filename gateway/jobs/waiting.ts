@@ -1,3 +1,4 @@
+import { AGENT_LOST_CODE, retryCeilingMs } from "../../shared/job-retry.ts";
 import type { WaitingReason } from "../../shared/protocol/index.ts";
 import { registeredModels } from "../agents/reports.ts";
 import { agentState } from "../agents/view.ts";
@@ -44,7 +45,7 @@ async function readFleet(gateway: Gateway, model: string): Promise<Fleet> {
 /** What of a queued job its reason depends on. */
 export type WaitingSubject = Pick<
   JobRow,
-  "model" | "tenant_id" | "attempt" | "error" | "released_at"
+  "model" | "tenant_id" | "attempt" | "error" | "released_at" | "updated_at"
 >;
 
 export interface Waiting {
@@ -87,8 +88,8 @@ export async function waitingOf(
     const why = paused.reason ? `: ${paused.reason}` : "";
     return reason("model_paused", `The operator paused model ${row.model}${why}.`);
   }
-  if (row.attempt > 0 && row.error !== null && row.released_at !== null) {
-    const code = errorCode(row.error);
+  const code = backingOff(row, gateway.now());
+  if (code !== null) {
     return reason(
       "delayed",
       `Attempt ${row.attempt} failed${code ? ` (${code})` : ""}; the queue retries it after its backoff.`,
@@ -135,6 +136,20 @@ export async function waitingOf(
     );
   }
   return reason("agents_busy", `It is next; every slot of the ${agents} is busy.`);
+}
+
+/**
+ * The failed attempt's error code while its retry may still be waiting out its backoff in the
+ * queue (it stays released, JobStore.fail), else null. Once the backoff's ceiling has passed,
+ * or after a lost agent (the sweeper publishes that job again at once), whatever holds the job
+ * now is the reason: "delayed" would otherwise stay for good on a job no live agent will take.
+ */
+function backingOff(row: WaitingSubject, now: number): string | null {
+  if (row.attempt === 0 || row.error === null || row.released_at === null) return null;
+  const code = errorCode(row.error);
+  if (code === AGENT_LOST_CODE) return null;
+  if (now >= row.updated_at + retryCeilingMs(row.attempt)) return null;
+  return code ?? "";
 }
 
 const reason = (waiting_reason: WaitingReason, waiting_detail: string): Waiting => ({

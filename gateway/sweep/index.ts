@@ -1,3 +1,4 @@
+import { AGENT_LOST_CODE } from "../../shared/job-retry.ts";
 import type { JobError } from "../../shared/protocol/index.ts";
 import { DEFAULT_QUEUE_LIMITS } from "../../shared/queue/port.ts";
 import type { Gateway } from "../context.ts";
@@ -166,7 +167,7 @@ async function sweepStale(gateway: Gateway, now: number, options: SweepOptions, 
     const silentSeconds = Math.round((now - row.updated_at) / 1000);
     const error: JobError = {
       type: "transient",
-      code: "agent_lost",
+      code: AGENT_LOST_CODE,
       message: retry
         ? `the agent running attempt ${row.attempt} went silent for ${silentSeconds} s; the job was requeued`
         : `the agent running the job went silent for ${silentSeconds} s, and it was claimed ${claims} times (the most allowed is ${maxAttempts})`,

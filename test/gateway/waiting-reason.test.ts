@@ -9,6 +9,7 @@ import type { TenantEventRow } from "../../gateway/store/tenant-events.ts";
 import type { Tenant } from "../../gateway/store/tenants.ts";
 import type { OpenedDatabase } from "../../shared/db/open.ts";
 import { randomToken } from "../../shared/ids.ts";
+import { AGENT_LOST_CODE, retryCeilingMs } from "../../shared/job-retry.ts";
 import type { Job, JobEvent } from "../../shared/protocol/index.ts";
 import { proTenant } from "../helpers/pro-tenant.ts";
 import { readSse } from "../helpers/sse.ts";
@@ -123,6 +124,34 @@ describe("why a queued job waits", () => {
     expect(requeued?.status).toBe("queued");
     const row = { ...requeued, model: "noop" } as unknown as TenantEventRow;
     expect(await feedWaiting(gateway, one.id, row)).toMatchObject({ waiting_reason: "delayed" });
+  });
+
+  it("a retry is delayed only for its backoff, and a lost agent's job not at all", async () => {
+    const one = await tenant();
+    const failed = await submit(one);
+    expect((await gateway.stores.jobs.claim(failed.id, "agt_y", 1, clock)).ok).toBe(true);
+    const error = { type: "transient" as const, code: "oom", message: "out of memory" };
+    await gateway.stores.jobs.fail(failed.id, 1, error, true, clock);
+    expect(await view(failed.id)).toMatchObject({ waiting_reason: "delayed" });
+    // Attempt 1's retry waits at most its backoff's ceiling: past it, the fleet is the reason
+    // (here the agent of the first test, gone since).
+    clock += retryCeilingMs(1);
+    expect(await view(failed.id)).toMatchObject({ waiting_reason: "agents_unhealthy" });
+
+    // The sweeper takes a silent agent's job back and publishes it again at once.
+    const lost = await submit(one);
+    expect((await gateway.stores.jobs.claim(lost.id, "agt_y", 1, clock)).ok).toBe(true);
+    const running = await gateway.stores.jobs.byId(lost.id);
+    const silent = { type: "transient" as const, code: AGENT_LOST_CODE, message: "silent" };
+    clock += 1;
+    const requeued = await gateway.stores.jobs.reclaimStale(running!, clock, silent, true, clock);
+    expect(requeued.ok).toBe(true);
+    expect(await view(lost.id)).toMatchObject({ waiting_reason: "agents_unhealthy" });
+    const event = (await gateway.stores.jobs.eventsAfter(lost.id, 0)).at(-1);
+    const row = { ...event, model: "noop" } as unknown as TenantEventRow;
+    expect(await feedWaiting(gateway, one.id, row)).toMatchObject({
+      waiting_reason: "agents_unhealthy",
+    });
   });
 
   it("a queued job's event stream says why it waits", async () => {

@@ -238,6 +238,8 @@ export async function startAgent(
   } catch (error) {
     await Promise.allSettled(runners.map((runner) => runner.stop()));
     await closeQueue();
+    // Its session would keep the process alive after the start failed.
+    await gateway.close?.();
     throw error;
   }
   const heartbeats = link.startHeartbeats(supervisor);

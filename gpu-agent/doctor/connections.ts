@@ -1,6 +1,7 @@
 import { withTimeout } from "../../shared/pause.ts";
 import type { QueueInfo } from "../../shared/protocol/index.ts";
 import type { OpenedQueue, OpenQueueOptions } from "../../shared/queue/open/index.ts";
+import { QueueRefusedError } from "../../shared/queue/refused.ts";
 import { GatewayError } from "../gateway/errors.ts";
 import { type CheckResult, errorText } from "./report.ts";
 import { notConfigured, SETTING_HINTS } from "./settings.ts";
@@ -21,7 +22,14 @@ export async function queueCheck(
   const name = "queue";
   let opened: OpenedQueue | undefined;
   try {
-    opened = await withTimeout(open(queueUrl, { connectTimeoutMs: timeoutMs }), timeoutMs, "queue");
+    // A little longer than the open's own bound, so that a broker that does not answer
+    // fails with the open's error, which says why (connection refused, a name that does not
+    // resolve), and this bound only catches an open that hangs past it.
+    opened = await withTimeout(
+      open(queueUrl, { connectTimeoutMs: timeoutMs }),
+      timeoutMs + 1_000,
+      "queue",
+    );
     const queue = opened.queue;
     const depths = await withTimeout(
       Promise.all(models.map(async (model) => ({ model, depth: await queue.depth(model) }))),
@@ -37,7 +45,10 @@ export async function queueCheck(
       name,
       status: "fail",
       detail: `cannot use the queue: ${errorText(error)}`,
-      hint: `check GANTRY_QUEUE_URL and that this host can reach it; ${WAITS}`,
+      hint:
+        error instanceof QueueRefusedError
+          ? "fix GANTRY_QUEUE_URL: `gantry-agent run` stops at start with the same error"
+          : `check GANTRY_QUEUE_URL and that this host can reach it; ${WAITS}`,
     };
   } finally {
     await opened?.close().catch(() => {});

@@ -1,5 +1,7 @@
 import { type ChannelModel, connect, type RecoveringChannelModel } from "amqplib";
+import type { QueueRefusedError } from "../refused.ts";
 import { type AmqpSettings, describeUrl } from "./options.ts";
+import { amqpRefusal } from "./refusal.ts";
 
 /** The broker did not come back within the time an operation was willing to wait. */
 export class BrokerUnavailableError extends Error {
@@ -22,6 +24,10 @@ export class AmqpConnection {
   private current: ChannelModel | undefined;
   private generationCount = 0;
   private closed = false;
+  /** Why the last connect failed, for the error of a wait that gives up. */
+  private lastFailure: Error | undefined;
+  /** RabbitMQ refused the URL before it ever connected: no wait can end well. */
+  private refusal: QueueRefusedError | undefined;
   private readonly waiters = new Set<{ resolve: ConnectListener; reject: (e: Error) => void }>();
   private readonly connectListeners = new Set<ConnectListener>();
   private readonly disconnectListeners = new Set<DisconnectListener>();
@@ -55,6 +61,7 @@ export class AmqpConnection {
   model(timeoutMs?: number): Promise<ChannelModel> {
     if (this.closed) return Promise.reject(new Error("the amqp queue is closed"));
     if (this.current) return Promise.resolve(this.current);
+    if (this.refusal) return Promise.reject(this.refusal);
     return new Promise((resolve, reject) => {
       const waiter = {
         resolve: (model: ChannelModel) => {
@@ -75,7 +82,9 @@ export class AmqpConnection {
               () =>
                 waiter.reject(
                   new BrokerUnavailableError(
-                    `RabbitMQ at ${this.description} is not reachable (waited ${timeoutMs} ms)`,
+                    `RabbitMQ at ${this.description} is not reachable (waited ${timeoutMs} ms)${
+                      this.lastFailure ? `: ${this.lastFailure.message}` : ""
+                    }`,
                   ),
                 ),
               timeoutMs,
@@ -129,6 +138,7 @@ export class AmqpConnection {
         }
       }
     });
+    recovering.on("connect-failed", (error: Error) => this.failed(error));
     recovering.on(
       "reconnect-scheduled",
       (info: { attempt: number; delay: number; error: Error }) => {
@@ -151,6 +161,20 @@ export class AmqpConnection {
       log?.warn({ reason }, "RabbitMQ blocked publishing (memory or disk alarm)"),
     );
     recovering.on("unblocked", () => log?.info({}, "RabbitMQ accepts publishes again"));
+  }
+
+  /**
+   * A connect failed. Before the first connection, a refusal of the URL ends every wait at
+   * once (a start then fails with it instead of retrying a wrong password for ever); once
+   * connected, the recovery keeps trying, since a broker's users can be fixed under it.
+   */
+  private failed(error: Error): void {
+    this.lastFailure = error;
+    if (this.generationCount > 0 || this.closed) return;
+    const refusal = amqpRefusal(error, this.settings.url, this.description);
+    if (!refusal) return;
+    this.refusal = refusal;
+    for (const waiter of [...this.waiters]) waiter.reject(refusal);
   }
 
   private notify(listener: ConnectListener, model: ChannelModel): void {

@@ -1,6 +1,7 @@
 import type { Logger } from "pino";
 import { UserError } from "../../errors.ts";
 import type { JobQueue, QueueLimits } from "../port.ts";
+import { QueueRefusedError } from "../refused.ts";
 import type { QueueLeases } from "../sql/leases.ts";
 
 export interface OpenedQueue {
@@ -43,7 +44,8 @@ export function unreachable(
 
 /**
  * Waits for a broker-backed queue to answer, then hands it out as an OpenedQueue; one that
- * does not answer in time is closed (its client would retry forever) and reported unreachable.
+ * does not answer in time is closed (its client would retry forever) and reported unreachable,
+ * one that refused the URL (QueueRefusedError) is closed and reported as refused.
  */
 export async function readyOrClose(
   queue: JobQueue & { readonly description: string; ready(timeoutMs?: number): Promise<void> },
@@ -55,6 +57,7 @@ export async function readyOrClose(
     await queue.ready(timeoutMs);
   } catch (error) {
     await queue.close().catch(() => {});
+    if (error instanceof QueueRefusedError) throw error;
     throw unreachable(broker, queue.description, timeoutMs, error);
   }
   return { queue, description: queue.description, close: () => queue.close() };

@@ -13,6 +13,7 @@ import {
   type QueueDepth,
   type QueueLimits,
 } from "../port.ts";
+import type { QueueRefusedError } from "../refused.ts";
 import {
   asArray,
   asCount,
@@ -25,6 +26,7 @@ import {
   runScript,
 } from "./client.ts";
 import { startRedisConsumer } from "./consumer.ts";
+import { redisRefusal } from "./refusal.ts";
 import { SCRIPTS } from "./scripts.ts";
 
 export interface RedisQueueOptions {
@@ -83,8 +85,24 @@ export function createRedisQueue(options: RedisQueueOptions): RedisQueue {
         Math.min(2_000, 50 * 2 ** Math.min(retries, 6)) * (0.5 + Math.random() / 2),
     },
   });
+  const where = describeUrl(options.url);
+  // Why the last connect failed, for a wait that gives up; and a refusal of the URL's
+  // credentials before the first connection, which ends the wait at once (see refusal.ts).
+  let lastFailure: unknown;
+  let everReady = false;
+  let refuse: (refusal: QueueRefusedError) => void = () => {};
+  const refused = new Promise<never>((_, reject) => {
+    refuse = reject;
+  });
+  refused.catch(() => {});
+  client.on("ready", () => {
+    everReady = true;
+  });
   let lastComplaint = 0;
   client.on("error", (error: unknown) => {
+    lastFailure = error;
+    const refusal = everReady ? undefined : redisRefusal(error, where);
+    if (refusal) refuse(refusal);
     // Every failed reconnect emits one; one line per 5 s is enough.
     if (Date.now() - lastComplaint < 5_000) return;
     lastComplaint = Date.now();
@@ -105,17 +123,20 @@ export function createRedisQueue(options: RedisQueueOptions): RedisQueue {
   };
 
   return {
-    description: `redis streams on ${describeUrl(options.url)} (prefix ${prefix})`,
+    description: `redis streams on ${where} (prefix ${prefix})`,
     // One connection (amqp: one confirm channel) carries every publish, in call order.
     publishesInOrder: true,
 
     async ready(timeoutMs = 15_000) {
       let timer: ReturnType<typeof setTimeout> | undefined;
       const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+        timer = setTimeout(() => {
+          const why = lastFailure instanceof Error ? `: ${lastFailure.message}` : "";
+          reject(new Error(`no answer within ${timeoutMs} ms${why}`));
+        }, timeoutMs);
       });
       try {
-        const failed = await Promise.race([connecting, timeout]);
+        const failed = await Promise.race([connecting, timeout, refused]);
         if (failed) throw failed;
         await Promise.race([client.ping(), timeout]);
       } finally {

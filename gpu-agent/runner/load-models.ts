@@ -81,11 +81,12 @@ export async function loadModel(
 /**
  * onnxruntime's "Load model from <path> failed: …" is the file itself (not ONNX, truncated,
  * an opset this onnxruntime lacks): it parses the graph before any provider is involved, so
- * no other provider and no retry can load it.
+ * no other provider and no retry can load it. Running out of memory while reading it is
+ * the host's state, not the file's, and stays an ordinary failure, retried.
  */
 function unreadable(model: string, path: string, error: unknown): unknown {
   const message = error instanceof Error ? error.message : String(error);
-  if (!/^Load model from .* failed:/.test(message)) return error;
+  if (!/^Load model from .* failed:/.test(message) || /alloc|memory/i.test(message)) return error;
   const why = message.replace(/^Load model from .* failed:\s*/, "");
   return new ModelConfigError(`model ${model}: onnxruntime cannot load ${path}: ${why}`);
 }

@@ -2,6 +2,8 @@ import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { ModelConfigError } from "../../gpu-agent/pipelines/model-config.ts";
+import { loadModel } from "../../gpu-agent/runner/load-models.ts";
 import { startAgentProcess } from "../helpers/fault-agent.ts";
 import { classifierModel, modelFolder, yoloModel } from "../helpers/onnx-models.ts";
 import { startTestGateway } from "../helpers/test-gateway.ts";
@@ -136,5 +138,25 @@ describe("gantry-agent run serving a model as another task than its gateway", ()
       await agent.kill();
       await gw.close();
     }
+  });
+});
+
+describe("a model file onnxruntime cannot read", () => {
+  const load = (message: string) =>
+    loadModel("det", {
+      provider: "cpu",
+      threads: 1,
+      configs: { det: { pipeline: "detection", file: "/models/det.onnx" } },
+      createSession: () => Promise.reject(new Error(message)),
+    });
+
+  it("is the file's fault, unless reading it ran out of memory", async () => {
+    await expect(
+      load("Load model from /models/det.onnx failed:Protobuf parsing failed."),
+    ).rejects.toThrow(ModelConfigError);
+    // The host's state, which passes: retried as before, not an agent stopped for good.
+    const short = load("Load model from /models/det.onnx failed:bad allocation");
+    await expect(short).rejects.toThrow("bad allocation");
+    await expect(short).rejects.not.toBeInstanceOf(ModelConfigError);
   });
 });

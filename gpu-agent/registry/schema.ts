@@ -46,8 +46,9 @@ export const NpmFileSource = z
   });
 export type NpmFileSource = z.infer<typeof NpmFileSource>;
 
+// Strict, as a model entry is: a misspelt key would otherwise be read as nothing at all.
 export const ModelFileEntry = z
-  .object({
+  .strictObject({
     /** What the pipeline calls the file: `model` is the ONNX graph; others are extras. */
     name: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/i, "letters, digits, '.', '_' or '-'"),
     url: FileSource.optional(),

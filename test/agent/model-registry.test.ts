@@ -168,4 +168,21 @@ models:
     await expect(failure).rejects.toThrow(/models\.0\.files\.0\.url: must be a local path/);
     await expect(failure).rejects.toThrow(/models\.0\.files\.0\.sha256: must be 64 hex digits/);
   });
+
+  it("refuses a key a file entry does not know, as it does on a model", async () => {
+    // A misspelt key (`sha_256`, `path:` beside `url`) must not be read as nothing at all.
+    const { path, cacheDir } = registry(`
+models:
+  - id: det
+    task: detection
+    files:
+      - name: model
+        url: det.onnx
+        sha256: ${"0".repeat(63)}a
+        size_bytes: 12
+`);
+    await expect(resolveModels(path, { cacheDir })).rejects.toThrow(
+      /models\.0\.files\.0: Unrecognized key: "size_bytes"/,
+    );
+  });
 });

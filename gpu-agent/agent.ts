@@ -11,6 +11,7 @@ import { linkGateway } from "./gateway/link.ts";
 import { openGatewayQueue } from "./gateway/queue.ts";
 import { type MetricsHost, serveAgentMetrics } from "./metrics-server.ts";
 import { ModelConfigError } from "./pipelines/model-config.ts";
+import { DownloadUnavailable } from "./registry/fetch-file.ts";
 import { formatProgress, resolveModels, toModelConfigs } from "./registry/index.ts";
 import { declaredMb } from "./runner/child-models.ts";
 import { RunnerStartError } from "./runner/child-process.ts";
@@ -116,13 +117,18 @@ export async function startAgent(
   }
   const closeQueue = () => opened?.close().catch(() => {});
 
-  const modelConfigs = toModelConfigs(
-    await resolveModels(config.modelsFile ?? null, {
-      cacheDir: config.modelCacheDir,
-      include: config.models,
-      onProgress: (event) => progress(formatProgress(event)),
-    }),
+  // A model file's server that is down is waited for, as the queue is; a wrong URL ends it.
+  const resolved = await untilReachable(
+    "model download",
+    () =>
+      resolveModels(config.modelsFile ?? null, {
+        cacheDir: config.modelCacheDir,
+        include: config.models,
+        onProgress: (event) => progress(formatProgress(event)),
+      }),
+    { ...waiting, transient: (error) => error instanceof DownloadUnavailable },
   );
+  const modelConfigs = toModelConfigs(resolved);
   const createRunner = deps.createRunner ?? createChildRunner;
   const plan = await planRunners(config);
   for (const gpu of plan.gpus) {

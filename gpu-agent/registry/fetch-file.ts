@@ -7,6 +7,7 @@ import { pipeline } from "node:stream/promises";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
 import { UserError, unusable } from "../../shared/errors.ts";
 import { fsReason, makeFolderSync } from "../../shared/folders.ts";
+import { isNetworkError } from "../../shared/net/network-errors.ts";
 import type { ModelFileEntry } from "./schema.ts";
 
 /** One step of a download, for progress lines. `total` is null when the server sent no length. */
@@ -27,6 +28,24 @@ export interface FetchFileOptions {
   baseDir: string;
   onProgress?: (progress: DownloadProgress) => void;
   fetch?: typeof fetch;
+}
+
+/**
+ * The server of a models.yaml URL did not answer (refused, reset, unresolvable) or answered
+ * 5xx or 429: waiting fixes it, and the agent waits, as it does for its queue and gateway.
+ * Any other refusal (404, 403, a certificate) is the operator's to fix: a `UserError`.
+ */
+export class DownloadUnavailable extends Error {
+  override readonly name = "DownloadUnavailable";
+}
+
+/** What failed under undici's bare "fetch failed": its cause's message, else its code. */
+function causeOf(error: unknown): string {
+  const cause = error instanceof Error ? error.cause : undefined;
+  if (cause instanceof Error && cause.message) return cause.message;
+  const code = (cause as { code?: unknown } | undefined)?.code;
+  if (typeof code === "string") return code;
+  return error instanceof Error ? error.message : String(error);
 }
 
 /** The file's bytes do not hash to what models.yaml says: never used. */
@@ -82,7 +101,12 @@ export async function fetchModelFile(
         done(null, chunk);
       },
     });
-    await pipeline(body, meter, createWriteStream(partial));
+    await pipeline(body, meter, createWriteStream(partial)).catch((error: unknown) => {
+      if (!isNetworkError(error)) throw error;
+      throw new DownloadUnavailable(
+        `model ${options.model}: the download of ${source} broke off: ${causeOf(error)}`,
+      );
+    });
     report(received, true);
     const actual = hash.digest("hex");
     if (actual !== file.sha256) {
@@ -130,9 +154,14 @@ async function openRemote(
   options: FetchFileOptions,
 ): Promise<{ body: Readable; total: number | null }> {
   if (/^s3:\/\//i.test(url)) return openS3(url);
-  const response = await (options.fetch ?? fetch)(url);
+  const response = await (options.fetch ?? fetch)(url).catch((error: unknown) => {
+    const why = `model ${options.model}: cannot download ${url}: ${causeOf(error)}`;
+    throw isNetworkError(error) ? new DownloadUnavailable(why) : new UserError(why);
+  });
   if (!response.ok || !response.body) {
-    throw new Error(`model ${options.model}: GET ${url} answered ${response.status}`);
+    const answered = `model ${options.model}: GET ${url} answered ${response.status}`;
+    if (response.status >= 500 || response.status === 429) throw new DownloadUnavailable(answered);
+    throw new UserError(`${answered}; check its url in GANTRY_MODELS_FILE`);
   }
   const length = Number(response.headers.get("content-length"));
   return {

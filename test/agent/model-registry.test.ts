@@ -5,6 +5,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DownloadUnavailable } from "../../gpu-agent/registry/fetch-file.ts";
 import {
   ChecksumMismatchError,
   type DownloadProgress,
@@ -29,7 +30,9 @@ beforeAll(async () => {
   server = createServer((request, response) => {
     const path = request.url ?? "/";
     hits.set(path, (hits.get(path) ?? 0) + 1);
-    if (path.startsWith("/model")) {
+    if (path.startsWith("/busy")) {
+      response.writeHead(503).end();
+    } else if (path.startsWith("/model")) {
       response.writeHead(200, { "content-length": String(MODEL_BYTES.length) });
       response.end(MODEL_BYTES);
     } else {
@@ -183,6 +186,37 @@ models:
 `);
     await expect(resolveModels(path, { cacheDir })).rejects.toThrow(
       /models\.0\.files\.0: Unrecognized key: "size_bytes"/,
+    );
+  });
+
+  it("says which download failed and why: a server down is waited for, a wrong URL is not", async () => {
+    // Before, a refused connection was "internal error: TypeError: fetch failed" and a stack,
+    // and a 404 the same with "answered 404": the agent exited either way.
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const down = `http://127.0.0.1:${(closed.address() as AddressInfo).port}/m.onnx`;
+    await new Promise((resolve) => closed.close(resolve));
+    const resolveUrl = (url: string) => {
+      const { path, cacheDir } = registry(`
+models:
+  - id: det
+    task: detection
+    files: [{ name: model, url: "${url}", sha256: ${sha256(MODEL_BYTES)} }]
+`);
+      return resolveModels(path, { cacheDir });
+    };
+    const refused = resolveUrl(down);
+    await expect(refused).rejects.toBeInstanceOf(DownloadUnavailable);
+    await expect(refused).rejects.toThrow(
+      `model det: cannot download ${down}: connect ECONNREFUSED`,
+    );
+    const busy = resolveUrl(`${baseUrl}/busy.onnx`);
+    await expect(busy).rejects.toBeInstanceOf(DownloadUnavailable);
+    await expect(busy).rejects.toThrow("answered 503");
+    const missing = resolveUrl(`${baseUrl}/nothing.onnx`);
+    await expect(missing).rejects.toBeInstanceOf(UserError);
+    await expect(missing).rejects.toThrow(
+      `model det: GET ${baseUrl}/nothing.onnx answered 404; check its url in GANTRY_MODELS_FILE`,
     );
   });
 });

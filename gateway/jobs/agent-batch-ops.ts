@@ -13,7 +13,7 @@ import type { AgentRow } from "../store/agents.ts";
 import type { JobRow } from "../store/job-rows.ts";
 import { runUsageOf } from "../usage/run-usage.ts";
 import { afterBilledRun } from "../usage/thresholds.ts";
-import { buildClaim, checkBodyAgent, claimJob, reportJob } from "./agent-ops.ts";
+import { buildClaim, checkBodyAgent, claimJob, reportJob, takeoverBefore } from "./agent-ops.ts";
 import { withReportAck } from "./agent-queue-ops.ts";
 import { afterTransition } from "./lifecycle.ts";
 import { pausedModels } from "./model-switches.ts";
@@ -63,9 +63,10 @@ export async function claimJobs(
   // A paused model's jobs are left to the single claims, which refuse them and say why.
   const paused = await pausedModels(gateway);
   const models = registeredModels(agent).filter((model) => !paused.has(model));
+  const now = gateway.now();
   const taken = await gateway.stores.jobs.claimMany(
     request.claims.map((item) => ({ id: item.job_id, attempt: item.attempt })),
-    { agentId: agent.id, now: gateway.now(), models },
+    { agentId: agent.id, now, models, takeoverBefore: takeoverBefore(gateway, now) },
   );
   const rows = new Map(taken.map((row) => [row.id, row]));
   return Promise.all(

@@ -37,6 +37,12 @@ function refusal(current: JobRow | null, attempt: number): HttpProblem {
     // releaser, which publishes it afresh (gateway/jobs/release.ts).
     return conflict("job_held", "The job waits for its release; this message is stale.");
   }
+  if (status === "running" && current.attempt < attempt) {
+    return conflict(
+      "stale_attempt",
+      `Attempt ${current.attempt} is running and its agent was heard from within half a lease: delivery ${attempt} is another copy of the job's message, not its lost one.`,
+    );
+  }
   return conflict(
     "stale_attempt",
     `Attempt ${attempt} is not the job's current attempt (${current.attempt}, ${status}).`,
@@ -72,6 +78,17 @@ function checkOwnAttempt(agent: AgentRow, current: JobRow | undefined, attempt: 
   }
 }
 
+/**
+ * A running attempt heard from (claimed, heartbeating) since this instant is alive, and a
+ * delivery with a higher count may not take its job over (job-transitions.ts): half a lease
+ * ago. A live agent beats at least that often (its heartbeat interval is at most half the
+ * lease), and a queue gives a lost agent's message back only a whole lease after its last
+ * extension, so a real takeover always passes.
+ */
+export function takeoverBefore(gateway: Gateway, now: number): number {
+  return now - (gateway.config.leaseSeconds * 1000) / 2;
+}
+
 export async function claimJob(
   gateway: Gateway,
   agent: AgentRow,
@@ -88,7 +105,14 @@ export async function claimJob(
   // The model check rides in the UPDATE's condition: a refusal reads the job to say why.
   let result: Transition =
     claimable.length > 0
-      ? await gateway.stores.jobs.claim(jobId, agent.id, request.attempt, now, claimable)
+      ? await gateway.stores.jobs.claim(
+          jobId,
+          agent.id,
+          request.attempt,
+          now,
+          claimable,
+          takeoverBefore(gateway, now),
+        )
       : { ok: false, current: (await gateway.stores.jobs.byId(jobId)) ?? null };
   if (result.ok) {
     afterTransition(gateway, result.job);

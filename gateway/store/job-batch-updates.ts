@@ -4,6 +4,7 @@ import type { Database } from "../../shared/db/schema.ts";
 import { naturalBatcher } from "../../shared/natural-batch.ts";
 import { isPostgresDb } from "./job-metadata.ts";
 import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
+import { takeoverCondition } from "./job-transitions.ts";
 import { lostRunChange, type RunUsage } from "./usage.ts";
 
 /**
@@ -171,15 +172,23 @@ export interface ClaimItem {
   attempt: number;
 }
 
+export interface ClaimOptions {
+  agentId: string;
+  now: number;
+  models: readonly string[];
+  /** A running job is taken over only if not heard from since then (job-transitions.ts). */
+  takeoverBefore?: number;
+}
+
 /** The batched `JobStore.claim`: the jobs this agent now holds, in no particular order. */
 export async function claimMany(
   db: Kysely<Database>,
   maxParameters: number,
   items: readonly ClaimItem[],
-  claim: { agentId: string; now: number; models: readonly string[] },
+  claim: ClaimOptions,
 ): Promise<JobRow[]> {
   if (items.length === 0 || claim.models.length === 0) return [];
-  const fixed = 6 + claim.models.length;
+  const fixed = 7 + claim.models.length;
   const claimed: JobRow[] = [];
   for (const part of chunks(items, 3, fixed, maxParameters)) {
     const batch = rowsTable(db, [
@@ -200,7 +209,10 @@ export async function claimMany(
         AND ${bare("expires_at")} >= ${claim.now}
         AND ${bare("model")} IN (${sql.join([...claim.models])})
         AND ((${bare("status")} = 'queued' AND jobs.released_at IS NOT NULL)
-          OR (${bare("status")} = 'running' AND jobs.attempt < b.b_attempt))
+          OR (${bare("status")} = 'running' AND jobs.attempt < b.b_attempt${takeoverCondition(
+            "jobs.updated_at",
+            claim.takeoverBefore,
+          )}))
       RETURNING ${returningJob}`.execute(db);
     claimed.push(...rows);
   }

@@ -6,6 +6,7 @@ import * as batches from "./batches.ts";
 import { type DeadLetterFilter, deadLetters } from "./dead-letters.ts";
 import {
   type ClaimItem,
+  type ClaimOptions,
   claimMany,
   publishedMarker,
   type SuccessItem,
@@ -20,6 +21,7 @@ import * as release from "./job-release.ts";
 import type { JobRow } from "./job-rows.ts";
 import type { QueuedBand, QueuedRange } from "./job-standing.ts";
 import * as standing from "./job-standing.ts";
+import type { ClaimScope } from "./job-transitions.ts";
 import * as changes from "./job-transitions.ts";
 import * as switches from "./model-switches.ts";
 import type { Chooser } from "./release-snapshot.ts";
@@ -237,10 +239,11 @@ export class KyselyJobStore {
   }
   /**
    * An agent takes the job for delivery `attempt`: a queued job not expired, or a running
-   * one on an earlier attempt; of one of `models` when they are given.
+   * one on an earlier attempt (not heard from since `takeoverBefore`, when given); of one of
+   * `models` when they are given.
    */
-  claim(id: string, agentId: string, attempt: number, now: number, models?: readonly string[]) {
-    return changes.claim(this.db, id, agentId, attempt, now, models);
+  claim(id: string, agentId: string, attempt: number, now: number, ...scope: ClaimScope) {
+    return changes.claim(this.db, id, agentId, attempt, now, ...scope);
   }
   /** Each settles the running attempt (held by `agentId` if named); `run`: store/usage.ts. */
   succeed(
@@ -270,10 +273,7 @@ export class KyselyJobStore {
   }
 
   /** `claim` for many jobs in one statement; returns only the jobs claimed. */
-  claimMany(
-    items: readonly ClaimItem[],
-    claim: { agentId: string; now: number; models: readonly string[] },
-  ): Promise<JobRow[]> {
+  claimMany(items: readonly ClaimItem[], claim: ClaimOptions): Promise<JobRow[]> {
     return claimMany(this.db, this.maxParameters, items, claim);
   }
 

@@ -101,9 +101,13 @@ export function expire(db: Db, id: string, now: number): Promise<Transition> {
   return transition(db, id, { status: "expired", finished_at: now }, now, overdue);
 }
 
+/** Of one of `models` when given; a running job only if not heard from since `takeoverBefore`. */
+export type ClaimScope = [models?: readonly string[], takeoverBefore?: number];
+
 /**
  * An agent takes the job for delivery `attempt`. A queued job, or a running one whose
- * earlier attempt was lost (its agent died and the queue redelivered), can be claimed.
+ * earlier attempt was lost (its agent died and the queue redelivered), can be claimed; with
+ * `takeoverBefore`, a running one only if not heard from since then (`takeoverCondition`).
  */
 export function claim(
   db: Db,
@@ -112,12 +116,13 @@ export function claim(
   attempt: number,
   now: number,
   models?: readonly string[],
+  takeoverBefore?: number,
 ): Promise<Transition> {
   // Only a released job: a held one's old message (a stale attempt's, redelivered) must not
   // start it past its tenant's `max_running_jobs` (job-release.ts).
   const claimable = sql`expires_at >= ${now}
     AND ((status = ${"queued"} AND released_at IS NOT NULL)
-      OR (status = ${"running"} AND attempt < ${attempt}))`;
+      OR (status = ${"running"} AND attempt < ${attempt}${takeoverCondition("updated_at", takeoverBefore)}))`;
   return transition(
     db,
     id,
@@ -127,6 +132,16 @@ export function claim(
     // Taking over a running attempt: its agent is gone with its run's report.
     lostRunChange(),
   );
+}
+
+/**
+ * A running attempt's agent that was heard from (its claim, a heartbeat) since `before` is
+ * alive: a higher delivery count is then another message of the job, not its lost one
+ * redelivered (the sweeper republished a silent agent's job while the queue still held the
+ * first message), and must not start a second run beside it.
+ */
+export function takeoverCondition(column: string, before: number | undefined): Condition {
+  return before === undefined ? sql`` : sql` AND ${sql.ref(column)} < ${before}`;
 }
 
 export function succeed(

@@ -18,6 +18,7 @@ import {
 } from "../port.ts";
 import { startNatsConsumer } from "./consumer.ts";
 import { HEADER, NatsNames } from "./names.ts";
+import { natsRefusal } from "./refusal.ts";
 import { type NatsContext, NatsTopology } from "./topology.ts";
 
 export interface NatsQueueOptions {
@@ -54,15 +55,25 @@ const NATS_CONSUME: ConsumeAbilities = { transport: "nats", needsModels: true, o
 export async function createNatsQueue(options: NatsQueueOptions): Promise<NatsQueue> {
   const prefix = options.prefix ?? "gantry";
   if (!PREFIX.test(prefix)) throw new UserError("nats queue prefix: letters, digits, '_', '-'");
+  const where = `nats://${[options.connection.servers ?? "127.0.0.1:4222"].flat().join(",")}`;
   const nc = await connect({
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
     ...options.connection,
+  }).catch((error: unknown) => {
+    throw natsRefusal(error, where) ?? error;
+  });
+  // A server without JetStream fails here, after the connection is made: close it, or its
+  // endless reconnecting keeps the process (a gateway that printed the error, the doctor)
+  // from ever exiting.
+  const manager = await jetstreamManager(nc).catch(async (error: unknown) => {
+    await nc.close().catch(() => {});
+    throw natsRefusal(error, where) ?? error;
   });
   const ctx: NatsContext = {
     nc,
     js: jetstream(nc),
-    jsm: await jetstreamManager(nc),
+    jsm: manager,
     names: new NatsNames(prefix),
     limits: { ...DEFAULT_QUEUE_LIMITS, ...options.limits },
     maxAckPending: options.maxAckPending ?? 10_000,

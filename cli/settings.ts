@@ -3,10 +3,8 @@ import { z } from "zod";
 import { DEFAULT_RELEASE_WINDOW, MIN_USAGE_RETENTION_DAYS } from "../gateway/config.ts";
 import { parseQueueBounds } from "../gateway/limits/queue-bound-settings.ts";
 import { BUILTIN_MODELS, type ModelTask, parseModelTasks } from "../gateway/models.ts";
-import { isPostgresUrl, parsePostgresUrl } from "../shared/db/postgres.ts";
 import { UserError } from "../shared/errors.ts";
 import { ModelId } from "../shared/protocol/index.ts";
-import { queueKind } from "../shared/queue/open/index.ts";
 import {
   infoOf,
   readSettings as readTable,
@@ -29,6 +27,7 @@ import {
   text,
   wholeNumber,
 } from "../shared/settings/values.ts";
+import { databaseUrlError, validDatabaseUrl, validQueueUrl } from "./settings-urls.ts";
 
 /**
  * Every setting of `gantry start` and `gantry gateway`: its variable, default and what it is
@@ -53,9 +52,7 @@ export const GATEWAY_SETTINGS = {
   databaseUrl: setting(
     "GANTRY_DATABASE_URL",
     text()
-      .refine(validDatabaseUrl, {
-        error: "must be postgres://user@host/db (optionally ?schema=name) or a SQLite file path",
-      })
+      .refine(validDatabaseUrl, { error: (issue) => databaseUrlError(issue.input) })
       .optional(),
     "The job store: `postgres://user:pass@host:5432/db` (add `?schema=name` to use a schema, created if missing) or a SQLite file path. Several gateways share one Postgres database. Hot statements run as named prepared statements; behind a pooler that cannot carry them (PgBouncer in transaction mode before 1.21) add `?prepare=false`.",
     { shownDefault: "`<GANTRY_DATA_DIR>/gantry.db`" },
@@ -245,25 +242,6 @@ export function readDatabaseUrl(env: Readonly<Record<string, string | undefined>
 
 function invalid(problems: readonly SettingProblem[]): UserError {
   return new UserError(`Invalid settings:\n  ${problems.map((p) => p.line).join("\n  ")}`);
-}
-
-/** Checked at start-up, so a typo stops the program before it opens anything. */
-function validDatabaseUrl(url: string): boolean {
-  if (isPostgresUrl(url)) return succeeds(() => parsePostgresUrl(url));
-  return !/^[a-z][a-z0-9+.-]+:\/\//i.test(url) || /^(sqlite|file):/i.test(url);
-}
-
-function validQueueUrl(url: string): boolean {
-  return succeeds(() => queueKind(url)) && (!isPostgresUrl(url) || validDatabaseUrl(url));
-}
-
-function succeeds(check: () => unknown): boolean {
-  try {
-    check();
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** The models Gantry's own registry serves without a models.yaml: id → task. */

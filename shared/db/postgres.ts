@@ -60,6 +60,12 @@ export function parsePostgresUrl(url: string): PostgresTarget {
       `database URL: schema ${JSON.stringify(schema)} must be letters, digits and _ (at most 63)`,
     );
   }
+  // Postgres reserves pg_ names: `create schema pg_x` fails at the first migration.
+  if (schema?.toLowerCase().startsWith("pg_")) {
+    throw new UserError(
+      `database URL: schema ${JSON.stringify(schema)} is reserved by Postgres (names starting with pg_); choose another`,
+    );
+  }
   const prepare = parsed.searchParams.get("prepare");
   if (prepare !== null && prepare !== "true" && prepare !== "false") {
     throw new UserError(

@@ -17,6 +17,7 @@ import {
   type Tightened,
   tightenFiles,
 } from "../shared/private-files.ts";
+import { unknownSettingLines } from "../shared/settings/unknown.ts";
 import { runAgentsCommand } from "./agents.ts";
 import { agentsNote, startBanner } from "./banner.ts";
 import { CLIENT_COMMANDS, runClientCommand } from "./client/program.ts";
@@ -104,6 +105,7 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
     colorize: tty,
   });
   const say = (line: string) => process.stderr.write(`gantry: ${line}\n`);
+  for (const line of unknownSettingLines(env)) say(line);
   // Before anything is written into it: the database holds agent and webhook secrets.
   const tightened = privateDataDir(settings);
   for (const { path, from, to } of tightened) {

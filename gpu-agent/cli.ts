@@ -4,6 +4,7 @@ import { UserError } from "../shared/errors.ts";
 import { createCliLogger, logFormatFor } from "../shared/log.ts";
 import { settingsHelp } from "../shared/settings/describe.ts";
 import { settingsIn } from "../shared/settings/index.ts";
+import { unknownSettingLines } from "../shared/settings/unknown.ts";
 import { type AgentHandle, startAgent } from "./agent.ts";
 import {
   AGENT_SETTINGS,
@@ -72,6 +73,7 @@ async function dispatch(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
   if ((command !== "run" && command !== "doctor") || extra.length > 0) {
     throw new UserError(`unknown command "${positionals.join(" ")}"; try "gantry-agent run"`);
   }
+  for (const line of unknownSettingLines(env)) process.stderr.write(`gantry-agent: ${line}\n`);
   const flags: AgentConfigFlags = {};
   for (const [name, value] of Object.entries(values)) {
     const key = SETTING_FLAGS.get(name);

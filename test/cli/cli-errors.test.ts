@@ -193,3 +193,23 @@ describe("a data directory or SQLite file gantry cannot make", () => {
     rmSync(dirname(file), { recursive: true, force: true });
   });
 });
+
+describe("a variable no process reads", () => {
+  it("is named on stderr at start by both command lines, with the setting it is likely a typo of", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "gantry-typo-"));
+    const file = join(dir, "a-file");
+    writeFileSync(file, "");
+    const line =
+      "GANTRY_SLOTZ is not a Gantry setting (did you mean GANTRY_SLOTS?): it is ignored\n";
+    // Each then stops on a setting of its own: the warning came first.
+    const gateway = await runBin("gantry.js", ["start"], {
+      GANTRY_DATA_DIR: join(file, "data"),
+      GANTRY_SLOTZ: "3",
+    });
+    expect(gateway.stderr.startsWith(`gantry: ${line}`), gateway.stderr).toBe(true);
+    const agent = await runBin("gantry-agent.js", ["run"], { GANTRY_SLOTZ: "3" });
+    expect(agent.stderr.startsWith(`gantry-agent: ${line}`), agent.stderr).toBe(true);
+    expect(agent.status).toBe(2);
+    rmSync(dir, { recursive: true, force: true });
+  });
+});

@@ -9,9 +9,21 @@ import { KNOWN_SETTING_NAMES } from "./known-names.ts";
  * agent's settings together.
  */
 
-/** Read by the CLI's client commands, and by tests and tools, not by a settings table. */
-const ALSO_READ = new Set(["GANTRY_URL", "GANTRY_KEY"]);
-const TOOL_PREFIXES = ["GANTRY_TEST_", "GANTRY_BENCH_", "GANTRY_GPU_CHECK_", "GANTRY_RUNNER_"];
+/** Read by the CLI's client commands, the systemd installer, tests and tools, not by a table. */
+const ALSO_READ = new Set([
+  "GANTRY_URL",
+  "GANTRY_KEY",
+  "GANTRY_INSTALL_ROOT",
+  "GANTRY_ARTIFACTS_DIR",
+]);
+const TOOL_PREFIXES = [
+  "GANTRY_TEST_",
+  "GANTRY_BENCH_",
+  "GANTRY_FAULT_",
+  "GANTRY_FUZZ_",
+  "GANTRY_GPU_CHECK_",
+  "GANTRY_RUNNER_",
+];
 
 /** One line per unknown variable, with the nearest setting's name when one is close. */
 export function unknownSettingLines(env: Readonly<Record<string, unknown>>): string[] {

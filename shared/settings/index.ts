@@ -7,6 +7,7 @@
  * Runtime-free: the Workers gateway reads its vars and secrets with it.
  */
 import { z } from "zod";
+import { withoutPassword } from "../net/url-password.ts";
 
 export interface SettingInfo {
   /** The environment variable (on Workers, a wrangler var or secret). */
@@ -114,7 +115,10 @@ export function readSettings<T extends SettingsTable>(table: T, sources: Setting
       return [{ setting: info.env, line }];
     }
     const message = issues.map((issue) => issue.message).join("; ");
-    const got = info.secret ? `${String(value).length} characters` : JSON.stringify(value);
+    // The line lands in a journal or a pod's log: a URL's password is not shown there.
+    const got = info.secret
+      ? `${String(value).length} characters`
+      : JSON.stringify(typeof value === "string" ? withoutPassword(value) : value);
     return [{ setting: info.env, line: `${named.get(key) ?? info.env}: ${message} (got ${got})` }];
   });
   return { ok: false as const, problems, given };

@@ -1,5 +1,6 @@
 import { createRoute, OpenAPIHono } from "@hono/zod-openapi";
 import { streamSSE } from "hono/streaming";
+import { HttpProblem } from "../../shared/errors.ts";
 import { isTerminal, type JobProgressEvent, type JobStatus } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
@@ -21,7 +22,7 @@ const eventsRoute = createRoute({
   operationId: "streamJobEvents",
   summary: "Follow a job's state changes and progress (server-sent events)",
   description:
-    "One `status` event (JobEvent) per change, each with `id` = its sequence number; the stream closes after a terminal state. Reconnect with `Last-Event-ID` to resume. While the job runs, `progress` events (JobProgressEvent) come beside them when its model reports progress, always before the end: latest only (reports are paced, a few per second at most), without an `id`, so they are not replayed on a resume; a (re)connected stream first gets the running job's latest one.",
+    "One `status` event (JobEvent) per change, each with `id` = its sequence number; the stream closes after a terminal state, at once when resumed after it. Reconnect with `Last-Event-ID` to resume (one of these ids, else `400 invalid_last_event_id`). While the job runs, `progress` events (JobProgressEvent) come beside them when its model reports progress, always before the end: latest only (reports are paced, a few per second at most), without an `id`, so they are not replayed on a resume; a (re)connected stream first gets the running job's latest one.",
   request: { params: JobIdParams },
   responses: {
     200: {
@@ -34,7 +35,7 @@ const eventsRoute = createRoute({
         },
       },
     },
-    ...problems(401, 404),
+    ...problems(400, 401, 404),
   },
 });
 
@@ -44,8 +45,11 @@ export const jobEventRoutes = documented(new OpenAPIHono<AppEnv>(), eventsRoute)
     const gateway = c.get("gateway");
     const id = c.req.param("id");
     const job = await tenantJob(gateway, c.get("tenant").id, id);
-    const lastEventId = Number.parseInt(c.req.header("last-event-id") ?? "0", 10);
-    let seq = Number.isSafeInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0;
+    let seq = resumeAfter(c.req.header("last-event-id"), job);
+    // Resumed after the job's latest event, a terminal one: the client has it all. Without
+    // this the stream sent nothing and stayed open (an EventSource reconnects when the
+    // server closes after the terminal event, and then hung until the deadline).
+    const complete = isTerminal(job.status as JobStatus) && seq === job.last_seq;
     // The attempt whose progress may be sent: the one running as of the last status event
     // written (none before the stream has caught up with the job's history).
     let running = job.status === "running" && seq >= job.last_seq ? job.attempt : null;
@@ -68,7 +72,7 @@ export const jobEventRoutes = documented(new OpenAPIHono<AppEnv>(), eventsRoute)
         const { model: _model, ...event } = latest;
         await stream.writeSSE({ event: "progress", data: JSON.stringify(event) });
       };
-      while (!closed.signal.aborted && gateway.now() < deadline) {
+      while (!complete && !closed.signal.aborted && gateway.now() < deadline) {
         // Another gateway may change the job: unless the change feed brings every gateway's
         // changes, poll the store as well.
         const live = gateway.notifier.live;
@@ -106,6 +110,24 @@ export const jobEventRoutes = documented(new OpenAPIHono<AppEnv>(), eventsRoute)
     });
   },
 );
+
+/**
+ * The sequence a resume starts after: `Last-Event-ID` is one of the `id`s this stream sends,
+ * a sequence number of the job's events; anything else (not a number, past the job's latest
+ * event) is a mistake said as such rather than a silent replay from the start, or a stream
+ * that waits for an event that never comes.
+ */
+function resumeAfter(header: string | undefined, job: JobRow): number {
+  if (header === undefined || header.trim() === "") return 0;
+  const value = /^\d{1,15}$/.test(header.trim()) ? Number(header.trim()) : Number.NaN;
+  if (value <= job.last_seq) return value;
+  throw new HttpProblem(
+    400,
+    "invalid_last_event_id",
+    "Invalid Last-Event-ID",
+    `Last-Event-ID must be the id of one of this job's events, a sequence number from 1 to ${job.last_seq}; open the stream without it to start from the first.`,
+  );
+}
 
 /** A queued job's `waiting_reason` and `waiting_detail` now; nothing once it moved on. */
 async function waitingNow(gateway: Gateway, id: string) {

@@ -45,16 +45,19 @@ export const agentCalls: AgentCall[] = [
     refuseOtherTasks(gateway, request.tasks);
     await gateway.stores.agents.register(agent.id, request, gateway.now());
     gateway.agentRows.delete(agent.id);
+    // A model the gateway does not serve gets no job: its slots wait for nothing.
+    const unserved = request.models.filter((model) => !gateway.models.has(model));
     gateway.log.info(
       {
         agent_id: agent.id,
         models: request.models,
         provider: request.provider,
         slots: request.slots,
+        ...(unserved.length > 0 ? { unserved } : {}),
       },
       "agent registered",
     );
-    return { v: 1 as const, agent_id: agent.id };
+    return { v: 1 as const, agent_id: agent.id, ...(unserved.length > 0 ? { unserved } : {}) };
   }),
   agentCall("/agents/heartbeat", AgentHeartbeatRequest, async ({ gateway, agent }, request) => {
     await gateway.stores.agents.heartbeat(agent.id, request, gateway.now());

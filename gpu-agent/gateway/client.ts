@@ -1,4 +1,4 @@
-import { AgentAck, AgentEventAck, Claim } from "../../shared/protocol/agent.ts";
+import { AgentEventAck, AgentRegistered, Claim } from "../../shared/protocol/agent.ts";
 import { parseAnswer, problemDetail, unexpectedAnswer } from "./answers.ts";
 import { type Answer, batchedJobCalls } from "./batching.ts";
 import { ClaimsAhead } from "./claims-ahead.ts";
@@ -68,7 +68,7 @@ export function createGatewayClient(options: GatewayClientOptions): GatewayClien
         { auth: "signed", action: "register" },
       );
       if (answer.status !== 200) throw unexpectedAnswer("register", answer);
-      parseAnswer(AgentAck, "register", answer);
+      return { unserved: parseAnswer(AgentRegistered, "register", answer).unserved ?? [] };
     },
 
     async agentHeartbeat(status) {

@@ -17,6 +17,7 @@ import {
   type GatewayClient,
   type GatewayError,
 } from "./client.ts";
+import { warnUnserved } from "./unserved.ts";
 
 export interface GatewayLinkOptions {
   logger: Logger;
@@ -84,7 +85,7 @@ export async function linkGateway(
   });
   const registered = registrationFor(provider);
   if (!config.agentSecret) options.progress("enrolling with the gateway…");
-  await untilReachable("gateway", () => gateway.register(registered), {
+  const { unserved } = await untilReachable("gateway", () => gateway.register(registered), {
     log: options.logger,
     progress: options.progress,
     ...options.waiting,
@@ -108,6 +109,7 @@ export async function linkGateway(
   options.progress(
     `registered with the gateway as ${gateway.agentId} (${registered.models.join(", ")} on ${provider})`,
   );
+  warnUnserved(unserved, options.logger);
 
   return {
     gateway,

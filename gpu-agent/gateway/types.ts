@@ -30,7 +30,8 @@ export interface GatewayClient {
   /** Gets an id and secret with the enrollment token, once; the later calls reuse them. */
   enroll(): Promise<string>;
   /** Tells the gateway what this agent serves; it may claim only jobs of these models. */
-  register(registration: AgentRegistration): Promise<void>;
+  /** Resolves with the models the gateway answered it does not serve. */
+  register(registration: AgentRegistration): Promise<{ unserved: string[] }>;
   /** The agent-level heartbeat, sent busy or idle. */
   agentHeartbeat(status: AgentHeartbeatBody): Promise<void>;
   /** Answered without a call when the gateway claimed the job as it handed it out. */

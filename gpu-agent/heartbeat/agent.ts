@@ -4,6 +4,7 @@ import { withTimeout } from "../../shared/pause.ts";
 import type { AgentDevice } from "../../shared/protocol/index.ts";
 import { type GpuInfo, queryGpus } from "../devices/nvidia-smi.ts";
 import type { AgentRegistration, AgentStatus, GatewayClient } from "../gateway/client.ts";
+import { warnUnserved } from "../gateway/unserved.ts";
 import type { Supervisor, SupervisorStatus } from "../supervisor/types.ts";
 
 export interface VramReading {
@@ -155,8 +156,9 @@ export function startAgentHeartbeats(options: AgentHeartbeatOptions): AgentHeart
     // Named, so a log reader sees why (at start: the prefetch, known once the consumer ran).
     const changed = changedFields(registered, current);
     if (changed.length === 0) return;
-    await gateway.register(current);
+    const { unserved } = await gateway.register(current);
     registered = current;
+    warnUnserved(unserved, logger);
     logger.info(
       { models: current.models, provider: current.provider, changed },
       `told the gateway what changed: ${changed.join(", ")}`,

@@ -238,6 +238,12 @@ export type AgentHeartbeatRequest = z.infer<typeof AgentHeartbeatRequest>;
 export const AgentAck = z.object({ v: z.literal(1), agent_id: AgentId });
 export type AgentAck = z.infer<typeof AgentAck>;
 
+/** The answer to a registration: with the models it named that this gateway does not serve. */
+export const AgentRegistered = AgentAck.extend({
+  unserved: z.array(z.string()).optional(),
+});
+export type AgentRegistered = z.infer<typeof AgentRegistered>;
+
 /**
  * Admin API: how an operator sees an agent. `state` is derived: `pending` (created, never
  * connected), `idle`, `busy`, `overloaded` (every slot busy while its models' jobs wait,

@@ -24,7 +24,8 @@ afterAll(() => gw?.close());
 
 /** The whole stream, or what came within 3 s when it did not end. */
 async function streamed(lastEventId?: string): Promise<{ status: number; text: string }> {
-  const headers = lastEventId === undefined ? {} : { "last-event-id": lastEventId };
+  const headers: Record<string, string> =
+    lastEventId === undefined ? {} : { "last-event-id": lastEventId };
   const response = await gw.api(`/v1/jobs/${jobId}/events`, {
     headers,
     signal: AbortSignal.timeout(3_000),

@@ -95,7 +95,9 @@ export const AGENT_SETTINGS = {
     "GANTRY_SLOTS_PER_GPU",
     wholeNumber(1, 64).optional(),
     "Runner processes on each GPU, each with its sessions on that GPU's device id; on a host without GPUs GANTRY_SLOTS counts the runners.",
-    { shownDefault: "1 (GANTRY_SLOTS spread over the GPUs when that is set)" },
+    {
+      shownDefault: "GANTRY_SLOTS spread over the GPUs (6 over 4: 2, 2, 1, 1), at least one each",
+    },
   ),
   modelMemoryMb: setting(
     "GANTRY_MODEL_MEMORY_MB",

@@ -75,14 +75,20 @@ export function visibleGpus(gpus: readonly GpuInfo[], cudaVisibleDevices?: strin
 }
 
 /**
- * One runner per slot: `slotsPerGpu` on each GPU (by default GANTRY_SLOTS spread over
- * them, at least one each), or GANTRY_SLOTS runners on a host without GPUs.
+ * One runner per slot: `slotsPerGpu` on each GPU, or by default GANTRY_SLOTS spread over
+ * them (6 over 4 GPUs: 2, 2, 1, 1; at least one each, so every GPU serves), or GANTRY_SLOTS
+ * runners on a host without GPUs. Rounded up per GPU, 6 slots had made 8 runners: more
+ * jobs at once, and more memory, than the operator asked for.
  */
 export function planSlots(
   gpus: readonly AgentGpu[],
   options: { slots: number; slotsPerGpu?: number | undefined },
 ): RunnerSlot[] {
   if (gpus.length === 0) return Array.from({ length: options.slots }, () => ({ gpu: null }));
-  const perGpu = options.slotsPerGpu ?? Math.max(1, Math.ceil(options.slots / gpus.length));
-  return gpus.flatMap((gpu) => Array.from({ length: perGpu }, () => ({ gpu })));
+  const base = Math.floor(options.slots / gpus.length);
+  const extra = options.slots % gpus.length;
+  return gpus.flatMap((gpu, n) => {
+    const count = options.slotsPerGpu ?? Math.max(1, base + (n < extra ? 1 : 0));
+    return Array.from({ length: count }, () => ({ gpu }));
+  });
 }

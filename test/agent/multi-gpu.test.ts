@@ -74,6 +74,11 @@ describe("GPU discovery", () => {
     expect(chosen.runners.map((runner) => runner.gpu?.index)).toEqual([0, 0, 2, 2]);
     // Two runners share a GPU's budget.
     expect(chosen.runners[0]?.memoryBudgetMb).toBe(Math.floor(chosen.budgets.get(0)! / 2));
+    // GANTRY_SLOTS spread over the GPUs: as many runners as slots, at least one a GPU.
+    const six = await plan({ GANTRY_SLOTS: "6" });
+    expect(six.runners.map((runner) => runner.gpu?.index)).toEqual([0, 0, 1, 1, 2, 3]);
+    const two = await plan({ GANTRY_SLOTS: "2" });
+    expect(two.runners.map((runner) => runner.gpu?.index)).toEqual([0, 1, 2, 3]);
     await expect(plan({ GANTRY_GPUS: "7" })).rejects.toThrow(/GANTRY_GPUS names GPU 7/);
     const cpu = await plan({ GANTRY_EXECUTION_PROVIDERS: "cpu", GANTRY_SLOTS: "3" });
     expect(cpu.runners.map((runner) => runner.gpu)).toEqual([undefined, undefined, undefined]);

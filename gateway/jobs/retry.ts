@@ -14,7 +14,8 @@ const RETRYABLE: readonly JobStatus[] = ["failed", "expired", "canceled"];
  * Puts a failed, expired or canceled job back in the queue under the same id: attempts
  * start again, its earlier life stays in its events, and it gets as long to wait as it had
  * the first time (its deadline moves by its original TTL). A model no longer served cannot
- * be retried: no agent would take it. With `bounded` (a tenant's own retry), the tenant's
+ * be retried: no agent would take it; nor can a job whose input upload retention deleted.
+ * With `bounded` (a tenant's own retry), the tenant's
  * and the model's queued-job bounds apply as to a submit (429 / 503 with Retry-After); an
  * operator's redrive is bounded by its own page size instead.
  */
@@ -34,9 +35,20 @@ export async function retryJob(
       `Model "${current.model}" is no longer served.`,
     );
   }
+  const retryable = RETRYABLE.includes(current.status as JobStatus);
+  const purgedAt = current.inputs_purged_at ?? null;
+  if (retryable && purgedAt !== null) {
+    // Queued again, it would only fail at the agent (`input_unavailable`, HTTP 404), billed.
+    throw new HttpProblem(
+      409,
+      "input_expired",
+      "Job cannot be retried",
+      `Its input upload was deleted by retention at ${new Date(purgedAt).toISOString()} (input_retention_seconds): submit a new job with a new upload.`,
+    );
+  }
   // A job that cannot be retried gets its 409 below, not a 503 for a queue it never joins.
   let slot: JobSlot | null = null;
-  if (bounded && RETRYABLE.includes(current.status as JobStatus)) {
+  if (bounded && retryable) {
     slot = await admitJob(gateway, bounded, current.model);
   }
   const now = gateway.now();

@@ -11,7 +11,7 @@ const retryRoute = createRoute({
   operationId: "retryJob",
   summary: "Run a failed, expired or canceled job again",
   description:
-    "Back to `queued` under the same id: attempts start again, `output` and `error` are cleared, the deadline moves by the job's original TTL, and its events keep the earlier life. `409 job_not_retryable` for a job in any other state or of a model no longer served. The queued-job bounds apply as to a submit: `429 too_many_queued_jobs` (the plan's) or `503 queue_full` (the model's), with `Retry-After`.",
+    "Back to `queued` under the same id: attempts start again, `output` and `error` are cleared, the deadline moves by the job's original TTL, and its events keep the earlier life. `409 job_not_retryable` for a job in any other state or of a model no longer served; `409 input_expired` for one whose input upload retention deleted (submit a new job with a new upload). The queued-job bounds apply as to a submit: `429 too_many_queued_jobs` (the plan's) or `503 queue_full` (the model's), with `Retry-After`.",
   request: { params: JobIdParams },
   responses: {
     202: { description: "Queued again", content: json("Job") },

@@ -224,7 +224,10 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
       process.exit(1);
     }
     stopping = true;
-    say(`${signal}: draining the agent and closing (Ctrl-C again to force)…`);
+    // `gantry gateway` holds no agent: say so only when there is one to drain.
+    say(
+      `${signal}: ${agent ? "draining the agent and closing" : "closing"} (Ctrl-C again to force)…`,
+    );
     await agent?.stop();
     await node.close();
     say("stopped cleanly");

@@ -52,7 +52,7 @@ export async function retryJob(
     slot = await admitJob(gateway, bounded, current.model);
   }
   const now = gateway.now();
-  const ttl = current.expires_at - current.created_at;
+  const ttl = await lifeTtl(gateway, current);
   const result = await jobs.retry(tenantId, id, now, now + ttl, true).catch((error: unknown) => {
     slot?.release();
     throw error;
@@ -79,4 +79,17 @@ export async function retryJob(
   // it held for the sweep's.
   await releaseSoon(gateway, result.job.model);
   return result.job;
+}
+
+/**
+ * How long the job's current life was given to wait: from the event that began it (its
+ * submit, or the retry before this one: `queued` at attempt 0) to its deadline. Counted from
+ * `created_at` instead, it held only for the first life: each retry moves the deadline but not
+ * the creation, so every retry added the whole time since the submit (a 10 s TTL became 23 s,
+ * then 44 minutes).
+ */
+async function lifeTtl(gateway: Gateway, row: JobRow): Promise<number> {
+  const events = await gateway.stores.jobs.eventsAfter(row.id, 0);
+  const began = events.findLast((event) => event.status === "queued" && event.attempt === 0);
+  return Number(row.expires_at) - Number(began?.at ?? row.created_at);
 }

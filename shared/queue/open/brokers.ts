@@ -1,5 +1,7 @@
 import { UserError } from "../../errors.ts";
+import { withTimeout } from "../../pause.ts";
 import type { AmqpQueueType } from "../amqp/index.ts";
+import { QueueRefusedError } from "../refused.ts";
 import type { SqsQueueUrlParts } from "../sqs/url.ts";
 import {
   logQueueError,
@@ -7,6 +9,7 @@ import {
   type OpenQueueOptions,
   parseQueueUrl,
   readyOrClose,
+  unreachable,
 } from "./types.ts";
 
 // Each opener imports its adapter (and so its client library) only when a URL selects it.
@@ -51,6 +54,25 @@ export async function openSqsUrl(url: string, options: OpenQueueOptions): Promis
       `queue URL ${url}: ${error instanceof Error ? error.message : String(error)}`,
     );
   }
+  const where = `sqs://${parts.region}/${parts.queuePrefix ?? "gantry-"}`;
+  // Checked before use, as the other brokers are by connecting: missing credentials stop
+  // the start at once; an endpoint that does not answer is unreachable (an agent waits).
+  const { checkSqs } = await import("../sqs/ready.ts");
+  const timeoutMs = options.connectTimeoutMs ?? 15_000;
+  const connection = {
+    region: parts.region,
+    ...(parts.endpoint ? { endpoint: parts.endpoint } : {}),
+  };
+  try {
+    await withTimeout(
+      checkSqs(connection, parts.queuePrefix ?? "gantry-", where),
+      timeoutMs,
+      "SQS",
+    );
+  } catch (error) {
+    if (error instanceof QueueRefusedError) throw error;
+    throw unreachable("SQS", where, timeoutMs, error);
+  }
   const { createSqsQueue } = await import("../sqs/index.ts");
   // Credentials come from the AWS SDK's default chain (environment, profile, pod identity).
   const queue = createSqsQueue({
@@ -61,6 +83,5 @@ export async function openSqsUrl(url: string, options: OpenQueueOptions): Promis
     ...(options.limits ? { limits: options.limits } : {}),
     onError: logQueueError(options),
   });
-  const where = `sqs://${parts.region}/${parts.queuePrefix ?? "gantry-"}`;
   return { queue, description: where, close: () => queue.close() };
 }

@@ -3,6 +3,7 @@ import { z } from "zod";
 import { UserError } from "../shared/errors.ts";
 import { AgentId } from "../shared/protocol/agent.ts";
 import { ModelId } from "../shared/protocol/job.ts";
+import { queueKind } from "../shared/queue/open/index.ts";
 import { readSettings, type SettingProblem, setting } from "../shared/settings/index.ts";
 import {
   allowList,
@@ -56,7 +57,10 @@ export const AGENT_SETTINGS = {
   ),
   queueUrl: setting(
     "GANTRY_QUEUE_URL",
-    text().optional(),
+    // Checked here, before the agent enrolls or starts anything, as the gateway checks its own.
+    text()
+      .refine(knownQueueScheme, { error: (issue) => queueSchemeProblem(issue.input) })
+      .optional(),
     "Where jobs wait, for a gateway whose queue is a broker: its queue URL (amqp://, sqs://, redis://, nats://). Unset: the agent takes its jobs from the gateway, which serves its `sql` queue (SQLite, Postgres, D1) to agents, so the agent holds no database URL. A database URL (postgres://, sqlite:<path>) still reads the `sql` queue directly.",
     { flag: "--queue", shownDefault: "unset: jobs come from the gateway" },
   ),
@@ -263,4 +267,18 @@ function timingProblems(config: {
     );
   }
   return problems;
+}
+
+function knownQueueScheme(url: string): boolean {
+  return queueSchemeProblem(url) === null;
+}
+
+/** queueKind's own words for a scheme no adapter reads (they list the schemes); else null. */
+function queueSchemeProblem(url: unknown): string | null {
+  try {
+    queueKind(String(url));
+    return null;
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  }
 }

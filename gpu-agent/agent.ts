@@ -8,7 +8,7 @@ import { planRunners } from "./devices/runner-plan.ts";
 import type { DirectGatewayCalls, GatewayClient, GatewayError } from "./gateway/client.ts";
 import { enrollFirst } from "./gateway/enroll.ts";
 import { linkGateway } from "./gateway/link.ts";
-import { openGatewayQueue } from "./gateway/queue.ts";
+import { checkBrokerForGateway, openGatewayQueue } from "./gateway/queue.ts";
 import { type MetricsHost, serveAgentMetrics } from "./metrics-server.ts";
 import { ModelConfigError } from "./pipelines/model-config.ts";
 import { DownloadUnavailable } from "./registry/fetch-file.ts";
@@ -218,9 +218,11 @@ export async function startAgent(
   }
   const gateway = link.gateway;
   try {
+    if (opened && queueUrl) await checkBrokerForGateway(gateway, queueUrl);
     opened ??= await openGatewayQueue(gateway, config, log);
   } catch (error) {
     await Promise.allSettled(runners.map((runner) => runner.stop()));
+    await closeQueue();
     await gateway.close?.();
     throw error;
   }

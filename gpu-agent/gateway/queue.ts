@@ -4,6 +4,7 @@ import type { JobError, QueueDelivery, QueueSettle } from "../../shared/protocol
 import { MAX_AGENT_BATCH } from "../../shared/protocol/index.ts";
 import { type ConsumeAbilities, ConsumerSet, checkConsume } from "../../shared/queue/consumers.ts";
 import { type LocalLease, openLocalLease } from "../../shared/queue/lease.ts";
+import { queueKind } from "../../shared/queue/open/index.ts";
 import type { OpenedQueue } from "../../shared/queue/open/types.ts";
 import {
   type ConsumeOptions,
@@ -60,6 +61,26 @@ export async function openGatewayQueue(
     description: `the gateway's ${info.transport} queue at ${config.gatewayUrl}`,
     close: () => queue.close(),
   };
+}
+
+/**
+ * An agent given a broker's queue URL, for a gateway that serves its own `sql` queue to
+ * agents: no job is ever published to that broker, so the agent would wait for ever while the
+ * gateway counts it live. Asked once at start; a database URL (reading the `sql` queue
+ * directly) and a gateway on a broker pass.
+ */
+export async function checkBrokerForGateway(
+  gateway: GatewayClient,
+  queueUrl: string,
+): Promise<void> {
+  const kind = queueKind(queueUrl);
+  if (kind === "sql" || !gateway.queue) return;
+  // A gateway that cannot say (an older one, a failed call) leaves the agent as it was.
+  const info = await gateway.queue.info().catch(() => undefined);
+  if (!info?.served) return;
+  throw new UserError(
+    `GANTRY_QUEUE_URL names a ${kind} queue, but the gateway's queue is ${info.transport}, which it serves to agents: unset GANTRY_QUEUE_URL (and --queue), or give the gateway this queue URL`,
+  );
 }
 
 const GATEWAY_CONSUME: ConsumeAbilities = {

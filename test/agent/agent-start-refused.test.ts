@@ -14,7 +14,9 @@ const prefix = `gantry-test-${crypto.randomUUID().slice(0, 8)}`;
 let gw: TestGateway;
 
 beforeAll(async () => {
-  gw = await startTestGateway({ models: ["noop"] });
+  // The gateway on the same Redis queue: an agent with a broker URL for a gateway on the
+  // `sql` queue is refused earlier, for that (agent-queue-mismatch.test.ts).
+  gw = await startTestGateway({ models: ["noop"], queueUrl: `${REDIS_URL}?prefix=${prefix}` });
 });
 afterAll(async () => {
   await gw?.close();

@@ -1,4 +1,5 @@
 export * from "./agent.ts";
+export * from "./agent-admin.ts";
 export * from "./agent-batch.ts";
 export * from "./agent-device.ts";
 export * from "./agent-queue.ts";

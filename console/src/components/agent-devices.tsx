@@ -1,4 +1,4 @@
-import type { AgentView } from "../../../shared/protocol/agent.ts";
+import type { AgentView } from "../../../shared/protocol/agent-admin.ts";
 
 /**
  * An agent's GPUs, one line each: index and name, memory used of total, utilisation, and

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useState } from "preact/hooks";
-import type { AgentList, AgentView } from "../../../shared/protocol/agent.ts";
+import type { AgentList, AgentView } from "../../../shared/protocol/agent-admin.ts";
 import { ModelSwitches } from "../components/model-switches.tsx";
 import { ago, errorText } from "../format.ts";
 import type { Session } from "../session.ts";

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
-import type { AgentList, AgentView } from "../../../shared/protocol/agent.ts";
+import type { AgentList, AgentView } from "../../../shared/protocol/agent-admin.ts";
 import type { ModelState } from "../../../shared/protocol/model.ts";
 import type { FeedEvent, Job, JobStatus } from "../api.ts";
 import { AgentDevices } from "../components/agent-devices.tsx";

@@ -89,7 +89,7 @@ export async function doctorCommand(
       threads: config.threads,
       tensorrt: config.tensorrt,
       settingRows: [credentials],
-      ...(signedQueueInfo && unset.queue ? { gatewayQueueInfo: signedQueueInfo } : {}),
+      ...(signedQueueInfo ? { gatewayQueueInfo: signedQueueInfo } : {}),
       ...(config.metricsPort === undefined ? {} : { agentMetricsPort: config.metricsPort }),
       ...(config.gpus ? { gpus: config.gpus } : {}),
       ...(env.CUDA_VISIBLE_DEVICES === undefined

@@ -3,6 +3,7 @@ import type { QueueInfo } from "../../shared/protocol/index.ts";
 import type { OpenedQueue, OpenQueueOptions } from "../../shared/queue/open/index.ts";
 import { QueueRefusedError } from "../../shared/queue/refused.ts";
 import { GatewayError } from "../gateway/errors.ts";
+import { brokerMismatch } from "../gateway/queue.ts";
 import { type CheckResult, errorText } from "./report.ts";
 import { notConfigured, SETTING_HINTS } from "./settings.ts";
 
@@ -53,6 +54,30 @@ export async function queueCheck(
   } finally {
     await opened?.close().catch(() => {});
   }
+}
+
+/**
+ * A broker's queue that answered, checked against the gateway (with the doctor's signed call,
+ * when it has the agent's id and secret): a gateway that serves its own `sql` queue never
+ * publishes to that broker, and `run` stops on it. A gateway that cannot say leaves the row.
+ */
+export async function brokerForGatewayCheck(
+  passed: CheckResult,
+  queueUrl: string,
+  info: () => Promise<QueueInfo>,
+  timeoutMs: number,
+): Promise<CheckResult> {
+  const answer = await withTimeout(info(), timeoutMs, "the gateway's queue info").catch(
+    () => undefined,
+  );
+  const mismatch = answer ? brokerMismatch(queueUrl, answer) : null;
+  if (!mismatch) return passed;
+  return {
+    name: passed.name,
+    status: "fail",
+    detail: mismatch,
+    hint: "`gantry-agent run` stops at start with the same error",
+  };
 }
 
 /**

@@ -7,7 +7,12 @@ import {
 import type { ExecutionProvider } from "../inference/types.ts";
 import type { ModelConfig } from "../pipelines/model-config.ts";
 import { probeProvider } from "../runner/providers.ts";
-import { gatewayCheck, gatewayQueueCheck, queueCheck } from "./connections.ts";
+import {
+  brokerForGatewayCheck,
+  gatewayCheck,
+  gatewayQueueCheck,
+  queueCheck,
+} from "./connections.ts";
 import {
   cudaLibraryCheck,
   cudaLibraryPath,
@@ -41,8 +46,9 @@ export interface DoctorOptions {
   /** Per network check. Default 10 s. */
   timeoutMs?: number;
   /**
-   * With no queue URL: asks the gateway (a signed call) whether it serves its queue to
-   * agents. Absent when the doctor cannot sign without enrolling (only a token is set).
+   * Asks the gateway (a signed call) whether it serves its queue to agents: with no queue
+   * URL, whether the agent needs none; with a broker's, whether that broker is the gateway's.
+   * Absent when the doctor cannot sign without enrolling (only a token is set).
    */
   gatewayQueueInfo?: () => Promise<QueueInfo>;
   /** Rows about the settings themselves (credentials), shown before the connections. */
@@ -130,7 +136,13 @@ export async function runDoctor(
   } else {
     progress("checking the queue…");
     const open = deps.openQueue ?? openQueue;
-    record(await queueCheck(options.queueUrl, options.models, timeoutMs, open));
+    const row = await queueCheck(options.queueUrl, options.models, timeoutMs, open);
+    const info = options.gatewayQueueInfo;
+    record(
+      row.status === "pass" && info
+        ? await brokerForGatewayCheck(row, options.queueUrl, info, timeoutMs)
+        : row,
+    );
   }
   if (options.gatewayUrl === null) {
     record(notConfigured("gateway", SETTING_HINTS.gateway));

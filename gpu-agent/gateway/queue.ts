@@ -1,6 +1,11 @@
 import type { Logger } from "pino";
 import { UserError } from "../../shared/errors.ts";
-import type { JobError, QueueDelivery, QueueSettle } from "../../shared/protocol/index.ts";
+import type {
+  JobError,
+  QueueDelivery,
+  QueueInfo,
+  QueueSettle,
+} from "../../shared/protocol/index.ts";
 import { MAX_AGENT_BATCH } from "../../shared/protocol/index.ts";
 import { type ConsumeAbilities, ConsumerSet, checkConsume } from "../../shared/queue/consumers.ts";
 import { type LocalLease, openLocalLease } from "../../shared/queue/lease.ts";
@@ -73,14 +78,18 @@ export async function checkBrokerForGateway(
   gateway: GatewayClient,
   queueUrl: string,
 ): Promise<void> {
-  const kind = queueKind(queueUrl);
-  if (kind === "sql" || !gateway.queue) return;
+  if (queueKind(queueUrl) === "sql" || !gateway.queue) return;
   // A gateway that cannot say (an older one, a failed call) leaves the agent as it was.
   const info = await gateway.queue.info().catch(() => undefined);
-  if (!info?.served) return;
-  throw new UserError(
-    `GANTRY_QUEUE_URL names a ${kind} queue, but the gateway's queue is ${info.transport}, which it serves to agents: unset GANTRY_QUEUE_URL (and --queue), or give the gateway this queue URL`,
-  );
+  const mismatch = info ? brokerMismatch(queueUrl, info) : null;
+  if (mismatch) throw new UserError(mismatch);
+}
+
+/** Why a broker's queue URL cannot serve this gateway (see checkBrokerForGateway); else null. */
+export function brokerMismatch(queueUrl: string, info: QueueInfo): string | null {
+  const kind = queueKind(queueUrl);
+  if (kind === "sql" || !info.served) return null;
+  return `GANTRY_QUEUE_URL names a ${kind} queue, but the gateway's queue is ${info.transport}, which it serves to agents: unset GANTRY_QUEUE_URL (and --queue), or give the gateway this queue URL`;
 }
 
 const GATEWAY_CONSUME: ConsumeAbilities = {

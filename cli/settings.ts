@@ -66,7 +66,7 @@ export const GATEWAY_SETTINGS = {
       })
       .nullable()
       .default(null),
-    "`amqp://user:pass@host:5672/vhost` (RabbitMQ; `?queue_type=quorum|classic`, default quorum, and `?prefix=`, default `gantry`), `sqs://…`, `redis://[user:pass@]host:6379[/db]` or `rediss://…` (Redis Streams, Redis 7; `?prefix=`, default `gantry`, and `?group=`, default `agents`), `nats://[user:pass@]host:4222[,host:port…]` (NATS JetStream, nats-server 2.9 or newer; `?prefix=`, default `gantry`, and `?max_ack_pending=`, default 10000), `postgres://…`, or a SQLite path. Agents use the same value. See [Queue transports](reliability.md#queue-transports).",
+    "`amqp://user:pass@host:5672/vhost` (RabbitMQ; `?queue_type=quorum|classic`, default quorum, and `?prefix=`, default `gantry`), `sqs://…`, `redis://[user:pass@]host:6379[/db]` or `rediss://…` (Redis Streams, Redis 7; `?prefix=`, default `gantry`, and `?group=`, default `agents`), `nats://[user:pass@]host:4222[,host:port…]` (NATS JetStream, nats-server 2.9 or newer; `?prefix=`, default `gantry`, and `?max_ack_pending=`, default 10000), `postgres://…`, or a SQLite path; a parameter none of these reads (a misspelt `?prefx=`) is refused. Agents use the same value. See [Queue transports](reliability.md#queue-transports).",
     { shownDefault: "the `sql` queue in the job store's database" },
   ),
   maxAttempts: setting(

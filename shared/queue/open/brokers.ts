@@ -9,6 +9,7 @@ import {
   type OpenQueueOptions,
   parseQueueUrl,
   readyOrClose,
+  refuseUnknownParams,
   unreachable,
 } from "./types.ts";
 
@@ -16,9 +17,12 @@ import {
 
 /** Query parameters Gantry reads from an amqp URL; amqplib never sees them. */
 const AMQP_PARAMS = ["queue_type", "prefix", "consumer_timeout_ms"] as const;
+/** Those amqplib reads (lib/connect.js); it drops any other without a word. */
+const AMQPLIB_PARAMS = ["heartbeat", "frameMax", "channelMax", "locale", "maxFrameSize"];
 
 export async function openAmqpUrl(url: string, options: OpenQueueOptions): Promise<OpenedQueue> {
   const parsed = parseQueueUrl(url, "amqp://");
+  refuseUnknownParams(parsed, "amqp://", [...AMQP_PARAMS, ...AMQPLIB_PARAMS]);
   const param = (name: (typeof AMQP_PARAMS)[number]) => parsed.searchParams.get(name) ?? undefined;
   const queueType = param("queue_type") ?? "quorum";
   if (queueType !== "quorum" && queueType !== "classic") {

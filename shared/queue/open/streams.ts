@@ -5,6 +5,7 @@ import {
   type OpenQueueOptions,
   parseQueueUrl,
   readyOrClose,
+  refuseUnknownParams,
   unreachable,
 } from "./types.ts";
 
@@ -17,6 +18,8 @@ const REDIS_PARAMS = ["prefix", "group"] as const;
  */
 export async function openRedisUrl(url: string, options: OpenQueueOptions): Promise<OpenedQueue> {
   const parsed = parseQueueUrl(url, "redis://");
+  // node-redis reads no query parameter: only these two are anyone's.
+  refuseUnknownParams(parsed, "redis://", REDIS_PARAMS);
   const prefix = parsed.searchParams.get("prefix") ?? undefined;
   const group = parsed.searchParams.get("group") ?? undefined;
   for (const name of REDIS_PARAMS) parsed.searchParams.delete(name);

@@ -72,6 +72,18 @@ export function parseQueueUrl(url: string, scheme: string): URL {
   }
 }
 
+/**
+ * A parameter no one reads is a typo (`?prefx=prod`): dropped, the queue would open under the
+ * default prefix, apart from the gateway's or agents' that spelt it right.
+ */
+export function refuseUnknownParams(url: URL, scheme: string, known: readonly string[]): void {
+  for (const name of url.searchParams.keys()) {
+    if (!known.includes(name)) {
+      throw new UserError(`queue URL: ${scheme} takes ${known.join(", ")}, not "${name}"`);
+    }
+  }
+}
+
 /** The adapter's errors go to the log: they never stop a consumer. */
 export const logQueueError = (options: OpenQueueOptions) => (error: unknown) =>
   options.logger?.error({ err: error }, "queue error");

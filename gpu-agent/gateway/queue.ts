@@ -69,27 +69,34 @@ export async function openGatewayQueue(
 }
 
 /**
- * An agent given a broker's queue URL, for a gateway that serves its own `sql` queue to
- * agents: no job is ever published to that broker, so the agent would wait for ever while the
- * gateway counts it live. Asked once at start; a database URL (reading the `sql` queue
- * directly) and a gateway on a broker pass.
+ * An agent's queue URL that cannot be its gateway's: a broker's for a gateway that serves its
+ * own `sql` queue to agents (no job is ever published to that broker), or a database's `sql`
+ * queue for a gateway on a broker (no job is ever written there). The agent would wait for
+ * ever while the gateway counts it live. Asked once at start.
  */
 export async function checkBrokerForGateway(
   gateway: GatewayClient,
   queueUrl: string,
 ): Promise<void> {
-  if (queueKind(queueUrl) === "sql" || !gateway.queue) return;
+  if (!gateway.queue) return;
   // A gateway that cannot say (an older one, a failed call) leaves the agent as it was.
   const info = await gateway.queue.info().catch(() => undefined);
   const mismatch = info ? brokerMismatch(queueUrl, info) : null;
   if (mismatch) throw new UserError(mismatch);
 }
 
-/** Why a broker's queue URL cannot serve this gateway (see checkBrokerForGateway); else null. */
+/** Why an agent's queue URL cannot be this gateway's (see checkBrokerForGateway); else null. */
 export function brokerMismatch(queueUrl: string, info: QueueInfo): string | null {
   const kind = queueKind(queueUrl);
-  if (kind === "sql" || !info.served) return null;
-  return `GANTRY_QUEUE_URL names a ${kind} queue, but the gateway's queue is ${info.transport}, which it serves to agents: unset GANTRY_QUEUE_URL (and --queue), or give the gateway this queue URL`;
+  if (kind !== "sql" && info.served) {
+    return `GANTRY_QUEUE_URL names a ${kind} queue, but the gateway's queue is ${info.transport}, which it serves to agents: unset GANTRY_QUEUE_URL (and --queue), or give the gateway this queue URL`;
+  }
+  // Only a URL that says it is a database (a bare path is left alone, as test harnesses
+  // hand their in-process queue to agents under one).
+  if (kind === "sql" && !info.served && /^(postgres(ql)?|sqlite|file):/i.test(queueUrl)) {
+    return "GANTRY_QUEUE_URL names a database's sql queue, but the gateway's queue is a broker: set GANTRY_QUEUE_URL to the gateway's (amqp://, redis://, nats:// or sqs://)";
+  }
+  return null;
 }
 
 const GATEWAY_CONSUME: ConsumeAbilities = {

@@ -1,7 +1,11 @@
+import { UserError } from "../../shared/errors.ts";
 import { withTimeout } from "../../shared/pause.ts";
 import type { QueueInfo } from "../../shared/protocol/index.ts";
-import type { OpenedQueue, OpenQueueOptions } from "../../shared/queue/open/index.ts";
-import { QueueRefusedError } from "../../shared/queue/refused.ts";
+import {
+  type OpenedQueue,
+  type OpenQueueOptions,
+  QueueUnreachableError,
+} from "../../shared/queue/open/index.ts";
 import { GatewayError } from "../gateway/errors.ts";
 import { brokerMismatch } from "../gateway/queue.ts";
 import { type CheckResult, errorText } from "./report.ts";
@@ -46,8 +50,10 @@ export async function queueCheck(
       name,
       status: "fail",
       detail: `cannot use the queue: ${errorText(error)}`,
+      // What run does with the same error (until-reachable.ts): a UserError other than an
+      // unreachable broker (a refusal, a URL an adapter cannot take) ends its start.
       hint:
-        error instanceof QueueRefusedError
+        error instanceof UserError && !(error instanceof QueueUnreachableError)
           ? "fix GANTRY_QUEUE_URL: `gantry-agent run` stops at start with the same error"
           : `check GANTRY_QUEUE_URL and that this host can reach it; ${WAITS}`,
     };

@@ -42,4 +42,14 @@ describe("the doctor's queue row on a wrong broker URL", () => {
     expect(result.detail).toContain(`ECONNREFUSED 127.0.0.1:${port}`);
     expect(result.hint).toMatch(/waits for it/);
   });
+
+  it("a URL the adapter refuses (a misspelt parameter): FAIL saying why, and run stops on it", async () => {
+    const url = amqpWith((parsed) => {
+      parsed.searchParams.set("prefx", "gantry");
+    });
+    const result = await queueCheck(url, ["noop"], TIMEOUT_MS, openQueue);
+    expect(result.status).toBe("fail");
+    expect(result.detail).toMatch(/not "prefx"/);
+    expect(result.hint).toMatch(/stops at start/);
+  });
 });

@@ -192,6 +192,26 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
     });
     chmodSync(examplePath, PRIVATE_FILE_MODE);
   }
+  // Before the banner: whoever reads it (a supervisor, a test) may signal at once, and a
+  // signal that came before its handler would kill the process instead of closing it.
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) {
+      say("second signal: exiting now");
+      process.exit(1);
+    }
+    stopping = true;
+    // `gantry gateway` holds no agent: say so only when there is one to drain.
+    say(
+      `${signal}: ${agent ? "draining the agent and closing" : "closing"} (Ctrl-C again to force)…`,
+    );
+    await agent?.stop();
+    await node.close();
+    say("stopped cleanly");
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void stop("SIGINT"));
+  process.on("SIGTERM", () => void stop("SIGTERM"));
   process.stdout.write(
     startBanner({
       url: node.url,
@@ -216,23 +236,4 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
       }`,
     }),
   );
-
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) {
-      say("second signal: exiting now");
-      process.exit(1);
-    }
-    stopping = true;
-    // `gantry gateway` holds no agent: say so only when there is one to drain.
-    say(
-      `${signal}: ${agent ? "draining the agent and closing" : "closing"} (Ctrl-C again to force)…`,
-    );
-    await agent?.stop();
-    await node.close();
-    say("stopped cleanly");
-    process.exit(0);
-  };
-  process.on("SIGINT", () => void stop("SIGINT"));
-  process.on("SIGTERM", () => void stop("SIGTERM"));
 }

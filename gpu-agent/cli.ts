@@ -108,6 +108,7 @@ async function run(config: AgentConfig): Promise<void> {
     colorize: tty,
   });
   const say = (line: string) => process.stderr.write(`gantry-agent: ${line}\n`);
+  const shutdown = installShutdown(config.drainTimeoutMs, say);
   say(`agent ${config.agentId} → gateway ${config.gatewayUrl}`);
   const agent = await startAgent(config, { logger, progress: say }).catch((error: unknown) => {
     // Refused credentials (a wrong secret, an unknown id, a bad token, a revoked agent) or a
@@ -117,7 +118,7 @@ async function run(config: AgentConfig): Promise<void> {
     if (status >= 400 && status < 500) throw new UserError((error as Error).message);
     throw error;
   });
-  installShutdown(agent, config.drainTimeoutMs, say);
+  shutdown.started(agent);
   void agent.stopped.then((reason) => {
     if (reason !== "revoked") return;
     say("revoked by the gateway; exiting");
@@ -130,21 +131,24 @@ async function run(config: AgentConfig): Promise<void> {
  * the rest are released to other agents. A second signal exits at once; the queue then
  * redelivers whatever was in flight when its lease runs out.
  */
-function installShutdown(agent: AgentHandle, drainTimeoutMs: number, say: (line: string) => void) {
+/**
+ * SIGTERM and SIGINT drain the agent: installed before the start, since a signal that came
+ * before its handler (a supervisor's stop during a long model load, or one sent as soon as
+ * "waiting for jobs" was read) killed the process at once, its runners and its registration
+ * left behind. One that comes while the agent starts is kept, and the drain runs as soon as
+ * the start is done; a second signal exits at once.
+ */
+function installShutdown(drainTimeoutMs: number, say: (line: string) => void) {
+  let agent: AgentHandle | null = null;
+  let pending: NodeJS.Signals | null = null;
   let draining = false;
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (draining) {
-      say(
-        `${signal} again: exiting now; unfinished jobs return to the queue when their leases end`,
-      );
-      process.exit(130);
-    }
+  const drain = (running: AgentHandle, signal: NodeJS.Signals) => {
     draining = true;
-    const jobs = agent.supervisor.status().inFlight.length;
+    const jobs = running.supervisor.status().inFlight.length;
     say(
       `${signal}: draining ${jobs} in-flight job(s), up to ${Math.round(drainTimeoutMs / 1000)} s (signal again to exit now)`,
     );
-    agent.stop().then(
+    running.stop().then(
       () => {
         say("stopped");
         process.exit(0);
@@ -155,8 +159,25 @@ function installShutdown(agent: AgentHandle, drainTimeoutMs: number, say: (line:
       },
     );
   };
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (draining || pending) {
+      say(
+        `${signal} again: exiting now; unfinished jobs return to the queue when their leases end`,
+      );
+      process.exit(130);
+    }
+    if (agent) return drain(agent, signal);
+    pending = signal;
+    say(`${signal}: stopping as soon as the start is done (signal again to exit now)`);
+  };
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
+  return {
+    started(running: AgentHandle) {
+      agent = running;
+      if (pending) drain(running, pending);
+    },
+  };
 }
 
 function describe(error: unknown): string {

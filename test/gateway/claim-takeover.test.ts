@@ -8,9 +8,8 @@ import { claimJob } from "../../gateway/jobs/agent-ops.ts";
 import type { AgentRow } from "../../gateway/store/agents.ts";
 import { sweep } from "../../gateway/sweep/index.ts";
 import { HttpProblem } from "../../shared/errors.ts";
-import { newId } from "../../shared/ids.ts";
 import { sqlQueueOn } from "../../shared/queue/open/index.ts";
-import { sweepGateway } from "../helpers/sweep-gateway.ts";
+import { insertJob, sweepGateway } from "../helpers/sweep-gateway.ts";
 import { openTestDatabase } from "../helpers/test-gateway.ts";
 
 /**
@@ -66,20 +65,11 @@ describe.each(["sqlite", "postgres"] as const)(
       );
 
     it("is refused while the running attempt is heard from; a lost one is still taken over", async () => {
-      const row = await gateway.stores.jobs.insert({
-        id: newId("job", clock),
+      const row = await insertJob(gateway, {
         tenantId: "ten_takeover",
-        model: "noop",
-        priority: 5,
-        input: {},
-        webhook: null,
-        idempotencyKey: null,
-        requestHash: null,
-        traceparent: null,
         now: clock,
         expiresAt: clock + 3_600_000,
       });
-      if (!row) throw new Error("insert refused");
       const [killed, next, other] = [await agent(), await agent(), await agent()];
       await claim(killed, row.id, 1);
       clock += STALE_MS + 1_000;

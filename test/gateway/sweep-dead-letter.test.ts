@@ -5,11 +5,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../../gateway/context.ts";
 import { publishJob } from "../../gateway/jobs/lifecycle.ts";
 import { type SweepOptions, sweep } from "../../gateway/sweep/index.ts";
-import { newId, randomToken } from "../../shared/ids.ts";
+import { randomToken } from "../../shared/ids.ts";
 import type { JobError } from "../../shared/protocol/index.ts";
 import { sqlQueueOn } from "../../shared/queue/open/index.ts";
 import type { Consumer, Delivery, JobQueue } from "../../shared/queue/port.ts";
-import { sweepGateway } from "../helpers/sweep-gateway.ts";
+import { insertJob, sweepGateway } from "../helpers/sweep-gateway.ts";
 import { openTestDatabase } from "../helpers/test-gateway.ts";
 
 /**
@@ -49,20 +49,12 @@ describe.each(["sqlite", "postgres"] as const)(
     /** A job committed and published at `clock`, under a model of its own. */
     async function published() {
       const model = `m${randomToken(8).toLowerCase().replace(/\W/g, "x")}`;
-      const row = await gateway.stores.jobs.insert({
-        id: newId("job", clock),
+      const row = await insertJob(gateway, {
         tenantId: "ten_dead",
         model,
-        priority: 5,
-        input: {},
-        webhook: null,
-        idempotencyKey: null,
-        requestHash: null,
-        traceparent: null,
         now: clock,
         expiresAt: clock + 24 * 60 * MINUTE,
       });
-      if (!row) throw new Error("insert refused");
       expect(await publishJob(gateway, row)).toBe(true);
       return { id: row.id, model };
     }

@@ -11,7 +11,7 @@ import { createWebhookDispatcher } from "../../gateway/webhooks/dispatcher.ts";
 import { newWebhookSecret } from "../../gateway/webhooks/secret.ts";
 import { newId } from "../../shared/ids.ts";
 import { sqlQueueOn } from "../../shared/queue/open/index.ts";
-import { sweepGateway } from "../helpers/sweep-gateway.ts";
+import { insertJob, sweepGateway } from "../helpers/sweep-gateway.ts";
 import { openTestDatabase, startTestGateway } from "../helpers/test-gateway.ts";
 import { startReceiver } from "../helpers/webhook-receiver.ts";
 
@@ -126,20 +126,11 @@ describe.each(["sqlite", "postgres"] as const)("webhooks beside the sweep on %s"
     );
 
   const job = async (ttlMs: number) => {
-    const row = await gateway.stores.jobs.insert({
-      id: newId("job", clock),
+    const row = await insertJob(gateway, {
       tenantId: "ten_jobs",
-      model: "noop",
-      priority: 5,
-      input: {},
-      webhook: null,
-      idempotencyKey: null,
-      requestHash: null,
-      traceparent: null,
       now: clock,
       expiresAt: clock + ttlMs,
     });
-    if (!row) throw new Error("insert refused");
     await gateway.stores.jobs.markPublished(row.id, clock);
     return row.id;
   };

@@ -5,11 +5,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Gateway } from "../../gateway/context.ts";
 import type { JobRow } from "../../gateway/store/job-rows.ts";
 import { type SweepOptions, sweep } from "../../gateway/sweep/index.ts";
-import { newId } from "../../shared/ids.ts";
 import type { QueueMessage } from "../../shared/protocol/index.ts";
 import { sqlQueueOn } from "../../shared/queue/open/index.ts";
 import type { JobQueue } from "../../shared/queue/port.ts";
-import { sweepGateway } from "../helpers/sweep-gateway.ts";
+import { insertJob, sweepGateway } from "../helpers/sweep-gateway.ts";
 import { openTestDatabase } from "../helpers/test-gateway.ts";
 
 /**
@@ -54,20 +53,11 @@ describe.each(["sqlite", "postgres"] as const)("sweep() on %s", (kind) => {
 
   /** A committed job that was never published (the gateway died before the publish). */
   const commit = async (at: number, ttlMs = 3_600_000): Promise<JobRow> => {
-    const row = await gateway.stores.jobs.insert({
-      id: newId("job", at),
+    const row = await insertJob(gateway, {
       tenantId: "ten_sweep",
-      model: "noop",
-      priority: 5,
-      input: {},
-      webhook: null,
-      idempotencyKey: null,
-      requestHash: null,
-      traceparent: null,
       now: at,
       expiresAt: at + ttlMs,
     });
-    if (!row) throw new Error("insert refused");
     return row;
   };
   const statusOf = async (id: string) => (await gateway.stores.jobs.byId(id))?.status;

@@ -3,11 +3,12 @@ import { GatewayConfig, type GatewayConfigInput } from "../../gateway/config.ts"
 import type { Gateway } from "../../gateway/context.ts";
 import { releaseModel } from "../../gateway/jobs/release.ts";
 import { submitJob } from "../../gateway/jobs/submit.ts";
+import type { JobRow } from "../../gateway/store/job-rows.ts";
 import { createKyselyStores } from "../../gateway/store/kysely-stores.ts";
 import type { Tenant } from "../../gateway/store/tenants.ts";
 import { createDiskBlobStore } from "../../shared/blob/disk.ts";
 import type { OpenedDatabase } from "../../shared/db/open.ts";
-import { randomToken } from "../../shared/ids.ts";
+import { newId, randomToken } from "../../shared/ids.ts";
 import { sqlQueueOn } from "../../shared/queue/open/index.ts";
 import type { JobQueue } from "../../shared/queue/port.ts";
 import { openTestDatabase } from "./test-gateway.ts";
@@ -45,6 +46,31 @@ export function sweepGateway(options: {
     // database: its failure then is no failure of the test.
     background: (work) => void work.catch(() => {}),
   });
+}
+
+/**
+ * A queued job stored as a submit stores it (released, no webhook, no key), for tests that
+ * drive the sweeper and claims by hand; throws if the store refused it.
+ */
+export async function insertJob(
+  gateway: Gateway,
+  job: { tenantId: string; now: number; expiresAt: number; model?: string },
+): Promise<JobRow> {
+  const row = await gateway.stores.jobs.insert({
+    id: newId("job", job.now),
+    tenantId: job.tenantId,
+    model: job.model ?? "noop",
+    priority: 5,
+    input: {},
+    webhook: null,
+    idempotencyKey: null,
+    requestHash: null,
+    traceparent: null,
+    now: job.now,
+    expiresAt: job.expiresAt,
+  });
+  if (!row) throw new Error("insert refused");
+  return row;
 }
 
 /**

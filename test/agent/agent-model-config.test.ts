@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -6,6 +5,7 @@ import { ModelConfigError } from "../../gpu-agent/pipelines/model-config.ts";
 import { loadModel } from "../../gpu-agent/runner/load-models.ts";
 import { startAgentProcess } from "../helpers/fault-agent.ts";
 import { classifierModel, modelFolder, yoloModel } from "../helpers/onnx-models.ts";
+import { runToExit } from "../helpers/run-to-exit.ts";
 import { startTestGateway } from "../helpers/test-gateway.ts";
 
 /**
@@ -37,11 +37,12 @@ function registry(name: string, bytes: Uint8Array, extra: string[] = [], task = 
   return folder.write(`${name}.yaml`, new TextEncoder().encode(`${yaml}\n`));
 }
 
-/** Runs the agent until it exits (or the test's timeout): its exit code and what it said. */
-function runAgent(modelsFile: string): Promise<{ code: number | null; output: string }> {
-  const child = spawn(process.execPath, [BIN, "run"], {
-    env: {
-      PATH: process.env.PATH ?? "",
+/** Runs the agent until it exits (or 20 s): its exit code and what it said. */
+const runAgent = (modelsFile: string) =>
+  runToExit(
+    BIN,
+    ["run"],
+    {
       // Nothing listens there: the agent starts its runners before it first calls it.
       GANTRY_GATEWAY_URL: "http://127.0.0.1:9",
       GANTRY_AGENT_ID: "agt_modelconfigtest",
@@ -53,23 +54,8 @@ function runAgent(modelsFile: string): Promise<{ code: number | null; output: st
       GANTRY_LOG_LEVEL: "warn",
       GANTRY_LOG_FORMAT: "json",
     },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  child.stdout.on("data", (chunk) => {
-    output += chunk;
-  });
-  child.stderr.on("data", (chunk) => {
-    output += chunk;
-  });
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
-    child.on("exit", (code) => {
-      clearTimeout(timer);
-      resolve({ code, output });
-    });
-  });
-}
+    20_000,
+  );
 
 const detector = () => yoloModel({ size: 32, classes: 2, anchors: 4, head: new Array(24).fill(0) });
 

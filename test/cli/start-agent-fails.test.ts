@@ -1,11 +1,11 @@
-import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { freePort } from "../helpers/fault-own-broker.ts";
 import { yoloModel } from "../helpers/onnx-models.ts";
+import { runToExit } from "../helpers/run-to-exit.ts";
 
 /**
  * `gantry start` is a gateway and its agent in one process. When the agent cannot start (here
@@ -17,15 +17,6 @@ const BIN = join(import.meta.dirname, "../../bin/gantry.js");
 const dir = mkdtempSync(join(tmpdir(), "gantry-start-agent-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const address = probe.address();
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  if (address === null || typeof address === "string") throw new Error("no port");
-  return address.port;
-}
-
 describe("gantry start whose agent cannot start", () => {
   it("exits with the agent's reason instead of hanging", { timeout: 60_000 }, async () => {
     const bytes = yoloModel({ size: 32, classes: 2, anchors: 4, head: new Array(24).fill(0) });
@@ -33,9 +24,10 @@ describe("gantry start whose agent cannot start", () => {
     const sha256 = createHash("sha256").update(bytes).digest("hex");
     const yaml = `models:\n  - id: det\n    task: detection\n    labels: [a, b, c]\n    files:\n      - { name: model, url: det.onnx, sha256: ${sha256} }\n`;
     writeFileSync(join(dir, "models.yaml"), yaml);
-    const child = spawn(process.execPath, [BIN, "start"], {
-      env: {
-        PATH: process.env.PATH ?? "",
+    const { code, output } = await runToExit(
+      BIN,
+      ["start"],
+      {
         PORT: String(await freePort()),
         GANTRY_DATA_DIR: join(dir, "data"),
         GANTRY_MODELS: "det",
@@ -45,18 +37,8 @@ describe("gantry start whose agent cannot start", () => {
         GANTRY_EXECUTION_PROVIDERS: "cpu",
         GANTRY_LOG_FORMAT: "json",
       },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let output = "";
-    child.stdout.on("data", (chunk) => {
-      output += chunk;
-    });
-    child.stderr.on("data", (chunk) => {
-      output += chunk;
-    });
-    const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
-    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
-    clearTimeout(timer);
+      30_000,
+    );
     expect(output).toContain("model det has 2 classes but 3 labels");
     expect(code).toBe(2);
   });

@@ -2,6 +2,7 @@ import { Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
 import { UserError } from "../errors.ts";
 import { isNetworkError } from "../net/network-errors.ts";
+import { withoutPassword } from "../net/url-password.ts";
 import { migrate } from "./migrations.ts";
 import { withPreparedStatements } from "./pg-prepared.ts";
 import type { Database } from "./schema.ts";
@@ -52,7 +53,7 @@ export function parsePostgresUrl(url: string): PostgresTarget {
   try {
     parsed = new URL(url);
   } catch {
-    throw new UserError(`database URL ${JSON.stringify(redact(url))} is not a valid URL`);
+    throw new UserError(`database URL ${JSON.stringify(withoutPassword(url))} is not a valid URL`);
   }
   const schema = parsed.searchParams.get("schema");
   if (schema !== null && !SCHEMA_NAME.test(schema)) {
@@ -170,8 +171,4 @@ export function databaseFailure(error: unknown): string | null {
   if (code === "42501")
     return `${message} (the gateway's role must own its tables: it migrates them)`;
   return null;
-}
-
-function redact(url: string): string {
-  return url.replace(/\/\/([^:/@]*):[^@]*@/, "//$1:***@");
 }

@@ -18,7 +18,7 @@ import {
   submitKey,
 } from "./submit-files.ts";
 import { emptyCounts, type SubmitCounts, SubmitProgress } from "./submit-progress.ts";
-import { retryFailedFile } from "./submit-retry.ts";
+import { retryFailedFile, writtenFailure } from "./submit-retry.ts";
 import { SubmitState } from "./submit-state.ts";
 import { type JobSnapshot, SUBMIT_TAG, SubmitTracker, submitTag } from "./submit-tracker.ts";
 
@@ -118,7 +118,13 @@ export async function submitCommand(
     if (succeededBefore || (failedBefore && !flags.retryFailed)) {
       counts.resumed++;
       if (succeededBefore) counts.succeeded++;
-      else counts.failed++;
+      else {
+        counts.failed++;
+        // Listed again: summary.json is rewritten by every run, and is where a script
+        // reads which files failed.
+        if (failures.length < LISTED_FAILURES)
+          failures.push(await writtenFailure(file.name, `${base}.error.json`));
+      }
       return;
     }
     const retried = failedBefore

@@ -31,3 +31,26 @@ export async function retryFailedFile(
   await rm(errorPath, { force: true });
   return { id, snapshot: { status: job.status, metadata: job.metadata } };
 }
+
+/**
+ * What an earlier run wrote as a file's failure (a job's end, or a refusal at submit), for a
+ * resumed run's summary.json. A file cut short by a kill says only which file failed.
+ */
+export async function writtenFailure(
+  file: string,
+  errorPath: string,
+): Promise<{ file: string; job_id: string; code: string; message: string }> {
+  let written: { job_id?: unknown; error?: { code?: unknown; message?: unknown } } = {};
+  try {
+    written = JSON.parse(await readFile(errorPath, "utf8")) as typeof written;
+  } catch {
+    // Unreadable: the file still counts as failed, as its error file's presence says.
+  }
+  const text = (value: unknown) => (typeof value === "string" ? value : "");
+  return {
+    file,
+    job_id: text(written.job_id),
+    code: text(written.error?.code),
+    message: text(written.error?.message),
+  };
+}

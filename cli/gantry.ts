@@ -34,13 +34,14 @@ Usage:
   gantry gateway    the gateway alone; run agents with "gantry-agent run"
   gantry keys       create, list and revoke API keys ("gantry keys --help")
   gantry agents     create, list and revoke GPU agents ("gantry agents --help")
-  gantry run MODEL FILE [--param k=v] [--json] [--out DIR]
+  gantry run MODEL FILE [--param k=v] [--json] [--out DIR] [--max-wait SECONDS]
                     run one job and print its result
   gantry submit MODEL DIR|FILE|GLOB... --out DIR [--concurrency N] [--param k=v]
-                [--retry-failed]
+                [--retry-failed] [--json]
                     a job for every file, with progress; resumable
   gantry jobs list|get|cancel|retry|watch   jobs of your tenant
-  gantry models     the models served and their parameters
+  gantry models [MODEL] [--json]
+                    the models served and their parameters; with MODEL, its live state
   gantry usage [--by model,key,day] [--from DAY] [--to DAY] [--json]
                     your device time this month, and what your budget has left
   gantry --help

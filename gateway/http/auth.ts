@@ -1,3 +1,4 @@
+import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { HttpProblem } from "../../shared/errors.ts";
 import type { AppEnv } from "../env.ts";
@@ -49,6 +50,25 @@ export const requireApiKey = createMiddleware<AppEnv>(async (c, next) => {
   c.set("apiKey", found.key);
   await next();
 });
+
+/**
+ * Asks again whether the key that authenticated `c` still holds, as its next request would
+ * be asked (this gateway's short cache, then the store). A long answer (an event stream)
+ * calls it as it goes: without it, a key revoked while its stream was open read on for as
+ * long as the stream lasted.
+ */
+export function keyCheck(c: Context<AppEnv>): () => Promise<boolean> {
+  const gateway = c.get("gateway");
+  const token = bearerToken(c.req.header("authorization"));
+  const keyId = c.get("apiKey").id;
+  return async () => {
+    if (!token) return false;
+    const found = gateway.apiKeys.get(token) ?? (await gateway.stores.tenants.forKey(token));
+    if (!found) return false;
+    gateway.apiKeys.set(token, found);
+    return found.key.id === keyId;
+  };
+}
 
 /**
  * The scope each request needs, decided in one place so routes added later are covered:

@@ -6,8 +6,10 @@ import { JobStatus } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
 import { feedWaiting } from "../feed/feed-waiting.ts";
+import { endOnRevoke } from "../feed/key-watch.ts";
 import { type FeedFilter, Outbox } from "../feed/outbox.ts";
 import { endOnShutdown } from "../feed/shutdown.ts";
+import { keyCheck } from "../http/auth.ts";
 import { refuseUnknownParameters } from "../http/validation.ts";
 import { documented, problems, ref } from "../openapi/parts.ts";
 import { type FeedCursor, parseCursor, type TenantEventRow } from "../store/tenant-events.ts";
@@ -42,6 +44,7 @@ const feedRoute = createRoute({
     "A stream opened without `Last-Event-ID` starts with `event: ready` (`data: {}`) whose `id` is its starting cursor. Each event's `id` is a cursor: reconnect with `Last-Event-ID` (or `?last_event_id=`) to resume with nothing missed and nothing repeated, on any gateway, up to `eventsResumeWindowSeconds` (1 h) back; older answers `410 resume_window_exceeded`.",
     "Ids are opaque and sealed for your tenant (authenticated encryption under a key all the deployment's gateways share): each is different, even for one position, and tells nothing of other tenants' work. An id that was altered, made up, or sent to another tenant answers `400 invalid_last_event_id` (open the stream without it to start from now).",
     "Filters apply to each event and leave the cursor exact: a resume from a filtered stream's last `id` gets the next matching event, none repeated. A `: keep-alive` comment every 15 s keeps proxies from closing an idle stream; streams end after 15 min (resume). A client that stops reading with more than 1 000 events waiting (`eventsStreamBuffer`) for 1 s, or falls 10 000 behind, gets an `error` event (`stream_overflow`) and the stream closes (cut 5 s later if it still reads nothing): resume.",
+    "A stream whose API key is revoked meanwhile ends within about a second with an `error` event (`key_revoked`).",
     "At most 100 streams per tenant per gateway (`429 too_many_streams`).",
   ].join(" "),
   parameters: [
@@ -120,6 +123,7 @@ export const eventRoutes = documented(new OpenAPIHono<AppEnv>(), feedRoute).get(
       const closed = new AbortController();
       stream.onAbort(() => closed.abort());
       const stopping = endOnShutdown(gateway, stream, closed);
+      const revoked = endOnRevoke(keyCheck(c), closed);
       outbox = new Outbox(
         stream,
         filter,
@@ -161,7 +165,9 @@ export const eventRoutes = documented(new OpenAPIHono<AppEnv>(), feedRoute).get(
           await endOverflowed(outbox, c.env);
         }
         await stopping.hint();
+        await revoked.notice(stream);
       } finally {
+        revoked.stop();
         clearInterval(heartbeat);
         joined.leave();
         feed.stats.openStreams--;

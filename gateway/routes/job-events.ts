@@ -4,7 +4,9 @@ import { HttpProblem } from "../../shared/errors.ts";
 import { isTerminal, type JobProgressEvent, type JobStatus } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
+import { endOnRevoke } from "../feed/key-watch.ts";
 import { endOnShutdown } from "../feed/shutdown.ts";
+import { keyCheck } from "../http/auth.ts";
 import { queuedAhead } from "../jobs/queue-position.ts";
 import { tenantJob } from "../jobs/tenant-job.ts";
 import { waitingOf } from "../jobs/waiting.ts";
@@ -22,7 +24,7 @@ const eventsRoute = createRoute({
   operationId: "streamJobEvents",
   summary: "Follow a job's state changes and progress (server-sent events)",
   description:
-    "One `status` event (JobEvent) per change, each with `id` = its sequence number; the stream closes after a terminal state, at once when resumed after it. Reconnect with `Last-Event-ID` to resume (one of these ids, else `400 invalid_last_event_id`). While the job runs, `progress` events (JobProgressEvent) come beside them when its model reports progress, always before the end: latest only (reports are paced, a few per second at most), without an `id`, so they are not replayed on a resume; a (re)connected stream first gets the running job's latest one.",
+    "One `status` event (JobEvent) per change, each with `id` = its sequence number; the stream closes after a terminal state, at once when resumed after it. Reconnect with `Last-Event-ID` to resume (one of these ids, else `400 invalid_last_event_id`). While the job runs, `progress` events (JobProgressEvent) come beside them when its model reports progress, always before the end: latest only (reports are paced, a few per second at most), without an `id`, so they are not replayed on a resume; a (re)connected stream first gets the running job's latest one. A stream whose API key is revoked meanwhile ends within about a second with an `error` event (`key_revoked`).",
   request: { params: JobIdParams },
   responses: {
     200: {
@@ -60,6 +62,7 @@ export const jobEventRoutes = documented(new OpenAPIHono<AppEnv>(), eventsRoute)
       const closed = new AbortController();
       stream.onAbort(() => closed.abort());
       const stopping = endOnShutdown(gateway, stream, closed);
+      const revoked = endOnRevoke(keyCheck(c), closed);
       const deadline = gateway.now() + MAX_STREAM_MS;
       // Progress carries no SSE id: it is latest-only, and Last-Event-ID stays the last
       // status event's. Sent only for the attempt running, always before what follows it.
@@ -72,41 +75,46 @@ export const jobEventRoutes = documented(new OpenAPIHono<AppEnv>(), eventsRoute)
         const { model: _model, ...event } = latest;
         await stream.writeSSE({ event: "progress", data: JSON.stringify(event) });
       };
-      while (!complete && !closed.signal.aborted && gateway.now() < deadline) {
-        // Another gateway may change the job: unless the change feed brings every gateway's
-        // changes, poll the store as well.
-        const live = gateway.notifier.live;
-        const pollMs = live ? gateway.config.feedSafetyPollMs : gateway.config.feedPollMs;
-        const wake = gateway.notifier.next(id, pollMs, closed.signal);
-        const rows = await gateway.stores.jobs.eventsAfter(id, seq);
-        if (!live && running !== null) {
-          // No feed brings progress here: read it with the events.
-          const row = await gateway.stores.jobs.forTenant(c.get("tenant").id, id);
-          stored = row ? progressOf(row) : stored;
+      try {
+        while (!complete && !closed.signal.aborted && gateway.now() < deadline) {
+          // Another gateway may change the job: unless the change feed brings every gateway's
+          // changes, poll the store as well.
+          const live = gateway.notifier.live;
+          const pollMs = live ? gateway.config.feedSafetyPollMs : gateway.config.feedPollMs;
+          const wake = gateway.notifier.next(id, pollMs, closed.signal);
+          const rows = await gateway.stores.jobs.eventsAfter(id, seq);
+          if (!live && running !== null) {
+            // No feed brings progress here: read it with the events.
+            const row = await gateway.stores.jobs.forTenant(c.get("tenant").id, id);
+            stored = row ? progressOf(row) : stored;
+          }
+          await sendProgress();
+          for (const row of rows) {
+            seq = row.seq;
+            running = row.status === "running" ? row.attempt : null;
+            // Back in line since the job was read (a retry): what was read is an earlier life's.
+            if (row.status === "queued" && row.seq > job.last_seq) stored = undefined;
+            // The job's latest event, queued: why it waits, as GET /v1/jobs/{id} says it.
+            const waiting =
+              row.status === "queued" && row === rows.at(-1) ? await waitingNow(gateway, id) : {};
+            await stream.writeSSE({
+              id: String(row.seq),
+              event: "status",
+              data: JSON.stringify({ ...toJobEvent(row), ...waiting }),
+            });
+          }
+          // Only the latest event ends the stream: a retried job's history holds a terminal
+          // state followed by its next life.
+          const last = rows.at(-1);
+          if (last && isTerminal(last.status as JobStatus)) return;
+          await sendProgress();
+          await wake;
         }
-        await sendProgress();
-        for (const row of rows) {
-          seq = row.seq;
-          running = row.status === "running" ? row.attempt : null;
-          // Back in line since the job was read (a retry): what was read is an earlier life's.
-          if (row.status === "queued" && row.seq > job.last_seq) stored = undefined;
-          // The job's latest event, queued: why it waits, as GET /v1/jobs/{id} says it.
-          const waiting =
-            row.status === "queued" && row === rows.at(-1) ? await waitingNow(gateway, id) : {};
-          await stream.writeSSE({
-            id: String(row.seq),
-            event: "status",
-            data: JSON.stringify({ ...toJobEvent(row), ...waiting }),
-          });
-        }
-        // Only the latest event ends the stream: a retried job's history holds a terminal
-        // state followed by its next life.
-        const last = rows.at(-1);
-        if (last && isTerminal(last.status as JobStatus)) return;
-        await sendProgress();
-        await wake;
+        await stopping.hint();
+        await revoked.notice(stream);
+      } finally {
+        revoked.stop();
       }
-      await stopping.hint();
     });
   },
 );

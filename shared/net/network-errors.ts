@@ -27,3 +27,15 @@ export function isNetworkError(error: unknown, depth = 0): boolean {
     return true;
   return isNetworkError(cause, depth + 1);
 }
+
+/**
+ * Why a listener could not bind, when that is the operator's to fix (a taken or forbidden
+ * port, an address this host lacks, a host name that resolves to nothing): the error's
+ * code, for a one-line message naming the setting. Null for anything else.
+ */
+export function listenRefusalCode(error: unknown): string | null {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && LISTEN_CODES.has(code) ? code : null;
+}
+
+const LISTEN_CODES = new Set(["EADDRINUSE", "EACCES", "EADDRNOTAVAIL", "ENOTFOUND", "EAI_AGAIN"]);

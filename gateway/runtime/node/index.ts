@@ -6,6 +6,7 @@ import { createDiskBlobStore } from "../../../shared/blob/disk.ts";
 import { type OpenedDatabase, openDatabase } from "../../../shared/db/open.ts";
 import { UserError } from "../../../shared/errors.ts";
 import { allowListOf } from "../../../shared/net/allow-list.ts";
+import { listenRefusalCode } from "../../../shared/net/network-errors.ts";
 import { createSafeWebhookFetch } from "../../../shared/net/safe-fetch.ts";
 import { type OpenedQueue, openQueue, sqlQueueOn } from "../../../shared/queue/open/index.ts";
 import type { QueueLimits } from "../../../shared/queue/port.ts";
@@ -93,9 +94,10 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     // Port taken: release the database and queue so the process can exit with the error.
     await opened.close().catch(() => {});
     await database.close().catch(() => {});
-    // A taken or forbidden port is the operator's to fix: one line naming PORT, no stack.
-    const code = (error as { code?: unknown }).code;
-    if (code === "EADDRINUSE" || code === "EACCES" || code === "EADDRNOTAVAIL") {
+    // A taken or forbidden port, or a host that names no address here, is the operator's to
+    // fix: one line naming PORT and GANTRY_HOST, no stack.
+    const code = listenRefusalCode(error);
+    if (code) {
       throw new UserError(
         `cannot listen on ${options.host}:${options.port} (${code}): set PORT or GANTRY_HOST`,
       );

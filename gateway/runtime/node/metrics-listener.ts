@@ -6,6 +6,7 @@ import {
   mergedMetrics,
   startMetricsServer,
 } from "../../../shared/metrics-server.ts";
+import { listenRefusalCode } from "../../../shared/net/network-errors.ts";
 import type { NodeGatewayOptions } from "./types.ts";
 
 /**
@@ -29,8 +30,8 @@ export async function serveGatewayMetrics(
       host,
     );
   } catch (error) {
-    const code = (error as { code?: unknown }).code;
-    if (code === "EADDRINUSE" || code === "EACCES" || code === "EADDRNOTAVAIL") {
+    const code = listenRefusalCode(error);
+    if (code) {
       throw new UserError(
         `cannot serve metrics on ${host}:${options.metricsPort} (${code}): set GANTRY_METRICS_PORT or GANTRY_METRICS_HOST`,
       );

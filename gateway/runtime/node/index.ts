@@ -22,6 +22,7 @@ import { createWebhookDispatcher } from "../../webhooks/dispatcher.ts";
 import { diskAssets } from "./assets.ts";
 import { readIncomingBody } from "./body.ts";
 import { nodeAddressOf } from "./client-address.ts";
+import { answerClientErrors } from "./client-errors.ts";
 import { nodeCursorCipher } from "./cursor-cipher.ts";
 import { drain } from "./drain.ts";
 import { startSharedLimits } from "./limits.ts";
@@ -85,6 +86,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
       }
     },
   });
+  answerClientErrors(server);
   try {
     await new Promise<void>((resolve, reject) => {
       server.once("listening", resolve);

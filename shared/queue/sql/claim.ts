@@ -4,6 +4,7 @@ import type { Database, QueueMessageTable } from "../../db/schema.ts";
 import { randomToken } from "../../ids.ts";
 import { JobError, QueueMessage } from "../../protocol/index.ts";
 import type { QueueLimits } from "../port.ts";
+import type { Waiters } from "./waiter.ts";
 
 /** What the `sql` queue's parts share: claiming, row helpers and the queue's settings. */
 export const IDLE_POLL_MS = 500;
@@ -15,6 +16,8 @@ export interface Context {
   limits: QueueLimits;
   clock: () => number;
   wakers: Set<(model: string) => void>;
+  /** Consumers of this process waiting with room: a publish leases to them (hand-off.ts). */
+  waiters: Waiters;
   onError: (error: unknown) => void;
   /** Deletes a delivery while its lease is still the one given; 1n when it did (leases.ts). */
   ack: (lease: { seq: number; token: string }) => Promise<bigint>;

@@ -5,6 +5,7 @@ import { type Delivery, type DeliveryHandler, LeaseLostError, type RetryOutcome 
 import { PullLoop, type PullSlots } from "../pull-loop.ts";
 import { type Context, claim, dead, IDLE_POLL_MS, parseBody, type Row } from "./claim.ts";
 import { leaseOf, releaseLeased, updateLeased } from "./leases.ts";
+import { Waiter } from "./waiter.ts";
 
 /** A polling consumer of the `sql` queue: claims up to its free prefetch slots per poll. */
 export interface ConsumerSettings extends PullSlots {
@@ -57,6 +58,28 @@ export function startConsumer(ctx: Context, handler: DeliveryHandler, settings: 
       .catch(ctx.onError);
   };
 
+  // Between rounds, a publish may lease to it directly (hand-off.ts): handed rows count as a
+  // publish heard, so the settles after them do not send the loop to look for nothing.
+  const waiter = new Waiter(
+    models,
+    () => slots.due,
+    (rows) => {
+      heardAt = Date.now();
+      for (const row of rows) dispatch(row);
+    },
+  );
+  /** A pause between rounds, as a waiter a publish may hand its messages to. */
+  const pauseWaiting = async (ms: number) => {
+    if (minAgeMs === 0) ctx.waiters.add(waiter);
+    try {
+      return await slots.pause(ms);
+    } finally {
+      ctx.waiters.delete(waiter);
+      // Rows promised by a publish under way are leased to it: held before the next round.
+      await waiter.settled();
+    }
+  };
+
   const loop = async () => {
     let interval = pollMs;
     while (!slots.stopped) {
@@ -79,7 +102,7 @@ export function startConsumer(ctx: Context, handler: DeliveryHandler, settings: 
       slots.tookRound(free, rows.length);
       if (rows.length === free) continue;
       interval = rows.length > 0 ? pollMs : Math.min(interval * 2, IDLE_POLL_MS);
-      if (await slots.pause(interval)) {
+      if (await pauseWaiting(interval)) {
         interval = pollMs;
         // Publishes come several in one turn of the event loop (the submits a turn read, a
         // release pass's statements of 12 rows on SQLite): the claim after the first one's

@@ -16,7 +16,9 @@ import {
 
 import { type Context, parseBody, parseError } from "./claim.ts";
 import { startConsumer } from "./consumer.ts";
+import { insertMessages } from "./hand-off.ts";
 import { createQueueLeases, leasedAcks, type QueueLeases } from "./leases.ts";
+import type { Waiters } from "./waiter.ts";
 
 // Kept for importers from before the class moved to the port.
 export { LeaseLostError } from "../port.ts";
@@ -61,18 +63,22 @@ export type SqlQueue = JobQueue & {
  * instance so every queue built on one database shares it.
  */
 const wakersByDb = new WeakMap<object, Set<(model: string) => void>>();
+const waitersByDb = new WeakMap<object, Waiters>();
 
 const SQL_CONSUME: ConsumeAbilities = { transport: "sql", needsModels: false, overflow: true };
 
 export function createSqlQueue(db: Kysely<Database>, options: SqlQueueOptions): SqlQueue {
   const wakers = wakersByDb.get(db) ?? new Set();
   wakersByDb.set(db, wakers);
+  const waiters = waitersByDb.get(db) ?? new Set();
+  waitersByDb.set(db, waiters);
   const ctx: Context = {
     db,
     postgres: options.dialect === "postgres",
     limits: { ...DEFAULT_QUEUE_LIMITS, ...options.limits },
     clock: options.clock ?? Date.now,
     wakers,
+    waiters,
     onError: options.onError ?? ((error) => console.error("gantry sql queue:", error)),
     ack: leasedAcks(db, options.isolatedRequests ?? false),
   };
@@ -94,7 +100,8 @@ export function createSqlQueue(db: Kysely<Database>, options: SqlQueueOptions): 
     async publishMany(messages: readonly QueueMessage[]) {
       assertOpen();
       const valid = messages.map((message) => QueueMessage.parse(message));
-      // Rows a statement carries: 8 parameters each, within D1's 100 (SQLite shares the dialect).
+      // Rows a statement carries: at most 8 parameters each (hand-off.ts), within D1's 100
+      // (SQLite shares the dialect).
       const perStatement = ctx.postgres ? 1_000 : 12;
       for (let i = 0; i < valid.length; i += perStatement) {
         await insertMessages(ctx, valid.slice(i, i + perStatement), 0);
@@ -155,22 +162,4 @@ export function createSqlQueue(db: Kysely<Database>, options: SqlQueueOptions): 
       await consumers.stopAll();
     },
   };
-}
-
-/** Stores messages in their order (one statement: `seq` follows the rows) and wakes pollers. */
-async function insertMessages(ctx: Context, messages: readonly QueueMessage[], delayMs: number) {
-  if (messages.length === 0) return;
-  const now = ctx.clock();
-  const availableAt = now + Math.max(0, delayMs);
-  // SQL text, not the builder: a publish a job at ordinary load (claim.ts, `due`).
-  const rows = messages.map(
-    (message) => sql`(${message.model}, ${message.id}, ${JSON.stringify(message)},
-      ${message.priority}, ${availableAt}, ${0}, ${"ready"}, ${now})`,
-  );
-  await sql`INSERT INTO queue_messages
-    (queue, job_id, body, priority, available_at, attempts, state, created_at)
-    VALUES ${sql.join(rows)}`.execute(ctx.db);
-  for (const model of new Set(messages.map((message) => message.model))) {
-    for (const wake of ctx.wakers) wake(model);
-  }
 }

@@ -13,6 +13,7 @@ import {
   type Row,
   storeError,
 } from "./claim.ts";
+import { Waiter } from "./waiter.ts";
 
 /**
  * The `sql` queue's leases by receipt, for a consumer that is not in this process: the
@@ -103,28 +104,33 @@ async function take(ctx: Context, request: TakeRequest): Promise<LeasedMessage[]
   const wake = request.wake !== false && minAgeMs === 0;
   if (wake) ctx.wakers.add(onPublish);
   signal?.addEventListener("abort", onAbort);
+  // While it waits, a publish may lease to it directly (hand-off.ts): the rows come here.
+  const handed: Row[] = [];
+  const waiter = new Waiter(
+    models,
+    () => max - handed.length,
+    (rows) => {
+      handed.push(...rows);
+      interrupt?.();
+    },
+  );
   try {
     let interval = FIRST_POLL_MS;
     for (;;) {
+      if (handed.length > 0) return await leasedOf(ctx, handed);
       // A claim a publish woke skips its read (claim.ts); a take's first claim reads.
       const read = !woken;
       woken = false;
       const rows = await claim(ctx, models, max, minAgeMs, read);
-      const leased: LeasedMessage[] = [];
-      for (const row of rows) {
-        const message = parseBody(row.body);
-        if (message)
-          leased.push({ receipt: receiptOf(row), attempt: Number(row.attempts), message });
-        // Nothing could ever process it; kept for inspection rather than delivered forever.
-        else await updateLeased(ctx.db, leaseOf(row), dead(unreadableError(row.body)));
-      }
-      if (leased.length > 0 || rows.length > 0) {
+      if (rows.length > 0) {
+        const leased = await leasedOf(ctx, rows);
         if (leased.length > 0) return leased;
         continue;
       }
       const left = deadline - Date.now();
       if (left <= 0 || signal?.aborted) return [];
       if (!woken) {
+        if (wake) ctx.waiters.add(waiter);
         await new Promise<void>((resolve) => {
           const timer = setTimeout(done, Math.min(interval, left));
           function done() {
@@ -134,13 +140,29 @@ async function take(ctx: Context, request: TakeRequest): Promise<LeasedMessage[]
           }
           interrupt = done;
         });
+        ctx.waiters.delete(waiter);
+        // A publish under way may have promised it rows: they are leased to it, so wait.
+        await waiter.settled();
       }
       interval = Math.min(interval * 2, IDLE_POLL_MS);
     }
   } finally {
     if (wake) ctx.wakers.delete(onPublish);
+    ctx.waiters.delete(waiter);
     signal?.removeEventListener("abort", onAbort);
   }
+}
+
+/** Rows leased to a take as its deliveries; one whose body is unreadable is dead-lettered. */
+async function leasedOf(ctx: Context, rows: readonly Row[]): Promise<LeasedMessage[]> {
+  const leased: LeasedMessage[] = [];
+  for (const row of rows) {
+    const message = parseBody(row.body);
+    if (message) leased.push({ receipt: receiptOf(row), attempt: Number(row.attempts), message });
+    // Nothing could ever process it; kept for inspection rather than delivered forever.
+    else await updateLeased(ctx.db, leaseOf(row), dead(unreadableError(row.body)));
+  }
+  return leased;
 }
 
 /** One delivery of one row: its sequence number and the lease token it was claimed with. */

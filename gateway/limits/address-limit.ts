@@ -16,6 +16,12 @@ import { type BucketPolicy, remoteBucketsOf, TokenBuckets } from "./rate-limit.t
  */
 export const ANONYMOUS_POLICY: BucketPolicy = { ratePerSecond: 5, burst: 30 };
 
+/**
+ * Agent enrollment's wrong tokens, per client address: fewer and slower than API keys', and
+ * refused before the token is compared (see `enrollAddressLimit`).
+ */
+export const ENROLL_POLICY: BucketPolicy = { ratePerSecond: 1, burst: 10 };
+
 export type AddressOf = (c: { req: { raw: Request }; env: unknown }) => string | null;
 
 const byGateway = new WeakMap<object, { addressOf: AddressOf; buckets: TokenBuckets }>();
@@ -57,4 +63,29 @@ export const addressLimit = createMiddleware<AppEnv>(async (c, next) => {
   await next();
   if (c.res.status !== 401) return;
   if (!limiter.buckets.take(key, ANONYMOUS_POLICY, now).allowed) throw refuse(ANONYMOUS_POLICY);
+});
+
+/**
+ * `POST /internal/v1/agents/enroll`: the fleet's enrollment token buys an agent, which takes
+ * every tenant's jobs, and an operator picks that token (16 characters at least, not 32
+ * random ones as an API key): an address that spent its burst of wrong tokens is refused
+ * `429` before its token is compared, the right one too, until its bucket refills. Only
+ * refusals spend tokens, so a fleet enrolling from one address is never held back by its own
+ * enrollments. Counted in this process's (isolate's) buckets, also on Workers.
+ */
+export const enrollAddressLimit = createMiddleware<AppEnv>(async (c, next) => {
+  const limiter = byGateway.get(c.get("gateway").notifier);
+  const address = limiter?.addressOf(c);
+  if (!limiter || !address) return next();
+  const key = `enroll:${address}`;
+  const refused = new RetryLaterProblem(
+    429,
+    "rate_limited",
+    "Too many requests",
+    `Too many refused enrollment tokens from your address (at most ${ENROLL_POLICY.burst}, then ${ENROLL_POLICY.ratePerSecond} a second); check GANTRY_AGENT_TOKEN.`,
+    Math.ceil(1 / ENROLL_POLICY.ratePerSecond),
+  );
+  if (limiter.buckets.left(key, ENROLL_POLICY, c.get("gateway").now()) < 1) throw refused;
+  await next();
+  if (c.res.status === 401) limiter.buckets.take(key, ENROLL_POLICY, c.get("gateway").now());
 });

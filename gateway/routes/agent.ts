@@ -14,6 +14,7 @@ import type { Gateway } from "../context.ts";
 import { parseJsonBody } from "../http/validation.ts";
 import { claimJob, heartbeatJob, reportJob } from "../jobs/agent-ops.ts";
 import { withReportAck } from "../jobs/agent-queue-ops.ts";
+import { enrollAddressLimit } from "../limits/address-limit.ts";
 
 /**
  * An agent that runs a model as another task than this gateway accepts it as (its models.yaml
@@ -80,7 +81,7 @@ export const agentCalls: AgentCall[] = [
  * (`callRoutes`), so none is left open by accident.
  */
 export const agentRoutes = new Hono<AgentEnv>()
-  .post("/agents/enroll", requireEnrollmentToken, async (c) => {
+  .post("/agents/enroll", enrollAddressLimit, requireEnrollmentToken, async (c) => {
     const request = await parseJsonBody(c, AgentEnrollRequest);
     const gateway = c.get("gateway");
     const { row, secret } = await gateway.stores.agents.create({

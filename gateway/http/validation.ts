@@ -23,8 +23,10 @@ export async function readJsonBody(c: Context): Promise<unknown> {
       "Send the body as JSON with `Content-Type: application/json`.",
     );
   }
+  const text = await c.req.text();
+  let value: unknown;
   try {
-    return JSON.parse(await c.req.text());
+    value = JSON.parse(text);
   } catch {
     throw new HttpProblem(
       400,
@@ -32,6 +34,38 @@ export async function readJsonBody(c: Context): Promise<unknown> {
       "Malformed JSON",
       "The request body is not valid JSON.",
     );
+  }
+  // Only a body that spells it (or escapes letters) can hold the key: most are not walked.
+  if (text.includes("proto") || text.includes("\\u")) refuseProtoKeys(value);
+  return value;
+}
+
+/**
+ * `__proto__` parses as a key of its own, but the schemas drop it without a word (no object
+ * keeps it): a job's metadata label or a model parameter of that name was accepted and
+ * lost. Refused wherever it is, naming where. Walked with a stack of its own, so a deeply
+ * nested body cannot overflow the call stack.
+ */
+function refuseProtoKeys(value: unknown): void {
+  const stack: Array<{ at: string; value: unknown }> = [{ at: "", value }];
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    if (typeof next.value !== "object" || next.value === null) continue;
+    const prefix = next.at;
+    if (!Array.isArray(next.value) && Object.hasOwn(next.value, "__proto__")) {
+      const path = prefix ? `${prefix}.__proto__` : "__proto__";
+      throw new HttpProblem(
+        422,
+        "validation_failed",
+        "Request validation failed",
+        `body: ${path}: __proto__ cannot be a key (no object keeps it); rename it`,
+        {
+          errors: [{ path, message: "__proto__ cannot be a key (no object keeps it); rename it" }],
+        },
+      );
+    }
+    for (const [key, child] of Object.entries(next.value)) {
+      stack.push({ at: prefix ? `${prefix}.${key}` : key, value: child });
+    }
   }
 }
 

@@ -10,6 +10,7 @@ import { endOnRevoke } from "../feed/key-watch.ts";
 import { type FeedFilter, Outbox } from "../feed/outbox.ts";
 import { endOnShutdown } from "../feed/shutdown.ts";
 import { keyCheck } from "../http/auth.ts";
+import { streamHead } from "../http/sse-head.ts";
 import { refuseUnknownParameters } from "../http/validation.ts";
 import { documented, problems, ref } from "../openapi/parts.ts";
 import { type FeedCursor, parseCursor, type TenantEventRow } from "../store/tenant-events.ts";
@@ -100,6 +101,8 @@ export const eventRoutes = documented(new OpenAPIHono<AppEnv>(), feedRoute).get(
         `At most ${gateway.config.maxEventStreamsPerTenant} streams per tenant; close one, or filter one stream instead of opening several.`,
       );
     }
+    const head = streamHead(c);
+    if (head) return head;
     if (resumeFrom) feed.stats.resumes++;
     // Joined before the response starts, so a stream without Last-Event-ID holds every change
     // committed after its response began.

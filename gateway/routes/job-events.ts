@@ -7,6 +7,7 @@ import type { AppEnv } from "../env.ts";
 import { endOnRevoke } from "../feed/key-watch.ts";
 import { endOnShutdown } from "../feed/shutdown.ts";
 import { keyCheck } from "../http/auth.ts";
+import { streamHead } from "../http/sse-head.ts";
 import { queuedAhead } from "../jobs/queue-position.ts";
 import { tenantJob } from "../jobs/tenant-job.ts";
 import { waitingOf } from "../jobs/waiting.ts";
@@ -48,6 +49,8 @@ export const jobEventRoutes = documented(new OpenAPIHono<AppEnv>(), eventsRoute)
     const id = c.req.param("id");
     const job = await tenantJob(gateway, c.get("tenant").id, id);
     let seq = resumeAfter(c.req.header("last-event-id"), job);
+    const head = streamHead(c);
+    if (head) return head;
     // Resumed after the job's latest event, a terminal one: the client has it all. Without
     // this the stream sent nothing and stayed open (an EventSource reconnects when the
     // server closes after the terminal event, and then hung until the deadline).

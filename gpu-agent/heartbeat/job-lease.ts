@@ -23,6 +23,11 @@ export interface HeartbeatOptions {
   onBeat?(target: HeartbeatTarget): void;
   /** The queue says the lease is gone: the message went to another delivery. */
   onLeaseLost?(target: HeartbeatTarget): void;
+  /**
+   * The gateway no longer expects this attempt (the job was canceled, ended or expired, or
+   * another attempt holds it): `code` is its refusal's.
+   */
+  onRefused?(target: HeartbeatTarget, code: string): void;
   /** Least time between two progress reports of one job to the gateway. Default 250 ms. */
   progressIntervalMs?: number;
 }
@@ -78,8 +83,10 @@ export function startHeartbeats(options: HeartbeatOptions): JobHeartbeats {
         ? pacer.carry((progress) => beat(target, progress))
         : beat(target));
       if (!answer.ok) {
-        // The runner cannot be interrupted mid-inference; the gateway ignores the result.
+        // A runner cannot be interrupted mid-inference (the gateway refuses its result), but
+        // a job still waiting for one need not run at all.
         target.log.info({ code: answer.code }, "the gateway no longer expects this attempt");
+        options.onRefused?.(target, answer.code);
       }
     } catch (cause) {
       target.log.warn({ err: cause }, "heartbeat failed");

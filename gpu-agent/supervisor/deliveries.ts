@@ -81,10 +81,7 @@ export class Deliveries {
     });
   }
 
-  /**
-   * The queue consumer's handler. Resolves when the message is settled, not when the run
-   * ends (see `InFlightJob.done`).
-   */
+  /** The queue consumer's handler: resolves once the message is settled, not the run ended. */
   handle(delivery: Delivery): Promise<void> {
     const job = new InFlightJob(delivery, this.options.logger, this.options.tracer);
     this.#jobs.set(delivery, job);
@@ -110,6 +107,11 @@ export class Deliveries {
   /** The queue says the lease is gone: a job waiting for a runner leaves the line, a held one stops retrying. */
   loseLease(delivery: Delivery): void {
     this.#jobs.get(delivery)?.loseLease();
+  }
+
+  /** The gateway refused a heartbeat of its attempt: a job not yet in a runner stops. */
+  withdraw(delivery: Delivery, code: string): void {
+    this.#jobs.get(delivery)?.withdraw(code);
   }
 
   /** Tells the gateway (if it had claimed the job) and requeues at once for another agent. */
@@ -167,6 +169,9 @@ export class Deliveries {
     if (await this.#superseded(job)) return this.#dropSuperseded(job);
     // Lease lost: a failure (a withdrawal) is the new delivery's; a result is still reported.
     if (job.leaseLost && !result.ok) return this.#leaseLost(job);
+    // Withdrawn unrun (its job canceled, say): its message is done with, as a refused claim's.
+    if (job.withdrawn && !result.ok)
+      return this.#settle(job, "refused", null, () => job.delivery.ack());
     const usage = usageFields(result.usage);
     job.trace.used(usageAttributes(usage));
     if (!result.ok) return this.#fail(job, this.#poison.judge(job.jobId, result.error), usage);

@@ -53,6 +53,7 @@ export class InFlightJob implements HeartbeatTarget {
   readonly done: Promise<void>;
   #resolveDone: () => void = () => {};
   #state: Lifecycle = { phase: "claiming", leaseLost: false };
+  #withdrawn = false;
   /** Its spans, in the trace its queue message carries (tracing off: no-ops). */
   readonly trace: JobTrace;
 
@@ -151,6 +152,24 @@ export class InFlightJob implements HeartbeatTarget {
     this.#state = { ...state, leaseLost: true };
     this.abort.abort();
     return true;
+  }
+
+  /**
+   * The gateway no longer expects this attempt (canceled, say): a job not yet in a runner
+   * (downloading, waiting for one) stops, to be settled unrun; false where it is past that.
+   */
+  withdraw(code: string): boolean {
+    const phase = this.#state.phase;
+    if (phase !== "downloading" && phase !== "waiting") return false;
+    this.#withdrawn = true;
+    this.log.info({ code }, "withdrawn before it ran");
+    this.abort.abort();
+    return true;
+  }
+
+  /** Whether `withdraw` stopped it. */
+  get withdrawn(): boolean {
+    return this.#withdrawn;
   }
 
   /** Takes the job back; false when it was already taken back or settled. */

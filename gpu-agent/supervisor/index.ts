@@ -89,6 +89,7 @@ class AgentSupervisor implements Supervisor {
       targets: () => deliveries.jobs(),
       onBeat: (job) => this.#emit({ type: "heartbeat", jobId: job.jobId, attempt: job.attempt }),
       onLeaseLost: (target) => deliveries.loseLease(target.delivery),
+      onRefused: (target, code) => deliveries.withdraw(target.delivery, code),
     });
     this.#heartbeats = heartbeats;
     let prefetch: number;

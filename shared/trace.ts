@@ -18,8 +18,14 @@ export interface TraceContext {
   flags: number;
 }
 
-// Version 00 only: a later version may add fields, which this project would not forward.
-const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+/**
+ * Version 00 exactly; a later version (any but the forbidden `ff`) as far as version 00 goes,
+ * with whatever it adds after the flags behind a dash: the spec's "Versioning of traceparent"
+ * asks a receiver to read a higher version so, and the trace goes on as version 00 (the
+ * fields this project does not know are not forwarded).
+ */
+const TRACEPARENT =
+  /^(?:00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})|(?!00|ff)[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(?:-.*)?)$/;
 const ALL_ZERO = /^0+$/;
 
 /**
@@ -30,7 +36,9 @@ export function parseTraceparent(header: string | null | undefined): TraceContex
   if (!header) return null;
   const match = TRACEPARENT.exec(header.trim());
   if (!match) return null;
-  const [, traceId, spanId, flags] = match as unknown as [string, string, string, string];
+  const traceId = match[1] ?? match[4] ?? "";
+  const spanId = match[2] ?? match[5] ?? "";
+  const flags = match[3] ?? match[6] ?? "";
   if (ALL_ZERO.test(traceId) || ALL_ZERO.test(spanId)) return null;
   return { traceId, spanId, flags: Number.parseInt(flags, 16) };
 }

@@ -27,12 +27,25 @@ describe("traceparent", () => {
     ["absent", undefined],
     ["empty", ""],
     ["upper case", SAMPLE.toUpperCase()],
-    ["another version", SAMPLE.replace(/^00/, "01")],
+    ["version ff (forbidden)", SAMPLE.replace(/^00/, "ff")],
+    ["version 00 with more after the flags", `${SAMPLE}-what`],
+    ["a later version whose flags run on", `${SAMPLE.replace(/^00/, "01")}x`],
     ["all-zero trace id", `00-${"0".repeat(32)}-00f067aa0ba902b7-01`],
     ["all-zero span id", `00-4bf92f3577b34da6a3ce929d0e0e4736-${"0".repeat(16)}-01`],
     ["too short", "00-4bf92f35-00f067aa0ba902b7-01"],
   ])("rejects %s", (_name, header) => {
     expect(parseTraceparent(header)).toBeNull();
+  });
+
+  it.each([
+    ["as it is", SAMPLE.replace(/^00/, "01")],
+    ["with the fields it adds after the flags", `${SAMPLE.replace(/^00/, "cc")}-0123-whatever`],
+  ])("reads a later version's first four fields %s, and goes on as version 00", (_name, header) => {
+    // W3C Trace Context, "Versioning of traceparent": a higher version is parsed as far as
+    // version 00 goes, so the trace continues rather than restarting.
+    const context = parseTraceparent(header);
+    expect(context).toEqual(parseTraceparent(SAMPLE));
+    expect(formatTraceparent(context!)).toBe(SAMPLE);
   });
 
   it("makes fresh, valid, distinct traces that fit the queue message", () => {

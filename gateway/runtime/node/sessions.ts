@@ -15,6 +15,7 @@ import { sessionEnv } from "../../agents/middleware.ts";
 import { agentRefusal, verifyAgentRequest } from "../../agents/verify.ts";
 import type { Gateway } from "../../context.ts";
 import type { AppEnv } from "../../env.ts";
+import { PROBLEM_BASE } from "../../http/problem.ts";
 import type { AgentRow } from "../../store/agents.ts";
 import {
   directCall,
@@ -35,7 +36,10 @@ import {
 export interface AgentSessions {
   /** For `serve({ websocket: { server } })`. */
   readonly server: WebSocketServer;
-  /** Whether a request is a session upgrade, for this handler rather than the app. */
+  /**
+   * Whether a request is a WebSocket upgrade, for this handler rather than the app: the
+   * session path's, and every other one, which it refuses (`notServed`).
+   */
   handles(request: Request): boolean;
   fetch(request: Request, env: unknown): Response | Promise<Response>;
   /** Calls the gateway's app once it is built (it needs the listening server's URL). */
@@ -57,6 +61,32 @@ const OPEN = 1;
 function tooLarge(message: string, call: SessionCall, maxBytes: number): boolean {
   if (Buffer.byteLength(message) <= maxBytes) return false;
   return Buffer.byteLength(JSON.stringify(call.body ?? null)) > maxBytes;
+}
+
+/**
+ * An upgrade anywhere but the session path. @hono/node-server answers an upgrade request
+ * with the app's status and headers and never reads or cancels the body, so the app must not
+ * run for it: `GET /v1/events` started a stream nobody would read, holding a slot of the
+ * tenant's for 15 minutes. The body is dropped on that path too: the header says why.
+ */
+function notServed(): Response {
+  const detail = `WebSocket upgrades are served on ${AGENT_SESSION_PATH} only; send this request without Upgrade.`;
+  return Response.json(
+    {
+      type: `${PROBLEM_BASE}websocket_not_served`,
+      title: "WebSocket not served",
+      status: 400,
+      code: "websocket_not_served",
+      detail,
+    },
+    {
+      status: 400,
+      headers: {
+        "content-type": "application/problem+json",
+        "gantry-refusal": "websocket_not_served",
+      },
+    },
+  );
 }
 
 export function agentSessions(): AgentSessions {
@@ -108,10 +138,11 @@ export function agentSessions(): AgentSessions {
 
   return {
     server,
-    handles: (request) =>
-      request.headers.get("upgrade")?.toLowerCase() === "websocket" &&
-      new URL(request.url).pathname === AGENT_SESSION_PATH,
-    fetch: (request, env) => routes.fetch(request, env),
+    handles: (request) => request.headers.get("upgrade")?.toLowerCase() === "websocket",
+    fetch: (request, env) =>
+      new URL(request.url).pathname === AGENT_SESSION_PATH
+        ? routes.fetch(request, env)
+        : notServed(),
     attach(gateway, app) {
       attached = { gateway, app };
     },

@@ -33,6 +33,11 @@ export interface FeedStats {
   reads: number;
 }
 
+/** An isolated stream: its tenant, when its poll timer last ran, its leave. */
+type AloneStream = { tenantId: string; ticked: number; leave(): void };
+/** An isolated stream whose timer missed this many polls is gone (its request canceled). */
+const LAPSED_POLLS = 5;
+
 /** Announced changes not yet read back get another read after this long, doubling. */
 const FIRST_RETRY_MS = 5;
 const LAST_RETRY_MS = 500;
@@ -44,8 +49,8 @@ const LAST_RETRY_MS = 500;
  */
 export class TenantFeed {
   private readonly pumps = new Map<string, TenantPump>();
-  /** Isolated streams' listeners, by tenant. */
-  private readonly alone = new Map<FeedListener, string>();
+  /** Isolated streams (see `joinAlone`). */
+  private readonly alone = new Set<AloneStream>();
   readonly stats: FeedStats = { openStreams: 0, eventsSent: 0, resumes: 0, dropped: 0, reads: 0 };
 
   constructor(
@@ -69,6 +74,7 @@ export class TenantFeed {
     const unsubscribe = onProgress
       ? this.notifier.onTenant(tenantId, (change) => change.progress && onProgress(change.progress))
       : () => {};
+    if (this.options.isolated) return this.joinAlone(tenantId, listener, unsubscribe);
     const joined = await this.joinFeed(tenantId, listener);
     return {
       from: joined.from,
@@ -83,7 +89,6 @@ export class TenantFeed {
     tenantId: string,
     listener: FeedListener,
   ): Promise<{ from: FeedCursor; leave(): void }> {
-    if (this.options.isolated) return this.joinAlone(tenantId, listener);
     let pump = this.pumps.get(tenantId);
     if (!pump) {
       pump = new TenantPump(tenantId, this, this.notifier, this.options);
@@ -103,14 +108,23 @@ export class TenantFeed {
     };
   }
 
-  /** A reader of its own, started by the caller's request (see `isolated`). */
+  /**
+   * A reader of its own, started by the caller's request (see `isolated`). A client that goes
+   * away cancels it on Workers: its timers stop and `leave` is never called, so one whose
+   * timer lapsed is gone (`openStreams`); else each cut stream held a slot for the isolate's life.
+   */
   private async joinAlone(
     tenantId: string,
     listener: FeedListener,
+    unsubscribe: () => void,
   ): Promise<{ from: FeedCursor; leave(): void }> {
-    let cursor = await this.events.head(this.now());
+    let cursor = await this.events.head(this.now()).catch((error: unknown) => {
+      unsubscribe();
+      throw error;
+    });
     let reading = false;
     const timer = setInterval(async () => {
+      stream.ticked = this.now();
       if (reading) return;
       reading = true;
       try {
@@ -127,20 +141,28 @@ export class TenantFeed {
         reading = false;
       }
     }, this.options.pollMs);
-    this.alone.set(listener, tenantId);
-    return {
-      from: cursor,
+    const stream: AloneStream = {
+      tenantId,
+      ticked: this.now(),
       leave: () => {
+        // Once: a second unsubscribe could drop a newer subscriber set of the tenant.
+        if (!this.alone.delete(stream)) return;
         clearInterval(timer);
-        this.alone.delete(listener);
+        unsubscribe();
       },
     };
+    this.alone.add(stream);
+    return { from: cursor, leave: stream.leave };
   }
 
-  /** Streams of this tenant open on this gateway now. */
+  /** Streams of this tenant open on this gateway now; drops isolated ones whose request ended. */
   openStreams(tenantId: string): number {
+    const lapsed = this.now() - LAPSED_POLLS * this.options.pollMs;
     let isolated = 0;
-    for (const owner of this.alone.values()) if (owner === tenantId) isolated++;
+    for (const stream of [...this.alone]) {
+      if (stream.ticked < lapsed) stream.leave();
+      else if (stream.tenantId === tenantId) isolated++;
+    }
     return (this.pumps.get(tenantId)?.listeners.size ?? 0) + isolated;
   }
 }

@@ -120,7 +120,7 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
     requireApiKey,
     budgetHeader,
     rateLimit,
-    requireScope,
+    requireScope(allowed),
   );
   api.route("/", v1Routes);
   app.route("/v1", api);

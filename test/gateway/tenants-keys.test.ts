@@ -102,6 +102,25 @@ describe("API keys", () => {
     expect(canceled.status).toBe(200);
   });
 
+  it("answers a method no route takes 405, not 403 naming a scope that would allow nothing", async () => {
+    await createTenant("ten_methods");
+    const reader = (await createKey("ten_methods", ["jobs:read"])).key;
+    for (const [path, method] of [
+      ["/v1/jobs", "OPTIONS"],
+      ["/v1/jobs/job_x", "DELETE"],
+      ["/v1/uploads/upl_x", "PATCH"],
+    ] as const) {
+      const answer = await gw.request(path, { method, key: reader });
+      expect((await problemOf(answer)).code, `${method} ${path}`).toBe("method_not_allowed");
+      expect(answer.headers.get("allow"), `${method} ${path}`).toContain("GET");
+    }
+    // A method the path takes still needs its scope; the admin routes stay 403 to non-admins.
+    const submit = await gw.request("/v1/jobs", { method: "POST", key: reader, json: {} });
+    expect((await problemOf(submit)).code).toBe("insufficient_scope");
+    const admin = await gw.request("/v1/admin/tenants", { method: "DELETE", key: reader });
+    expect((await problemOf(admin)).code).toBe("insufficient_scope");
+  });
+
   it("maps every request to its scope in one place", () => {
     expect(requiredScope("GET", "/v1/admin/agents")).toBe("admin");
     expect(requiredScope("GET", "/v1/jobs/job_1/webhooks")).toBe("jobs:read");

@@ -94,6 +94,26 @@ export async function takeDeliveries(
   });
 }
 
+/**
+ * Deliveries taken for an agent that went away before its answer: ready again at once, their
+ * attempts unspent. One that cannot be given back (the database is gone too) is redelivered
+ * when its lease runs out, as before.
+ */
+export async function giveBackDeliveries(
+  gateway: Gateway,
+  taken: readonly QueueDelivery[],
+): Promise<void> {
+  const leases = gateway.queueLeases;
+  if (!leases || taken.length === 0) return;
+  await Promise.all(
+    taken.map((delivery) =>
+      leases.giveBack(delivery.receipt).catch((error: unknown) => {
+        gateway.log.warn({ err: String(error), job_id: delivery.message.id }, "give-back failed");
+      }),
+    ),
+  );
+}
+
 /** Each settle applies or answers `lease_lost` alone, in the request's order. */
 export function settleDeliveries(
   gateway: Gateway,

@@ -9,6 +9,7 @@ import {
 import { type AgentCall, agentCall, callRoutes } from "../agents/calls.ts";
 import { claimDelivered } from "../jobs/agent-batch-ops.ts";
 import {
+  giveBackDeliveries,
   queueDepthFor,
   queueInfo,
   settleDeliveries,
@@ -23,10 +24,13 @@ export const agentQueueCalls: AgentCall[] = [
   agentCall("/queue/info", QueueInfoRequest, ({ gateway }) => queueInfo(gateway)),
   agentCall("/queue/take", QueueTakeRequest, async ({ gateway, agent, signal }, request) => {
     const taken = await takeDeliveries(gateway, agent, request, signal());
-    // A take its agent cut (it went away) claims nothing: what it leased comes back unclaimed
-    // after the lease, as before.
-    const claim = request.claim === true && !signal().aborted;
-    const deliveries = claim ? await claimDelivered(gateway, agent, taken) : taken;
+    // A take its agent cut (it went away: a session cut) claims nothing, and what it leased
+    // goes back to the queue now, unspent, rather than to whoever asks after the lease.
+    if (signal().aborted) {
+      await giveBackDeliveries(gateway, taken);
+      return { v: 1, deliveries: [] } satisfies QueueTakeResponse;
+    }
+    const deliveries = request.claim ? await claimDelivered(gateway, agent, taken) : taken;
     return { v: 1, deliveries } satisfies QueueTakeResponse;
   }),
   agentCall("/queue/settle", QueueSettleRequest, async ({ gateway, agent }, request) => {

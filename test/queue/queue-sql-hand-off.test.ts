@@ -123,6 +123,19 @@ describe.each(["sqlite", "postgres"] as const)("the sql queue's hand-off on %s",
     ]);
   });
 
+  it("gives a delivery back unspent, once, to whoever takes next", async () => {
+    const { queue, model } = await rig(dialect);
+    const message = queueMessage(model);
+    await queue.publish(message);
+    const [taken] = await queue.leases.take({ models: [model], max: 1 });
+    expect(await queue.leases.giveBack(taken?.receipt ?? "")).toBe(true);
+    expect(await queue.leases.giveBack(taken?.receipt ?? "")).toBe(false);
+    const again = await queue.leases.take({ models: [model], max: 1 });
+    expect(again.map((delivery) => [delivery.message.id, delivery.attempt])).toEqual([
+      [message.id, 1],
+    ]);
+  });
+
   it("hands a waiting consumer no more than its free slots, the rest after a settle", async () => {
     const { queue, spy, model } = await rig(dialect);
     let unsettled = 0;

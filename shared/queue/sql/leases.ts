@@ -32,6 +32,11 @@ export interface QueueLeases {
   retry(receipt: string, delayMs: number, error: JobError): Promise<RetryOutcome | "lost">;
   deadLetter(receipt: string, error: JobError): Promise<boolean>;
   extend(receipt: string, ms: number): Promise<boolean>;
+  /**
+   * Ready again at once, its attempt not spent: a delivery that never reached its consumer
+   * (the agent went away while its take was answered).
+   */
+  giveBack(receipt: string): Promise<boolean>;
 }
 
 export interface TakeRequest {
@@ -85,6 +90,19 @@ export function createQueueLeases(ctx: Context): QueueLeases {
       const lease = parseReceipt(receipt);
       if (!lease) return false;
       return (await updateLeased(db, lease, { lease_expires_at: ctx.clock() + ms })) > 0n;
+    },
+    async giveBack(receipt) {
+      const lease = parseReceipt(receipt);
+      if (!lease) return false;
+      const result = await db
+        .updateTable("queue_messages")
+        .set({ lease_token: null, lease_expires_at: null, attempts: sql`attempts - 1` })
+        .where("seq", "=", lease.seq)
+        .where("lease_token", "=", lease.token)
+        .returning("queue")
+        .executeTakeFirst();
+      if (result) for (const wake of ctx.wakers) wake(result.queue);
+      return result !== undefined;
     },
   };
 }

@@ -241,23 +241,29 @@ export async function startAgent(
     pool: { ...plan.pool, declaredMb: (model) => declaredMb(modelConfigs[model]) },
     ...(tracing ? { tracer: tracing.tracer } : {}),
   });
+  let metrics: Awaited<ReturnType<typeof serveAgentMetrics>> | undefined;
   try {
+    // Before the supervisor takes a job: a port another process holds stops the start (the
+    // operator's to fix), rather than failing after jobs were taken and leaving the agent
+    // running without the metrics it was told to serve.
+    metrics = await serveAgentMetrics(
+      config.metricsPort,
+      { supervisor, runners },
+      log,
+      progress,
+      deps.metricsHost,
+    );
     await supervisor.start();
   } catch (error) {
+    await metrics?.stop();
     await Promise.allSettled(runners.map((runner) => runner.stop()));
     await closeQueue();
     // Its session would keep the process alive after the start failed.
     await gateway.close?.();
     throw error;
   }
+  const served = metrics;
   const heartbeats = link.startHeartbeats(supervisor);
-  const metrics = await serveAgentMetrics(
-    config.metricsPort,
-    { supervisor, runners },
-    log,
-    progress,
-    deps.metricsHost,
-  );
   progress(`waiting for jobs (models: ${config.models.join(", ")}; slots: ${runners.length})`);
 
   let stopping: Promise<void> | undefined;
@@ -274,7 +280,7 @@ export async function startAgent(
       stopping ??= (async () => {
         await supervisor.drain();
         await heartbeats.stop();
-        await metrics.stop();
+        await served.stop();
         await Promise.allSettled(runners.map((runner) => runner.stop()));
         await queue.close();
         await gateway.close?.();

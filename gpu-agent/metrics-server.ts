@@ -1,9 +1,11 @@
 import type { Logger } from "pino";
+import { UserError } from "../shared/errors.ts";
 import {
   type MetricsServer,
   type MetricsSource,
   startMetricsServer,
 } from "../shared/metrics-server.ts";
+import { listenRefusalCode } from "../shared/net/network-errors.ts";
 import { type AgentMetricsOptions, createAgentMetrics } from "./metrics.ts";
 
 export { type MetricsServer, startMetricsServer };
@@ -42,6 +44,12 @@ export async function serveAgentMetrics(
   }
   const server = await startMetricsServer(port, metrics.registry).catch((error: unknown) => {
     metrics.close();
+    // A port another process holds (or one this user may not bind) is the operator's to fix.
+    const code = listenRefusalCode(error);
+    if (code)
+      throw new UserError(
+        `cannot serve metrics on port ${port} (${code}): set GANTRY_METRICS_PORT to a free port, or unset it`,
+      );
     throw error;
   });
   log.info({ port: server.port }, "serving Prometheus metrics");

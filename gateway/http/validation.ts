@@ -2,6 +2,7 @@ import type { Context, HonoRequest } from "hono";
 import { z } from "zod";
 import { HttpProblem } from "../../shared/errors.ts";
 import { clientMessages } from "./client-messages.ts";
+import { refuseUnkeptShapes } from "./json-shape.ts";
 import { validationProblem } from "./problem.ts";
 
 /** Reads and validates a JSON body; every failure is a clear 4xx, never a 500. */
@@ -35,38 +36,8 @@ export async function readJsonBody(c: Context): Promise<unknown> {
       "The request body is not valid JSON.",
     );
   }
-  // Only a body that spells it (or escapes letters) can hold the key: most are not walked.
-  if (text.includes("proto") || text.includes("\\u")) refuseProtoKeys(value);
+  refuseUnkeptShapes(text, value);
   return value;
-}
-
-/**
- * `__proto__` parses as a key of its own, but the schemas drop it without a word (no object
- * keeps it): a job's metadata label or a model parameter of that name was accepted and
- * lost. Refused wherever it is, naming where. Walked with a stack of its own, so a deeply
- * nested body cannot overflow the call stack.
- */
-function refuseProtoKeys(value: unknown): void {
-  const stack: Array<{ at: string; value: unknown }> = [{ at: "", value }];
-  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
-    if (typeof next.value !== "object" || next.value === null) continue;
-    const prefix = next.at;
-    if (!Array.isArray(next.value) && Object.hasOwn(next.value, "__proto__")) {
-      const path = prefix ? `${prefix}.__proto__` : "__proto__";
-      throw new HttpProblem(
-        422,
-        "validation_failed",
-        "Request validation failed",
-        `body: ${path}: __proto__ cannot be a key (no object keeps it); rename it`,
-        {
-          errors: [{ path, message: "__proto__ cannot be a key (no object keeps it); rename it" }],
-        },
-      );
-    }
-    for (const [key, child] of Object.entries(next.value)) {
-      stack.push({ at: prefix ? `${prefix}.${key}` : key, value: child });
-    }
-  }
 }
 
 export function parseWith<T extends z.ZodType>(

@@ -1,6 +1,7 @@
 import { createRoute, OpenAPIHono } from "@hono/zod-openapi";
 import { streamSSE } from "hono/streaming";
 import { HttpProblem } from "../../shared/errors.ts";
+import { pause } from "../../shared/pause.ts";
 import { isTerminal, type JobProgressEvent, type JobStatus } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
@@ -84,7 +85,12 @@ export const jobEventRoutes = documented(new OpenAPIHono<AppEnv>(), eventsRoute)
           // changes, poll the store as well.
           const live = gateway.notifier.live;
           const pollMs = live ? gateway.config.feedSafetyPollMs : gateway.config.feedPollMs;
-          const wake = gateway.notifier.next(id, pollMs, closed.signal);
+          // Workers: a wake from the request that changed the job would settle this request's
+          // promise from another's context, which workerd refuses (and, this stream ended, left
+          // its listener behind): there it re-reads on a timer of its own, as jobs/wait.ts does.
+          const wake = gateway.isolatedRequests
+            ? pause(pollMs, closed.signal)
+            : gateway.notifier.next(id, pollMs, closed.signal);
           const rows = await gateway.stores.jobs.eventsAfter(id, seq);
           if (!live && running !== null) {
             // No feed brings progress here: read it with the events.

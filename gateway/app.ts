@@ -11,6 +11,7 @@ import { corsFor } from "./http/cors.ts";
 import { jsonBodyLimit } from "./http/json-body.ts";
 import { PAGE_HEADERS } from "./http/page-policy.ts";
 import { answerWith, logFailure, problemFor, problemResponse } from "./http/problem.ts";
+import { refuseNulInUrl } from "./http/url-nul.ts";
 import { addressLimit } from "./limits/address-limit.ts";
 import { cachedCounts } from "./limits/cached-count.ts";
 import { rateLimit } from "./limits/rate-limit.ts";
@@ -105,6 +106,7 @@ export function createApp(gateway: Gateway): Hono<AppEnv> {
   // Blob bodies are bounded by their signed URLs; every other body is small JSON.
   if (gateway.localBlobs) app.route("/", blobRoutes(gateway.localBlobs));
   const jsonLimit = jsonBodyLimit(gateway);
+  app.use("/v1/*", refuseNulInUrl);
   app.use("/v1/*", jsonLimit);
   app.use("/internal/*", jsonLimit);
 

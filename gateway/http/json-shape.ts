@@ -7,6 +7,13 @@ import { HttpProblem } from "../../shared/errors.ts";
  */
 export const MAX_JSON_DEPTH = 256;
 
+/**
+ * Postgres keeps no NUL in text, and ids, filters and most fields reach it as text: a NUL
+ * made it refuse the statement (a 500). Refused in public bodies (`nul`): an agent's report
+ * is the model's output, stored as escaped JSON, and is not the client's to correct.
+ */
+const NUL_MESSAGE = "holds a NUL character (\\u0000), which the API does not keep";
+
 const refusal = (path: string, message: string) =>
   new HttpProblem(
     422,
@@ -36,6 +43,7 @@ function mayHoldUnkept(text: string): boolean {
 /**
  * Refuses, naming where, what a parsed body may hold but the API cannot keep:
  *
+ * - with `nul`, a NUL character in a string or a key (see `NUL_MESSAGE`);
  * - nesting past `MAX_JSON_DEPTH`: a model parameter nested some thousands deep passed every
  *   schema and overflowed the stack where the job row was serialized (500);
  * - a `__proto__` key: it parses as a key of its own, but the schemas drop it without a word
@@ -43,10 +51,13 @@ function mayHoldUnkept(text: string): boolean {
  *
  * Walked with a stack of its own, so no body can overflow the call stack here.
  */
-export function refuseUnkeptShapes(text: string, value: unknown): void {
+export function refuseUnkeptShapes(text: string, value: unknown, nul = false): void {
   if (!mayHoldUnkept(text)) return;
   const stack: Array<{ at: string; depth: number; value: unknown }> = [{ at: "", depth: 1, value }];
   for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    if (nul && typeof next.value === "string" && next.value.includes("\0")) {
+      throw refusal(next.at || "(root)", NUL_MESSAGE);
+    }
     if (typeof next.value !== "object" || next.value === null) continue;
     const { at, depth } = next;
     if (depth > MAX_JSON_DEPTH) {
@@ -57,6 +68,7 @@ export function refuseUnkeptShapes(text: string, value: unknown): void {
       throw refusal(path, "__proto__ cannot be a key (no object keeps it); rename it");
     }
     for (const [key, child] of Object.entries(next.value)) {
+      if (nul && key.includes("\0")) throw refusal(at ? `${at}.${key}` : key, NUL_MESSAGE);
       stack.push({ at: at ? `${at}.${key}` : key, depth: depth + 1, value: child });
     }
   }

@@ -10,11 +10,15 @@ export async function parseJsonBody<T extends z.ZodType>(
   c: Context,
   schema: T,
 ): Promise<z.infer<T>> {
-  return parseWith(schema, await readJsonBody(c), "body");
+  return parseWith(schema, await readJsonBody(c, true), "body");
 }
 
-/** The request's JSON body, not yet validated: 415 unless it says JSON, 400 unless it is. */
-export async function readJsonBody(c: Context): Promise<unknown> {
+/**
+ * The request's JSON body, not yet validated: 415 unless it says JSON, 400 unless it is, 422
+ * for a shape the API cannot keep (json-shape.ts; `nul`: a NUL in a string too, for the
+ * public API's bodies).
+ */
+export async function readJsonBody(c: Context, nul = false): Promise<unknown> {
   const contentType = c.req.header("content-type") ?? "";
   if (!/^application\/(.+\+)?json\b/i.test(contentType)) {
     throw new HttpProblem(
@@ -36,7 +40,7 @@ export async function readJsonBody(c: Context): Promise<unknown> {
       "The request body is not valid JSON.",
     );
   }
-  refuseUnkeptShapes(text, value);
+  refuseUnkeptShapes(text, value, nul);
   return value;
 }
 

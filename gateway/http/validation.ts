@@ -28,7 +28,9 @@ export async function readJsonBody(c: Context, nul = false): Promise<unknown> {
       "Send the body as JSON with `Content-Type: application/json`.",
     );
   }
-  const text = await c.req.text();
+  // A leading byte order mark (.NET's, Windows PowerShell's UTF-8) is not JSON's, and RFC 8259
+  // lets a parser drop it: Node's decoder did, workerd's Request.text() keeps it.
+  const text = (await c.req.text()).replace(/^\uFEFF/, "");
   let value: unknown;
   try {
     value = JSON.parse(text);

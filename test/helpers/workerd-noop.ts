@@ -12,10 +12,10 @@ const ORIGIN = "http://gantry.test";
  * claim, heartbeat and report happens.
  */
 export interface NoopWorker {
-  /** A tenant API call with the bootstrap key; `json` is sent as the body. */
+  /** A tenant API call with the bootstrap key; `json` is sent as the body, else `body` as is. */
   api(
     path: string,
-    init?: { method?: string; json?: unknown; headers?: Record<string, string> },
+    init?: { method?: string; json?: unknown; body?: string; headers?: Record<string, string> },
   ): ReturnType<Miniflare["dispatchFetch"]>;
   /** Enrolls an agent with the agent token and registers it for `noop`. */
   agent(name: string): Promise<AgentCredentials>;
@@ -72,7 +72,7 @@ export async function startNoopWorker(
           "content-type": "application/json",
           ...init.headers,
         },
-        ...(init.json === undefined ? {} : { body: JSON.stringify(init.json) }),
+        body: init.json === undefined ? init.body : JSON.stringify(init.json),
       }),
     async agent(name) {
       const enrolled = await post(

@@ -110,7 +110,17 @@ async function run(config: AgentConfig): Promise<void> {
   const say = (line: string) => process.stderr.write(`gantry-agent: ${line}\n`);
   const shutdown = installShutdown(config.drainTimeoutMs, say);
   say(`agent ${config.agentId} → gateway ${config.gatewayUrl}`);
-  const agent = await startAgent(config, { logger, progress: say }).catch((error: unknown) => {
+  const agent = await startAgent(config, {
+    logger,
+    progress: say,
+    signal: shutdown.waitsEnded,
+  }).catch((error: unknown) => {
+    // A signal that ended a wait for the gateway or the queue: nothing was taken yet, and
+    // the start undid itself (runners stopped), so this is the stop that was asked for.
+    if (shutdown.waitsEnded.aborted) {
+      say("stopped before the start was done");
+      process.exit(0);
+    }
     // Refused credentials (a wrong secret, an unknown id, a bad token, a revoked agent) or a
     // refused registration (a model the gateway knows as another task) are the operator's
     // to fix: the gateway's reason alone, not a stack under "internal error".
@@ -136,12 +146,14 @@ async function run(config: AgentConfig): Promise<void> {
  * before its handler (a supervisor's stop during a long model load, or one sent as soon as
  * "waiting for jobs" was read) killed the process at once, its runners and its registration
  * left behind. One that comes while the agent starts is kept, and the drain runs as soon as
- * the start is done; a second signal exits at once.
+ * the start is done; it ends at once a wait for an unreachable gateway or queue (which is
+ * never done on its own); a second signal exits at once.
  */
 function installShutdown(drainTimeoutMs: number, say: (line: string) => void) {
   let agent: AgentHandle | null = null;
   let pending: NodeJS.Signals | null = null;
   let draining = false;
+  const endWaits = new AbortController();
   const drain = (running: AgentHandle, signal: NodeJS.Signals) => {
     draining = true;
     const jobs = running.supervisor.status().inFlight.length;
@@ -169,10 +181,14 @@ function installShutdown(drainTimeoutMs: number, say: (line: string) => void) {
     if (agent) return drain(agent, signal);
     pending = signal;
     say(`${signal}: stopping as soon as the start is done (signal again to exit now)`);
+    // A wait for an unreachable gateway or queue is never done on its own: it ends here.
+    endWaits.abort();
   };
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
   return {
+    /** Aborted by a signal that came during the start: ends its waits for a peer. */
+    waitsEnded: endWaits.signal,
     started(running: AgentHandle) {
       agent = running;
       if (pending) drain(running, pending);

@@ -56,7 +56,14 @@ export async function jobsWatch(id: string, flags: { json?: boolean }, env: Node
       process.stdout.write(
         `${event.data.at}  ${event.data.status}${event.data.attempt > 1 ? ` (attempt ${event.data.attempt})` : ""}\n`,
       );
-    else process.stdout.write(`progress ${JSON.stringify(event.data)}\n`);
+    else {
+      // As `gantry run` shows it: a person reads this; --json keeps the event as sent.
+      const { updated_at, fraction, stage, message } = event.data;
+      const detail = message ? ` (${message})` : "";
+      process.stdout.write(
+        `${updated_at}  running, ${stage} ${Math.round(fraction * 100)}%${detail}\n`,
+      );
+    }
   }
   const job = await gantry.jobs.get(id);
   if (job.status !== "succeeded") {

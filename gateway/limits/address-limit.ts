@@ -22,6 +22,35 @@ export const ANONYMOUS_POLICY: BucketPolicy = { ratePerSecond: 5, burst: 30 };
  */
 export const ENROLL_POLICY: BucketPolicy = { ratePerSecond: 1, burst: 10 };
 
+/**
+ * The bucket a client's address counts in: an IPv4 address itself, an IPv6 one by its /64.
+ * A host is handed a whole /64 (SLAAC, privacy addresses) and may send from any of its 2^64
+ * addresses, so a bucket per IPv6 address limited nothing. Runtime-free (Workers names the
+ * client in CF-Connecting-IP); a spelling it cannot read counts as itself.
+ */
+export function addressBucket(address: string): string {
+  if (!address.includes(":")) return address;
+  const bare = address.replace(/^\[|\]$/g, "").split("%")[0] ?? "";
+  const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(bare);
+  if (mapped?.[1]) return mapped[1];
+  const halves = bare.split("::");
+  if (halves.length > 2) return address;
+  const groupsOf = (part: string | undefined) => (part ? part.split(":") : []);
+  const head = groupsOf(halves[0]);
+  // An embedded IPv4 tail (`64:ff9b::192.0.2.1`) fills two groups.
+  const tail = groupsOf(halves[1]).flatMap((group) => (group.includes(".") ? ["0", "0"] : [group]));
+  const zeros =
+    halves.length === 2 ? Array<string>(Math.max(0, 8 - head.length - tail.length)).fill("0") : [];
+  const groups = [...head, ...zeros, ...tail];
+  if (groups.length !== 8 || groups.some((group) => !/^[0-9a-f]{1,4}$/i.test(group))) {
+    return address;
+  }
+  return `${groups
+    .slice(0, 4)
+    .map((group) => Number.parseInt(group, 16).toString(16))
+    .join(":")}::/64`;
+}
+
 export type AddressOf = (c: { req: { raw: Request }; env: unknown }) => string | null;
 
 const byGateway = new WeakMap<object, { addressOf: AddressOf; buckets: TokenBuckets }>();
@@ -45,7 +74,7 @@ export const addressLimit = createMiddleware<AppEnv>(async (c, next) => {
   const address = limiter?.addressOf(c);
   if (!limiter || !address) return next();
   const now = c.get("gateway").now();
-  const key = `addr:${address}`;
+  const key = `addr:${addressBucket(address)}`;
   const remote = remoteBucketsOf(c.get("gateway"));
   if (remote) {
     const keyless = !c.req.header("authorization");
@@ -77,7 +106,7 @@ export const enrollAddressLimit = createMiddleware<AppEnv>(async (c, next) => {
   const limiter = byGateway.get(c.get("gateway").notifier);
   const address = limiter?.addressOf(c);
   if (!limiter || !address) return next();
-  const key = `enroll:${address}`;
+  const key = `enroll:${addressBucket(address)}`;
   const refused = new RetryLaterProblem(
     429,
     "rate_limited",

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ANONYMOUS_POLICY } from "../../gateway/limits/address-limit.ts";
+import { ANONYMOUS_POLICY, addressBucket } from "../../gateway/limits/address-limit.ts";
 import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
 
 /**
@@ -58,6 +58,35 @@ describe("requests without a valid key, per client address", () => {
       headers: { authorization: `Bearer ${proxied.apiKey}`, "x-forwarded-for": "198.51.100.7" },
     });
     expect(ok.status).toBe(200);
+  });
+
+  it("counts an IPv6 client by its /64, not by each of the 2^64 addresses it holds", async () => {
+    // One host of a /64 may take any address in it: a bucket per address limited nothing.
+    const out: number[] = [];
+    for (let i = 0; i < ANONYMOUS_POLICY.burst * 2; i += 10) {
+      const wave = Array.from({ length: 10 }, (_, j) =>
+        anonymous(proxied, `2001:db8:7:8:${(i + j).toString(16)}::1`),
+      );
+      out.push(...(await Promise.all(wave)));
+    }
+    expect(out.filter((s) => s === 429).length).toBeGreaterThan(ANONYMOUS_POLICY.burst / 2);
+    // Spelled in full or compressed, the same /64; the next /64 is another client.
+    expect(await anonymous(proxied, "2001:0db8:0007:0008:0000:0000:0000:0099")).toBe(429);
+    expect(await statuses(proxied, 10, "2001:db8:7:9::1")).toEqual(Array(10).fill(401));
+  });
+
+  it("reads every spelling of an IPv6 address into its /64", () => {
+    expect(addressBucket("198.51.100.7")).toBe("198.51.100.7");
+    expect(addressBucket("2001:db8::1")).toBe("2001:db8:0:0::/64");
+    expect(addressBucket("2001:0DB8:0000:0000:0001::")).toBe("2001:db8:0:0::/64");
+    expect(addressBucket("[2001:db8:0:0:ffff::2]")).toBe("2001:db8:0:0::/64");
+    expect(addressBucket("fe80::1%eth0")).toBe("fe80:0:0:0::/64");
+    expect(addressBucket("64:ff9b::192.0.2.1")).toBe("64:ff9b:0:0::/64");
+    expect(addressBucket("::ffff:192.0.2.1")).toBe("192.0.2.1");
+    expect(addressBucket("::1")).toBe("0:0:0:0::/64");
+    // What it cannot read counts as itself.
+    expect(addressBucket("1:2:3")).toBe("1:2:3");
+    expect(addressBucket("1::2::3")).toBe("1::2::3");
   });
 
   it("ignores X-Forwarded-For from a peer that is not a trusted proxy", async () => {

@@ -170,6 +170,7 @@ export const eventRoutes = documented(new OpenAPIHono<AppEnv>(), feedRoute).get(
         await stopping.hint();
         await revoked.notice(stream);
       } finally {
+        stopping.stop();
         revoked.stop();
         clearInterval(heartbeat);
         joined.leave();

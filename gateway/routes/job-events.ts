@@ -122,6 +122,7 @@ export const jobEventRoutes = documented(new OpenAPIHono<AppEnv>(), eventsRoute)
         await stopping.hint();
         await revoked.notice(stream);
       } finally {
+        stopping.stop();
         revoked.stop();
       }
     });

@@ -1,9 +1,12 @@
-import type { Job, JobStatus } from "../../shared/protocol/index.ts";
+import type { Job, JobStatus, WaitingReason } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
 import { modelPace } from "./model-pace.ts";
 import { queuedAhead, queuedAheadMany } from "./queue-position.ts";
 import { type TenantLoads, waitingOf } from "./waiting.ts";
+
+/** Reasons a queued job waits that no pace of its model will end. */
+const STALLED = new Set<WaitingReason>(["model_paused", "no_agent_for_model", "agents_unhealthy"]);
 
 /**
  * Listings: each queued job of the page with its `waiting_reason` and `waiting_detail`
@@ -39,10 +42,15 @@ export async function jobView(gateway: Gateway, row: JobRow): Promise<Job> {
       modelPace(gateway, row.model),
     ]);
     job.queue_position = ahead + 1;
-    Object.assign(job, await waitingOf(gateway, row, ahead));
+    const waiting = await waitingOf(gateway, row, ahead);
+    Object.assign(job, waiting);
     const rate = pace.startsPerSecond;
+    // The pace says when a job will start only while something can start it: paused, or with
+    // no live agent, an estimate of "now" on every poll is no estimate.
     job.estimated_start_at =
-      rate === null ? null : new Date(gateway.now() + (ahead / rate) * 1000).toISOString();
+      rate === null || STALLED.has(waiting.waiting_reason)
+        ? null
+        : new Date(gateway.now() + (ahead / rate) * 1000).toISOString();
   }
   // The provider the job reported running on; before its report, its agent's (a read only
   // for an agent this gateway has not seen).

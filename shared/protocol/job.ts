@@ -219,7 +219,7 @@ export const Job = z.object({
     .nullable()
     .optional()
     .describe(
-      "On a queued job: when it should start at the model's pace over the last minutes; null when the model has no recent pace.",
+      "On a queued job: when it should start at the model's pace over the last minutes; null when the model has no recent pace, and while nothing can start it (the model paused, no live agent serving it).",
     ),
   metrics: JobMetrics.optional().describe("Once started: where the job's time went."),
   trace_id: z

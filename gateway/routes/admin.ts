@@ -3,7 +3,7 @@ import type { Context } from "hono";
 import { HttpProblem, notFound } from "../../shared/errors.ts";
 import { newId } from "../../shared/ids.ts";
 import type { AppEnv } from "../env.ts";
-import { parseJsonBody, parseQuery } from "../http/validation.ts";
+import { parseJsonBody, parseQuery, refuseUnknownParameters } from "../http/validation.ts";
 import { documented, inline, json, problems, type SchemaName } from "../openapi/parts.ts";
 import { DEFAULT_PLAN, PlanName, PlanOverrides } from "../plans.ts";
 import { Scope, toApiKeyView } from "../store/api-keys.ts";
@@ -273,6 +273,7 @@ export const adminRoutes = documented(
     return c.json({ ...toApiKeyView(created.row), key: created.key }, 201);
   })
   .get(listKeys.getRoutingPath(), async (c) => {
+    refuseUnknownParameters(c.req.query(), []);
     const tenant = await tenantOr404(c, c.req.param("id"));
     const rows = await c.get("gateway").stores.tenants.listKeys(tenant.id);
     return c.json({ object: "list", data: rows.map(toApiKeyView) });

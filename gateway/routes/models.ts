@@ -3,6 +3,7 @@ import { notFound } from "../../shared/errors.ts";
 import type { Model } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
+import { refuseUnknownParameters } from "../http/validation.ts";
 import { modelState } from "../jobs/model-state.ts";
 import { jobTimeout } from "../jobs/timeout.ts";
 import { queueBound } from "../limits/backpressure.ts";
@@ -77,6 +78,8 @@ const getRoute = createRoute({
 /** `GET /v1/models` and `GET /v1/models/{id}`: mounted at /v1/models; any valid key. */
 export const modelRoutes = documented(new OpenAPIHono<AppEnv>(), listRoute, getRoute)
   .get(listRoute.getRoutingPath(), (c) => {
+    // A listing takes no filter: `?task=ocr` answered every model as though it had applied.
+    refuseUnknownParameters(c.req.query(), []);
     const gateway = c.get("gateway");
     const tenant = c.get("tenant");
     const data = [...gateway.models.values()].map((spec) => modelView(gateway, tenant, spec));

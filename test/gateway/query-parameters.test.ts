@@ -46,6 +46,8 @@ it("refuses a query parameter a listing does not take, instead of listing every 
     "/v1/admin/usage?tenant=ten_query",
     "/v1/admin/dead-letters?reason=timeout",
     "/v1/events?models=ocr",
+    "/v1/models?task=ocr",
+    "/v1/admin/tenants/ten_query/keys?revoked=false",
   ]) {
     const answer = await get(path);
     expect(answer.status, path).toBe(422);

@@ -19,6 +19,15 @@ export function startBanner(options: {
     generated: `generated, kept in ${options.dataDir}/secrets.json`,
     kept: `from ${options.dataDir}/secrets.json`,
   }[options.apiKeyFrom];
+  // The examples run a model this gateway serves: ocr (which reads the example's text) when
+  // it does, else the first, whose output is printed whole.
+  const model = options.models.includes("ocr") ? "ocr" : (options.models[0] ?? "ocr");
+  const sdkRun =
+    model === "ocr"
+      ? `const { text } = await gantry.run("ocr", { image: "${options.examplePath}" });
+    console.log(text);`
+      : `const output = await gantry.run("${model}", { image: "${options.examplePath}" });
+    console.log(output);`;
   return `
   Gantry is running: gateway, ${options.stack}
 
@@ -33,15 +42,14 @@ ${options.agents ? `\n${options.agents}\n` : ""}
   Try it (an example image with text is at ${options.examplePath}):
 
     export GANTRY_URL=${url} GANTRY_KEY=${apiKey}
-    npx gantry run ocr ${options.examplePath}
-    npx gantry submit ocr ./photos --out ./results     # a whole folder, resumable
+    npx gantry run ${model} ${options.examplePath}
+    npx gantry submit ${model} ./photos --out ./results     # a whole folder, resumable
 
   From TypeScript (the SDK, gantry/client; it reads GANTRY_URL and GANTRY_KEY):
 
     import { Gantry } from "gantry/client";
     const gantry = new Gantry();
-    const { text } = await gantry.run("ocr", { image: "${options.examplePath}" });
-    console.log(text);
+    ${sdkRun}
     for await (const job of gantry.jobs.list({ status: "failed" })) console.log(job.id, job.error?.code);
 
   Or with curl:
@@ -51,7 +59,7 @@ ${options.agents ? `\n${options.agents}\n` : ""}
       -H "content-type: application/json" -d "{\\"content_type\\":\\"image/png\\",\\"size_bytes\\":$(wc -c < $IMG)}")
     curl -s -X PUT "$(echo $UPLOAD | sed -E 's/.*"url":"([^"]+)".*/\\1/')" -H "content-type: image/png" --data-binary @$IMG
     JOB=$(curl -s -X POST $GANTRY_URL/v1/jobs -H "authorization: Bearer $GANTRY_KEY" -H "content-type: application/json" \\
-      -d "{\\"model\\":\\"ocr\\",\\"input\\":{\\"image\\":\\"$(echo $UPLOAD | sed -E 's/.*"id":"([^"]+)".*/\\1/')\\"}}")
+      -d "{\\"model\\":\\"${model}\\",\\"input\\":{\\"image\\":\\"$(echo $UPLOAD | sed -E 's/.*"id":"([^"]+)".*/\\1/')\\"}}")
     curl -s -N $GANTRY_URL/v1/jobs/$(echo $JOB | sed -E 's/.*"id":"([^"]+)".*/\\1/')/events -H "authorization: Bearer $GANTRY_KEY"
 
   Ctrl-C stops everything; jobs are kept for the next start.

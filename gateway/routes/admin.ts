@@ -35,7 +35,7 @@ const CreateTenant = z.strictObject({
 
 const UpdateTenant = z.strictObject({
   plan: PlanName.optional(),
-  /** Replaces the stored overrides; null clears them. */
+  /** Each limit given replaces its own stored override, the others stay; null clears them all. */
   limits: PlanOverrides.nullable().optional(),
 });
 
@@ -223,14 +223,23 @@ export const adminRoutes = documented(
     const current = await tenantOr404(c, c.req.param("id"));
     const change = await parseJsonBody(c, UpdateTenant);
     const plan = change.plan ?? planOf(current.plan);
-    const overrides = change.limits === undefined ? overridesOf(current.limits) : change.limits;
+    const stored = overridesOf(current.limits);
+    // A patch: each limit sent replaces its own override (null too: `monthly_gpu_seconds:
+    // null` is "no budget") and the others stay, as `{"limits": {"share_weight": 4}}` reads;
+    // `limits: null` clears them all.
+    const overrides =
+      change.limits === undefined
+        ? stored
+        : change.limits === null
+          ? null
+          : { ...stored, ...change.limits };
     const problem = overridesProblem(plan, overrides);
     if (problem) throw invalidLimits(problem);
     // Named field by field: the body's `limits` is the store's `overrides`, and passing the
     // parsed body whole type-checks (extra properties are allowed) while dropping them.
     const row = await gateway.stores.tenants.updatePlan(current.id, {
       ...(change.plan === undefined ? {} : { plan: change.plan }),
-      ...(change.limits === undefined ? {} : { overrides: change.limits }),
+      ...(change.limits === undefined ? {} : { overrides }),
     });
     if (!row) throw notFound("Tenant", current.id);
     gateway.log.info({ tenant_id: row.id, plan: row.plan }, "tenant plan changed");

@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import { collectDefaultMetrics } from "prom-client";
 import { UserError } from "../shared/errors.ts";
 import {
   type MetricsServer,
@@ -42,6 +43,9 @@ export async function serveAgentMetrics(
       },
     };
   }
+  // On its own listener the agent is the process: its memory, CPU and event-loop lag too.
+  // (Joined to the gateway's above, the gateway's registry already has them, once.)
+  collectDefaultMetrics({ register: metrics.registry });
   const server = await startMetricsServer(port, metrics.registry).catch((error: unknown) => {
     metrics.close();
     // A port another process holds (or one this user may not bind) is the operator's to fix.

@@ -1,4 +1,11 @@
-import { Counter, Gauge, Histogram, type Metric, Registry } from "prom-client";
+import {
+  Counter,
+  collectDefaultMetrics,
+  Gauge,
+  Histogram,
+  type Metric,
+  Registry,
+} from "prom-client";
 import { STATEMENT_KINDS, statementKind } from "../../../shared/db/statement-log.ts";
 import { JobStatus } from "../../../shared/protocol/job.ts";
 import type { Gateway, SubmitPhase } from "../../context.ts";
@@ -45,6 +52,10 @@ export function createGatewayMetrics(
   const registry = new Registry();
   const registers = [registry];
   for (const metric of made) registry.registerMetric(metric);
+  // The process's memory, CPU and event-loop lag (prom-client's defaults): a gateway that
+  // grows or stalls shows on the same dashboard. An embedded agent's metrics join these and
+  // add none of their own (gpu-agent/metrics-server.ts).
+  collectDefaultMetrics({ register: registry });
   const warn = (what: string, error: unknown) =>
     gateway.log.warn({ err: String(error) }, `metrics: could not read ${what}`);
 

@@ -103,4 +103,17 @@ describe("worker settings", () => {
       readWorkerSettings({ ...withR2, GANTRY_WEBHOOK_SECRET: good }, ORIGIN).bootstrap,
     ).toEqual({ apiKey: undefined, webhookSecret: good });
   });
+
+  it("refuses a bootstrap API key of under 16 characters, as Node refuses GANTRY_API_KEY", () => {
+    const withR2 = { ...base, BLOBS: r2 };
+    // Each was the admin key of tenant ten_default: every scope, on the enterprise plan.
+    for (const weak of ["gk_x", "admin", "x".repeat(15)]) {
+      expect(settingOf({ ...withR2, GANTRY_BOOTSTRAP_API_KEY: weak })).toBe(
+        "GANTRY_BOOTSTRAP_API_KEY",
+      );
+    }
+    const key = `gk_${randomToken(24)}`;
+    const read = readWorkerSettings({ ...withR2, GANTRY_BOOTSTRAP_API_KEY: key }, ORIGIN);
+    expect(read.bootstrap.apiKey).toBe(key);
+  });
 });

@@ -88,8 +88,8 @@ export const WORKER_SETTINGS = {
   ),
   bootstrapApiKey: setting(
     "GANTRY_BOOTSTRAP_API_KEY",
-    text().optional(),
-    "Secret, optional: makes sure tenant `ten_default` exists with this API key.",
+    workerSecret(16), // an admin key: held to what Node asks of GANTRY_API_KEY
+    "Secret, optional, 16 characters or more: makes sure tenant `ten_default` exists with this API key (every scope).",
     { secret: true },
   ),
   webhookSecret: setting(

@@ -172,3 +172,18 @@ export function databaseFailure(error: unknown): string | null {
     return `${message} (the gateway's role must own its tables: it migrates them)`;
   return null;
 }
+
+/**
+ * Whether the URL's database (its `?schema=`, else the search path's) holds Gantry's tables,
+ * read without migrating: for commands that must not make a database a gateway never made.
+ */
+export async function holdsGantryTables(url: string): Promise<boolean> {
+  const db = await openPostgres(url, { migrate: false, maxConnections: 1 });
+  try {
+    const { rows } = await sql<{ found: string | null }>`
+      select to_regclass('tenants')::text as found`.execute(db);
+    return Boolean(rows[0]?.found);
+  } finally {
+    await db.destroy();
+  }
+}

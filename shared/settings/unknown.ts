@@ -41,7 +41,18 @@ export function unknownSettingLines(env: Readonly<Record<string, unknown>>): str
       const near = closest(name, known);
       // A letter or two wrong in a long name, one in a short one: beyond, no good guess.
       const close = distance(name, near) <= Math.max(1, Math.floor((name.length - 7) / 4));
-      const hint = close ? ` (did you mean ${near}?)` : "";
+      // Two neighbours swapped (MODLES) is one slip, though Levenshtein counts two.
+      const meant = close ? near : swappedFrom(name);
+      const hint = meant ? ` (did you mean ${meant}?)` : "";
       return `${name} is not a Gantry setting${hint}: it is ignored`;
     });
+}
+
+/** The known setting `name` is with two neighbouring letters swapped back, if any. */
+function swappedFrom(name: string): string | null {
+  for (let at = 0; at + 1 < name.length; at++) {
+    const swapped = `${name.slice(0, at)}${name[at + 1]}${name[at]}${name.slice(at + 2)}`;
+    if (KNOWN_SETTING_NAMES.has(swapped)) return swapped;
+  }
+  return null;
 }

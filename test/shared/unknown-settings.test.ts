@@ -25,3 +25,15 @@ it("knows every process's settings", () => {
   for (const name of ["GANTRY_SLOTS", "GANTRY_DATABASE_URL", "GANTRY_WEBHOOK_SECRET", "PORT"])
     expect(KNOWN_SETTING_NAMES.has(name), name).toBe(true);
 });
+
+// Two letters swapped is the commonest typo, and Levenshtein counts it twice: GANTRY_MODLES,
+// a short name, got no suggestion at all.
+it("suggests the setting two swapped letters were meant to name", () => {
+  expect(
+    unknownSettingLines({ GANTRY_MODLES: "ocr", GANTRY_SLTOS: "2", GANTRY_LAEES: "1" }),
+  ).toEqual([
+    "GANTRY_LAEES is not a Gantry setting: it is ignored",
+    "GANTRY_MODLES is not a Gantry setting (did you mean GANTRY_MODELS?): it is ignored",
+    "GANTRY_SLTOS is not a Gantry setting (did you mean GANTRY_SLOTS?): it is ignored",
+  ]);
+});

@@ -106,6 +106,8 @@ export const GatewayConfig = z
      */
     eventsResumeWindowSeconds: z.number().int().positive().default(3_600),
     maxEventStreamsPerTenant: z.number().int().positive().default(100),
+    /** `GET /v1/jobs/{id}/events`: streams one tenant may hold open on one gateway. */
+    maxJobStreamsPerTenant: z.number().int().positive().default(1_000),
     /** Events one stream may fall behind before it gets `stream_overflow` and is closed. */
     eventsStreamBuffer: z.number().int().positive().default(1_000),
     /**

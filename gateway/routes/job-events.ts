@@ -5,6 +5,7 @@ import { pause } from "../../shared/pause.ts";
 import { isTerminal, type JobProgressEvent, type JobStatus } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
+import { holdJobStream } from "../feed/job-streams.ts";
 import { endOnRevoke } from "../feed/key-watch.ts";
 import { endOnShutdown } from "../feed/shutdown.ts";
 import { keyCheck } from "../http/auth.ts";
@@ -26,7 +27,7 @@ const eventsRoute = createRoute({
   operationId: "streamJobEvents",
   summary: "Follow a job's state changes and progress (server-sent events)",
   description:
-    "One `status` event (JobEvent) per change, each with `id` = its sequence number; the stream closes after a terminal state, at once when resumed after it. Reconnect with `Last-Event-ID` to resume (one of these ids, else `400 invalid_last_event_id`). While the job runs, `progress` events (JobProgressEvent) come beside them when its model reports progress, always before the end: latest only (reports are paced, a few per second at most), without an `id`, so they are not replayed on a resume; a (re)connected stream first gets the running job's latest one. A stream whose API key is revoked meanwhile ends within about a second with an `error` event (`key_revoked`).",
+    "One `status` event (JobEvent) per change, each with `id` = its sequence number; the stream closes after a terminal state, at once when resumed after it. Reconnect with `Last-Event-ID` to resume (one of these ids, else `400 invalid_last_event_id`). While the job runs, `progress` events (JobProgressEvent) come beside them when its model reports progress, always before the end: latest only (reports are paced, a few per second at most), without an `id`, so they are not replayed on a resume; a (re)connected stream first gets the running job's latest one. A stream whose API key is revoked meanwhile ends within about a second with an `error` event (`key_revoked`). A tenant may hold 1 000 such streams per gateway (`429 too_many_streams`): to follow many jobs, use one `GET /v1/events` stream.",
   request: { params: JobIdParams },
   responses: {
     200: {
@@ -39,7 +40,7 @@ const eventsRoute = createRoute({
         },
       },
     },
-    ...problems(400, 401, 404),
+    ...problems(400, 401, 404, 429),
   },
 });
 
@@ -52,6 +53,7 @@ export const jobEventRoutes = documented(new OpenAPIHono<AppEnv>(), eventsRoute)
     let seq = resumeAfter(c.req.header("last-event-id"), job);
     const head = streamHead(c);
     if (head) return head;
+    const release = holdJobStream(gateway, c.get("tenant").id);
     // Resumed after the job's latest event, a terminal one: the client has it all. Without
     // this the stream sent nothing and stayed open (an EventSource reconnects when the
     // server closes after the terminal event, and then hung until the deadline).
@@ -122,6 +124,7 @@ export const jobEventRoutes = documented(new OpenAPIHono<AppEnv>(), eventsRoute)
         await stopping.hint();
         await revoked.notice(stream);
       } finally {
+        release();
         stopping.stop();
         revoked.stop();
       }

@@ -38,7 +38,12 @@ export const GATEWAY_SETTINGS = {
   host: setting("GANTRY_HOST", text().prefault("127.0.0.1"), "Address it listens on."),
   publicUrl: setting(
     "GANTRY_PUBLIC_URL",
-    httpUrl().nullable().default(null),
+    // Without trailing slashes: paths are added to it (`/console`, `/v1/blobs/…`), and
+    // `https://host/` gave `https://host//console`.
+    httpUrl()
+      .transform((url) => url.replace(/\/+$/, ""))
+      .nullable()
+      .default(null),
     "Where clients and agents reach the gateway (presigned blob URLs start with it).",
     { shownDefault: "`http://HOST:PORT`" },
   ),

@@ -165,7 +165,7 @@ export async function runCommand(
   }
 }
 
-/** A missing path or a folder is the user's mistake: one line, not openAsBlob's stack. */
+/** A missing path, a folder or an empty file is the user's mistake: one line, no request. */
 async function requireFile(path: string): Promise<void> {
   if (isUrl(path)) {
     throw new UserError(`${path}: input URLs must be https (or give a file or an upl_… id)`);
@@ -177,4 +177,6 @@ async function requireFile(path: string): Promise<void> {
       `${path} is not a file (for a folder, use "gantry submit MODEL DIR --out DIR")`,
     );
   }
+  // Else the upload's refusal (`size_bytes: must be more than 0`) names a field never written.
+  if (found.size === 0) throw new UserError(`${path} is empty (0 bytes): nothing to run`);
 }

@@ -40,19 +40,26 @@ function statementSpy(): KyselyPlugin & { updates: number; insertDelayMs: number
 async function rig(dialect: "sqlite" | "postgres") {
   const database = await openTestDatabase(dialect);
   const spy = statementSpy();
-  const queue = createSqlQueue(database.db.withPlugin(spy), {
+  const db = database.db.withPlugin(spy);
+  const queue = createSqlQueue(db, {
     dialect,
     limits: { maxAttempts: 3, leaseMs: 300 },
     pollIntervalMs: 20,
   });
+  // Another queue on the same database, with a longer lease: a gateway's beside an agent's.
+  const publisher = createSqlQueue(db, {
+    dialect,
+    limits: { maxAttempts: 3, leaseMs: 60_000 },
+  });
   onTestFinished(async () => {
+    await publisher.close();
     await queue.close();
     await database.close();
   });
   const model = `handoff-${randomToken(8)
     .toLowerCase()
     .replace(/[^a-z0-9]/g, "x")}`;
-  return { queue, spy, model };
+  return { queue, publisher, spy, model };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -109,12 +116,13 @@ describe.each(["sqlite", "postgres"] as const)("the sql queue's hand-off on %s",
     expect(taken.map((delivery) => delivery.message.id)).toEqual([message.id]);
   });
 
-  it("re-delivers a handed message whose lease ran out, as any other", async () => {
-    const { queue, model } = await rig(dialect);
+  it("re-delivers a handed message whose lease (the taker's) ran out, as any other", async () => {
+    const { queue, publisher, model } = await rig(dialect);
     const taking = queue.leases.take({ models: [model], max: 1, waitMs: 5_000 });
     await settle();
     const message = queueMessage(model);
-    await queue.publish(message);
+    // Published by a queue whose lease is a minute: the row is leased for the taker's 300 ms.
+    await publisher.publish(message);
     expect((await taking).map((delivery) => delivery.attempt)).toEqual([1]);
     await sleep(400);
     const again = await queue.leases.take({ models: [model], max: 1 });

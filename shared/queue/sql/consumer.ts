@@ -61,6 +61,7 @@ export function startConsumer(ctx: Context, handler: DeliveryHandler, settings: 
   // Between rounds, a publish may lease to it directly (hand-off.ts): handed rows count as a
   // publish heard, so the settles after them do not send the loop to look for nothing.
   const waiter = new Waiter(
+    ctx.limits.leaseMs,
     models,
     () => slots.due,
     (rows) => {

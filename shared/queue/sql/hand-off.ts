@@ -19,14 +19,14 @@ export async function insertMessages(
   const availableAt = now + Math.max(0, delayMs);
   const plan = delayMs > 0 ? [] : planHandOff(ctx.waiters, messages);
   const tokens = new Map<Waiter, string>();
-  const leaseExpiresAt = now + ctx.limits.leaseMs;
   // SQL text, not the builder: a publish a job at ordinary load (claim.ts, `due`).
   const rows = messages.map((message, i): RawBuilder<unknown> => {
     const waiter = plan[i];
     const lease = waiter ? (tokens.get(waiter) ?? randomToken(12)) : null;
     if (waiter && lease) tokens.set(waiter, lease);
     // At most 8 parameters a row (the lease's two only when handed): see publishMany.
-    const leased = lease ? sql`1, ${lease}, ${leaseExpiresAt}` : sql`0, NULL, NULL`;
+    // The waiter's own lease: queues on one database may have different ones.
+    const leased = waiter && lease ? sql`1, ${lease}, ${now + waiter.leaseMs}` : sql`0, NULL, NULL`;
     return sql`(${message.model}, ${message.id}, ${JSON.stringify(message)},
       ${message.priority}, ${availableAt}, 'ready', ${now}, ${leased})`;
   });

@@ -125,6 +125,7 @@ async function take(ctx: Context, request: TakeRequest): Promise<LeasedMessage[]
   // While it waits, a publish may lease to it directly (hand-off.ts): the rows come here.
   const handed: Row[] = [];
   const waiter = new Waiter(
+    ctx.limits.leaseMs,
     models,
     () => max - handed.length,
     (rows) => {

@@ -23,10 +23,12 @@ export class Waiter {
   #idle: (() => void)[] = [];
 
   /**
-   * `free`: how many it would take now; `deliver`: the rows leased to it, in queue order,
-   * called once per publish that promised it some (with none when that publish failed).
+   * `leaseMs`: its queue's lease (queues on one database may differ); `free`: how many it
+   * would take now; `deliver`: the rows leased to it, in queue order, called once per publish
+   * that promised it some (with none when that publish failed).
    */
   constructor(
+    readonly leaseMs: number,
     readonly models: readonly string[] | undefined,
     private readonly free: () => number,
     private readonly deliver: (rows: Row[]) => void,

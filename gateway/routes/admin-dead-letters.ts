@@ -3,6 +3,7 @@ import { HttpProblem } from "../../shared/errors.ts";
 import {
   type DeadLetter,
   DeadLetterList,
+  Instant,
   JobId,
   ModelId,
   RedriveRequest,
@@ -23,7 +24,8 @@ const ListQuery = z.object({
     .max(100)
     .optional()
     .openapi({ param: { example: "timeout" } }),
-  since: z.iso.datetime().optional(),
+  // A day or an instant, as the usage routes' `from`.
+  since: Instant.optional(),
   limit: z.coerce.number().int().min(1).max(100).default(20),
   cursor: JobId.optional(),
 });

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { Job, JobId, ModelId } from "./job.ts";
+import { Instant } from "./usage.ts";
 
 /** A failed job as the operator sees it: the job, and whose it is. */
 export const DeadLetter = Job.extend({ tenant_id: z.string() });
@@ -19,7 +20,7 @@ export type DeadLetterList = z.infer<typeof DeadLetterList>;
 export const RedriveRequest = z.strictObject({
   model: ModelId.optional(),
   code: z.string().min(1).max(100).optional(),
-  since: z.iso.datetime().optional().describe("Only jobs that failed at or after this."),
+  since: Instant.optional().describe("Only jobs that failed at or after this day or instant."),
   limit: z.number().int().min(1).max(500).default(100),
   cursor: JobId.optional(),
 });

@@ -6,8 +6,8 @@ import { ModelId } from "./job.ts";
  * `GET /v1/admin/usage`), and what a budget has left (`limits.monthly_gpu_seconds`).
  */
 
-/** A day (`2026-12-03`, from its start, UTC) or an instant. */
-const Instant = z.union([z.iso.date(), z.iso.datetime({ offset: true })], {
+/** A day (`2026-12-03`, from its start, UTC) or an instant; `Date.parse` reads both. */
+export const Instant = z.union([z.iso.date(), z.iso.datetime({ offset: true })], {
   error: "must be a day (2026-12-01) or an ISO 8601 instant (2026-12-01T08:00:00Z)",
 });
 

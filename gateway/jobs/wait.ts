@@ -1,3 +1,4 @@
+import { linkSignals } from "../../shared/abort-link.ts";
 import { pause } from "../../shared/pause.ts";
 import { isTerminal, type JobStatus } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
@@ -47,12 +48,26 @@ export async function waitForJob(
   timeoutMs: number,
   signal?: AbortSignal,
 ): Promise<JobRow> {
+  // A shutting-down gateway answers now: the client gets a 202 and waits elsewhere. Not
+  // AbortSignal.any: each wait left a WeakRef behind for good on `stopping`, which lives
+  // as long as the gateway (shared/abort-link.ts).
+  const link = linkSignals(signal, gateway.stopping);
+  try {
+    return await waitUntil(gateway, row, timeoutMs, link.signal);
+  } finally {
+    link.dispose();
+  }
+}
+
+async function waitUntil(
+  gateway: Gateway,
+  row: JobRow,
+  timeoutMs: number,
+  signal: AbortSignal,
+): Promise<JobRow> {
   const deadline = gateway.now() + timeoutMs;
   let current = row;
-  // A shutting-down gateway answers now: the client gets a 202 and waits elsewhere.
-  const stopping = gateway.stopping;
-  if (stopping) signal = signal ? AbortSignal.any([signal, stopping]) : stopping;
-  while (!isTerminal(current.status as JobStatus) && !signal?.aborted) {
+  while (!isTerminal(current.status as JobStatus) && !signal.aborted) {
     const left = deadline - gateway.now();
     if (left <= 0) break;
     // Listening starts before the read, so a change between the two is not missed.

@@ -1,3 +1,4 @@
+import { linkSignals } from "../../shared/abort-link.ts";
 import type { WebhookAttemptReason } from "../../shared/protocol/webhook-api.ts";
 import type { WebhookHeaders } from "./sign.ts";
 
@@ -38,6 +39,29 @@ export async function postWebhook(
 ): Promise<PostResult> {
   const { timeoutMs, stopping } = limits;
   const timeout = AbortSignal.timeout(timeoutMs);
+  // Not AbortSignal.any: linked to `stopping`, which lives as long as the gateway, each
+  // attempt left a WeakRef behind on it for good (shared/abort-link.ts).
+  const link = linkSignals(timeout, stopping);
+  try {
+    return await attempt(fetchFn, url, body, headers, link.signal, {
+      timeout,
+      timeoutMs,
+      stopping,
+    });
+  } finally {
+    link.dispose();
+  }
+}
+
+async function attempt(
+  fetchFn: typeof fetch,
+  url: string,
+  body: string,
+  headers: WebhookHeaders,
+  signal: AbortSignal,
+  limits: { timeout: AbortSignal; timeoutMs: number; stopping?: AbortSignal | undefined },
+): Promise<PostResult> {
+  const { timeout, timeoutMs, stopping } = limits;
   let response: Response;
   try {
     response = await fetchFn(url, {
@@ -52,7 +76,7 @@ export async function postWebhook(
       // tenant never registered (or to an internal address).
       redirect: "manual",
       // Covers the response body too: a receiver that stalls mid-body is cut off as well.
-      signal: stopping ? AbortSignal.any([timeout, stopping]) : timeout,
+      signal,
     });
   } catch (error) {
     if (stopping?.aborted && !timeout.aborted) {

@@ -8,7 +8,7 @@ import { planRunners } from "./devices/runner-plan.ts";
 import type { DirectGatewayCalls, GatewayClient, GatewayError } from "./gateway/client.ts";
 import { enrollFirst } from "./gateway/enroll.ts";
 import { linkGateway } from "./gateway/link.ts";
-import { checkBrokerForGateway, openGatewayQueue } from "./gateway/queue.ts";
+import { checkBrokerFirst, checkBrokerForGateway, openGatewayQueue } from "./gateway/queue.ts";
 import { type MetricsHost, serveAgentMetrics } from "./metrics-server.ts";
 import { ModelConfigError } from "./pipelines/model-config.ts";
 import { DownloadUnavailable } from "./registry/fetch-file.ts";
@@ -103,6 +103,8 @@ export async function startAgent(
   const { queueUrl } = config;
   let opened: OpenedQueue | null = null;
   if (queueUrl) {
+    if (!deps.gateway && !deps.gatewayCalls)
+      await checkBrokerFirst(config, queueUrl, deps.gatewayFetch);
     opened = await untilReachable(
       "queue",
       () =>

@@ -22,6 +22,8 @@ import {
 } from "../../shared/queue/port.ts";
 import { PullLoop, type PullSlots } from "../../shared/queue/pull-loop.ts";
 import { peerRetryDelayMs } from "../backoff.ts";
+import type { AgentConfig } from "../config.ts";
+import { createGatewayClient } from "./client.ts";
 import { TAKE_WAIT_MS } from "./queue-calls.ts";
 import type { GatewayClient, GatewayQueueCalls } from "./types.ts";
 
@@ -83,6 +85,29 @@ export async function checkBrokerForGateway(
   const info = await gateway.queue.info().catch(() => undefined);
   const mismatch = info ? brokerMismatch(queueUrl, info) : null;
   if (mismatch) throw new UserError(mismatch);
+}
+
+/**
+ * checkBrokerForGateway before the broker is opened, on a client of its own: a broker that is
+ * down is waited for at start, so the gateway, asked only once it answered, was never asked
+ * when the broker was not the gateway's queue, and the agent retried for ever. A gateway that
+ * cannot say now is asked again by that check, after the open.
+ */
+export async function checkBrokerFirst(
+  config: Pick<AgentConfig, "gatewayUrl" | "agentId" | "agentSecret">,
+  queueUrl: string,
+  fetch?: typeof globalThis.fetch,
+): Promise<void> {
+  const { gatewayUrl, agentId, agentSecret: secret } = config;
+  // Signed as the enrolled agent: a client holding only the token would enroll another.
+  if (!secret) return;
+  const options = { gatewayUrl, agentId, secret, tries: 1 };
+  const gateway = createGatewayClient(fetch ? { ...options, fetch } : options);
+  try {
+    await checkBrokerForGateway(gateway, queueUrl);
+  } finally {
+    await gateway.close?.();
+  }
 }
 
 /** Why an agent's queue URL cannot be this gateway's (see checkBrokerForGateway); else null. */

@@ -23,6 +23,8 @@ export interface OpenDatabaseOptions {
   settings?: SessionSettings;
   /** Told of every statement sent, migrations' included (statement-log.ts). */
   onStatement?: OnStatement;
+  /** Postgres: how long the first connection may take (default 15 s). */
+  connectTimeoutMs?: number;
   /**
    * The setting the URL came from (`GANTRY_DATABASE_URL`): a Postgres the operator must fix
    * (unreachable, login refused, no such database, too few rights) fails as a UserError

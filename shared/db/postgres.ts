@@ -22,6 +22,8 @@ export interface PostgresOptions {
   settings?: SessionSettings;
   /** Told of every statement sent (statement-log.ts). */
   onStatement?: OnStatement;
+  /** How long the first connection may take before the server counts as unreachable. */
+  connectTimeoutMs?: number;
 }
 
 export interface PostgresTarget {
@@ -39,6 +41,8 @@ const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 /** Any fixed number: every process migrating this database takes the same lock. */
 const MIGRATION_LOCK = 0x67616e74; // "gant"
 const INT8_OID = 20;
+/** The first connection's deadline: a server that answers does within it. */
+const CONNECT_TIMEOUT_MS = 15_000;
 
 export function isPostgresUrl(url: string): boolean {
   return /^postgres(ql)?:\/\//i.test(url);
@@ -117,12 +121,40 @@ export async function openPostgres(
   });
   if (options.migrate === false) return db;
   try {
+    await firstConnection(target, options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS);
     await migrateLocked(db, target.schema);
   } catch (error) {
     await db.destroy();
     throw error;
   }
   return db;
+}
+
+/**
+ * One connection, with a deadline, before the pool's: pg waits for ever on a server that
+ * takes the connection but never answers (a Redis or other port named by mistake), and the
+ * start sat silent. No deadline is set on the pool itself, whose waits for a free client
+ * under load must not fail. A silent server counts as unreachable (ETIMEDOUT): an agent
+ * waits for it, a gateway names the setting.
+ */
+async function firstConnection(target: PostgresTarget, timeoutMs: number): Promise<void> {
+  const client = new pg.Client({
+    connectionString: target.connectionString,
+    connectionTimeoutMillis: timeoutMs,
+  });
+  client.on("error", () => {});
+  try {
+    await client.connect();
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    if (!/timeout/i.test(message) || (error as { code?: unknown }).code) throw error;
+    throw Object.assign(
+      new Error(`no answer within ${timeoutMs / 1000} s: is it a Postgres server?`),
+      { code: "ETIMEDOUT", cause: error },
+    );
+  } finally {
+    await client.end().catch(() => {});
+  }
 }
 
 /**
@@ -164,6 +196,9 @@ export async function dropPostgresSchema(url: string, schema: string): Promise<v
 export function databaseFailure(error: unknown): string | null {
   const message = error instanceof Error ? error.message : String(error);
   if (isNetworkError(error)) return `not reachable (${message || "connection failed"})`;
+  // pg's words for a server that took the connection and hung up before speaking Postgres.
+  if (message === "Connection terminated unexpectedly")
+    return "the server closed the connection: is it a Postgres server, on this port, that takes this URL's SSL mode?";
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code !== "string") return null;
   if (code.startsWith("28")) return `the login was refused: ${message}`;
@@ -178,6 +213,7 @@ export function databaseFailure(error: unknown): string | null {
  * read without migrating: for commands that must not make a database a gateway never made.
  */
 export async function holdsGantryTables(url: string): Promise<boolean> {
+  await firstConnection(parsePostgresUrl(url), CONNECT_TIMEOUT_MS);
   const db = await openPostgres(url, { migrate: false, maxConnections: 1 });
   try {
     const { rows } = await sql<{ found: string | null }>`

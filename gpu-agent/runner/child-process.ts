@@ -96,6 +96,7 @@ export function forkChild(
       } else if (msg.type === "load_failed") {
         loadError = msg.error;
       } else if (msg.type === "result") {
+        child.progress.ended(msg.id);
         events.result(msg);
       } else if (msg.type === "progress") {
         child.progress.deliver(msg);

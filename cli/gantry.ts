@@ -50,6 +50,7 @@ Settings come from GANTRY_* environment variables; docs/settings.md lists them a
 `;
 
 export async function main(argv = process.argv.slice(2), env = process.env): Promise<void> {
+  let starting = false;
   try {
     // These parse their own flags; parseArgs below would refuse them.
     if (argv[0] === "keys") return await runKeysCommand(argv.slice(1), env);
@@ -68,9 +69,14 @@ export async function main(argv = process.argv.slice(2), env = process.env): Pro
     }
     if (command !== "start" && command !== "gateway")
       throw new UserError(`unknown command "${command}"\n${HELP}`);
+    starting = true;
     await run(command, readSettings(env), env);
   } catch (error) {
     process.exitCode = reportCliError("gantry", error);
+    // A start that failed can leave a client's connection attempt behind (a broker that took
+    // the connection and never answered kept the process alive after "cannot reach …"):
+    // nothing else is to run, so it ends here.
+    if (starting) process.exit(process.exitCode);
   }
 }
 

@@ -1,4 +1,5 @@
 import { existsSync } from "node:fs";
+import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import { APIError, type Gantry, type TypedJob } from "../../client/index.ts";
 import { UserError } from "../../shared/errors.ts";
@@ -130,6 +131,15 @@ export async function submitCommand(
     const retried = failedBefore
       ? await retryFailedFile(gantry, `${base}.error.json`, controller.signal)
       : null;
+    // Said as what it is, with no upload: the upload's refusal named `size_bytes`.
+    if (!retried && (await stat(file.path).catch(() => null))?.size === 0) {
+      const empty = {
+        code: "empty_file",
+        message: `${file.name} is empty (0 bytes)`,
+        status: null,
+      };
+      return writeRefusal(file, empty, flags.out, failures, counts);
+    }
     if (retried) counts.retried++;
     const { id, snapshot } = retried ?? (await madeOrSubmitted(file));
     let status = "";
@@ -157,7 +167,8 @@ export async function submitCommand(
         // caller) stops the run.
         if (!(error instanceof APIError) || !refusesFile(error) || controller.signal.aborted)
           throw error;
-        await writeRefusal(next.value, error, flags.out, failures, counts);
+        const { code, message, status } = error;
+        await writeRefusal(next.value, { code, message, status }, flags.out, failures, counts);
       }
     }
   };
@@ -259,19 +270,18 @@ async function writeResult(
 
 async function writeRefusal(
   file: InputFile,
-  error: APIError,
+  problem: { code: string; message: string; status: number | null },
   out: string,
   failures: Failure[],
   counts: SubmitCounts,
 ) {
-  const problem = { code: error.code, message: error.message, status: error.status };
   await writeAtomic(
     `${join(out, file.name)}.error.json`,
     `${JSON.stringify({ job_id: null, error: problem })}\n`,
   );
   counts.failed++;
   if (failures.length < LISTED_FAILURES)
-    failures.push({ file: file.name, job_id: "", code: error.code, message: error.message });
+    failures.push({ file: file.name, job_id: "", code: problem.code, message: problem.message });
 }
 
 /**

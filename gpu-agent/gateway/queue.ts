@@ -114,7 +114,7 @@ export async function checkBrokerFirst(
 export function brokerMismatch(queueUrl: string, info: QueueInfo): string | null {
   const kind = queueKind(queueUrl);
   if (kind !== "sql" && info.served) {
-    return `GANTRY_QUEUE_URL names a ${kind} queue, but the gateway's queue is ${info.transport}, which it serves to agents: unset GANTRY_QUEUE_URL (and --queue), or give the gateway this queue URL`;
+    return `GANTRY_QUEUE_URL names a broker (${kind}), but the gateway's queue is ${info.transport}, which it serves to agents: unset GANTRY_QUEUE_URL (and --queue), or give the gateway this queue URL`;
   }
   // Only a URL that says it is a database (a bare path is left alone, as test harnesses
   // hand their in-process queue to agents under one).

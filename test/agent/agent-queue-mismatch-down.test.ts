@@ -45,7 +45,7 @@ it("a broker URL whose broker is down stops the start on a Workers gateway, sayi
   );
   expect(output).not.toContain("queue unreachable");
   expect(output).toMatch(
-    /gantry-agent: GANTRY_QUEUE_URL names a amqp queue, but the gateway's queue is sql, which it serves to agents: unset GANTRY_QUEUE_URL/,
+    /gantry-agent: GANTRY_QUEUE_URL names a broker \(amqp\), but the gateway's queue is sql, which it serves to agents: unset GANTRY_QUEUE_URL/,
   );
   expect(code).toBe(2);
 }, 60_000);

@@ -80,7 +80,7 @@ it("a broker URL for a gateway whose queue is sql stops the start, saying so", a
   );
   expect(output).not.toContain("waiting for jobs");
   expect(output).toMatch(
-    /gantry-agent: GANTRY_QUEUE_URL names a redis queue, but the gateway's queue is sql, which it serves to agents: unset GANTRY_QUEUE_URL/,
+    /gantry-agent: GANTRY_QUEUE_URL names a broker \(redis\), but the gateway's queue is sql, which it serves to agents: unset GANTRY_QUEUE_URL/,
   );
   expect(output).not.toMatch(/^\s+at /m);
   expect(code).toBe(2);

@@ -51,7 +51,7 @@ it("FAILs the queue row for a broker URL when the gateway serves its sql queue",
   child.stderr.resume();
   const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
   expect(stdout).toMatch(
-    /^FAIL +queue +GANTRY_QUEUE_URL names a redis queue, but the gateway's queue is sql, which it serves to agents/m,
+    /^FAIL +queue +GANTRY_QUEUE_URL names a broker \(redis\), but the gateway's queue is sql, which it serves to agents/m,
   );
   expect(stdout).toMatch(/^NOT READY/m);
   expect(code).toBe(1);

@@ -51,10 +51,14 @@ export async function waitForJob(
   // A shutting-down gateway answers now: the client gets a 202 and waits elsewhere. Not
   // AbortSignal.any: each wait left a WeakRef behind for good on `stopping`, which lives
   // as long as the gateway (shared/abort-link.ts).
-  const link = linkSignals(signal, gateway.stopping);
+  const done = new AbortController();
+  const link = linkSignals(signal, gateway.stopping, done.signal);
   try {
     return await waitUntil(gateway, row, timeoutMs, link.signal);
   } finally {
+    // Ends the wake still pending when the job ended: left, it held its listener on the
+    // notifier (and its timer) for the rest of its recheck, 30 s with a live feed.
+    done.abort();
     link.dispose();
   }
 }

@@ -124,6 +124,10 @@ export const jobEventRoutes = documented(new OpenAPIHono<AppEnv>(), eventsRoute)
         await stopping.hint();
         await revoked.notice(stream);
       } finally {
+        // Ends the wake still pending after the terminal event: left, it held the stream's
+        // listener on the notifier (and its timer) for the rest of its poll, 30 s with a
+        // live feed, so a Postgres gateway following 100 jobs a second kept 3 000 of them.
+        closed.abort();
         release();
         stopping.stop();
         revoked.stop();

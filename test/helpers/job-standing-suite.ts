@@ -8,6 +8,7 @@ type Standing = {
   status: string;
   queue_position?: number;
   estimated_start_at?: string | null;
+  waiting_reason?: string;
   metrics?: { queue_ms: number; run_ms: number | null; total_ms: number | null };
   agent?: { id: string; provider: string | null };
 };
@@ -57,8 +58,14 @@ export function describeJobStanding(setting: JobApiSetting): void {
       const done = { v: 1, type: "succeeded", agent_id, attempt: 1, output: { ok: true } };
       expect((await hand.post(`/jobs/${a}/events`, done)).status).toBe(200);
       await gw.api(`/v1/jobs/${b}/cancel`, { method: "POST" });
-      const standing = await read(mine);
+      let standing = await read(mine);
       expect(standing.queue_position).toBe(2);
+      // The fleet is read at most once a second for every reader: until this gateway reads
+      // it again, the job waits for "no live agent", and a stalled job has no estimate.
+      for (let i = 0; i < 40 && standing.waiting_reason === "no_agent_for_model"; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        standing = await read(mine);
+      }
       // Two starts in the last minutes give the model a pace, hence an estimate.
       expect(standing.estimated_start_at).toMatch(/^\d{4}-\d\d-\d\dT/);
       expect(standing.metrics).toBeUndefined();

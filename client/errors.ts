@@ -90,6 +90,15 @@ export class UnexpectedResponseError extends GantryError {
   }
 }
 
+/**
+ * `webhooks.verify` refused a delivery: forged or altered (no signature matches), stale (its
+ * timestamp is more than five minutes off), or missing a Standard Webhooks header. The
+ * receiver should answer it 4xx and not act on it.
+ */
+export class WebhookVerificationError extends GantryError {
+  override name = "WebhookVerificationError";
+}
+
 function describeBody(contentType: string): string {
   const type = contentType.split(";")[0]?.trim();
   if (!type) return "a body of no stated type";

@@ -4,6 +4,7 @@ import type {
   UsageThresholdPayload,
   WebhookPayload,
 } from "../shared/protocol/index.ts";
+import { WebhookVerificationError } from "./errors.ts";
 
 /**
  * Whatever a delivery carries: a job's change (`job.*`), a batch's end (`batch.completed`) or
@@ -16,8 +17,8 @@ export type WebhookHeaders = Headers | Record<string, string | string[] | undefi
 
 /**
  * `webhooks.verify`: checks a delivery's Standard Webhooks signature and timestamp with
- * the tenant's `whsec_…` secret and returns the parsed payload; throws when it is forged,
- * altered or stale. Pass the raw body text, exactly as received.
+ * the tenant's `whsec_…` secret and returns the parsed payload; throws a
+ * `WebhookVerificationError` when it is forged, altered or stale. Pass the raw body text, exactly as received.
  */
 export function verifyWebhook(
   payload: string,
@@ -25,11 +26,18 @@ export function verifyWebhook(
   secret: string,
 ): WebhookEvent {
   const pick = headerReader(headers);
-  return new Webhook(secret).verify(payload, {
-    "webhook-id": pick("webhook-id"),
-    "webhook-timestamp": pick("webhook-timestamp"),
-    "webhook-signature": pick("webhook-signature"),
-  }) as WebhookEvent;
+  try {
+    return new Webhook(secret).verify(payload, {
+      "webhook-id": pick("webhook-id"),
+      "webhook-timestamp": pick("webhook-timestamp"),
+      "webhook-signature": pick("webhook-signature"),
+    }) as WebhookEvent;
+  } catch (error) {
+    // standardwebhooks' own error class: turned into the SDK's, which callers catch with
+    // every other GantryError.
+    const why = error instanceof Error ? error.message : String(error);
+    throw new WebhookVerificationError(`webhook not verified: ${why}`, { cause: error });
+  }
 }
 
 /**

@@ -1,6 +1,6 @@
 import { Webhook } from "standardwebhooks";
 import { expect, it } from "vitest";
-import { Gantry } from "../../client/index.ts";
+import { Gantry, GantryError, WebhookVerificationError } from "../../client/index.ts";
 import { newWebhookSecret } from "../../gateway/webhooks/secret.ts";
 
 /**
@@ -54,4 +54,28 @@ it("still refuses a forged or unsigned delivery", () => {
   expect(() => gantry.webhooks.verify(body, headers, secret)).toThrow();
   const forged = { ...headers, "Webhook-Signature": signed.signature };
   expect(() => gantry.webhooks.verify(`${body} `, forged, secret)).toThrow();
+});
+
+it("throws a GantryError a caller can catch with the SDK's others, saying why", () => {
+  const forged = {
+    "webhook-id": signed.id,
+    "webhook-timestamp": signed.timestamp,
+    "webhook-signature": signed.signature,
+  };
+  const stale = { ...forged, "webhook-timestamp": String(Math.floor(at.getTime() / 1000) - 3600) };
+  for (const [payload, headers] of [
+    [`${body} `, forged],
+    [body, stale],
+    [body, { "webhook-id": signed.id }],
+  ] as const) {
+    let thrown: unknown;
+    try {
+      gantry.webhooks.verify(payload, headers, secret);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(GantryError);
+    expect(thrown).toBeInstanceOf(WebhookVerificationError);
+    expect((thrown as Error).message).toMatch(/^webhook not verified: /);
+  }
 });

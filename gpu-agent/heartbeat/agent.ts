@@ -158,7 +158,8 @@ export function startAgentHeartbeats(options: AgentHeartbeatOptions): AgentHeart
     if (changed.length === 0) return;
     const { unserved } = await gateway.register(current);
     registered = current;
-    warnUnserved(unserved, logger);
+    // Said at start already (gateway/link.ts); again only for models that changed since.
+    if (changed.includes("models")) warnUnserved(unserved, logger);
     logger.info(
       { models: current.models, provider: current.provider, changed },
       `told the gateway what changed: ${changed.join(", ")}`,

@@ -3,6 +3,7 @@ import pino from "pino";
 import { expect, it } from "vitest";
 import { startTestAgent } from "../helpers/test-agent.ts";
 import { startTestGateway } from "../helpers/test-gateway.ts";
+import { until } from "../helpers/until.ts";
 
 it("an agent loading a model its gateway does not serve is told so, and says it", async () => {
   const gw = await startTestGateway({ models: ["noop"] });
@@ -21,7 +22,10 @@ it("an agent loading a model its gateway does not serve is told so, and says it"
   try {
     // Past the agent's first heartbeat (1 s in tests), which tells the gateway its prefetch
     // again: the models did not change, so it does not say it twice.
-    await until(() => lines.some((line) => line.msg.startsWith("told the gateway what changed")));
+    await until(
+      () => lines.some((line) => line.msg.startsWith("told the gateway what changed")),
+      10_000,
+    );
     expect(lines.filter((line) => line.unserved !== undefined)).toHaveLength(1);
     expect(lines).toContainEqual(
       expect.objectContaining({
@@ -35,11 +39,3 @@ it("an agent loading a model its gateway does not serve is told so, and says it"
     await gw.close();
   }
 });
-
-async function until(done: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!done()) {
-    if (Date.now() > deadline) throw new Error("timed out waiting");
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}

@@ -3,6 +3,7 @@ import type { SupervisorEvent } from "../../gpu-agent/supervisor/index.ts";
 import { submitNoopJobs } from "../helpers/fault-checks.ts";
 import { startTestAgent } from "../helpers/test-agent.ts";
 import { startTestGateway } from "../helpers/test-gateway.ts";
+import { until } from "../helpers/until.ts";
 
 /**
  * Jobs an agent claimed ahead of its runners (its look-ahead) and that are canceled while
@@ -56,11 +57,3 @@ describe("canceled jobs waiting in an agent's look-ahead", () => {
     );
   }, 20_000);
 });
-
-async function until(done: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!done()) {
-    if (Date.now() > deadline) throw new Error("timed out waiting");
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}

@@ -1,15 +1,10 @@
-import type { KyselyPlugin, RootOperationNode } from "kysely";
+import type { KyselyPlugin } from "kysely";
 import { describe, expect, it, onTestFinished } from "vitest";
 import { randomToken } from "../../shared/ids.ts";
 import { createSqlQueue } from "../../shared/queue/sql/index.ts";
 import { queueMessage } from "../conformance/job-queue.ts";
+import { firstWord } from "../helpers/statement-word.ts";
 import { openTestDatabase } from "../helpers/test-gateway.ts";
-
-/** A statement's first word, built (its node's kind) or SQL text (the text's own). */
-function firstWord(node: RootOperationNode): string {
-  if (node.kind === "RawNode") return /^\s*(\w+)/.exec(node.sqlFragments[0] ?? "")?.[1] ?? "";
-  return node.kind.replace(/QueryNode$/, "");
-}
 
 /** Counts the INSERT and DELETE statements a Kysely sends: the sql queue's publishes and acks. */
 function countingStatements(): KyselyPlugin & { deletes: number; inserts: number } {

@@ -1,8 +1,9 @@
-import type { KyselyPlugin, RootOperationNode } from "kysely";
+import type { KyselyPlugin } from "kysely";
 import { describe, expect, it, onTestFinished } from "vitest";
 import { randomToken } from "../../shared/ids.ts";
 import { createSqlQueue } from "../../shared/queue/sql/index.ts";
 import { Inbox, queueMessage } from "../conformance/job-queue.ts";
+import { firstWord } from "../helpers/statement-word.ts";
 import { openTestDatabase } from "../helpers/test-gateway.ts";
 
 /**
@@ -10,11 +11,6 @@ import { openTestDatabase } from "../helpers/test-gateway.ts";
  * this process waits with room inserts the messages leased to it and hands them over, with
  * no lease statement of the consumer's own; what it has no room for is inserted ready.
  */
-
-function firstWord(node: RootOperationNode): string {
-  if (node.kind === "RawNode") return /^\s*(\w+)/.exec(node.sqlFragments[0] ?? "")?.[1] ?? "";
-  return node.kind.replace(/QueryNode$/, "");
-}
 
 /** Counts UPDATE statements, and holds each INSERT's answer back `insertDelayMs`. */
 function statementSpy(): KyselyPlugin & { updates: number; insertDelayMs: number } {

@@ -167,11 +167,14 @@ export class Jobs {
       }
     } catch (error) {
       if (options.signal?.aborted) throw options.signal.reason;
+      // No stream to be had: a proxy that refuses or buffers them, a gateway without one, or
+      // one whose place for the tenant's job streams is taken (more waits than it keeps
+      // streams for): each polls instead.
       const noStream =
         error instanceof ConnectionError ||
         (error instanceof APIError &&
-          [404, 405, 406, 501].includes(error.status) &&
-          error.code !== "not_found");
+          (error.code === "too_many_streams" ||
+            ([404, 405, 406, 501].includes(error.status) && error.code !== "not_found")));
       if (!noStream) throw error;
       return this.poll<M>(id, options);
     }

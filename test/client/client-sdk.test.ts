@@ -159,6 +159,33 @@ describe.each(SETUPS)("the SDK against a real gateway: $name", (setup) => {
     expect(paths.filter((p) => p === `/v1/jobs/${job.id}`).length).toBeGreaterThanOrEqual(1);
   });
 
+  it("wait() polls when the gateway holds the tenant's most job streams (429 too_many_streams)", async () => {
+    const paths: string[] = [];
+    const client = new Gantry({
+      baseUrl: gw.url,
+      apiKey: gw.apiKey,
+      maxRetries: 0,
+      fetch: async (input, init) => {
+        const url = String(input);
+        paths.push(new URL(url).pathname);
+        if (!url.endsWith("/events")) return fetch(input, init);
+        // What a gateway answers a tenant past its job streams (gateway/feed/job-streams.ts).
+        const problem = {
+          type: "about:blank",
+          title: "Too many",
+          status: 429,
+          code: "too_many_streams",
+        };
+        const headers = { "content-type": "application/problem+json", "retry-after": "1" };
+        return new Response(JSON.stringify(problem), { status: 429, headers });
+      },
+    });
+    const job = await client.jobs.create({ model: "noop", input: { delay_ms: 300 } });
+    const done = await client.jobs.wait(job.id);
+    expect(done.status).toBe("succeeded");
+    expect(paths.filter((p) => p === `/v1/jobs/${job.id}`).length).toBeGreaterThanOrEqual(1);
+  });
+
   it("list() iterates past several pages", async () => {
     const made = new Set<string>();
     for (let i = 0; i < 23; i++)

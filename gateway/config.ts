@@ -106,6 +106,13 @@ export const GatewayConfig = z
      */
     eventsResumeWindowSeconds: z.number().int().positive().default(3_600),
     maxEventStreamsPerTenant: z.number().int().positive().default(100),
+    /**
+     * How long an event stream lasts before the gateway ends it (clients resume with
+     * `Last-Event-ID`): `GET /v1/events` this long, a job's stream at most 5 minutes. Shorter
+     * on Workers (runtime/workers/settings.ts), where a stream's reads count against one
+     * invocation's D1 queries.
+     */
+    maxStreamSeconds: z.number().int().positive().default(900),
     /** `GET /v1/jobs/{id}/events`: streams one tenant may hold open on one gateway. */
     maxJobStreamsPerTenant: z.number().int().positive().default(1_000),
     /** Events one stream may fall behind before it gets `stream_overflow` and is closed. */

@@ -16,8 +16,6 @@ import { documented, problems, ref } from "../openapi/parts.ts";
 import { type FeedCursor, parseCursor, type TenantEventRow } from "../store/tenant-events.ts";
 import { METADATA_FILTER, metadataFilters } from "./jobs.ts";
 
-/** Streams end after this long; clients reconnect with `Last-Event-ID` and miss nothing. */
-const MAX_STREAM_MS = 15 * 60_000;
 /** A comment this often keeps proxies from closing an idle stream. */
 const HEARTBEAT_MS = 15_000;
 const CATCH_UP_PAGE = 500;
@@ -44,7 +42,7 @@ const feedRoute = createRoute({
     "Beside them, `progress` events (JobProgressEvent, with `model`) carry a running job's latest progress as its model reports it: latest only, without an `id`, so they neither move the cursor nor are replayed on a resume (read `GET /v1/jobs/{id}` for the latest). `batch` and `metadata` filters keep the progress of jobs whose status events this stream kept; a `status` filter keeps progress only if it keeps `running`.",
     "A stream opened without `Last-Event-ID` starts with `event: ready` (`data: {}`) whose `id` is its starting cursor. Each event's `id` is a cursor: reconnect with `Last-Event-ID` (or `?last_event_id=`) to resume with nothing missed and nothing repeated, on any gateway, up to `eventsResumeWindowSeconds` (1 h) back; older answers `410 resume_window_exceeded`.",
     "Ids are opaque and sealed for your tenant (authenticated encryption under a key all the deployment's gateways share): each is different, even for one position, and tells nothing of other tenants' work. An id that was altered, made up, or sent to another tenant answers `400 invalid_last_event_id` (open the stream without it to start from now).",
-    "Filters apply to each event and leave the cursor exact: a resume from a filtered stream's last `id` gets the next matching event, none repeated. A `: keep-alive` comment every 15 s keeps proxies from closing an idle stream; streams end after 15 min (resume). A client that stops reading with more than 1 000 events waiting (`eventsStreamBuffer`) for 1 s, or falls 10 000 behind, gets an `error` event (`stream_overflow`) and the stream closes (cut 5 s later if it still reads nothing): resume.",
+    "Filters apply to each event and leave the cursor exact: a resume from a filtered stream's last `id` gets the next matching event, none repeated. A `: keep-alive` comment every 15 s keeps proxies from closing an idle stream; streams end after 15 min, 4 on Workers (resume). A client that stops reading with more than 1 000 events waiting (`eventsStreamBuffer`) for 1 s, or falls 10 000 behind, gets an `error` event (`stream_overflow`) and the stream closes (cut 5 s later if it still reads nothing): resume.",
     "A stream whose API key is revoked meanwhile ends within about a second with an `error` event (`key_revoked`).",
     "At most 100 streams per tenant per gateway (`429 too_many_streams`).",
   ].join(" "),
@@ -161,7 +159,7 @@ export const eventRoutes = documented(new OpenAPIHono<AppEnv>(), feedRoute).get(
         }
         caughtUp = true;
         outbox.push(live.splice(0));
-        await outbox.run(gateway.now() + MAX_STREAM_MS, gateway.now);
+        await outbox.run(gateway.now() + gateway.config.maxStreamSeconds * 1000, gateway.now);
         if (outbox.overflowed) {
           // Counted when dropped, not once the client has taken the notice (or was cut).
           feed.stats.dropped++;

@@ -69,7 +69,8 @@ export const jobEventRoutes = documented(new OpenAPIHono<AppEnv>(), eventsRoute)
       stream.onAbort(() => closed.abort());
       const stopping = endOnShutdown(gateway, stream, closed);
       const revoked = endOnRevoke(keyCheck(c), closed);
-      const deadline = gateway.now() + MAX_STREAM_MS;
+      const deadline =
+        gateway.now() + Math.min(MAX_STREAM_MS, gateway.config.maxStreamSeconds * 1000);
       // Progress carries no SSE id: it is latest-only, and Last-Event-ID stays the last
       // status event's. Sent only for the attempt running, always before what follows it.
       const sendProgress = async () => {
@@ -86,7 +87,14 @@ export const jobEventRoutes = documented(new OpenAPIHono<AppEnv>(), eventsRoute)
           // Another gateway may change the job: unless the change feed brings every gateway's
           // changes, poll the store as well.
           const live = gateway.notifier.live;
-          const pollMs = live ? gateway.config.feedSafetyPollMs : gateway.config.feedPollMs;
+          // No wait past the stream's end.
+          const pollMs = Math.max(
+            0,
+            Math.min(
+              live ? gateway.config.feedSafetyPollMs : gateway.config.feedPollMs,
+              deadline - gateway.now(),
+            ),
+          );
           // Workers: a wake from the request that changed the job would settle this request's
           // promise from another's context, which workerd refuses (and, this stream ended, left
           // its listener behind): there it re-reads on a timer of its own, as jobs/wait.ts does.

@@ -222,6 +222,7 @@ export function readWorkerSettings(env: WorkerEnv, fallbackPublicUrl: string) {
     inputUrlAllow: s.inputUrlAllow,
     corsOrigins: s.corsOrigins,
     allowInsecureWebhooks: s.allowInsecureWebhooks,
+    maxStreamSeconds: 240, // D1's 1 000 queries an invocation, at ~2 a second (config.ts)
   });
   if (!parsedConfig.success) {
     const issue = parsedConfig.error.issues[0];

@@ -152,9 +152,17 @@ export class Transport {
       () => timeout.abort(new TimeoutError(`request timed out after ${this.options.timeoutMs} ms`)),
       this.options.timeoutMs,
     );
-    const signal = options.signal
-      ? AbortSignal.any([options.signal, timeout.signal])
-      : timeout.signal;
+    // A buffered call links the caller's signal by a listener it takes off when done, not by
+    // AbortSignal.any: on Node 20 each call left a WeakRef in the caller's signal for that
+    // signal's life, and a caller passes one signal to every call (gantry submit does, for
+    // a whole run): about 60 bytes a request, for good. A stream's body outlives this call,
+    // and the caller's abort must still end it, so a stream keeps AbortSignal.any.
+    const caller = options.signal;
+    const forward = () => timeout.abort(caller?.reason);
+    let signal = timeout.signal;
+    if (caller && options.stream) signal = AbortSignal.any([caller, timeout.signal]);
+    else if (caller?.aborted) forward();
+    else caller?.addEventListener("abort", forward, { once: true });
     try {
       const response = await this.options.fetch(this.url(options.path, options.query), {
         method: options.method ?? "GET",
@@ -179,6 +187,7 @@ export class Transport {
       });
     } finally {
       clearTimeout(timer);
+      caller?.removeEventListener("abort", forward);
     }
   }
 }

@@ -81,7 +81,11 @@ export function describeJobStanding(setting: JobApiSetting): void {
       );
       const running = await read(urgent);
       expect(running.metrics).toMatchObject({ run_ms: null, total_ms: null });
-      // The listing names the agent of each started job too (the console's Agent column).
+      // The listing names the agent of each started job too (the console's Agent column),
+      // its provider from the agents in this gateway's memory, which a request of the agent
+      // keeps (no store read a listing): a beat, as a live agent's are, after the wait above.
+      const beat = { v: 1, agent_id, attempt: 1 };
+      expect((await hand.post(`/jobs/${urgent}/heartbeat`, beat)).status).toBe(200);
       const listed = (await (await gw.api("/v1/jobs?limit=100")).json()) as {
         data: (Standing & { id: string })[];
       };

@@ -24,8 +24,12 @@ RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \
  && npm install -g npm@11 --no-audit --no-fund
 WORKDIR /opt/gantry
 COPY package.json package-lock.json ./
-# The CUDA provider libraries are fetched on purpose below, never by a postinstall script.
-RUN ONNXRUNTIME_NODE_INSTALL=skip npm ci --omit=dev --no-audit --no-fund \
+# No lifecycle script runs: the checkout's `prepare` builds the SDK and console with
+# devDependencies and sources this stage has not, and the CUDA provider libraries are
+# fetched on purpose below, never by a postinstall script. The native builds the agent needs
+# are run on purpose (better-sqlite3 for a sqlite: queue, esbuild for tsx).
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
+ && npm rebuild better-sqlite3 esbuild \
  && ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules/onnxruntime-node/script/install \
  && find node_modules/onnxruntime-node/bin -name libonnxruntime_providers_cuda.so | grep -q . \
  && npm cache clean --force

@@ -293,8 +293,13 @@ elif [[ -f $stamp && $(<"$stamp") == "$wanted_stamp" ]]; then
   say "unchanged: node_modules matches package-lock.json"
 else
   if ((dry_run == 0)); then
-    # The CUDA libraries are fetched on purpose in the next step, never by a postinstall.
-    (cd "$APP_DIR" && ONNXRUNTIME_NODE_INSTALL=skip npm ci --omit=dev --no-audit --no-fund)
+    # No lifecycle script runs: the checkout's `prepare` builds the SDK and console with
+    # devDependencies and sources this copy has not, and the CUDA libraries are fetched on
+    # purpose in the next step. The native builds the agent needs are then run on purpose
+    # (better-sqlite3 for a sqlite: queue, esbuild for tsx), as in the Docker images.
+    (cd "$APP_DIR" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund &&
+      npm rebuild better-sqlite3 esbuild)
+    mkdir -p "$(dirname "$stamp")" # npm makes no node_modules for a lock without packages
     printf '%s\n' "$wanted_stamp" >"$stamp"
   fi
   code_changed=1

@@ -262,6 +262,29 @@ describe("install.sh into a temporary root", () => {
   });
 });
 
+describe("install.sh's npm step", () => {
+  it("installs production dependencies without the checkout's prepare script", () => {
+    // The real prepare builds the SDK and console from scripts/, client/ and console/ with
+    // devDependencies, none of which the agent's copy has: npm ci ran it and failed.
+    const source = fakeSource();
+    writeFileSync(
+      join(source, "package.json"),
+      '{"name":"gantry","type":"module","scripts":{"prepare":"tsx scripts/build-client.ts"}}\n',
+    );
+    writeFileSync(
+      join(source, "package-lock.json"),
+      '{"name":"gantry","lockfileVersion":3,"requires":true,"packages":{"":{"name":"gantry"}}}\n',
+    );
+    const root = newRoot();
+    const args = ["--prefix", root, "--source", source, "--no-systemctl", "--cpu-only"];
+    const result = install([...args, ...SETTINGS], { GANTRY_AGENT_TOKEN: TOKEN });
+    expect(result.stderr).not.toMatch(/prepare|npm error/);
+    expect(result.status).toBe(0);
+    expect(result.stdout).toContain("installed node_modules (npm ci --omit=dev)");
+    expect(readdirSync(join(root, "opt/gantry/node_modules"))).toContain(".gantry-npm-ci");
+  });
+});
+
 describe("gantry-agent.service", () => {
   const unit = parseUnit(readFileSync(UNIT, "utf8"));
   const get = (key: string) => unit.get(key) ?? [];

@@ -6,9 +6,8 @@ import { JobStatus } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
 import { feedWaiting } from "../feed/feed-waiting.ts";
-import { endOnRevoke } from "../feed/key-watch.ts";
 import { type FeedFilter, Outbox } from "../feed/outbox.ts";
-import { endOnShutdown } from "../feed/shutdown.ts";
+import { streamLife } from "../feed/stream-life.ts";
 import { keyCheck } from "../http/auth.ts";
 import { streamHead } from "../http/sse-head.ts";
 import { refuseUnknownParameters } from "../http/validation.ts";
@@ -121,10 +120,8 @@ export const eventRoutes = documented(new OpenAPIHono<AppEnv>(), feedRoute).get(
     feed.stats.openStreams++;
 
     return streamSSE(c, async (stream) => {
-      const closed = new AbortController();
-      stream.onAbort(() => closed.abort());
-      const stopping = endOnShutdown(gateway, stream, closed);
-      const revoked = endOnRevoke(keyCheck(c), closed);
+      const life = streamLife(gateway, stream, keyCheck(c));
+      const closed = life.closed;
       outbox = new Outbox(
         stream,
         filter,
@@ -165,11 +162,9 @@ export const eventRoutes = documented(new OpenAPIHono<AppEnv>(), feedRoute).get(
           feed.stats.dropped++;
           await endOverflowed(outbox, c.env);
         }
-        await stopping.hint();
-        await revoked.notice(stream);
+        await life.sayWhy();
       } finally {
-        stopping.stop();
-        revoked.stop();
+        life.end();
         clearInterval(heartbeat);
         joined.leave();
         feed.stats.openStreams--;

@@ -6,8 +6,7 @@ import { isTerminal, type JobProgressEvent, type JobStatus } from "../../shared/
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
 import { holdJobStream } from "../feed/job-streams.ts";
-import { endOnRevoke } from "../feed/key-watch.ts";
-import { endOnShutdown } from "../feed/shutdown.ts";
+import { streamLife } from "../feed/stream-life.ts";
 import { keyCheck } from "../http/auth.ts";
 import { streamHead } from "../http/sse-head.ts";
 import { queuedAhead } from "../jobs/queue-position.ts";
@@ -65,10 +64,8 @@ export const jobEventRoutes = documented(new OpenAPIHono<AppEnv>(), eventsRoute)
     let stored: JobProgressEvent | undefined = progressOf(job);
 
     return streamSSE(c, async (stream) => {
-      const closed = new AbortController();
-      stream.onAbort(() => closed.abort());
-      const stopping = endOnShutdown(gateway, stream, closed);
-      const revoked = endOnRevoke(keyCheck(c), closed);
+      const life = streamLife(gateway, stream, keyCheck(c));
+      const closed = life.closed;
       const deadline =
         gateway.now() + Math.min(MAX_STREAM_MS, gateway.config.maxStreamSeconds * 1000);
       // Progress carries no SSE id: it is latest-only, and Last-Event-ID stays the last
@@ -129,16 +126,13 @@ export const jobEventRoutes = documented(new OpenAPIHono<AppEnv>(), eventsRoute)
           await sendProgress();
           await wake;
         }
-        await stopping.hint();
-        await revoked.notice(stream);
+        await life.sayWhy();
       } finally {
-        // Ends the wake still pending after the terminal event: left, it held the stream's
-        // listener on the notifier (and its timer) for the rest of its poll, 30 s with a
-        // live feed, so a Postgres gateway following 100 jobs a second kept 3 000 of them.
-        closed.abort();
+        // Also ends the wake still pending after the terminal event: left, it held the
+        // stream's listener on the notifier (and its timer) for the rest of its poll, 30 s with
+        // a live feed, so a Postgres gateway following 100 jobs a second kept 3 000 of them.
+        life.end();
         release();
-        stopping.stop();
-        revoked.stop();
       }
     });
   },

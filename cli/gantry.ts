@@ -219,6 +219,9 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
   };
   process.on("SIGINT", () => void stop("SIGINT"));
   process.on("SIGTERM", () => void stop("SIGTERM"));
+  // A terminal or SSH session that went away: close as for Ctrl-C, rather than Node's
+  // default for SIGHUP, which killed the process with its embedded agent's jobs in flight.
+  process.on("SIGHUP", () => void stop("SIGHUP"));
   process.stdout.write(
     startBanner({
       url: node.url,

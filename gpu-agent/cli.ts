@@ -18,7 +18,7 @@ import { GatewayError } from "./gateway/errors.ts";
 const USAGE = `gantry-agent: pulls inference jobs from the queue and runs them on this host's GPUs.
 
 Usage:
-  gantry-agent run [options]     start the agent (stops gracefully on SIGTERM / Ctrl-C)
+  gantry-agent run [options]     start the agent (stops gracefully on SIGTERM / Ctrl-C / hangup)
   gantry-agent doctor [options]  check GPU, CUDA, queue, gateway and models; non-zero if not ready
                                  (needs no settings: unset ones are listed with what to set;
                                  --json prints the rows as JSON)
@@ -137,12 +137,13 @@ async function run(config: AgentConfig): Promise<void> {
 }
 
 /**
- * The first SIGTERM/SIGINT drains: no new deliveries, in-flight jobs get the drain timeout,
- * the rest are released to other agents. A second signal exits at once; the queue then
- * redelivers whatever was in flight when its lease runs out.
- */
-/**
- * SIGTERM and SIGINT drain the agent: installed before the start, since a signal that came
+ * The first SIGTERM/SIGINT/SIGHUP drains: no new deliveries, in-flight jobs get the drain
+ * timeout, the rest are released to other agents. A second signal exits at once; the queue
+ * then redelivers whatever was in flight when its lease runs out. SIGHUP is an SSH session
+ * or terminal that went away: Node's default for it killed the agent and its runners with
+ * their jobs in flight, as a hangup reaches the whole process group.
+ *
+ * The handlers are installed before the start, since a signal that came
  * before its handler (a supervisor's stop during a long model load, or one sent as soon as
  * "waiting for jobs" was read) killed the process at once, its runners and its registration
  * left behind. One that comes while the agent starts is kept, and the drain runs as soon as
@@ -186,6 +187,7 @@ function installShutdown(drainTimeoutMs: number, say: (line: string) => void) {
   };
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
+  process.on("SIGHUP", onSignal);
   return {
     /** Aborted by a signal that came during the start: ends its waits for a peer. */
     waitsEnded: endWaits.signal,

@@ -142,8 +142,10 @@ process.on("message", (raw: unknown) => {
 
 // The parent is gone (crashed or killed): nobody will read results, so stop now.
 process.on("disconnect", () => process.exit(0));
-// Ctrl-C in a terminal signals the whole process group. The supervisor decides when this
-// runner stops (after draining its job), so the child ignores SIGINT and waits to be told.
+// Ctrl-C in a terminal, and its hangup (an SSH session that dropped), signal the whole
+// process group. The supervisor decides when this runner stops (after draining its job), so
+// the child ignores SIGINT and SIGHUP and waits to be told.
 process.on("SIGINT", () => {});
+process.on("SIGHUP", () => {});
 // A profiled child (RUNNER_CPU_PROF_ENV) writes its profile only on a clean exit.
 if (process.env.GANTRY_RUNNER_CPU_PROF) process.on("SIGTERM", () => process.exit(0));

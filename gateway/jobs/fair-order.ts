@@ -1,6 +1,7 @@
 import type { PlanLimits } from "../plans.ts";
 import { windowRoom } from "../store/release-line.ts";
 import type { HeldLane, ReleasePick, ReleaseSnapshot } from "../store/release-snapshot.ts";
+import { storedLimits } from "../store/tenants.ts";
 
 /**
  * Which held jobs of a model go to the broker next: the fair order of issue 26, as plain
@@ -26,10 +27,39 @@ import type { HeldLane, ReleasePick, ReleaseSnapshot } from "../store/release-sn
 export function pickReleases(
   snapshot: ReleaseSnapshot,
   window: number,
-  limitsOf: (tenantId: string) => Pick<PlanLimits, "share_weight" | "max_running_jobs">,
+  limitsOf: LimitsOf,
 ): ReleasePick[] {
-  let room = windowRoom(snapshot, window);
+  const room = windowRoom(snapshot, window);
   if (room <= 0) return [];
+  const picked = new Map<HeldLane, number>();
+  let left = room;
+  for (const lane of fairTurns(snapshot, limitsOf)) {
+    picked.set(lane, (picked.get(lane) ?? 0) + 1);
+    if (--left <= 0) break;
+  }
+  return [...picked].map(([lane, count]) => ({
+    priority: lane.priority,
+    tenantId: lane.tenantId,
+    fairnessKey: lane.fairnessKey,
+    count,
+    maxActive: limitsOf(lane.tenantId).max_running_jobs,
+  }));
+}
+
+type LimitsOf = (tenantId: string) => Pick<PlanLimits, "share_weight" | "max_running_jobs">;
+
+/** Each tenant's limits as the snapshot read its plan and overrides. */
+export const snapshotLimits =
+  (snapshot: ReleaseSnapshot): LimitsOf =>
+  (tenantId) =>
+    storedLimits(snapshot.tenants.get(tenantId) ?? { plan: "free", limits: null });
+
+/**
+ * The snapshot's held jobs in the order the fair release takes them, one lane per job, as
+ * long as a lane has jobs left and its tenant is under its limit: what `pickReleases` takes
+ * the first window of, and where a held job stands in line (queue-position.ts).
+ */
+export function* fairTurns(snapshot: ReleaseSnapshot, limitsOf: LimitsOf): Generator<HeldLane> {
   const tenants = new Map<
     string,
     { onModel: number; recent: number; total: number; weight: number; max: number }
@@ -67,8 +97,8 @@ export function pickReleases(
   let turn = Number.MAX_SAFE_INTEGER / 2;
   const lanes = snapshot.lanes
     .filter((lane) => tenants.has(lane.tenantId))
-    .map((lane) => ({ lane, left: lane.held, picked: 0 }));
-  while (room > 0) {
+    .map((lane) => ({ lane, left: lane.held }));
+  while (true) {
     const open = lanes.filter((l) => l.left > 0 && underLimit(tenants.get(l.lane.tenantId)));
     if (open.length === 0) break;
     const band = Math.max(...open.map((l) => l.lane.priority));
@@ -92,24 +122,14 @@ export function pickReleases(
     lastTenant.set(chosen.lane.tenantId, turn);
     lastKey.set(keyOf(chosen.lane), turn);
     chosen.left--;
-    chosen.picked++;
     addTo(keyService, keyOf(chosen.lane), 1);
     const tenant = tenants.get(chosen.lane.tenantId);
     if (tenant) {
       tenant.onModel++;
       tenant.total++;
     }
-    room--;
+    yield chosen.lane;
   }
-  return lanes
-    .filter((l) => l.picked > 0)
-    .map((l) => ({
-      priority: l.lane.priority,
-      tenantId: l.lane.tenantId,
-      fairnessKey: l.lane.fairnessKey,
-      count: l.picked,
-      maxActive: tenants.get(l.lane.tenantId)?.max ?? 0,
-    }));
 }
 
 const addTo = (counts: Map<string, number>, key: string, n: number) =>

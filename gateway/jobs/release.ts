@@ -3,8 +3,7 @@ import { isLive } from "../agents/view.ts";
 import type { Gateway } from "../context.ts";
 import { gathered } from "../gathered.ts";
 import { windowRoom } from "../store/release-line.ts";
-import { storedLimits } from "../store/tenants.ts";
-import { pickReleases } from "./fair-order.ts";
+import { pickReleases, snapshotLimits } from "./fair-order.ts";
 import { AGENTS_READ } from "./model-state.ts";
 import { publishJobs } from "./publish.ts";
 import { sharedReadings } from "./shared-readings.ts";
@@ -168,10 +167,7 @@ async function releasePass(
     model,
     window,
     (snapshot) => {
-      const picks = pickReleases(snapshot, window, (tenantId) => {
-        const row = snapshot.tenants.get(tenantId);
-        return storedLimits(row ?? { plan: "free", limits: null });
-      });
+      const picks = pickReleases(snapshot, window, snapshotLimits(snapshot));
       roomLeft = windowRoom(snapshot, window) - picks.reduce((sum, pick) => sum + pick.count, 0);
       return picks;
     },

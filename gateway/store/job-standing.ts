@@ -1,5 +1,7 @@
 import { type Kysely, sql } from "kysely";
+import { limitClause } from "../../shared/db/inline-limits.ts";
 import type { Database } from "../../shared/db/schema.ts";
+import { heldInLane } from "./release-line.ts";
 
 /** A model's jobs started since `since`, newest first, at most `limit`: their waits. */
 export async function recentStarts(
@@ -103,4 +105,33 @@ export async function queueCheckpoints(
     priority: Number(row.priority),
     rank: Number(row.rank),
   }));
+}
+
+/** One lane of a model's held jobs (a band, a tenant and a `fairness_key`), up to an id. */
+export type HeldLaneRange = {
+  priority: number;
+  tenantId: string;
+  fairnessKey: string | null;
+  /** From this id on (included); from the lane's oldest when absent. */
+  fromId?: string;
+  /** Up to this id (included). */
+  toId: string;
+};
+
+/**
+ * The ids of a lane's held jobs from `fromId` (or its oldest) to `toId`, in the order the
+ * lane is released (its oldest first), at most `limit`: where a held job stands in its
+ * lane, for its place in the fair order (queue-position.ts).
+ */
+export async function heldIdsInLane(
+  db: Kysely<Database>,
+  model: string,
+  lane: HeldLaneRange,
+  limit: number,
+): Promise<string[]> {
+  const from = lane.fromId === undefined ? sql`` : sql`AND id >= ${lane.fromId}`;
+  const { rows } = await sql<{ id: string }>`
+    SELECT id FROM jobs WHERE ${heldInLane(model, lane)} ${from} AND id <= ${lane.toId}
+    ORDER BY id ${limitClause(limit)}`.execute(db);
+  return rows.map((row) => row.id);
 }

@@ -4,7 +4,9 @@ import type { Database } from "../../shared/db/schema.ts";
 import { KyselyAgentStore } from "./agents.ts";
 import { apiKeyById, insertApiKey, listApiKeys, type NewApiKey, revokeApiKey } from "./api-keys.ts";
 import { sharedSecret } from "./gateway-secrets.ts";
+import { type HeldLaneRange, heldIdsInLane } from "./job-standing.ts";
 import { KyselyJobStore } from "./job-store.ts";
+import { snapshot } from "./release-snapshot.ts";
 import { kyselyRetentionStore } from "./retention-store.ts";
 import { deadRowVacuum, statisticsRefresher } from "./statistics.ts";
 import { tenantEvents } from "./tenant-events.ts";
@@ -58,6 +60,15 @@ export function createKyselyStores(db: Kysely<Database>, options: KyselyStoreOpt
       maxParameters: options.maxParameters ?? 100,
       isolatedRequests: options.isolatedRequests ?? false,
     }),
+    /**
+     * Where a held job stands in its model's fair line (gateway/jobs/queue-position.ts): the
+     * line as a release pass with room `window` weighs it, and a lane's held ids.
+     */
+    line: {
+      snapshot: (model: string, now: number, window: number) => snapshot(db, model, now, window),
+      heldIdsInLane: (model: string, lane: HeldLaneRange, limit: number) =>
+        heldIdsInLane(db, model, lane, limit),
+    },
     tenants: tenantStore(db),
     uploads: uploadStore(db),
     /** Agents, their credentials, what they last reported, and their request nonces. */

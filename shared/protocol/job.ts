@@ -206,7 +206,7 @@ export const Job = z.object({
     .positive()
     .optional()
     .describe(
-      "On a queued job (`GET /v1/jobs/{id}`): 1 when it is next, counting the queued jobs of its model an agent takes before it (higher priority first, then older).",
+      "On a queued job (`GET /v1/jobs/{id}`): 1 when it is next, counting the queued jobs of its model an agent takes before it: those already released to the queue, then higher priority first and, within a priority, the fair release's turns by tenant (share weight) and `fairness_key`, oldest first within each.",
     ),
   fairness_key: FairnessKey.optional(),
   waiting_reason: WaitingReason.optional(),

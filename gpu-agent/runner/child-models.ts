@@ -10,6 +10,7 @@ import { ModelConfigError } from "../pipelines/model-config.ts";
 import type { LoadMessage, ModelReply, ReadyMessage } from "./child-protocol.ts";
 import { loadModel, loadModels, UnknownModelError } from "./load-models.ts";
 import { errorMessage } from "./providers.ts";
+import { OVERSIZED_MODEL } from "./types.ts";
 
 export interface ChildModelsOptions {
   /** Sessions on the child's device thread, for a provider and GPU. */
@@ -53,6 +54,15 @@ export class ChildModels {
           const size = declaredMb(message.configs?.[model]) ?? (await this.used()) - before;
           const mb = Math.max(0, Math.round(size));
           if (total > 0 && !this.fits(total + mb)) return false;
+          // The first model is kept even when the budget cannot hold it (the runner would
+          // serve nothing otherwise); said as a load on demand says it (placement.ts).
+          if (total === 0 && !this.fits(mb)) {
+            this.options.log("warn", OVERSIZED_MODEL, {
+              model,
+              memory_mb: mb,
+              budget_mb: message.budgetMb,
+            });
+          }
           total += mb;
           this.memoryMb.set(model, mb);
           return true;

@@ -1,6 +1,6 @@
 import type { JobError } from "../../shared/protocol/index.ts";
 import { ModelLoadError } from "./child-model-calls.ts";
-import type { Runner, RunnerLogger } from "./types.ts";
+import { OVERSIZED_MODEL, type Runner, type RunnerLogger } from "./types.ts";
 
 export interface PlacementOptions {
   /** The memory (MiB) each runner's models may take; absent: no limit. */
@@ -163,7 +163,7 @@ export class ModelPlacement {
     if (budget === undefined || memoryMb <= budget) return;
     this.options.logger?.warn(
       { runner: index, model, memory_mb: memoryMb, budget_mb: budget },
-      "model is larger than the runner's whole memory budget: it is loaded alone",
+      OVERSIZED_MODEL,
     );
   }
 }

@@ -3,6 +3,10 @@ import type { ExecutionProvider, RunRequest, RunResult } from "../inference/type
 import type { ModelConfig } from "../pipelines/model-config.ts";
 import type { BatchTimings } from "./child-protocol.ts";
 
+/** What a runner logs of a model its memory budget cannot hold, at start or on demand. */
+export const OVERSIZED_MODEL =
+  "model is larger than the runner's whole memory budget: it is loaded alone";
+
 /** How one model is batched on one runner, as the scheduler in front of the runners sees it. */
 export interface BatchPolicy {
   /** Most requests of the model in one batch; 1 when the model cannot batch. */

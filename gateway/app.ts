@@ -56,7 +56,9 @@ export function createGateway(runtime: GatewayRuntime): Gateway {
     ),
     models: modelSpecs(runtime.config),
     notifier,
-    apiKeys: ttlCache(runtime.config.apiKeyCacheMs, runtime.now),
+    apiKeys: ttlCache(runtime.config.apiKeyCacheMs, runtime.now, {
+      shareLoads: !runtime.isolatedRequests,
+    }),
     agentRows: ttlCache(runtime.config.apiKeyCacheMs, runtime.now),
     admission: {
       queueDepth: cachedCounts(runtime.config.queueDepthCacheMs, runtime.now),

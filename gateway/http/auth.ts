@@ -39,13 +39,12 @@ export const requireApiKey = createMiddleware<AppEnv>(async (c, next) => {
     throw unauthorized(SEND_KEY_AS);
   }
   const gateway = c.get("gateway");
-  const found = gateway.apiKeys.get(token) ?? (await gateway.stores.tenants.forKey(token));
+  const found = await gateway.apiKeys.getOrLoad(token, () => gateway.stores.tenants.forKey(token));
   if (!found) {
     gateway.log.warn({ key_prefix: loggablePrefix(token), path: c.req.path }, "API key refused");
     challenge("invalid_token");
     throw unauthorized("The API key is not valid or has been revoked.");
   }
-  gateway.apiKeys.set(token, found);
   c.set("tenant", found.tenant);
   c.set("apiKey", found.key);
   await next();
@@ -63,10 +62,10 @@ export function keyCheck(c: Context<AppEnv>): () => Promise<boolean> {
   const keyId = c.get("apiKey").id;
   return async () => {
     if (!token) return false;
-    const found = gateway.apiKeys.get(token) ?? (await gateway.stores.tenants.forKey(token));
-    if (!found) return false;
-    gateway.apiKeys.set(token, found);
-    return found.key.id === keyId;
+    const found = await gateway.apiKeys.getOrLoad(token, () =>
+      gateway.stores.tenants.forKey(token),
+    );
+    return found?.key.id === keyId;
   };
 }
 

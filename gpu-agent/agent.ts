@@ -126,6 +126,7 @@ export async function startAgent(
       resolveModels(config.modelsFile ?? null, {
         cacheDir: config.modelCacheDir,
         include: config.models,
+        onlyIncluded: true,
         onProgress: (event) => progress(formatProgress(event)),
       }),
     { ...waiting, transient: (error) => error instanceof DownloadUnavailable },

@@ -47,6 +47,7 @@ export async function doctorCommand(
   const registry: ResolvedModelEntry[] = await resolveModels(config.modelsFile ?? null, {
     cacheDir: config.modelCacheDir,
     include: modelsGiven ? config.models : await builtinRegistryIds(),
+    onlyIncluded: modelsGiven,
     onProgress: (step) => say(formatProgress(step)),
   });
   const models = modelsGiven ? config.models : knownModels(registry);

@@ -39,6 +39,12 @@ export interface ResolveModelsOptions {
    * (`builtin-models.yaml`, such as `rmbg`) defines and models.yaml does not are added.
    */
   include?: readonly string[];
+  /**
+   * Resolves only the entries of models.yaml that `include` names: an agent fetches no file
+   * of a model it does not serve (one models.yaml for a fleet whose boxes serve parts of
+   * it). Absent: every entry, for doctor asked about every model it knows.
+   */
+  onlyIncluded?: boolean;
 }
 
 /** Gantry's own registry: models served without a models.yaml (`rmbg`). */
@@ -88,7 +94,10 @@ export async function resolveModels(
   const sources: { path: string; entries: ModelEntry[] }[] = [];
   if (registryPath !== null) {
     const absolute = resolve(registryPath);
-    sources.push({ path: absolute, entries: await readRegistry(absolute) });
+    const entries = await readRegistry(absolute);
+    const served = (entry: ModelEntry) =>
+      !options.onlyIncluded || options.include?.includes(entry.id);
+    sources.push({ path: absolute, entries: entries.filter(served) });
   }
   const own = new Set(sources.flatMap((source) => source.entries.map((entry) => entry.id)));
   const wanted = (options.include ?? []).filter((id) => !own.has(id));

@@ -104,6 +104,27 @@ models:
     );
   });
 
+  it("fetches no file of a model the agent does not serve", async () => {
+    // One models.yaml for a whole fleet, each box serving some of it: an agent serving
+    // `pets` downloaded every other entry's file too (GBs, at every start on a fresh box),
+    // and a bad entry it does not serve stopped it.
+    const { path, cacheDir } = registry(`
+models:
+  - id: pets
+    task: classification
+    files: [{ name: labels, url: labels.txt, sha256: ${sha256(LABEL_BYTES)} }]
+  - id: big
+    task: classification
+    files: [{ name: model, url: "${baseUrl}/model-unserved.onnx", sha256: ${sha256(MODEL_BYTES)} }]
+  - id: broken
+    task: classification
+    files: [{ name: model, url: labels.txt, sha256: ${"ab".repeat(32)} }]
+`);
+    const models = await resolveModels(path, { cacheDir, include: ["pets"], onlyIncluded: true });
+    expect(models.map((model) => model.id)).toEqual(["pets"]);
+    expect(hits.get("/model-unserved.onnx")).toBeUndefined();
+  });
+
   it("downloads once with progress, then reuses the cache without a request", async () => {
     const url = `${baseUrl}/model-a.onnx`;
     const { path, cacheDir } = registry(`

@@ -36,6 +36,8 @@ const FEED_GATHER_MS = 5;
 export function createGateway(runtime: GatewayRuntime): Gateway {
   const notifier = new JobNotifier();
   const { config } = runtime;
+  // Workers: a read one request begins is its I/O, never settled once it is canceled.
+  const shareReads = !runtime.isolatedRequests;
   return {
     ...runtime,
     feed: new TenantFeed(
@@ -56,13 +58,11 @@ export function createGateway(runtime: GatewayRuntime): Gateway {
     ),
     models: modelSpecs(runtime.config),
     notifier,
-    apiKeys: ttlCache(runtime.config.apiKeyCacheMs, runtime.now, {
-      shareLoads: !runtime.isolatedRequests,
-    }),
+    apiKeys: ttlCache(runtime.config.apiKeyCacheMs, runtime.now, { shareLoads: shareReads }),
     agentRows: ttlCache(runtime.config.apiKeyCacheMs, runtime.now),
     admission: {
-      queueDepth: cachedCounts(runtime.config.queueDepthCacheMs, runtime.now),
-      tenantQueued: cachedCounts(runtime.config.queueDepthCacheMs, runtime.now),
+      queueDepth: cachedCounts(runtime.config.queueDepthCacheMs, runtime.now, { shareReads }),
+      tenantQueued: cachedCounts(runtime.config.queueDepthCacheMs, runtime.now, { shareReads }),
     },
   };
 }

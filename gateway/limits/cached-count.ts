@@ -2,8 +2,8 @@
  * Counts that bound admission (a model's queue depth, a tenant's queued jobs), read at most
  * once per period instead of on every submit. Each is an O(queue) read that would otherwise
  * run once per request and grow slower exactly when the queue is deep. Concurrent readers
- * share one read in flight, and what this process admitted since is counted in, so a burst
- * inside one period still sees the count grow.
+ * share one read in flight (but on Workers: see `shareReads`), and what this process
+ * admitted since is counted in, so a burst inside one period still sees the count grow.
  *
  * Room is taken with `reserve`: the count and the taking happen with no await between
  * them, so concurrent submits and batches in this process cannot all see the same stale
@@ -52,16 +52,27 @@ interface Reading {
   readAt: number;
   /** Places reserved and not yet used or given back: counted by every reader. */
   held: number;
-  /** Set while a read is in flight. */
-  pending: Promise<number> | null;
+  /** The read in flight that later readers wait for, when reads are shared. */
+  shared: Promise<void> | null;
   /**
-   * Places used while the read in flight ran: it may have counted them or not, so they are
-   * added to what it returns (a job counted twice until the next read, never none).
+   * The reads in flight, each with the places used while it ran: it may have counted them or
+   * not, so they are added to what it returns (a job counted twice until the next read,
+   * never none).
    */
-  usedDuringRead: number;
+  reads: Set<{ used: number }>;
 }
 
-export function cachedCounts(periodMs: number, now: () => number): CachedCounts {
+/**
+ * `shareReads: false` (Workers, whose isolate serves many requests with one set of counts):
+ * each reader that finds the reading old reads for itself. A read begun by one request is
+ * that request's I/O, and workerd never settles it once the request is canceled (its client
+ * gone): shared, it held every later submit of the isolate waiting on it for good.
+ */
+export function cachedCounts(
+  periodMs: number,
+  now: () => number,
+  { shareReads = true }: { shareReads?: boolean } = {},
+): CachedCounts {
   const readings = new Map<string, Reading>();
   const reading = (key: string): Reading => {
     let found = readings.get(key);
@@ -70,8 +81,8 @@ export function cachedCounts(periodMs: number, now: () => number): CachedCounts 
         value: 0,
         readAt: Number.NEGATIVE_INFINITY,
         held: 0,
-        pending: null,
-        usedDuringRead: 0,
+        shared: null,
+        reads: new Set(),
       };
       readings.set(key, found);
     }
@@ -80,20 +91,30 @@ export function cachedCounts(periodMs: number, now: () => number): CachedCounts 
   /** Brings `key`'s reading up to date (or afresh); the caller reads it after the await. */
   async function refresh(key: string, load: () => Promise<number>, fresh: boolean) {
     const current = reading(key);
-    if (current.pending) {
-      await current.pending;
+    if (current.shared) {
+      await current.shared;
       return;
     }
     if (!fresh && now() - current.readAt < periodMs) return;
-    current.pending = load();
-    current.usedDuringRead = 0;
-    try {
-      current.value = (await current.pending) + current.usedDuringRead;
+    // (On Workers, a canceled request's read stays in `reads`: a few bytes, until the isolate goes.)
+    const read = { used: 0 };
+    current.reads.add(read);
+    const done = load().then((value) => {
+      current.value = value + read.used;
       current.readAt = now();
-    } finally {
-      current.pending = null;
-    }
+    });
+    const settled = done.finally(() => {
+      current.reads.delete(read);
+      if (current.shared === settled) current.shared = null;
+    });
+    if (shareReads) current.shared = settled;
+    await settled;
   }
+  /** A place used now: counted into the reading and into every read in flight. */
+  const used = (current: Reading) => {
+    current.value += 1;
+    for (const read of current.reads) read.used += 1;
+  };
   return {
     async read(key, load, options = {}) {
       await refresh(key, load, options.fresh === true);
@@ -102,9 +123,7 @@ export function cachedCounts(periodMs: number, now: () => number): CachedCounts 
     },
     bump(key) {
       const current = readings.get(key);
-      if (!current) return;
-      current.value += 1;
-      if (current.pending) current.usedDuringRead += 1;
+      if (current) used(current);
     },
     async reserve(key, want, bound, load, options = {}) {
       await refresh(key, load, false);
@@ -125,8 +144,7 @@ export function cachedCounts(periodMs: number, now: () => number): CachedCounts 
           if (left <= 0) return;
           left -= 1;
           current.held -= 1;
-          current.value += 1;
-          if (current.pending) current.usedDuringRead += 1;
+          used(current);
         },
         release(count = left) {
           const back = Math.max(0, Math.min(count, left));

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cachedCounts } from "../../gateway/limits/cached-count.ts";
 import { ttlCache } from "../../gateway/ttl-cache.ts";
 import { type InProcessGateway, startInProcessGateway } from "../helpers/in-process-gateway.ts";
 
@@ -93,6 +94,31 @@ describe("ttlCache.getOrLoad", () => {
       return "v";
     };
     await Promise.all([cache.getOrLoad("k", loader), cache.getOrLoad("k", loader)]);
+    expect(loads).toBe(2);
+  });
+});
+
+describe("cachedCounts without shared reads (Workers)", () => {
+  it("reads for each reader that finds the reading old, counting places used meanwhile", async () => {
+    let now = 0;
+    const counts = cachedCounts(1_000, () => now, { shareReads: false });
+    let loads = 0;
+    let finish!: (value: number) => void;
+    // The first read never settles, as a canceled request's I/O on Workers.
+    const stuck = counts.read("m", () => new Promise<number>(() => {}));
+    void stuck;
+    const second = counts.read("m", async () => {
+      loads++;
+      return new Promise<number>((resolve) => {
+        finish = resolve;
+      });
+    });
+    await Promise.resolve();
+    counts.bump("m"); // a job queued while the read ran
+    finish(5);
+    expect(await second).toBe(6);
+    now += 2_000;
+    expect(await counts.read("m", async () => ++loads && 7)).toBe(7);
     expect(loads).toBe(2);
   });
 });

@@ -3,10 +3,10 @@ import type { Gateway } from "../context.ts";
 import type { BatchRow } from "../store/batches.ts";
 import { completeIfDone } from "./batch-completion.ts";
 import { batchView } from "./batch-view.ts";
-import { afterTransition, webhookDeps } from "./lifecycle.ts";
+import { afterTransitions, webhookDeps } from "./lifecycle.ts";
 
 /** Jobs canceled per read of the batch's active ones. */
-const CANCEL_PAGE = 200;
+const CANCEL_PAGE = 1_000;
 
 /**
  * Cancels every job of the batch still queued or running, then completes the batch here
@@ -24,10 +24,10 @@ export async function cancelBatch(gateway: Gateway, row: BatchRow): Promise<Batc
       active: true,
       ...(after ? { after } : {}),
     });
-    for (const job of page) {
-      const result = await gateway.stores.jobs.cancel(row.tenant_id, job.id, now);
-      if (result.ok) afterTransition(gateway, result.job);
-    }
+    // One statement a page, not one a job: on Workers an invocation may make 1 000 D1
+    // queries at most (https://developers.cloudflare.com/d1/platform/limits/).
+    const ids = page.map((job) => job.id);
+    afterTransitions(gateway, await gateway.stores.jobs.bulk.cancel(ids, now, row.tenant_id));
     if (page.length < CANCEL_PAGE) break;
     after = page.at(-1)?.id;
   }

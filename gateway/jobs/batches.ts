@@ -14,17 +14,12 @@ import type { BatchRow } from "../store/batches.ts";
 import { hashKey, type Tenant } from "../store/tenants.ts";
 import { assertWebhookUrlAllowed } from "../webhooks/url-policy.ts";
 import { completeIfDone } from "./batch-completion.ts";
+import { itemError, refused } from "./batch-errors.ts";
 import { batchView } from "./batch-view.ts";
 import { webhookDeps, webhookUrlPolicy } from "./lifecycle.ts";
 import { assertModelAccepting } from "./model-switches.ts";
+import { kickRelease } from "./release.ts";
 import { type CheckedJob, checkModelAndInputs, sameRequest, submitJob } from "./submit.ts";
-
-const itemError = (index: number, error: unknown): BatchItemError => {
-  if (error instanceof HttpProblem) {
-    return { index, code: error.code, message: error.detail ?? error.title };
-  }
-  throw error;
-};
 
 /**
  * Makes a batch: every item checked on its own (one bad item is reported by its index, the
@@ -196,6 +191,7 @@ async function makeBatch(
   }
   // The jobs' ids in item order: `GET /v1/batches/{id}/jobs` lists them by id.
   const ids = newIds("job", good.length, gateway.now());
+  const batchInsert = gateway.stores.jobs.bulk.inserter();
   const submitted = await Promise.all(
     good.map(({ index, item, checked }, i) => {
       const slot = slotFor(index);
@@ -211,6 +207,7 @@ async function makeBatch(
         batchId: row.id,
         id: ids[i],
         checked,
+        batchInsert,
         ...(slot ? { slot } : {}),
         // A keyed item with no room may still be a concurrent request's job: replayed
         // if so, else refused.
@@ -225,6 +222,8 @@ async function makeBatch(
     }),
   );
   const total = submitted.filter(Boolean).length;
+  // One release pass for every item held (each submit left it to the batch).
+  if (total > 0) kickRelease(gateway, request.model);
   await gateway.stores.jobs.sealBatch(row.id, total, gateway.now());
   if (total === 0) {
     // Every submit was refused (the queue is full, the model was paused meanwhile): ended
@@ -282,18 +281,4 @@ async function replay(gateway: Gateway, earlier: BatchRow): Promise<MadeBatch> {
     );
   }
   return { batch: { ...(await batchView(gateway, earlier)), errors: [] }, replayed: true };
-}
-
-function refused(errors: BatchItemError[]): HttpProblem {
-  errors.sort((a, b) => a.index - b.index);
-  return new HttpProblem(422, "batch_invalid", "Invalid batch items", describe(errors), {
-    errors,
-  });
-}
-
-function describe(errors: BatchItemError[]): string {
-  // Each message is a sentence of its own or none: end on one full stop either way.
-  const shown = errors.slice(0, 5).map((e) => `item ${e.index}: ${e.message.replace(/\.$/, "")}`);
-  const more = errors.length > 5 ? ` (and ${errors.length - 5} more)` : "";
-  return `${errors.length} item(s) refused: ${shown.join("; ")}${more}.`;
 }

@@ -34,6 +34,42 @@ export function announceProgress(gateway: Gateway, row: JobRow, progress: string
 
 /** Everything that follows a state change: wake SSE streams, queue webhooks. */
 export function afterTransition(gateway: Gateway, row: JobRow): void {
+  announceChange(gateway, row);
+  // A claim frees room in the model's release window; an end, a place under the tenant's
+  // `max_running_jobs`: either may let held jobs go (release.ts).
+  if (row.status !== "queued") kickReleaseAfterChange(gateway, row.model, row.status);
+  if (row.batch_id) afterBatchJobChange(gateway, row, webhookDeps(gateway));
+  const subscribed = subscribedWebhook(row.webhook, row.status);
+  if (!subscribed) return;
+  gateway.background(sendWebhook(gateway, row, subscribed.url, subscribed.type));
+}
+
+/**
+ * `afterTransition` for many jobs changed by one statement (a purge, a batch's cancel): one
+ * release pass per model and one completion check per batch, not one per job. On Workers,
+ * where one invocation may make 1 000 D1 queries at most, their webhooks are left to the
+ * outbox sweep (the cron's, sweep/webhooks.ts), which the change's trigger already fed,
+ * rather than recorded and sent one by one here.
+ */
+export function afterTransitions(gateway: Gateway, rows: readonly JobRow[]): void {
+  const models = new Set<string>();
+  const batches = new Set<string>();
+  for (const row of rows) {
+    announceChange(gateway, row);
+    const subscribed = gateway.isolatedRequests ? null : subscribedWebhook(row.webhook, row.status);
+    if (subscribed) gateway.background(sendWebhook(gateway, row, subscribed.url, subscribed.type));
+    if (row.status !== "queued" && !models.has(row.model)) {
+      models.add(row.model);
+      kickReleaseAfterChange(gateway, row.model, row.status);
+    }
+    if (row.batch_id && !batches.has(row.batch_id)) {
+      batches.add(row.batch_id);
+      afterBatchJobChange(gateway, row, webhookDeps(gateway));
+    }
+  }
+}
+
+function announceChange(gateway: Gateway, row: JobRow): void {
   gateway.notifier.announce({
     tenantId: row.tenant_id,
     jobId: row.id,
@@ -43,13 +79,6 @@ export function afterTransition(gateway: Gateway, row: JobRow): void {
   const trace_id = traceIdOf(row.traceparent);
   const fields = { job_id: row.id, status: row.status, attempt: row.attempt, trace_id };
   gateway.log.info(fields, "job changed");
-  // A claim frees room in the model's release window; an end, a place under the tenant's
-  // `max_running_jobs`: either may let held jobs go (release.ts).
-  if (row.status !== "queued") kickReleaseAfterChange(gateway, row.model, row.status);
-  if (row.batch_id) afterBatchJobChange(gateway, row, webhookDeps(gateway));
-  const subscribed = subscribedWebhook(row.webhook, row.status);
-  if (!subscribed) return;
-  gateway.background(sendWebhook(gateway, row, subscribed.url, subscribed.type));
 }
 
 /** The webhook a change to `status` goes to, if the job's subscription asks for it. */

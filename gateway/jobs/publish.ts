@@ -67,8 +67,8 @@ export async function publishJobs(gateway: Gateway, rows: readonly JobRow[]): Pr
     publishFailed(gateway, { job_ids: rows.map((row) => row.id) }, error);
     return;
   }
-  const now = gateway.now();
-  for (const row of rows) gateway.background(gateway.stores.jobs.markPublished(row.id, now));
+  const ids = rows.map((row) => row.id);
+  gateway.background(gateway.stores.jobs.bulk.markPublished(ids, gateway.now()));
 }
 
 function publishFailed(gateway: Gateway, jobs: object, error: unknown): void {

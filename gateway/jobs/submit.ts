@@ -8,6 +8,7 @@ import { clientMessages } from "../http/client-messages.ts";
 import { admitJob, type JobSlot } from "../limits/backpressure.ts";
 import type { ModelSpec } from "../models.ts";
 import { jobPriority } from "../plans.ts";
+import type { NewJob } from "../store/job-inserts.ts";
 import type { JobRow } from "../store/job-rows.ts";
 import { hashKey, type Tenant } from "../store/tenants.ts";
 import { uploadBlobKey } from "../store/uploads.ts";
@@ -37,6 +38,8 @@ export interface SubmitOptions {
   slot?: JobSlot;
   /** No room was held for this job: refused with this, unless it replays an earlier one. */
   refusal?: HttpProblem;
+  /** A batch's item: inserted with the others (job-writes.ts `bulk.inserter`). */
+  batchInsert?: (job: NewJob) => Promise<JobRow | null>;
 }
 
 export interface Submitted {
@@ -112,7 +115,7 @@ async function submitHeld(
   const now = gateway.now();
   const ttlSeconds = request.ttl_seconds ?? gateway.config.defaultTtlSeconds;
   phases.lap("checks");
-  const row = await gateway.stores.jobs.insert({
+  const row = await (options.batchInsert ?? ((job) => gateway.stores.jobs.insert(job)))({
     id: options.id ?? newId("job", now),
     tenantId: tenant.id,
     model: request.model,
@@ -149,11 +152,11 @@ async function submitHeld(
   held.slot.queued();
   await markUploadUsed(gateway, request, now);
   afterTransition(gateway, row);
-  // Released in fair order with the model's other held jobs, by a pass that starts now; the
-  // answer waits only for the commit (release.ts). Released by the insert: published now,
-  // as a pass would have (a failed publish is the outbox's).
-  if (row.released_at === null) kickRelease(gateway, row.model);
-  else gateway.background(publishJob(gateway, row, { markInBackground: true }));
+  // Held: released in fair order by a pass that starts now, which the answer does not await
+  // (release.ts; a batch's, once after all its items). Released by the insert: published now.
+  if (row.released_at === null) {
+    if (!options.batchInsert) kickRelease(gateway, row.model);
+  } else gateway.background(publishJob(gateway, row, { markInBackground: true }));
   phases.lap("publish");
   return { job: row, created: true };
 }

@@ -4,7 +4,7 @@ import { JobId } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
 import { parseJsonBody } from "../http/validation.ts";
-import { afterTransition, publishJob } from "../jobs/lifecycle.ts";
+import { afterTransitions, publishJob } from "../jobs/lifecycle.ts";
 import { modelState } from "../jobs/model-state.ts";
 import { forgetSwitches } from "../jobs/model-switches.ts";
 import { releaseSoon } from "../jobs/release.ts";
@@ -147,13 +147,14 @@ export const adminModelRoutes = documented(
       request.limit + 1,
     );
     const batch = ids.slice(0, request.limit);
-    let canceled = 0;
-    for (const { id, tenant_id } of batch) {
-      const result = await gateway.stores.jobs.cancel(tenant_id, id, now);
-      if (!result.ok) continue;
-      canceled++;
-      afterTransition(gateway, result.job);
-    }
+    // One statement for the pass, not one a job: on Workers an invocation may make 1 000 D1
+    // queries at most (https://developers.cloudflare.com/d1/platform/limits/).
+    const canceledJobs = await gateway.stores.jobs.bulk.cancel(
+      batch.map((job) => job.id),
+      now,
+    );
+    afterTransitions(gateway, canceledJobs);
+    const canceled = canceledJobs.length;
     const next = ids.length > request.limit ? (batch.at(-1)?.id ?? null) : null;
     return c.json({ object: "purge", id: model, canceled, next_cursor: next });
   });

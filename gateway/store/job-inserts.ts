@@ -4,7 +4,7 @@ import {
   type InsertedColumn,
 } from "../../shared/db/migrations/0026-insert-released.ts";
 import type { Database, JobTable } from "../../shared/db/schema.ts";
-import { naturalBatcher } from "../../shared/natural-batch.ts";
+import { type NaturalBatcherOptions, naturalBatcher } from "../../shared/natural-batch.ts";
 import { type Candidate, type ReleaseIfFree, releaseAtInsert } from "./insert-released.ts";
 import { isPostgresDb } from "./job-metadata.ts";
 import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
@@ -86,6 +86,34 @@ function toRow(job: NewJob): Insertable<JobTable> {
 type Inserted = { row: JobRow | null } | { error: unknown };
 
 /**
+ * SQLite's and D1's INSERT of many rows in one statement whatever their number: the rows as
+ * one bound JSON array (each row its columns' values in `INSERTED_COLUMNS` order) read back
+ * by `json_each`, since D1 takes at most 100 bound parameters a statement, which is three
+ * rows of the VALUES form. The `WHERE true` keeps SQLite from reading `ON CONFLICT` as the
+ * SELECT's join constraint (sqlite.org/lang_upsert.html, "parsing ambiguity").
+ */
+async function insertJsonRows(db: Kysely<Database>, rows: Insertable<JobTable>[]) {
+  const values = JSON.stringify(rows.map(jsonRow));
+  const columns = INSERTED_COLUMNS.map((_, i) => sql.raw(`json_extract(value, '$[${i}]')`));
+  const { rows: inserted } = await sql<JobRow>`
+    INSERT INTO jobs (${sql.raw(INSERTED_COLUMNS.join(", "))})
+    SELECT ${sql.join(columns)} FROM json_each(${values}) WHERE true
+    ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING *`.execute(db);
+  return inserted;
+}
+
+const jsonRow = (row: Insertable<JobTable>) =>
+  INSERTED_COLUMNS.map((column) => row[column] ?? null);
+
+/**
+ * Bytes of rows one `insertJsonRows` statement carries at most: D1 takes a string of up to
+ * 2 MB (https://developers.cloudflare.com/d1/platform/limits/, "Maximum string, BLOB or
+ * table row size"), and a row's JSON text is about its size in the array.
+ */
+const JSON_ROWS_BYTES = 1_000_000;
+
+/**
  * The INSERT of `toRow`'s rows, every column bound. SQL text rather than Kysely's builder:
  * each submit at ordinary load inserts alone, and building 28 columns a row node by node
  * was the largest part of the builder's work left in the embedded gateway at 200 jobs/s
@@ -116,49 +144,73 @@ export function jobInserter(db: Kysely<Database>, maxParameters: number, direct 
   // A job a pass would release at once goes in released (insert-released.ts). Not on D1
   // (`direct`: Workers), which has no interactive transactions.
   const releasing = direct ? async () => null : releaseAtInsert(db, insertJobRows);
+  return gatheredInserts(db, insertJobRows, releasing, {
+    maxBatch: Math.max(1, Math.floor(maxParameters / JOB_COLUMNS.length)),
+    direct,
+    // SQLite's statements finish in process before anything else runs, so submits only
+    // group when they wait for the loop's turn; its commit (WAL frames for every page the
+    // insert touched) is most of an insert's cost.
+    nextTurn: !isPostgresDb(db),
+  });
+}
+
+/**
+ * The inserts of one request's many submits (a batch's items) on D1, where the store's own
+ * inserter is `direct` (Workers: no statement may carry two requests' jobs): gathered among
+ * themselves only, each flush one `insertJsonRows` statement of up to `JSON_ROWS_BYTES`, so
+ * a 1 000-item batch costs a few statements against the 1 000 D1 queries a Worker
+ * invocation may make (https://developers.cloudflare.com/d1/platform/limits/), not one per
+ * item. Made anew for each request; SQLite and D1 only (`json_each`).
+ */
+export function requestJobInserter(db: Kysely<Database>) {
+  return gatheredInserts(db, insertJsonRows, async () => null, {
+    maxBatch: 1_000,
+    weigh: (job) => JSON.stringify(jsonRow(toRow(job))).length,
+    maxWeight: JSON_ROWS_BYTES,
+  });
+}
+
+type InsertRows = (db: Kysely<Database>, rows: Insertable<JobTable>[]) => Promise<JobRow[]>;
+
+function gatheredInserts(
+  db: Kysely<Database>,
+  insertRows: InsertRows,
+  releasing: (candidates: Candidate[], now: number) => Promise<JobRow[] | null>,
+  options: NaturalBatcherOptions<NewJob>,
+) {
   /** One row per statement: one bad row fails only its own submit. */
   const oneByOne = (rows: Insertable<JobTable>[]) =>
     Promise.all(
       rows.map((row) =>
-        insertJobRows(db, [row]).then(
+        insertRows(db, [row]).then(
           ([only]): Inserted => ({ row: only ?? null }),
           (cause: unknown): Inserted => ({ error: cause }),
         ),
       ),
     );
-  const batcher = naturalBatcher<NewJob, Inserted>(
-    async (jobs) => {
-      const candidates: Candidate[] = jobs.map((job) => ({
-        row: toRow(job),
-        releaseIfFree: job.held ? (job.releaseIfFree ?? null) : null,
-      }));
-      const rows = candidates.map((candidate) => candidate.row);
-      let released: JobRow[] | null;
-      try {
-        released = await releasing(candidates, Math.max(...jobs.map((job) => job.now)));
-      } catch {
-        // The try failed (its read, its insert or its commit): held, one by one, and the
-        // pass after each submit releases what went in.
-        return oneByOne(rows);
-      }
-      try {
-        const written = released ?? (await insertJobRows(db, rows));
-        const inserted = new Map(written.map((row) => [row.id, row]));
-        return rows.map((row) => ({ row: inserted.get(row.id as string) ?? null }));
-      } catch (error) {
-        if (rows.length === 1) return [{ error }];
-        return oneByOne(rows);
-      }
-    },
-    {
-      maxBatch: Math.max(1, Math.floor(maxParameters / JOB_COLUMNS.length)),
-      direct,
-      // SQLite's statements finish in process before anything else runs, so submits only
-      // group when they wait for the loop's turn; its commit (WAL frames for every page the
-      // insert touched) is most of an insert's cost.
-      nextTurn: !isPostgresDb(db),
-    },
-  );
+  const batcher = naturalBatcher<NewJob, Inserted>(async (jobs) => {
+    const candidates: Candidate[] = jobs.map((job) => ({
+      row: toRow(job),
+      releaseIfFree: job.held ? (job.releaseIfFree ?? null) : null,
+    }));
+    const rows = candidates.map((candidate) => candidate.row);
+    let released: JobRow[] | null;
+    try {
+      released = await releasing(candidates, Math.max(...jobs.map((job) => job.now)));
+    } catch {
+      // The try failed (its read, its insert or its commit): held, one by one, and the
+      // pass after each submit releases what went in.
+      return oneByOne(rows);
+    }
+    try {
+      const written = released ?? (await insertRows(db, rows));
+      const inserted = new Map(written.map((row) => [row.id, row]));
+      return rows.map((row) => ({ row: inserted.get(row.id as string) ?? null }));
+    } catch (error) {
+      if (rows.length === 1) return [{ error }];
+      return oneByOne(rows);
+    }
+  }, options);
 
   /** Inserts a job; null when the tenant already used this Idempotency-Key. */
   return async (job: NewJob): Promise<JobRow | null> => {

@@ -8,12 +8,11 @@ import {
   type ClaimItem,
   type ClaimOptions,
   claimMany,
-  publishedMarker,
   type SuccessItem,
   succeedMany,
 } from "./job-batch-updates.ts";
 import { jobCountsByStatus, queuedJobCount } from "./job-counts.ts";
-import { jobInserter, type NewJob } from "./job-inserts.ts";
+import type { NewJob } from "./job-inserts.ts";
 import { heartbeat } from "./job-progress.ts";
 import type { JobListOptions } from "./job-reads.ts";
 import * as reads from "./job-reads.ts";
@@ -23,6 +22,7 @@ import type { QueuedBand, QueuedRange } from "./job-standing.ts";
 import * as standing from "./job-standing.ts";
 import type { ClaimScope } from "./job-transitions.ts";
 import * as changes from "./job-transitions.ts";
+import { type JobWrites, jobWrites } from "./job-writes.ts";
 import * as switches from "./model-switches.ts";
 import type { Chooser } from "./release-snapshot.ts";
 import type { RunUsage } from "./usage.ts";
@@ -33,13 +33,13 @@ export type { NewJob } from "./job-inserts.ts";
  * Jobs and their event log on Kysely (SQLite, Postgres, D1), as `Stores["jobs"]`: a state
  * change bumps `last_seq` and appends its event. It holds no SQL of its own: it binds its
  * database to plain query functions, one per statement, kept by concept (job-reads.ts,
- * job-transitions.ts, job-inserts.ts, batches.ts, model-switches.ts, …), the way
- * graphile-worker keeps its queries. Only the batched inserts and published-marks hold state
- * (the batch being gathered), so they are built once, here.
+ * job-transitions.ts, job-inserts.ts, batches.ts, …), the way graphile-worker keeps its
+ * queries. Only the gathered writes hold state (job-writes.ts), so they are built once, here.
  */
 export class KyselyJobStore {
-  private readonly inserter: (job: NewJob) => Promise<JobRow | null>;
-  private readonly marker: (id: string, now: number) => Promise<void>;
+  private readonly writes: JobWrites;
+  /** One request's changes to many jobs, in statements that do not grow with them. */
+  readonly bulk: JobWrites["bulk"];
 
   /**
    * `maxParameters`: bound parameters one statement may carry, which sizes the batches of
@@ -52,18 +52,18 @@ export class KyselyJobStore {
     options: { maxParameters?: number; isolatedRequests?: boolean } = {},
   ) {
     this.maxParameters = options.maxParameters ?? 100;
-    this.inserter = jobInserter(db, this.maxParameters, options.isolatedRequests);
-    this.marker = publishedMarker(db, this.maxParameters, options.isolatedRequests);
+    this.writes = jobWrites(db, this.maxParameters, options.isolatedRequests ?? false);
+    this.bulk = this.writes.bulk;
   }
 
   /** Inserts a job; returns null when the tenant already used this Idempotency-Key. */
   insert(job: NewJob): Promise<JobRow | null> {
-    return this.inserter(job);
+    return this.writes.insert(job);
   }
 
   /** Batched with other marks (see `publishedMarker`); resolves once stored. */
   markPublished(id: string, now: number): Promise<void> {
-    return this.marker(id, now);
+    return this.writes.markPublished(id, now);
   }
 
   byId(id: string) {

@@ -1,6 +1,7 @@
 import { type Kysely, type RawBuilder, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import type { JobError, JobStatus } from "../../shared/protocol/index.ts";
+import { isPostgresDb } from "./job-metadata.ts";
 import { byId } from "./job-reads.ts";
 import type { JobRow, Transition } from "./job-rows.ts";
 import { lostRunChange, type RunUsage, runUsageChange } from "./usage.ts";
@@ -94,6 +95,31 @@ export function retry(
 export function cancel(db: Db, tenantId: string, id: string, now: number): Promise<Transition> {
   const active = sql`tenant_id = ${tenantId} AND status ${among(ACTIVE)}`;
   return transition(db, id, { status: "canceled", finished_at: now }, now, active);
+}
+
+/**
+ * The queued and running jobs among `ids` (of `tenantId`, when named) to `canceled`, in one
+ * UPDATE whatever their number: the ids one bound JSON array on SQLite and D1 (D1 takes 100
+ * bound parameters a statement, and 1 000 queries a Worker invocation), an array on
+ * Postgres, whose rows are locked in id order first as every multi-row change's are
+ * (job-batch-updates.ts). The trigger appends each job's event, as for one. Returns the
+ * jobs it canceled.
+ */
+export async function cancelMany(
+  db: Db,
+  ids: readonly string[],
+  now: number,
+  tenantId?: string,
+): Promise<JobRow[]> {
+  if (ids.length === 0) return [];
+  const picked = isPostgresDb(db)
+    ? sql`id = ANY(ARRAY(SELECT id FROM jobs WHERE id = ANY(${[...ids]}::text[]) ORDER BY id FOR UPDATE))`
+    : sql`id IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`;
+  const tenant = tenantId === undefined ? sql`` : sql` AND tenant_id = ${tenantId}`;
+  const { rows } = await sql<JobRow>`UPDATE jobs
+    SET status = ${"canceled"}, finished_at = ${now}, updated_at = ${now}, last_seq = last_seq + 1
+    WHERE ${picked} AND status ${among(ACTIVE)}${tenant} RETURNING *`.execute(db);
+  return rows.sort((a, b) => (a.id < b.id ? -1 : 1));
 }
 
 export function expire(db: Db, id: string, now: number): Promise<Transition> {

@@ -29,14 +29,15 @@ export interface NoopWorker {
 
 /**
  * `bindings`: more vars for the Worker (GANTRY_MAX_QUEUE_DEPTH, …), over the defaults;
- * `listen`: also serve on a loopback port, for a real agent process.
+ * `listen`: also serve on a loopback port, for a real agent process; `entry`: the module to
+ * run, the gateway's Workers entry by default (d1-counting-entry.ts counts its statements).
  */
 export async function startNoopWorker(
-  options: { bindings?: Record<string, string>; listen?: boolean } = {},
+  options: { bindings?: Record<string, string>; listen?: boolean; entry?: string } = {},
 ): Promise<NoopWorker> {
   const apiKey = `gk_${randomToken(24)}`;
   const agentToken = `gat_${randomToken(24)}`;
-  const bundle = await bundleGatewayWorker();
+  const bundle = await bundleGatewayWorker(options.entry);
   const mf = new Miniflare({
     ...(options.listen ? { host: "127.0.0.1", port: 0 } : {}),
     workers: [

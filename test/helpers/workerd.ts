@@ -31,14 +31,20 @@ export interface WorkerBundle {
   remove(): void;
 }
 
-export async function bundleGatewayWorker(): Promise<WorkerBundle> {
+/**
+ * `entry`: the module to bundle, the gateway's Workers entry by default (a test may wrap it,
+ * as d1-counting-entry.ts does).
+ */
+export async function bundleGatewayWorker(
+  entry = "gateway/runtime/workers/index.ts",
+): Promise<WorkerBundle> {
   const dir = mkdtempSync(join(tmpdir(), "gantry-workerd-"));
   const scriptPath = join(dir, "worker.js");
   const nodeImports: string[] = [];
   try {
     const result = await build({
       absWorkingDir: ROOT, // metafile inputs are relative to it
-      entryPoints: [join(ROOT, "gateway/runtime/workers/index.ts")],
+      entryPoints: [join(ROOT, entry)],
       outfile: scriptPath,
       bundle: true,
       format: "esm",

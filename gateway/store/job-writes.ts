@@ -1,0 +1,46 @@
+import type { Kysely } from "kysely";
+import type { Database } from "../../shared/db/schema.ts";
+import { markPublishedMany, publishedMarker } from "./job-batch-updates.ts";
+import { jobInserter, type NewJob, requestJobInserter } from "./job-inserts.ts";
+import type { JobRow } from "./job-rows.ts";
+import { cancelMany } from "./job-transitions.ts";
+
+/**
+ * The job store's writes that gather: its inserts and published marks, each request's
+ * gathered with every other's (group commit), or each alone with `isolatedRequests`
+ * (Workers, where no statement may carry two requests' work); and `bulk`, one request's
+ * changes to many jobs (a batch's items, a purge, a batch's cancel) in a number of
+ * statements that does not grow with the jobs. On Workers an invocation may make at most
+ * 1 000 D1 queries (50 on the free plan), each statement of a `batch()` one of them
+ * (https://developers.cloudflare.com/d1/platform/limits/), and D1 binds at most 100
+ * parameters a statement, so many ids or rows travel as one bound JSON array (`json_each`).
+ */
+export function jobWrites(db: Kysely<Database>, maxParameters: number, isolatedRequests: boolean) {
+  const insert = jobInserter(db, maxParameters, isolatedRequests);
+  const markPublished = publishedMarker(db, maxParameters, isolatedRequests);
+  return {
+    /** Inserts a job; null when the tenant already used this Idempotency-Key. */
+    insert,
+    /** Gathered with other marks (see `publishedMarker`); resolves once stored. */
+    markPublished,
+    bulk: {
+      /**
+       * Inserts for one request's many jobs: isolated, an inserter of their own that puts
+       * them in a statement per megabyte of rows (`requestJobInserter`); else the store's,
+       * which gathers every request's inserts already.
+       */
+      inserter: (): ((job: NewJob) => Promise<JobRow | null>) =>
+        isolatedRequests ? requestJobInserter(db) : insert,
+      /** A release pass's jobs marked published: isolated, a statement per 99 ids. */
+      async markPublished(ids: readonly string[], now: number): Promise<void> {
+        if (isolatedRequests) await markPublishedMany(db, maxParameters, ids, now);
+        else await Promise.all(ids.map((id) => markPublished(id, now)));
+      },
+      /** The queued and running jobs among `ids` (of `tenantId`, if named) to `canceled`. */
+      cancel: (ids: readonly string[], now: number, tenantId?: string) =>
+        cancelMany(db, ids, now, tenantId),
+    },
+  };
+}
+
+export type JobWrites = ReturnType<typeof jobWrites>;

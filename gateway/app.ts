@@ -36,7 +36,7 @@ const FEED_GATHER_MS = 5;
 export function createGateway(runtime: GatewayRuntime): Gateway {
   const notifier = new JobNotifier();
   const { config } = runtime;
-  // Workers: a read one request begins is its I/O, never settled once it is canceled.
+  // Workers: a read one request begins is its I/O, not another's to await (cached-count.ts).
   const shareReads = !runtime.isolatedRequests;
   return {
     ...runtime,

@@ -26,7 +26,7 @@ const MAX_ENTRIES = 10_000;
 /**
  * A cache whose entries live `ttlMs`; 0 caches nothing. `shareLoads: false` (Workers, whose
  * isolate serves many requests with one cache): each caller loads for itself, since a load
- * begun by one request is I/O of that request, left unsettled for good if it is canceled.
+ * begun by one request is I/O of that request (limits/cached-count.ts says why that matters).
  */
 export function ttlCache<V>(
   ttlMs: number,

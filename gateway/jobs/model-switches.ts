@@ -46,7 +46,7 @@ export function pausedModels(gateway: Gateway): Promise<Map<string, ModelSwitchR
     .finally(() => {
       if (switches.pending === read) switches.pending = null;
     });
-  // Not on Workers: a read begun by one request is its I/O, never settled if it is canceled.
+  // Not on Workers: a read begun by one request is its I/O (limits/cached-count.ts).
   if (!gateway.isolatedRequests) switches.pending = read;
   return read;
 }

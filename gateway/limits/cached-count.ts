@@ -65,8 +65,11 @@ interface Reading {
 /**
  * `shareReads: false` (Workers, whose isolate serves many requests with one set of counts):
  * each reader that finds the reading old reads for itself. A read begun by one request is
- * that request's I/O, and workerd never settles it once the request is canceled (its client
- * gone): shared, it held every later submit of the isolate waiting on it for good.
+ * that request's I/O: another request awaiting it is settled from the wrong context, which
+ * workerd flags ("A promise was resolved or rejected from a different request context"), and
+ * should the first request be torn down before the read returns (canceled, out of CPU), the
+ * read never settles and every submit waiting on it would hang. (A client that merely hangs
+ * up does not tear a request down in workerd before it writes: seen in miniflare.)
  */
 export function cachedCounts(
   periodMs: number,
@@ -96,7 +99,7 @@ export function cachedCounts(
       return;
     }
     if (!fresh && now() - current.readAt < periodMs) return;
-    // (On Workers, a canceled request's read stays in `reads`: a few bytes, until the isolate goes.)
+    // (On Workers, a torn-down request's read stays in `reads`: a few bytes, until the isolate goes.)
     const read = { used: 0 };
     current.reads.add(read);
     const done = load().then((value) => {

@@ -78,7 +78,7 @@ export async function startAgent(
   const logger = deps.logger ?? pino({ name: "gantry-agent" });
   const progress = deps.progress ?? (() => {});
   // Its id first (a ready client or an in-process gateway carries its own credentials), so
-  // that every line below names the agent as the gateway does.
+  // every line below names the agent as the gateway does.
   const config =
     deps.gateway || deps.gatewayCalls
       ? configured
@@ -91,8 +91,7 @@ export async function startAgent(
   // OpenTelemetry, only when OTEL_EXPORTER_OTLP_ENDPOINT asks for it (else not even loaded).
   const tracing = await startTracing("gantry-agent");
 
-  // A queue (or gateway) that is down at start is waited for: it is restarting, or was
-  // started after this agent. Only a bad setting ends the start.
+  // A queue or gateway down at start (restarting, started later) is waited for, not fatal.
   const waiting = {
     log,
     progress,
@@ -209,6 +208,7 @@ export async function startAgent(
       ...(deps.gatewayCalls ? { direct: deps.gatewayCalls } : {}),
       onRevoked,
       waiting,
+      gpus: plan.gpus.map((gpu) => gpu.info),
       // A model with no entry is built in and served under its task's own id (ocr, noop).
       tasks: Object.fromEntries(
         config.models.map((model) => [model, modelConfigs[model]?.pipeline ?? model]),

@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import type { AgentConfig } from "../config.ts";
+import type { GpuInfo } from "../devices/nvidia-smi.ts";
 import {
   type AgentHeartbeats,
   readVramWithNvidiaSmi,
@@ -28,6 +29,8 @@ export interface GatewayLinkOptions {
   /** An in-process gateway's calls (`gantry start`). */
   direct?: DirectGatewayCalls;
   readVram?: () => Promise<VramReading | null>;
+  /** The GPUs its runners are on (GANTRY_GPUS, CUDA_VISIBLE_DEVICES): its VRAM is theirs. */
+  gpus?: readonly GpuInfo[];
   /** The gateway said this agent is revoked. */
   onRevoked: (error: GatewayError) => void;
   /** How to wait for a gateway that is down at start. */
@@ -73,7 +76,15 @@ export async function linkGateway(
   const providerNow = (): ExecutionProvider =>
     runners.find((runner) => runner.provider)?.provider ?? "cpu";
   const provider = providerNow();
-  const vram = provider === "cuda" ? await readVram() : null;
+  // Its own GPUs' total, as its heartbeats count their use (describeDevices); nvidia-smi's
+  // total is every GPU of the host, of which an agent on GANTRY_GPUS=0,2 holds a part.
+  const gpus = options.gpus ?? [];
+  const vram =
+    gpus.length > 0
+      ? { totalMb: Math.round(gpus.reduce((sum, gpu) => sum + gpu.memoryTotalMiB, 0)) }
+      : provider === "cuda"
+        ? await readVram()
+        : null;
   const registrationFor = (current: ExecutionProvider, prefetch?: number): AgentRegistration => ({
     models: config.models,
     provider: current,

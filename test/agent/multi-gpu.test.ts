@@ -175,8 +175,13 @@ interface Job {
   output?: { outputs: { y: { data: number[] } } };
 }
 
-async function startFourGpuAgent(gw: TestGateway, runners: RecordingRunners) {
+async function startFourGpuAgent(
+  gw: TestGateway,
+  runners: RecordingRunners,
+  env: Record<string, string> = {},
+) {
   const config = parseAgentConfig({
+    ...env,
     GANTRY_GATEWAY_URL: gw.url,
     GANTRY_AGENT_TOKEN: gw.agentToken,
     GANTRY_QUEUE_URL: "embedded",
@@ -226,6 +231,8 @@ async function finished(gw: TestGateway, ids: string[]): Promise<Job[]> {
 interface AgentListing {
   data: {
     id: string;
+    vram_total_mb: number | null;
+    vram_used_mb: number | null;
     loaded_models: string[];
     devices: {
       index: number;
@@ -327,6 +334,19 @@ describe("an agent on a four-GPU host", () => {
     expect(text).toContain('gantry_agent_gpu_temperature_celsius{gpu="1",name="NVIDIA L4"} 41');
     expect(text).toContain('gantry_agent_gpu_failed{gpu="0"} 0');
     expect(text).toMatch(/gantry_agent_model_loaded\{runner="0",gpu="0",model="[abc]"\} 1/);
+    await agent.stop();
+    agent = null;
+  });
+
+  it("counts the VRAM of its own GPUs only, as its devices do (GANTRY_GPUS=0,2)", async () => {
+    // Registered as nvidia-smi's total over every GPU of the host while its heartbeats count
+    // its own GPUs' use: an agent on half a box could never read as overloaded (or, where
+    // nvidia-smi's memory query failed, the listing showed "800/? MiB").
+    agent = await startFourGpuAgent(gw, recordingRunners(), { GANTRY_GPUS: "0,2" });
+    const view = await listed(gw, agent);
+    expect(view.devices.map((device) => device.index)).toEqual([0, 2]);
+    expect(view.vram_used_mb).toBe(300 + 500);
+    expect(view.vram_total_mb).toBe(2 * 23034);
     await agent.stop();
     agent = null;
   });

@@ -22,8 +22,9 @@ export const FOUR_GPUS: StubGpu[] = [0, 1, 2, 3].map((index) => ({
 
 /**
  * An `nvidia-smi` on PATH (a shell script in a temp folder, put first on this process's
- * PATH, which runner children inherit) answering the agent's GPU query with `gpus` and the
- * per-process memory query with nothing. `restore` puts PATH back and deletes it.
+ * PATH, which runner children inherit) answering the agent's GPU query and its memory query
+ * (used and total of every GPU, as the heartbeat asks) with `gpus`, and the per-process
+ * memory query with nothing. `restore` puts PATH back and deletes it.
  */
 export function installStubNvidiaSmi(gpus: readonly StubGpu[] = FOUR_GPUS): { restore(): void } {
   const dir = mkdtempSync(join(tmpdir(), "gantry-nvidia-smi-"));
@@ -33,8 +34,13 @@ export function installStubNvidiaSmi(gpus: readonly StubGpu[] = FOUR_GPUS): { re
         `${index}, ${gpu.name}, 550.54.15, ${gpu.usedMiB}, ${gpu.totalMiB - gpu.usedMiB}, ${gpu.totalMiB}, ${gpu.utilization}, ${gpu.temperature}, GPU-0000000${index}-aaaa-bbbb-cccc-dddddddddddd`,
     )
     .join("\n");
+  const memory = gpus.map((gpu) => `${gpu.usedMiB}, ${gpu.totalMiB}`).join("\n");
   const script = `#!/bin/sh
 case "$1" in
+  --query-gpu=memory.used,memory.total) cat <<'MEMORY'
+${memory}
+MEMORY
+  ;;
   --query-gpu=*) cat <<'GPUS'
 ${lines}
 GPUS

@@ -6,6 +6,8 @@
  * form a job already stores and its queue message carries (../trace.ts).
  */
 
+import { formatTraceparent, parseTraceparent } from "../trace.ts";
+
 export type SpanAttributes = Record<string, string | number | boolean>;
 
 export interface SpanOptions {
@@ -20,8 +22,9 @@ export interface SpanOptions {
 export interface TraceSpan {
   /**
    * This span as a `traceparent`, the parent for work that carries on elsewhere (the job's
-   * run on an agent). The noop span gives back its parent unchanged, so with tracing off a
-   * job keeps the request's trace context exactly as before.
+   * run on an agent). The noop span gives back its parent as version 00 (a later version's
+   * fields dropped, as the spec asks), so with tracing off a job keeps the request's trace
+   * context, in the form its queue message carries.
    */
   readonly traceparent: string | null;
   /** A child of this span. */
@@ -49,7 +52,14 @@ class NoopSpan implements TraceSpan {
   end(): void {}
 }
 
-/** Tracing off: spans cost an object, and a job's trace context passes through unchanged. */
+/**
+ * Tracing off: spans cost an object, and a job's trace context passes through, read as
+ * version 00: a later version's header (longer, with fields of its own) stored as sent would
+ * not fit the queue message, and no publish of its job would ever succeed.
+ */
 export const noopTracer: Tracer = {
-  startSpan: (_name, options) => new NoopSpan(options?.parent ?? null),
+  startSpan: (_name, options) => {
+    const parent = parseTraceparent(options?.parent);
+    return new NoopSpan(parent ? formatTraceparent(parent) : null);
+  },
 };

@@ -62,3 +62,20 @@ describe("trace context", () => {
     expect(jobs.data.map((job) => job.trace_id)).toEqual([TRACE, TRACE]);
   });
 });
+
+describe("a later version's traceparent", () => {
+  it("goes on as version 00: the job keeps its trace and is published like any other", async () => {
+    // The spec's versioning: a receiver reads a higher version as far as 00 goes and
+    // ignores what it adds. Stored as sent, the header made every publish of the job fail
+    // (the queue message holds at most 55 characters): it stayed queued and released, taking
+    // a slot of its model's release window, and its tenant's max_running_jobs, until its ttl.
+    const job = await submit({ traceparent: `01-${TRACE}-00f067aa0ba902b7-01-what-comes-next` });
+    expect(job.trace_id).toBe(TRACE);
+    await expect
+      .poll(async () => (await gw.gateway.stores.jobs.byId(job.id))?.published_at ?? null)
+      .not.toBeNull();
+    const row = await gw.gateway.stores.jobs.byId(job.id);
+    expect(row?.traceparent).toBe(HEADER);
+    expect(gw.logs.filter((line) => line.includes("publish failed"))).toEqual([]);
+  });
+});

@@ -1,3 +1,4 @@
+import { linkSignals } from "../../shared/abort-link.ts";
 import {
   QueueDepthRequest,
   QueueInfoRequest,
@@ -23,15 +24,24 @@ import {
 export const agentQueueCalls: AgentCall[] = [
   agentCall("/queue/info", QueueInfoRequest, ({ gateway }) => queueInfo(gateway)),
   agentCall("/queue/take", QueueTakeRequest, async ({ gateway, agent, signal }, request) => {
-    const taken = await takeDeliveries(gateway, agent, request, signal());
-    // A take its agent cut (it went away: a session cut) claims nothing, and what it leased
-    // goes back to the queue now, unspent, rather than to whoever asks after the lease.
-    if (signal().aborted) {
-      await giveBackDeliveries(gateway, taken);
-      return { v: 1, deliveries: [] } satisfies QueueTakeResponse;
+    // A stopping gateway ends its takes' waits at once: left waiting, a long poll held the
+    // shutdown to its bound and was cut there, what it had leased stranded until its lease
+    // ran out (shared/abort-link.ts: `stopping` lives as long as the gateway).
+    const cut = linkSignals(signal(), gateway.stopping);
+    try {
+      const taken = await takeDeliveries(gateway, agent, request, cut.signal);
+      // A take its agent cut (it went away: a session cut), or cut by the gateway's stop,
+      // claims nothing, and what it leased goes back to the queue now, unspent, rather than
+      // to whoever asks after the lease.
+      if (cut.signal.aborted) {
+        await giveBackDeliveries(gateway, taken);
+        return { v: 1, deliveries: [] } satisfies QueueTakeResponse;
+      }
+      const deliveries = request.claim ? await claimDelivered(gateway, agent, taken) : taken;
+      return { v: 1, deliveries } satisfies QueueTakeResponse;
+    } finally {
+      cut.dispose();
     }
-    const deliveries = request.claim ? await claimDelivered(gateway, agent, taken) : taken;
-    return { v: 1, deliveries } satisfies QueueTakeResponse;
   }),
   agentCall("/queue/settle", QueueSettleRequest, async ({ gateway, agent }, request) => {
     const results = await settleDeliveries(gateway, agent, request);

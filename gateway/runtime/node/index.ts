@@ -237,8 +237,10 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
       await listener.close();
       await sharedLimits?.close();
       // Agents reconnect with backoff, to this gateway's successor; nothing they hold is lost.
-      sessions.closeAll();
+      // Their sessions' calls end (and give back what they took) before the database closes.
+      const sessionsClosed = sessions.closeAll();
       await drain(server, stopping, () => inFlight, options.shutdownMs ?? 10_000);
+      await sessionsClosed;
       await served?.close();
       await Promise.allSettled([...pending, sweeping, dispatching]);
       await dispatcher.drain();

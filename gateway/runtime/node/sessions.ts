@@ -44,8 +44,11 @@ export interface AgentSessions {
   fetch(request: Request, env: unknown): Response | Promise<Response>;
   /** Calls the gateway's app once it is built (it needs the listening server's URL). */
   attach(gateway: Gateway, app: Hono<AppEnv>): void;
-  /** Ends every session (the agents reconnect, to this gateway's successor). */
-  closeAll(): void;
+  /**
+   * Ends every session (the agents reconnect, to this gateway's successor), its calls cut (a
+   * waiting take stops) and answered first: none is left to a closed database or socket.
+   */
+  closeAll(): Promise<void>;
   /** An in-process agent's calls, dispatched as a session's (NodeGateway.agentFetch). */
   agentFetch(agentId: string): typeof fetch;
   /** The same calls without a Request or a Response (NodeGateway.agentCalls). */
@@ -92,6 +95,7 @@ function notServed(): Response {
 export function agentSessions(): AgentSessions {
   const server = new WebSocketServer({ noServer: true, perMessageDeflate: false });
   let attached: { gateway: Gateway; app: Hono<AppEnv> } | null = null;
+  const open = new Set<ReturnType<typeof openSession>>();
   const routes = new HonoApp<{ Variables: { agent: AgentRow } }>().get(
     AGENT_SESSION_PATH,
     async (c, next) => {
@@ -126,12 +130,16 @@ export function agentSessions(): AgentSessions {
       return {
         onOpen: (_event, ws) => {
           if (attached) session = openSession(attached, agentId, (reply) => ws.send(reply), ws);
+          if (session) open.add(session);
         },
         onMessage: (event, ws) => {
           if (typeof event.data !== "string") return ws.close(1003, "text messages only");
           session?.receive(event.data);
         },
-        onClose: () => session?.end(),
+        onClose: () => {
+          session?.end();
+          if (session) open.delete(session);
+        },
       };
     }),
   );
@@ -146,7 +154,8 @@ export function agentSessions(): AgentSessions {
     attach(gateway, app) {
       attached = { gateway, app };
     },
-    closeAll() {
+    async closeAll() {
+      await Promise.all([...open].map((session) => session.stop()));
       for (const client of server.clients) client.close(1001, "gateway stopping");
     },
     agentFetch(agentId) {
@@ -198,6 +207,8 @@ function openSession(
   const agent = sessionAgent(gateway, agentId);
   const env = sessionEnv(agent);
   const calls = new Map<number, AbortController>();
+  const running = new Set<Promise<void>>();
+  let stopping = false;
   gateway.log.info({ agent_id: agentId }, "agent session opened");
 
   const answer = (call: SessionCall, status: number, body: unknown) => {
@@ -259,16 +270,26 @@ function openSession(
         calls.get(message.id)?.abort();
         return;
       }
+      if (stopping) return; // unanswered: the agent sends it again on its next session
       if (calls.size >= MAX_SESSION_CALLS || calls.has(message.id)) {
         const problem = { code: "too_many_calls", detail: "Wait for answers before calling more." };
         return answer(message, 429, problem);
       }
       const controller = new AbortController();
       calls.set(message.id, controller);
-      run(text, message, controller.signal).catch((error: unknown) => {
-        gateway.log.error({ err: String(error), path: message.path }, "session call failed");
-        answer(message, 500, { code: "internal_error" });
-      });
+      const done = run(text, message, controller.signal)
+        .catch((error: unknown) => {
+          gateway.log.error({ err: String(error), path: message.path }, "session call failed");
+          answer(message, 500, { code: "internal_error" });
+        })
+        .finally(() => running.delete(done));
+      running.add(done);
+    },
+    /** Cuts the calls under way and resolves once each is answered; runs no more. */
+    async stop() {
+      stopping = true;
+      for (const controller of calls.values()) controller.abort();
+      await Promise.all(running);
     },
     end() {
       for (const controller of calls.values()) controller.abort();

@@ -1,8 +1,12 @@
 import type { QueueMessage } from "../../shared/protocol/index.ts";
+import { formatTraceparent, parseTraceparent } from "../../shared/trace.ts";
 import type { Gateway } from "../context.ts";
 import type { JobRow } from "../store/job-rows.ts";
 
 export function queueMessageOf(row: JobRow): QueueMessage {
+  // As version 00: a job submitted with a later version's header before submits read it so
+  // kept it as sent, too long for the message, and no publish of it could ever succeed.
+  const trace = parseTraceparent(row.traceparent);
   return {
     v: 1,
     id: row.id,
@@ -10,7 +14,7 @@ export function queueMessageOf(row: JobRow): QueueMessage {
     priority: row.priority,
     attempt: row.attempt,
     deadline: new Date(row.expires_at).toISOString(),
-    ...(row.traceparent ? { traceparent: row.traceparent } : {}),
+    ...(trace ? { traceparent: formatTraceparent(trace) } : {}),
   };
 }
 

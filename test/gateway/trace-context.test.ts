@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { publishJob } from "../../gateway/jobs/publish.ts";
 import type { Batch, Job, JobList } from "../../shared/protocol/index.ts";
+import { newJob } from "../conformance/stores-jobs.ts";
 import { type InProcessGateway, startInProcessGateway } from "../helpers/in-process-gateway.ts";
 
 /**
@@ -77,5 +79,15 @@ describe("a later version's traceparent", () => {
     const row = await gw.gateway.stores.jobs.byId(job.id);
     expect(row?.traceparent).toBe(HEADER);
     expect(gw.logs.filter((line) => line.includes("publish failed"))).toEqual([]);
+  });
+
+  it("a job that stored such a header as sent is published with it read as version 00", async () => {
+    const sent = `01-${TRACE}-00f067aa0ba902b7-01-what-comes-next`;
+    const now = gw.clock.now;
+    const row = await gw.gateway.stores.jobs.insert(
+      newJob({ tenantId: "ten_trace", now, expiresAt: now + 60_000, traceparent: sent }),
+    );
+    if (!row) throw new Error("not inserted");
+    expect(await publishJob(gw.gateway, row)).toBe(true);
   });
 });

@@ -11,6 +11,7 @@ import type { Gateway } from "../context.ts";
 import { clientMessages } from "../http/client-messages.ts";
 import { admitJobs, type JobSlot } from "../limits/backpressure.ts";
 import type { BatchRow } from "../store/batches.ts";
+import type { JobRow } from "../store/job-rows.ts";
 import { hashKey, type Tenant } from "../store/tenants.ts";
 import { assertWebhookUrlAllowed } from "../webhooks/url-policy.ts";
 import { completeIfDone } from "./batch-completion.ts";
@@ -19,7 +20,8 @@ import { batchView } from "./batch-view.ts";
 import { webhookDeps, webhookUrlPolicy } from "./lifecycle.ts";
 import { assertModelAccepting } from "./model-switches.ts";
 import { kickRelease } from "./release.ts";
-import { type CheckedJob, checkModelAndInputs, sameRequest, submitJob } from "./submit.ts";
+import { sameRequest, submitJob } from "./submit.ts";
+import { type CheckedJob, checkModelAndInputs } from "./submit-checks.ts";
 
 /**
  * Makes a batch: every item checked on its own (one bad item is reported by its index, the
@@ -129,10 +131,8 @@ async function admitItems(
 ) {
   let needRoom = good;
   if (earlier && key) {
-    const made = await Promise.all(
-      good.map(({ index }) => gateway.stores.jobs.byIdempotencyKey(tenant.id, itemKey(key, index))),
-    );
-    needRoom = good.filter((_, i) => made[i] === undefined);
+    const made = await itemsMade(gateway, tenant, key, good);
+    needRoom = good.filter(({ index }) => !made.has(itemKey(key, index)));
   }
   const admission = await admitJobs(gateway, tenant, request.model, needRoom.length);
   const slots = new Map<number, JobSlot>();
@@ -189,6 +189,8 @@ async function makeBatch(
     if (!row) throw new Error("idempotent batch insert conflicted but no batch was found");
     if (earlier && earlier.total !== null) return replay(gateway, earlier);
   }
+  // What a carried-on batch's items made already, read at once: no item reads its own.
+  const known = earlier && key ? await itemsMade(gateway, tenant, key, good) : noJobs;
   // The jobs' ids in item order: `GET /v1/batches/{id}/jobs` lists them by id.
   const ids = newIds("job", good.length, gateway.now());
   const batchInsert = gateway.stores.jobs.bulk.inserter();
@@ -202,6 +204,7 @@ async function makeBatch(
       }
       return submitJob(gateway, tenant, jobRequest(item), {
         idempotencyKey: key ? itemKey(key, index) : null,
+        ...(key ? { earlier: known.get(itemKey(key, index)) ?? null } : {}),
         traceparent: options.traceparent,
         ...(options.keyId ? { keyId: options.keyId } : {}),
         batchId: row.id,
@@ -259,6 +262,14 @@ export interface MadeBatch {
  * was `POST /v1/jobs`'s `order-7#0`, whose job item 0 of batch `order-7` then took for its own.
  */
 const itemKey = (key: string, index: number) => `${key} #${index}`;
+
+const noJobs: ReadonlyMap<string, JobRow> = new Map();
+
+/** The jobs a keyed batch's items made already, by item key, in one read. */
+function itemsMade(gateway: Gateway, tenant: Tenant, key: string, good: Checked[]) {
+  const keys = good.map(({ index }) => itemKey(key, index));
+  return gateway.stores.jobs.bulk.byIdempotencyKeys(tenant.id, keys);
+}
 
 async function earlierBatch(gateway: Gateway, tenant: Tenant, key: string, requestHash: string) {
   const earlier = await gateway.stores.jobs.batchByIdempotencyKey(tenant.id, key);

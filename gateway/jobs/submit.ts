@@ -4,21 +4,18 @@ import type { JobRequest } from "../../shared/protocol/index.ts";
 import { newTraceparent, parseTraceparent } from "../../shared/trace.ts";
 import { noopTracer, type TraceSpan } from "../../shared/tracing/tracer.ts";
 import type { Gateway, SubmitPhase } from "../context.ts";
-import { clientMessages } from "../http/client-messages.ts";
 import { admitJob, type JobSlot } from "../limits/backpressure.ts";
-import type { ModelSpec } from "../models.ts";
 import { jobPriority } from "../plans.ts";
 import type { NewJob } from "../store/job-inserts.ts";
 import type { JobRow } from "../store/job-rows.ts";
 import { hashKey, type Tenant } from "../store/tenants.ts";
-import { uploadBlobKey } from "../store/uploads.ts";
 import { assertWebhookUrlAllowed } from "../webhooks/url-policy.ts";
 import { assertInputUrlsAllowed } from "./input-urls.ts";
 import { afterTransition, webhookUrlPolicy } from "./lifecycle.ts";
 import { assertModelAccepting } from "./model-switches.ts";
 import { publishJob } from "./publish.ts";
 import { kickRelease, releaseWindow } from "./release.ts";
-import { type JobTimeout, jobTimeout } from "./timeout.ts";
+import { type CheckedJob, checkModelAndInputs } from "./submit-checks.ts";
 
 export interface SubmitOptions {
   idempotencyKey: string | null;
@@ -40,6 +37,11 @@ export interface SubmitOptions {
   refusal?: HttpProblem;
   /** A batch's item: inserted with the others (job-writes.ts `bulk.inserter`). */
   batchInsert?: (job: NewJob) => Promise<JobRow | null>;
+  /**
+   * What the Idempotency-Key made already, when the caller read it (a batch reads all its
+   * items' at once: job-writes.ts `bulk.byIdempotencyKeys`); null: nothing.
+   */
+  earlier?: JobRow | null;
 }
 
 export interface Submitted {
@@ -99,7 +101,10 @@ async function submitHeld(
   // Only a keyed request can be replayed, so only a keyed one needs its body's hash.
   const requestHash = options.idempotencyKey ? await hashKey(JSON.stringify(request)) : null;
   if (options.idempotencyKey && requestHash) {
-    const earlier = await replay(gateway, tenant, options.idempotencyKey, requestHash);
+    const earlier =
+      options.earlier === undefined
+        ? await replay(gateway, tenant, options.idempotencyKey, requestHash)
+        : sameRequest("job", options.earlier ?? undefined, requestHash);
     if (earlier) return { job: earlier, created: false };
   }
   if (options.refusal) throw options.refusal;
@@ -221,80 +226,4 @@ export function sameRequest<Row extends { id: string; request_hash: string | nul
     );
   }
   return earlier ?? null;
-}
-
-/** A job request whose model, inputs and timeout were checked: what a submit needs of them. */
-export interface CheckedJob {
-  spec: ModelSpec;
-  timeout: JobTimeout;
-}
-
-export async function checkModelAndInputs(
-  gateway: Gateway,
-  tenant: Tenant,
-  request: JobRequest,
-): Promise<CheckedJob> {
-  const spec = gateway.models.get(request.model);
-  if (!spec) {
-    const known = [...gateway.models.keys()].join(", ");
-    throw new HttpProblem(
-      422,
-      "unknown_model",
-      "Unknown model",
-      `No model "${request.model}". Models: ${known}.`,
-    );
-  }
-  const image = request.input.image;
-  if (!image && spec.requiresImage) {
-    throw new HttpProblem(
-      422,
-      "input_missing",
-      "Input missing",
-      `Model "${spec.id}" needs input.image.`,
-    );
-  }
-  checkModelInput(spec, request.input);
-  const timeout = jobTimeout(spec, tenant, request.timeout_seconds);
-  if (!image?.startsWith("upl_")) return { spec, timeout };
-  const upload = await gateway.stores.uploads.forTenant(tenant.id, image);
-  if (!upload) {
-    throw new HttpProblem(422, "unknown_upload", "Unknown upload", `No upload ${image}.`);
-  }
-  if (!spec.contentTypes.includes(upload.content_type)) {
-    throw new HttpProblem(
-      422,
-      "unsupported_input_type",
-      "Unsupported input type",
-      `Model "${spec.id}" accepts ${spec.contentTypes.join(", ")}, not ${upload.content_type}.`,
-    );
-  }
-  const head = await gateway.blobs.head(uploadBlobKey(upload.id));
-  if (!head || head.sizeBytes !== upload.size_bytes) {
-    // Past its URL's expiry the file can no longer be sent: "PUT it first" would be a dead end.
-    const expiredAt = new Date(upload.expires_at).toISOString();
-    const detail =
-      upload.expires_at <= gateway.now()
-        ? `Upload ${image} was never received and its upload URL expired at ${expiredAt}: make a new upload (POST /v1/uploads).`
-        : `Upload ${image} has not been received yet: PUT the file to its upload URL first.`;
-    throw new HttpProblem(409, "upload_incomplete", "Upload not completed", detail);
-  }
-  return { spec, timeout };
-}
-
-/** The model's own schema for `input`: a 422 that lists every problem, by path. */
-function checkModelInput(spec: ModelSpec, input: JobRequest["input"]): void {
-  const result = spec.input.safeParse(input, { error: clientMessages });
-  if (result.success) return;
-  const errors = result.error.issues.slice(0, 20).map((issue) => ({
-    path: ["input", ...issue.path.map(String)].join("."),
-    message: issue.message,
-  }));
-  const summary = errors.map((error) => `${error.path}: ${error.message}`).join("; ");
-  throw new HttpProblem(
-    422,
-    "invalid_input",
-    "Invalid model input",
-    `Model "${spec.id}" refused its input: ${summary}.`,
-    { errors },
-  );
 }

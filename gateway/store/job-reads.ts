@@ -1,4 +1,4 @@
-import type { Kysely } from "kysely";
+import { type Kysely, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import type { JobStatus } from "../../shared/protocol/index.ts";
 import { isPostgresDb, metadataMatches } from "./job-metadata.ts";
@@ -46,6 +46,25 @@ export function byIdempotencyKey(
     .where("tenant_id", "=", tenantId)
     .where("idempotency_key", "=", key)
     .executeTakeFirst();
+}
+
+/**
+ * The jobs a tenant made under any of `keys`, by key: one statement whatever their number,
+ * the keys one bound JSON array on SQLite and D1 (100 bound parameters a statement there),
+ * an array on Postgres.
+ */
+export async function byIdempotencyKeys(
+  db: Db,
+  tenantId: string,
+  keys: readonly string[],
+): Promise<Map<string, JobRow>> {
+  if (keys.length === 0) return new Map();
+  const among = isPostgresDb(db)
+    ? sql`= ANY(${[...keys]}::text[])`
+    : sql`IN (SELECT value FROM json_each(${JSON.stringify(keys)}))`;
+  const { rows } = await sql<JobRow>`SELECT * FROM jobs WHERE tenant_id = ${tenantId}
+    AND idempotency_key IS NOT NULL AND idempotency_key ${among}`.execute(db);
+  return new Map(rows.map((row) => [row.idempotency_key ?? "", row]));
 }
 
 /** Newest first; ids sort by creation time, so the last id is the cursor. */

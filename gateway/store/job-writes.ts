@@ -2,6 +2,7 @@ import type { Kysely } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import { markPublishedMany, publishedMarker } from "./job-batch-updates.ts";
 import { jobInserter, type NewJob, requestJobInserter } from "./job-inserts.ts";
+import { byIdempotencyKeys } from "./job-reads.ts";
 import type { JobRow } from "./job-rows.ts";
 import { cancelMany } from "./job-transitions.ts";
 
@@ -9,7 +10,7 @@ import { cancelMany } from "./job-transitions.ts";
  * The job store's writes that gather: its inserts and published marks, each request's
  * gathered with every other's (group commit), or each alone with `isolatedRequests`
  * (Workers, where no statement may carry two requests' work); and `bulk`, one request's
- * changes to many jobs (a batch's items, a purge, a batch's cancel) in a number of
+ * work on many jobs (a batch's items, a purge, a batch's cancel) in a number of
  * statements that does not grow with the jobs. On Workers an invocation may make at most
  * 1 000 D1 queries (50 on the free plan), each statement of a `batch()` one of them
  * (https://developers.cloudflare.com/d1/platform/limits/), and D1 binds at most 100
@@ -36,6 +37,9 @@ export function jobWrites(db: Kysely<Database>, maxParameters: number, isolatedR
         if (isolatedRequests) await markPublishedMany(db, maxParameters, ids, now);
         else await Promise.all(ids.map((id) => markPublished(id, now)));
       },
+      /** The jobs a tenant made under any of `keys` (a batch's items' keys), by key. */
+      byIdempotencyKeys: (tenantId: string, keys: readonly string[]) =>
+        byIdempotencyKeys(db, tenantId, keys),
       /** The queued and running jobs among `ids` (of `tenantId`, if named) to `canceled`. */
       cancel: (ids: readonly string[], now: number, tenantId?: string) =>
         cancelMany(db, ids, now, tenantId),

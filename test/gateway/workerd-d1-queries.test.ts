@@ -87,6 +87,26 @@ describe("D1 queries per invocation on Workers", () => {
     expectEachOnce(jobs, 1_000);
   }, 120_000);
 
+  it("makes a keyed 1 000-item batch in a bounded number of statements, once", async () => {
+    const send = () =>
+      counted(
+        () =>
+          worker.api("/v1/batches", {
+            method: "POST",
+            json: { model: "noop", items: items(1_000) },
+            headers: { "idempotency-key": "d1-queries-keyed" },
+          }) as unknown as Promise<Response>,
+      );
+    const first = await send();
+    expect(first.status).toBe(202);
+    expect(first.statements, JSON.stringify(first.only?.texts)).toBeLessThanOrEqual(BOUND);
+    const again = await send();
+    expect(again.status).toBe(202);
+    const made = first.body as BatchAnswer;
+    expect((again.body as BatchAnswer).id).toBe(made.id);
+    expectEachOnce(await batchJobs(made.id), 1_000);
+  }, 120_000);
+
   it("cancels a 1 000-item batch in a bounded number of statements", async () => {
     const made = (await makeBatch(1_000)).body as BatchAnswer;
     const canceled = await counted(

@@ -6,7 +6,7 @@ import { modelPace } from "./model-pace.ts";
 import { pausedModels } from "./model-switches.ts";
 import { sharedReadings } from "./shared-readings.ts";
 
-/** The most agents read to count a model's (the fleet listing pages past this). */
+/** The most agents read to count a model's, those heard from last (the listing pages on). */
 export const AGENTS_READ = 500;
 
 /** Counting a model's jobs reads its whole queue: once per period for every reader. */
@@ -26,7 +26,7 @@ export async function modelState(gateway: Gateway, model: string): Promise<Model
     pausedModels(gateway),
     modelJobCounts(gateway, model),
     modelPace(gateway, model),
-    gateway.stores.agents.list({ limit: AGENTS_READ }),
+    gateway.stores.agents.heardFrom(AGENTS_READ),
   ]);
   const switched = paused.get(model);
   const serving = agents.filter(

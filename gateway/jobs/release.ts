@@ -199,7 +199,7 @@ async function fleetPrefetch(gateway: Gateway, model: string): Promise<number> {
   const byModel = await prefetches.get(gateway, "fleet", async () => {
     const now = gateway.now();
     const sums = new Map<string, number>();
-    for (const agent of await gateway.stores.agents.list({ limit: AGENTS_READ })) {
+    for (const agent of await gateway.stores.agents.heardFrom(AGENTS_READ)) {
       if (!agent.prefetch || !isLive(agent, now)) continue;
       for (const served of registeredModels(agent)) {
         sums.set(served, (sums.get(served) ?? 0) + agent.prefetch);

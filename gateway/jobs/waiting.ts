@@ -25,7 +25,7 @@ const fleets = sharedReadings<Fleet>({ periodMs: (gateway) => gateway.config.que
 
 async function readFleet(gateway: Gateway, model: string): Promise<Fleet> {
   const now = gateway.now();
-  const rows = await gateway.stores.agents.list({ limit: AGENTS_READ });
+  const rows = await gateway.stores.agents.heardFrom(AGENTS_READ);
   const fleet: Fleet = { live: 0, slots: 0, busy: 0, down: 0, downReason: null };
   for (const row of rows) {
     if (row.registered_at === null || !registeredModels(row).includes(model)) continue;

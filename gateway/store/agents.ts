@@ -72,6 +72,22 @@ export class KyselyAgentStore {
     return query.execute();
   }
 
+  /**
+   * Agents heard from, the latest first (a registration counts as a heartbeat): what the
+   * fleet readings count. Not by id, since every start of an enrolled agent makes a new row
+   * (Kubernetes pods, restarts): the newest ids had left out a live agent that enrolled
+   * before 500 others.
+   */
+  heardFrom(limit: number): Promise<AgentRow[]> {
+    return this.db
+      .selectFrom("agents")
+      .selectAll()
+      .where("last_heartbeat_at", "is not", null)
+      .orderBy("last_heartbeat_at", "desc")
+      .limit(limit)
+      .execute();
+  }
+
   /** What the agent serves now; a registration also counts as a heartbeat. */
   register(
     id: string,

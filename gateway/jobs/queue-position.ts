@@ -9,6 +9,11 @@ const EVERY = 1_000;
 const CHECKPOINTS_MS = 2_000;
 /** No single range count reads more index entries than this. */
 const BOUND = 5_000;
+/**
+ * How far the fair line is followed: a held job further back is placed by age, so a poll of
+ * one reads at most this many of its lane's ids, as a checkpoint bounds the count by age.
+ */
+const TURNS = EVERY;
 
 type Checkpoint = { id: string; priority: number; rank: number };
 
@@ -144,6 +149,8 @@ interface FairLine {
   lanes: number;
   /** Per lane, the place in the held line of its oldest job's turn, its next one's, …. */
   turns: Map<string, number[]>;
+  /** The turns stopped at `TURNS` with jobs left: a held job not among them is further back. */
+  cut: boolean;
 }
 
 const fairLines = sharedReadings<FairLine>({
@@ -151,29 +158,30 @@ const fairLines = sharedReadings<FairLine>({
 });
 
 /**
- * The release's own order (fair-order.ts) over the model's held jobs, as far as `BOUND`
+ * The release's own order (fair-order.ts) over the model's held jobs, as far as `TURNS`
  * turns, ignoring `max_running_jobs`: a tenant held by its limit says so as its reason, and
  * its place is where it stands once it may run again.
  */
 async function readFairLine(gateway: Gateway, model: string): Promise<FairLine> {
-  const snapshot = await gateway.stores.line.snapshot(model, gateway.now(), BOUND);
+  const snapshot = await gateway.stores.line.snapshot(model, gateway.now(), TURNS);
   const turns = new Map<string, number[]>();
+  let turn = 0;
   if (snapshot.lanes.length > 1) {
     const limits = snapshotLimits(snapshot);
     const unlimited = (tenantId: string) => ({
       ...limits(tenantId),
       max_running_jobs: Number.POSITIVE_INFINITY,
     });
-    let turn = 0;
     for (const lane of fairTurns(snapshot, unlimited)) {
       const key = laneKey(lane);
       const places = turns.get(key);
       if (places) places.push(turn);
       else turns.set(key, [turn]);
-      if (++turn >= BOUND) break;
+      if (++turn >= TURNS) break;
     }
   }
-  return { released: snapshot.released, lanes: snapshot.lanes.length, turns };
+  const cut = turn >= TURNS;
+  return { released: snapshot.released, lanes: snapshot.lanes.length, turns, cut };
 }
 
 /**
@@ -181,7 +189,7 @@ async function readFairLine(gateway: Gateway, model: string): Promise<FairLine> 
  * the same. A released job waits only for the released jobs ahead of it. A held one waits
  * for every released job and the turns the fair release gives before its own: the turn of
  * its lane that takes it (a lane's jobs go oldest first), one read of the lane's ids per
- * lane. Past the first `BOUND` turns, by age.
+ * lane. Past the first `TURNS` turns, by age, but never ahead of them.
  */
 async function fairPlaces(
   gateway: Gateway,
@@ -217,8 +225,15 @@ async function fairPlaces(
     [...lanes.values()].map(async (lane) => {
       const head = lane[0] as JobRow;
       const line = lines.get(head.model);
-      const places = line?.turns.get(laneKey(laneOf(head)));
-      if (!line || !places) return;
+      if (!line) return;
+      // Further back than the turns followed: behind all of them.
+      const behind = (row: JobRow) =>
+        placed.set(row.id, Math.max(byAge.get(row.id) ?? 0, line.released + TURNS));
+      const places = line.turns.get(laneKey(laneOf(head)));
+      if (!places) {
+        if (line.cut) lane.forEach(behind);
+        return;
+      }
       const last =
         lane
           .map((row) => row.id)
@@ -232,6 +247,8 @@ async function fairPlaces(
       for (const row of lane) {
         const turn = places[ids.indexOf(row.id)];
         if (turn !== undefined) placed.set(row.id, line.released + turn);
+        // The lane's ids ran past its turns: the job is not among them but behind them.
+        else if (line.cut && ids.length === places.length) behind(row);
       }
     }),
   );

@@ -6,7 +6,8 @@ import { submitJob } from "../../gateway/jobs/submit.ts";
 import type { JobRow } from "../../gateway/store/job-rows.ts";
 import type { Tenant } from "../../gateway/store/tenants.ts";
 import type { OpenedDatabase } from "../../shared/db/open.ts";
-import { randomToken } from "../../shared/ids.ts";
+import { newId, randomToken } from "../../shared/ids.ts";
+import { newJob } from "../conformance/stores-jobs.ts";
 import { proTenant } from "../helpers/pro-tenant.ts";
 import { releaseTestGateway } from "../helpers/sweep-gateway.ts";
 
@@ -35,9 +36,9 @@ describe("a queued job's place behind another tenant's flood", () => {
   });
   afterAll(() => rig?.close());
 
-  const tenant = async (): Promise<Tenant> => {
+  const tenant = async (limits: Record<string, number> = {}): Promise<Tenant> => {
     const id = `ten_q${randomToken(6).replace(/[^a-z0-9]/gi, "x")}`;
-    return (await proTenant(database.db, id)).tenant;
+    return (await proTenant(database.db, id, limits)).tenant;
   };
   const submit = async (of: Tenant, fairnessKey?: string) => {
     clock++;
@@ -89,5 +90,32 @@ describe("a queued job's place behind another tenant's flood", () => {
     const places = await listedJobs(gateway, [await row(other.id), await row(first[2]!.id)]);
     const [keyB, thirdA] = places.map((job) => job.queue_position);
     expect(keyB).toBeLessThan(thirdA as number);
+  });
+
+  it("places a job further back than the turns it follows behind all of them", async () => {
+    // Of a model of its own: the lines above are not in the way.
+    const model = "ocr";
+    let made = 0;
+    const hold = (of: Tenant, count: number) =>
+      Promise.all(
+        Array.from({ length: count }, () =>
+          gateway.stores.jobs.insert(
+            newJob({
+              id: newId("job", clock + made++),
+              tenantId: of.id,
+              model,
+              held: true,
+              now: clock,
+              expiresAt: clock + 3_600_000,
+            }),
+          ),
+        ),
+      );
+    // The light tenant's jobs are older, but the heavy one's 1 100 all go first.
+    const light = await tenant();
+    const [oldest] = await hold(light, 3);
+    await hold(await tenant({ share_weight: 10_000 }), 1_100);
+    const view = await jobView(gateway, await row((oldest as JobRow).id));
+    expect(view.queue_position).toBeGreaterThan(1_000);
   });
 });

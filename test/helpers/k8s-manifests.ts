@@ -152,11 +152,28 @@ const NatsJetStreamTrigger = z.object({
   // The monitoring endpoint has no credentials to carry.
   authenticationRef: z.object({ name: Name }).optional(),
 });
+const MetricsApiTrigger = z.object({
+  type: z.literal("metrics-api"),
+  metadata: z
+    .object({
+      // The gateway's own count of a model's jobs: GET /v1/models/{id}.
+      url: z.string().regex(/^https?:\/\/[^/]+\/v1\/models\/[a-z0-9._-]+$/),
+      valueLocation: z.enum(["state.queued", "state.running"]),
+      targetValue: z.string().regex(/^\d+$/),
+      // The key from a TriggerAuthentication, in the header the API reads.
+      authMode: z.literal("apiKey"),
+      method: z.literal("header"),
+      keyParamName: z.literal("Authorization"),
+    })
+    .strict(),
+  authenticationRef: z.object({ name: Name }),
+});
 const Trigger = z.discriminatedUnion("type", [
   RabbitMQTrigger,
   SqsTrigger,
   RedisStreamsTrigger,
   NatsJetStreamTrigger,
+  MetricsApiTrigger,
 ]);
 export const ScaledObject = z.object({
   spec: z.object({

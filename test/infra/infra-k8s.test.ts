@@ -127,6 +127,7 @@ describe("infra/k8s manifests", () => {
   it("scales the agent Deployment from zero with KEDA", () => {
     const scaled = ofKind("ScaledObject");
     expect(scaled.map((m) => m.file).sort()).toEqual([
+      "infra/k8s/keda/gateway.yaml",
       "infra/k8s/keda/nats.yaml",
       "infra/k8s/keda/rabbitmq.yaml",
       "infra/k8s/keda/redis.yaml",
@@ -161,6 +162,11 @@ describe("infra/k8s manifests", () => {
           const ref = password.find((r) => r.parameter === "password");
           expect(ref, "the redis password comes from a Secret").toBeDefined();
           expect(secretData(ref!.name)).toHaveProperty([ref!.key]);
+        } else if (trigger.type === "metrics-api") {
+          const refs = auth && "secretTargetRef" in auth ? auth.secretTargetRef : [];
+          const key = refs.find((r) => r.parameter === "apiKey");
+          expect(key, "the API key comes from a Secret").toBeDefined();
+          expect(secretData(key!.name)[key!.key]).toMatch(/^Bearer /);
         } else if (trigger.type === "rabbitmq") {
           expect(auth && "secretTargetRef" in auth).toBe(true);
           if (!auth || !("secretTargetRef" in auth)) continue;

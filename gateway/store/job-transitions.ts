@@ -99,26 +99,39 @@ export function cancel(db: Db, tenantId: string, id: string, now: number): Promi
 
 /**
  * The queued and running jobs among `ids` (of `tenantId`, when named) to `canceled`, in one
- * UPDATE whatever their number: the ids one bound JSON array on SQLite and D1 (D1 takes 100
- * bound parameters a statement, and 1 000 queries a Worker invocation), an array on
- * Postgres, whose rows are locked in id order first as every multi-row change's are
- * (job-batch-updates.ts). The trigger appends each job's event, as for one. Returns the
- * jobs it canceled.
+ * UPDATE whatever their number (`endMany`). Returns the jobs it canceled.
  */
-export async function cancelMany(
+export function cancelMany(db: Db, ids: readonly string[], now: number, tenantId?: string) {
+  const tenant = tenantId === undefined ? sql`` : sql` AND tenant_id = ${tenantId}`;
+  return endMany(db, ids, "canceled", now, sql`status ${among(ACTIVE)}${tenant}`);
+}
+
+/** The overdue queued jobs among `ids` to `expired`, in one UPDATE (`endMany`). */
+export function expireMany(db: Db, ids: readonly string[], now: number) {
+  return endMany(db, ids, "expired", now, sql`status = ${"queued"} AND expires_at < ${now}`);
+}
+
+/**
+ * The jobs among `ids` that meet `condition` ended with `status`, in one UPDATE whatever
+ * their number: the ids one bound JSON array on SQLite and D1 (D1 takes 100 bound parameters
+ * a statement, and 1 000 queries a Worker invocation), an array on Postgres, whose rows are
+ * locked in id order first as every multi-row change's are (job-batch-updates.ts). The
+ * trigger appends each job's event, as for one. Returns the jobs it ended, in id order.
+ */
+async function endMany(
   db: Db,
   ids: readonly string[],
+  status: "canceled" | "expired",
   now: number,
-  tenantId?: string,
+  condition: Condition,
 ): Promise<JobRow[]> {
   if (ids.length === 0) return [];
   const picked = isPostgresDb(db)
     ? sql`id = ANY(ARRAY(SELECT id FROM jobs WHERE id = ANY(${[...ids]}::text[]) ORDER BY id FOR UPDATE))`
     : sql`id IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`;
-  const tenant = tenantId === undefined ? sql`` : sql` AND tenant_id = ${tenantId}`;
   const { rows } = await sql<JobRow>`UPDATE jobs
-    SET status = ${"canceled"}, finished_at = ${now}, updated_at = ${now}, last_seq = last_seq + 1
-    WHERE ${picked} AND status ${among(ACTIVE)}${tenant} RETURNING *`.execute(db);
+    SET status = ${status}, finished_at = ${now}, updated_at = ${now}, last_seq = last_seq + 1
+    WHERE ${picked} AND ${condition} RETURNING *`.execute(db);
   return rows.sort((a, b) => (a.id < b.id ? -1 : 1));
 }
 

@@ -4,17 +4,19 @@ import { markPublishedMany, publishedMarker } from "./job-batch-updates.ts";
 import { jobInserter, type NewJob, requestJobInserter } from "./job-inserts.ts";
 import { byIdempotencyKeys } from "./job-reads.ts";
 import type { JobRow } from "./job-rows.ts";
-import { cancelMany } from "./job-transitions.ts";
+import { cancelMany, expireMany } from "./job-transitions.ts";
 
 /**
  * The job store's writes that gather: its inserts and published marks, each request's
  * gathered with every other's (group commit), or each alone with `isolatedRequests`
  * (Workers, where no statement may carry two requests' work); and `bulk`, one request's
- * work on many jobs (a batch's items, a purge, a batch's cancel) in a number of
- * statements that does not grow with the jobs. On Workers an invocation may make at most
- * 1 000 D1 queries (50 on the free plan), each statement of a `batch()` one of them
- * (https://developers.cloudflare.com/d1/platform/limits/), and D1 binds at most 100
- * parameters a statement, so many ids or rows travel as one bound JSON array (`json_each`).
+ * work on many jobs (a batch's items, a purge, a batch's cancel, the sweep's expiries) in
+ * a number of statements that does not grow with the jobs. On Workers an invocation may
+ * make at most 1 000 D1 queries (50 on the free plan;
+ * https://developers.cloudflare.com/d1/platform/limits/, which applies its per-query limits
+ * to each statement of a `batch()` and never says a batch counts once, so `batch()` is no
+ * way around it), and D1 binds at most 100 parameters a statement, so many ids or rows
+ * travel as one bound JSON array (`json_each`).
  */
 export function jobWrites(db: Kysely<Database>, maxParameters: number, isolatedRequests: boolean) {
   const insert = jobInserter(db, maxParameters, isolatedRequests);
@@ -43,6 +45,8 @@ export function jobWrites(db: Kysely<Database>, maxParameters: number, isolatedR
       /** The queued and running jobs among `ids` (of `tenantId`, if named) to `canceled`. */
       cancel: (ids: readonly string[], now: number, tenantId?: string) =>
         cancelMany(db, ids, now, tenantId),
+      /** The overdue queued jobs among `ids` to `expired` (the sweep's). */
+      expire: (ids: readonly string[], now: number) => expireMany(db, ids, now),
     },
   };
 }

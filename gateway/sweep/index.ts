@@ -2,7 +2,7 @@ import { AGENT_LOST_CODE } from "../../shared/job-retry.ts";
 import type { JobError } from "../../shared/protocol/index.ts";
 import { DEFAULT_QUEUE_LIMITS } from "../../shared/queue/port.ts";
 import type { Gateway } from "../context.ts";
-import { afterTransition, publishJob } from "../jobs/lifecycle.ts";
+import { afterTransition, afterTransitions, publishJob } from "../jobs/lifecycle.ts";
 import { pausedModels } from "../jobs/model-switches.ts";
 import { releaseHeld } from "../jobs/release.ts";
 import { settleSilentQueued } from "./dead.ts";
@@ -100,14 +100,12 @@ export async function sweep(gateway: Gateway, options: SweepOptions = {}): Promi
   }
   // Held jobs a missed or failed pass left (a gateway gone mid-release, a lost kick).
   const releasedHeld = await releaseHeld(gateway, batch);
-  let expired = 0;
-  for (const row of await gateway.stores.jobs.overdueQueued(now, batch)) {
-    const result = await gateway.stores.jobs.expire(row.id, now);
-    if (result.ok) {
-      expired++;
-      afterTransition(gateway, result.job);
-    }
-  }
+  // In one statement, not one a job: on Workers the cron's invocation may make 1 000 D1
+  // queries at most (50 on the free plan).
+  const overdue = (await gateway.stores.jobs.overdueQueued(now, batch)).map((row) => row.id);
+  const ended = await gateway.stores.jobs.bulk.expire(overdue, now);
+  afterTransitions(gateway, ended);
+  const expired = ended.length;
   const stale = await sweepStale(gateway, now, options, batch);
   const maxAttempts = options.maxAttempts ?? DEFAULT_QUEUE_LIMITS.maxAttempts;
   const lostAfter = options.lostAfterMs ?? LOST_GRACE_MS;

@@ -3,7 +3,8 @@
  * d1-counting-entry.ts): Cloudflare allows 1 000 on the paid plan and 50 on the free one
  * (https://developers.cloudflare.com/d1/platform/limits/), so a route over many jobs must
  * make a number of statements that does not grow with them. Each statement of a `batch()`
- * is counted as one, as the limits page leaves open whether a batch counts once.
+ * is counted as one, as the limits page leaves open whether a batch counts once. The cron's
+ * sweep is one invocation too.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type NoopWorker, startNoopWorker } from "../helpers/workerd-noop.ts";
@@ -49,6 +50,12 @@ const makeBatch = (n: number) =>
         json: { model: "noop", items: items(n) },
       }) as unknown as Promise<Response>,
   );
+const makeBatchOf = async (json: object) => {
+  const made = await worker.api("/v1/batches", { method: "POST", json });
+  expect(made.status).toBe(202);
+  await invocations();
+  return (await made.json()) as BatchAnswer;
+};
 
 /** Every job of the batch, through its listing: [id, input n, status]. */
 async function batchJobs(id: string) {
@@ -124,6 +131,20 @@ describe("D1 queries per invocation on Workers", () => {
     const jobs = await batchJobs(made.id);
     expectEachOnce(jobs, 1_000);
     expect(new Set(jobs.map((job) => job.status))).toEqual(new Set(["canceled"]));
+  }, 120_000);
+
+  it("expires a sweep's worth of overdue jobs in a bounded number of statements", async () => {
+    const made = await makeBatchOf({ model: "noop", ttl_seconds: 10, items: items(100) });
+    // The shortest life a job may be given, and then some: every job is overdue after it.
+    await new Promise((resolve) => setTimeout(resolve, 11_000));
+    await worker.sweep();
+    const [sweep, ...more] = await invocations();
+    expect(more).toEqual([]);
+    expect(sweep?.path).toBe("scheduled");
+    expect(sweep?.statements, JSON.stringify(sweep?.texts)).toBeLessThanOrEqual(BOUND);
+    const jobs = await batchJobs(made.id);
+    expectEachOnce(jobs, 100);
+    expect(new Set(jobs.map((job) => job.status))).toEqual(new Set(["expired"]));
   }, 120_000);
 
   it("purges 1 000 queued jobs in a bounded number of statements", async () => {

@@ -24,6 +24,8 @@ export interface NoopWorker {
   /** With `listen`: the gateway's URL on loopback, for an agent process. */
   url: string | null;
   agentToken: string;
+  /** Runs the Worker's cron handler once (the sweep), as the `* * * * *` trigger would. */
+  sweep(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -94,6 +96,11 @@ export async function startNoopWorker(
     signed,
     url: options.listen ? ready.origin : null,
     agentToken,
+    async sweep() {
+      const worker = await mf.getWorker("gateway");
+      const result = await worker.scheduled({ cron: "* * * * *", scheduledTime: new Date() });
+      if (result.outcome !== "ok") throw new Error(`the sweep ended ${result.outcome}`);
+    },
     async close() {
       await mf.dispose();
       bundle.remove();

@@ -44,7 +44,7 @@ export async function jobView(gateway: Gateway, row: JobRow): Promise<Job> {
     job.queue_position = ahead + 1;
     const waiting = await waitingOf(gateway, row, ahead);
     Object.assign(job, waiting);
-    const rate = pace.startsPerSecond;
+    const rate = pace.startRate;
     // The pace says when a job will start only while something can start it: paused, or with
     // no live agent, an estimate of "now" on every poll is no estimate.
     job.estimated_start_at =

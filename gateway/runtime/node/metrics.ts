@@ -22,6 +22,7 @@ import {
 export const GATEWAY_METRIC_NAMES = [
   "gantry_gateway_jobs",
   "gantry_gateway_queue_depth",
+  "gantry_gateway_model_jobs",
   "gantry_gateway_webhook_deliveries",
   "gantry_gateway_submit_phase_seconds",
   "gantry_gateway_db_statements_total",
@@ -94,6 +95,29 @@ export function createGatewayMetrics(
             this.set({ model, state: "dead" }, depth.dead);
           } catch (error) {
             warn(`queue depth of ${model}`, error);
+          }
+        }),
+      );
+    },
+  });
+
+  // The queue holds only each model's release window; the backlog waits in the store, and
+  // only this says how deep it is per model (what a dashboard or an autoscaler needs).
+  new Gauge({
+    name: "gantry_gateway_model_jobs",
+    help: "Jobs of each model in the job store, queued (released to the queue or not) and running.",
+    labelNames: ["model", "state"],
+    registers,
+    async collect() {
+      this.reset();
+      await Promise.all(
+        [...gateway.models.keys()].map(async (model) => {
+          try {
+            const counts = await gateway.stores.jobs.modelJobCounts(model);
+            this.set({ model, state: "queued" }, counts.queued);
+            this.set({ model, state: "running" }, counts.running);
+          } catch (error) {
+            warn(`job counts of ${model}`, error);
           }
         }),
       );

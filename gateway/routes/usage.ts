@@ -9,7 +9,7 @@ import {
 import type { AppEnv } from "../env.ts";
 import { parseQuery } from "../http/validation.ts";
 import { documented, inline, problems } from "../openapi/parts.ts";
-import { budgetOf } from "../usage/budget.ts";
+import { BUDGET_HEADER, budgetOf, remainingSeconds } from "../usage/budget.ts";
 import { budgetView, groupsOf, periodOf, usageCsv, usageRow } from "../usage/report.ts";
 
 const usageRoute = createRoute({
@@ -66,6 +66,8 @@ export const usageRoutes = documented(new OpenAPIHono<AppEnv>(), usageRoute, adm
       to: new Date(period.to).toISOString(),
       ...(budget ? { budget: budgetView(budget) } : {}),
     };
+    // The header (set before the route, from a reading up to 2 s old) says what the body says.
+    if (budget) c.header(BUDGET_HEADER, remainingSeconds(budget));
     return c.json(report);
   })
   .get(adminUsageRoute.getRoutingPath(), async (c) => {

@@ -31,7 +31,8 @@ Required settings (a flag, else the environment, else the existing /etc/gantry/a
 Optional settings:
   --queue URL          GANTRY_QUEUE_URL     only when the gateway's queue is a broker (amqp://,
                                             sqs://, redis://, nats://); with the sql queue the
-                                            agent takes its jobs from the gateway
+                                            agent takes its jobs from the gateway: --queue ""
+                                            removes one an earlier run wrote
   --models LIST        GANTRY_MODELS        models to serve, comma-separated (ocr)
   --slots N            GANTRY_SLOTS         runner processes, so jobs at once (1)
 
@@ -60,6 +61,7 @@ usage_error() { die "$1 (see $PROG --help)" 2; }
 
 # ---------------------------------------------------------------- options
 flag_gateway="" flag_queue="" flag_token="" flag_models="" flag_slots=""
+queue_given=0 # --queue "" is given: it removes a queue URL an earlier run wrote
 source_dir="$SCRIPT_DIR/../.."
 root=${GANTRY_INSTALL_ROOT:-/}
 dry_run=0 cpu_only=0 skip_npm=0 use_systemctl=1
@@ -84,7 +86,7 @@ while (($# > 0)); do
       (($# >= 2)) || usage_error "$1 needs a value"
       case $1 in
         --gateway) flag_gateway=$2 ;;
-        --queue) flag_queue=$2 ;;
+        --queue) flag_queue=$2 queue_given=1 ;;
         --token) flag_token=$2 ;;
         --models) flag_models=$2 ;;
         --slots) flag_slots=$2 ;;
@@ -133,7 +135,11 @@ pick() { # flag value, variable name → the setting's value, or ""
   fi
 }
 gateway_url=$(pick "$flag_gateway" GANTRY_GATEWAY_URL)
-queue_url=$(pick "$flag_queue" GANTRY_QUEUE_URL)
+if ((queue_given)); then
+  queue_url=$flag_queue
+else
+  queue_url=$(pick "" GANTRY_QUEUE_URL)
+fi
 agent_token=$(pick "$flag_token" GANTRY_AGENT_TOKEN)
 models=$(pick "$flag_models" GANTRY_MODELS)
 slots=$(pick "$flag_slots" GANTRY_SLOTS)

@@ -262,6 +262,22 @@ describe("install.sh into a temporary root", () => {
   });
 });
 
+describe("install.sh moving to the gateway's sql queue", () => {
+  it("removes the queue URL an earlier run wrote when given --queue ''", () => {
+    // The agent stops at start when it holds a broker's URL for a gateway on the sql queue,
+    // saying to unset it; the installer read the old URL back and said "Nothing changed".
+    const root = newRoot();
+    const args = ["--prefix", root, "--source", fakeSource(), "--no-systemctl", "--skip-npm"];
+    expect(install([...args, ...SETTINGS], { GANTRY_AGENT_TOKEN: TOKEN }).status).toBe(0);
+    const result = install([...args, "--queue", ""]);
+    expect(result.stderr).toBe("");
+    expect(result.stdout).toContain("wrote");
+    const env = readFileSync(join(root, "etc/gantry/agent.env"), "utf8");
+    expect(env).toMatch(/^GANTRY_QUEUE_URL=$/m);
+    expect(env).toContain("GANTRY_GATEWAY_URL=https://gantry.example.com\n");
+  });
+});
+
 describe("install.sh's npm step", () => {
   it("installs production dependencies without the checkout's prepare script", () => {
     // The real prepare builds the SDK and console from scripts/, client/ and console/ with

@@ -1,4 +1,5 @@
 import { createRoute, OpenAPIHono } from "@hono/zod-openapi";
+import { accepts } from "hono/accepts";
 import { notFound } from "../../shared/errors.ts";
 import {
   AdminUsageQuery,
@@ -85,7 +86,13 @@ export const usageRoutes = documented(new OpenAPIHono<AppEnv>(), usageRoute, adm
       groupBy: groups,
     });
     const rows = totals.map(usageRow);
-    if (/\btext\/csv\b/i.test(c.req.header("accept") ?? "")) {
+    // By the Accept header's rules (its q-values): only a client that prefers CSV gets it.
+    const wanted = accepts(c, {
+      header: "Accept",
+      supports: ["application/json", "text/csv"],
+      default: "application/json",
+    });
+    if (wanted === "text/csv") {
       return c.body(usageCsv(rows, groups), 200, { "content-type": "text/csv; charset=utf-8" });
     }
     const report: UsageReportType = {

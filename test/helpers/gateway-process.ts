@@ -13,6 +13,8 @@ export interface GatewayProcess {
   port: number;
   /** SIGKILL of its whole group: no drain, no goodbye. Resolves once it exited. */
   kill(): Promise<void>;
+  /** SIGTERM, as a deploy stops it: it drains. Resolves once it exited. */
+  stop(): Promise<void>;
 }
 
 /**
@@ -39,12 +41,17 @@ export async function startGatewayProcess(
     child.stderr?.on("data", collect);
     child.on("exit", () => reject(new Error(`gateway exited before serving:\n${out}`)));
   });
-  return { url: `http://127.0.0.1:${listen}`, port: listen, kill: () => sigkill(child) };
+  return {
+    url: `http://127.0.0.1:${listen}`,
+    port: listen,
+    kill: () => signal(child, "SIGKILL"),
+    stop: () => signal(child, "SIGTERM"),
+  };
 }
 
-async function sigkill(child: ChildProcess): Promise<void> {
+async function signal(child: ChildProcess, name: "SIGKILL" | "SIGTERM"): Promise<void> {
   if (!child.pid || child.exitCode !== null || child.signalCode !== null) return;
   const exited = once(child, "exit");
-  process.kill(-child.pid, "SIGKILL");
+  process.kill(-child.pid, name);
   await exited;
 }

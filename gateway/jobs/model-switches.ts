@@ -24,6 +24,8 @@ const switchesOf = new WeakMap<object, Switches>();
  * The models paused now, by id (from a reading at most SWITCHES_CACHE_MS old). When the
  * reading lapses, the submits and claims in flight share one read: each used to make its own
  * (64 submitting connections: about 28 reads a second, each behind the others, instead of 1).
+ * Not `sharedReadings` (shared-readings.ts), which serves a lapsed reading while the next
+ * loads: a pause or resume must take effect within the period, and a switch made here at once.
  */
 export function pausedModels(gateway: Gateway): Promise<Map<string, ModelSwitchRow>> {
   const now = gateway.now();

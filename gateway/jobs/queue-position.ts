@@ -153,8 +153,10 @@ interface FairLine {
   cut: boolean;
 }
 
+// Its read groups every held job of the model (as a release pass does): every 2 s by
+// default, as the checkpoints are, and afresh where the counts are (a period of 0).
 const fairLines = sharedReadings<FairLine>({
-  periodMs: (gateway) => gateway.config.queueDepthCacheMs,
+  periodMs: (gateway) => 2 * gateway.config.queueDepthCacheMs,
 });
 
 /**

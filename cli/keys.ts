@@ -1,6 +1,5 @@
 import { parseArgs } from "node:util";
 import { DEFAULT_PLAN, PLAN_NAMES, PlanName } from "../gateway/plans.ts";
-import { TenantId } from "../gateway/routes/admin.ts";
 import {
   insertApiKey,
   listApiKeys,
@@ -12,6 +11,7 @@ import {
 import { insertTenant, tenantById } from "../gateway/store/tenants.ts";
 import { newWebhookSecret } from "../gateway/webhooks/secret.ts";
 import { UserError } from "../shared/errors.ts";
+import { TenantId } from "../shared/protocol/index.ts";
 import { openAdminDatabase } from "./admin-database.ts";
 
 export const KEYS_HELP = `gantry keys: make, list and revoke API keys, straight in the database.

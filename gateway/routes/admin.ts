@@ -2,6 +2,7 @@ import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { HttpProblem, notFound } from "../../shared/errors.ts";
 import { newId } from "../../shared/ids.ts";
+import { TenantId } from "../../shared/protocol/index.ts";
 import type { AppEnv } from "../env.ts";
 import { parseJsonBody, parseQuery, refuseUnknownParameters } from "../http/validation.ts";
 import { documented, inline, json, problems, type SchemaName } from "../openapi/parts.ts";
@@ -22,9 +23,6 @@ import { newWebhookSecret } from "../webhooks/secret.ts";
  * Admin API (tenants, API keys): mounted at /v1/admin, for keys with the `admin` scope.
  * `admin` is the operator's scope: it reaches every tenant, so never give it to a customer.
  */
-export const TenantId = z
-  .string()
-  .regex(/^ten_[0-9a-z_-]{1,64}$/, "ten_ then up to 64 lowercase letters, digits, _ or -");
 
 const CreateTenant = z.strictObject({
   id: TenantId.optional(),

@@ -13,6 +13,7 @@ export * from "./model.ts";
 export * from "./progress.ts";
 export * from "./queue-message.ts";
 export * from "./run-usage.ts";
+export * from "./tenant.ts";
 export * from "./upload.ts";
 export * from "./usage.ts";
 export * from "./webhook.ts";

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { ModelId } from "./job.ts";
+import { TenantId } from "./tenant.ts";
 
 /**
  * Usage: device time per tenant, API key, model and day (`GET /v1/usage`,
@@ -33,7 +34,7 @@ export const AdminUsageQuery = UsageQuery.extend({
     )
     .optional()
     .describe("Comma-separated: `tenant`, `model`, `key`, `day`. Default: one row, the total."),
-  tenant_id: z.string().min(1).max(64).optional().describe("One tenant's usage only."),
+  tenant_id: TenantId.optional().describe("One tenant's usage only."),
 });
 export type AdminUsageQuery = z.infer<typeof AdminUsageQuery>;
 

@@ -177,7 +177,7 @@ export const AGENT_SETTINGS = {
   metricsPort: setting(
     "GANTRY_METRICS_PORT",
     port(1).optional(),
-    "Serve Prometheus /metrics on this port; off when unset.",
+    "Serve Prometheus /metrics on this port, on every interface (unlike the gateway's, so a scraper in another pod or host reaches it: keep the port off a public address); off when unset.",
   ),
   overflowAfterMs: setting(
     "GANTRY_OVERFLOW_AFTER_SECONDS",

@@ -51,28 +51,36 @@ export async function publishJob(
  * confirm each capped a tenant alone at a window per few round trips); one that publishes
  * many in order (`publishMany`: the sql queue, one statement, not a commit each) gets them in
  * one call; any other one after another. Marked published in the background, as
- * `publishJob` does. A failure loses nothing: the jobs stay unpublished and the sweeper's
- * outbox publishes them again.
+ * `publishJob` does, unless `awaitMarks`. A failure loses nothing: the jobs stay unpublished
+ * and the sweeper's outbox publishes them again. Returns how many were published.
  */
-export async function publishJobs(gateway: Gateway, rows: readonly JobRow[]): Promise<void> {
+export async function publishJobs(
+  gateway: Gateway,
+  rows: readonly JobRow[],
+  options: { awaitMarks?: boolean } = {},
+): Promise<number> {
   const { queue } = gateway;
-  const one = (row: JobRow) => publishJob(gateway, row, { markInBackground: true });
+  const markInBackground = !options.awaitMarks;
+  const one = (row: JobRow) => publishJob(gateway, row, { markInBackground });
   if (queue.publishesInOrder) {
-    await Promise.all(rows.map(one));
-    return;
+    return (await Promise.all(rows.map(one))).filter(Boolean).length;
   }
   if (!queue.publishMany || rows.length < 2) {
-    for (const row of rows) await one(row);
-    return;
-  }
-  try {
-    await queue.publishMany(rows.map(queueMessageOf));
-  } catch (error) {
-    publishFailed(gateway, { job_ids: rows.map((row) => row.id) }, error);
-    return;
+    let published = 0;
+    for (const row of rows) if (await one(row)) published++;
+    return published;
   }
   const ids = rows.map((row) => row.id);
-  gateway.background(gateway.stores.jobs.bulk.markPublished(ids, gateway.now()));
+  try {
+    await queue.publishMany(rows.map(queueMessageOf));
+    const marked = gateway.stores.jobs.bulk.markPublished(ids, gateway.now());
+    if (markInBackground) gateway.background(marked);
+    else await marked;
+  } catch (error) {
+    publishFailed(gateway, { job_ids: ids }, error);
+    return 0;
+  }
+  return rows.length;
 }
 
 function publishFailed(gateway: Gateway, jobs: object, error: unknown): void {

@@ -4,9 +4,10 @@ import { JobId } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import type { AppEnv } from "../env.ts";
 import { parseJsonBody } from "../http/validation.ts";
-import { afterTransitions, publishJob } from "../jobs/lifecycle.ts";
+import { afterTransitions } from "../jobs/lifecycle.ts";
 import { modelState } from "../jobs/model-state.ts";
 import { forgetSwitches } from "../jobs/model-switches.ts";
+import { publishJobs } from "../jobs/publish.ts";
 import { releaseSoon } from "../jobs/release.ts";
 import { documented, inline, json, problems } from "../openapi/parts.ts";
 
@@ -127,10 +128,9 @@ export const adminModelRoutes = documented(
     await gateway.stores.jobs.resumeModel(model, gateway.now());
     forgetSwitches(gateway);
     await gateway.stores.jobs.unpublishModel(model);
-    let republished = 0;
-    for (const row of await gateway.stores.jobs.unpublishedOfModel(model, RESUME_REPUBLISH)) {
-      if (await publishJob(gateway, row)) republished++;
-    }
+    // Together, not one by one: on Workers an invocation may make 1 000 D1 queries at most.
+    const waiting = await gateway.stores.jobs.unpublishedOfModel(model, RESUME_REPUBLISH);
+    const republished = await publishJobs(gateway, waiting, { awaitMarks: true });
     // Its held jobs waited for the resume too.
     await releaseSoon(gateway, model);
     const state = await modelState(gateway, model);

@@ -4,6 +4,7 @@ import { DEFAULT_QUEUE_LIMITS } from "../../shared/queue/port.ts";
 import type { Gateway } from "../context.ts";
 import { afterTransition, afterTransitions, publishJob } from "../jobs/lifecycle.ts";
 import { pausedModels } from "../jobs/model-switches.ts";
+import { publishJobs } from "../jobs/publish.ts";
 import { releaseHeld } from "../jobs/release.ts";
 import { settleSilentQueued } from "./dead.ts";
 import { republishLost } from "./lost.ts";
@@ -92,12 +93,10 @@ export interface SweepReport {
 export async function sweep(gateway: Gateway, options: SweepOptions = {}): Promise<SweepReport> {
   const now = gateway.now();
   const batch = options.batch ?? BATCH;
-  let republished = 0;
   const outboxBefore = now - (options.outboxGraceMs ?? OUTBOX_GRACE_MS);
   const paused = [...(await pausedModels(gateway)).keys()];
-  for (const row of await gateway.stores.jobs.unpublished(outboxBefore, batch, paused)) {
-    if (await publishJob(gateway, row)) republished++;
-  }
+  const unpublished = await gateway.stores.jobs.unpublished(outboxBefore, batch, paused);
+  let republished = await publishJobs(gateway, unpublished, { awaitMarks: true });
   // Held jobs a missed or failed pass left (a gateway gone mid-release, a lost kick).
   const releasedHeld = await releaseHeld(gateway, batch);
   // In one statement, not one a job: on Workers the cron's invocation may make 1 000 D1

@@ -42,6 +42,12 @@ describe.each(["sqlite", "postgres"] as const)("sweep() on %s", (kind) => {
         await real.publish(message, options);
         published.push(message);
       },
+      // The outbox pass publishes what it found together (gateway/jobs/publish.ts).
+      async publishMany(messages) {
+        if (publishFails) throw new Error("broker unreachable");
+        await real.publishMany?.(messages);
+        published.push(...messages);
+      },
     };
     gateway = build(recording);
   });

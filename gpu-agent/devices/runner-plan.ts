@@ -16,7 +16,7 @@ type PlanConfig = Pick<
 export interface RunnerPlan {
   gpus: AgentGpu[];
   /** Per runner: what to add to its options (its GPU, budget, start-up models). */
-  runners: Pick<RunnerOptions, "gpu" | "memoryBudgetMb" | "preload">[];
+  runners: Pick<RunnerOptions, "gpu" | "memoryBudgetMb" | "preload" | "pinPreload">[];
   /** The pool's budgets and pinned models. */
   pool: PoolOptions;
   /** Each device's budget (MiB), by nvidia-smi index, or `host` without GPUs. */
@@ -68,6 +68,7 @@ export async function planRunners(
       ...(gpu ? { gpu: { index: gpu.info.index, cudaDeviceId: gpu.cudaDeviceId } } : {}),
       memoryBudgetMb: Math.floor(budgets.get(key)! / sharing(key)),
       preload: config.preload ?? config.models,
+      ...(config.preload ? { pinPreload: true } : {}),
     };
   });
   return {

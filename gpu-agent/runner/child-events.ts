@@ -15,6 +15,8 @@ export interface PendingRun extends TimedRun {
 export function loadMessage(options: RunnerOptions, first?: readonly string[]): LoadMessage {
   const { models, threads, providers, modelConfigs, preload, memoryBudgetMb, gpu, tensorrt } =
     options;
+  // A successor started with `first` (the model that ran out of memory) keeps to the budget.
+  const keepAll = options.pinPreload === true && !first?.length;
   return {
     v: 1,
     type: "load",
@@ -25,6 +27,7 @@ export function loadMessage(options: RunnerOptions, first?: readonly string[]): 
     serves: [...models],
     ...(gpu ? { deviceId: gpu.cudaDeviceId } : {}),
     ...(memoryBudgetMb === undefined ? {} : { budgetMb: memoryBudgetMb }),
+    ...(keepAll ? { keepAll } : {}),
     ...(tensorrt ? { tensorrt } : {}),
   };
 }

@@ -10,7 +10,7 @@ import { ModelConfigError } from "../pipelines/model-config.ts";
 import type { LoadMessage, ModelReply, ReadyMessage } from "./child-protocol.ts";
 import { loadModel, loadModels, UnknownModelError } from "./load-models.ts";
 import { errorMessage } from "./providers.ts";
-import { OVERSIZED_MODEL } from "./types.ts";
+import { OVERSIZED_MODEL, PRELOAD_OVER_BUDGET } from "./types.ts";
 
 export interface ChildModelsOptions {
   /** Sessions on the child's device thread, for a provider and GPU. */
@@ -48,16 +48,18 @@ export class ChildModels {
         // A model whose declared size would not fit is left for later without loading it.
         before: async (model) => {
           before = await this.used();
-          return this.fits(total + (declaredMb(message.configs?.[model]) ?? 0));
+          const declared = declaredMb(message.configs?.[model]) ?? 0;
+          return message.keepAll === true || this.fits(total + declared);
         },
         after: async (model, _pipeline) => {
           const size = declaredMb(message.configs?.[model]) ?? (await this.used()) - before;
           const mb = Math.max(0, Math.round(size));
-          if (total > 0 && !this.fits(total + mb)) return false;
+          if (!message.keepAll && total > 0 && !this.fits(total + mb)) return false;
           // The first model is kept even when the budget cannot hold it (the runner would
-          // serve nothing otherwise); said as a load on demand says it (placement.ts).
-          if (total === 0 && !this.fits(mb)) {
-            this.options.log("warn", OVERSIZED_MODEL, {
+          // serve nothing otherwise), and GANTRY_PRELOAD's all are: said, as a load on demand
+          // says it (placement.ts).
+          if (!this.fits(total + mb)) {
+            this.options.log("warn", total === 0 ? OVERSIZED_MODEL : PRELOAD_OVER_BUDGET, {
               model,
               memory_mb: mb,
               budget_mb: message.budgetMb,

@@ -31,6 +31,8 @@ export const LoadMessage = z.object({
   deviceId: z.number().int().min(0).optional(),
   /** Models after the first load at start only while their sizes stay within this (MiB). */
   budgetMb: z.number().min(0).optional(),
+  /** Every start-up model is kept whatever `budgetMb` (GANTRY_PRELOAD's: never unloaded). */
+  keepAll: z.boolean().optional(),
   /** CUDA sessions through TensorRT first, unless a model's config says otherwise. */
   tensorrt: z.boolean().optional(),
 });

@@ -6,6 +6,9 @@ import type { BatchTimings } from "./child-protocol.ts";
 /** What a runner logs of a model its memory budget cannot hold, at start or on demand. */
 export const OVERSIZED_MODEL =
   "model is larger than the runner's whole memory budget: it is loaded alone";
+/** What a runner logs of a GANTRY_PRELOAD model past its memory budget. */
+export const PRELOAD_OVER_BUDGET =
+  "GANTRY_PRELOAD's models exceed the runner's memory budget: this one is loaded all the same";
 
 /** How one model is batched on one runner, as the scheduler in front of the runners sees it. */
 export interface BatchPolicy {
@@ -77,6 +80,8 @@ export interface RunnerOptions {
   batchWindowMs?: number;
   /** Models loaded at start, in order, while they fit `memoryBudgetMb`. Default: `models`. */
   preload?: readonly string[];
+  /** `preload` is GANTRY_PRELOAD's: every one of them is loaded, whatever the budget. */
+  pinPreload?: boolean;
   /** The memory (MiB) this runner's models may take; unlimited when absent. */
   memoryBudgetMb?: number;
   /** The GPU to run on: nvidia-smi's index (for reports) and CUDA's device id. */

@@ -6,26 +6,28 @@ import { parseAgentConfig } from "../../gpu-agent/config.ts";
 import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
 
 /**
- * An operator whose GANTRY_MODEL_MEMORY_MB cannot hold the first model it serves (a budget
- * set in GiB by mistake, or a model bigger than planned): the runner loads it at start all
- * the same, alone, as docs/agents.md says; but only a load on demand said so, so a model
- * measured at start (no `memory_mb` in models.yaml) went over the budget without a word.
+ * An operator whose GANTRY_MODEL_MEMORY_MB cannot hold what a runner is to load at start (a
+ * budget set in GiB by mistake, or models bigger than planned):
+ * - the first model is loaded all the same, alone, as docs/agents.md says; but only a load
+ *   on demand said so, so a model measured at start (no `memory_mb` in models.yaml) went
+ *   over the budget without a word;
+ * - GANTRY_PRELOAD's models are "loaded at start and never unloaded", but those past the
+ *   budget were left out at start without a word, and loaded over it by their first job.
  */
 let gw: TestGateway;
-let agent: AgentHandle | undefined;
-const lines: { level: number; msg: string; model?: string; budget_mb?: number }[] = [];
+const agents: AgentHandle[] = [];
 
 beforeAll(async () => {
-  gw = await startTestGateway({ models: ["ocr"] });
+  gw = await startTestGateway({ models: ["ocr", "noop"] });
 });
 afterAll(async () => {
-  await agent?.stop();
+  for (const agent of agents) await agent.stop();
   await gw?.close();
 });
 
-it("warns at start when the first model is larger than the runner's whole budget", {
-  timeout: 120_000,
-}, async () => {
+/** An agent with a 1 MiB budget, and the log lines it wrote. */
+async function tightAgent(env: Record<string, string>) {
+  const lines: { level: number; msg: string; model?: string; budget_mb?: number }[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
       for (const line of chunk.toString().split("\n").filter(Boolean)) lines.push(JSON.parse(line));
@@ -36,22 +38,46 @@ it("warns at start when the first model is larger than the runner's whole budget
     GANTRY_GATEWAY_URL: gw.url,
     GANTRY_AGENT_TOKEN: gw.agentToken,
     GANTRY_QUEUE_URL: "embedded",
-    GANTRY_MODELS: "ocr",
     GANTRY_MODEL_MEMORY_MB: "1",
     GANTRY_EXECUTION_PROVIDERS: "cpu",
     GANTRY_THREADS: "1",
     GANTRY_DRAIN_TIMEOUT_SECONDS: "5",
+    ...env,
   });
-  agent = await startAgent(config, {
+  const agent = await startAgent(config, {
     logger: pino({ level: "info" }, sink),
     openQueue: async () => ({ queue: gw.queue, description: "test", close: async () => {} }),
   });
+  agents.push(agent);
+  return { agent, lines };
+}
+
+it("warns at start when the first model is larger than the runner's whole budget", {
+  timeout: 120_000,
+}, async () => {
+  const { agent, lines } = await tightAgent({ GANTRY_MODELS: "ocr" });
   // Loaded all the same: the runner serves it, alone.
   expect(agent.supervisor.status().runners[0]?.models).toEqual(["ocr"]);
   const warning = lines.find((line) => line.msg.includes("larger than the runner's whole memory"));
   expect(warning, JSON.stringify(lines.map((line) => line.msg))).toMatchObject({
     level: 40,
     model: "ocr",
+    budget_mb: 1,
+  });
+});
+
+it("loads every GANTRY_PRELOAD model at start, saying the budget cannot hold them", {
+  timeout: 120_000,
+}, async () => {
+  const { agent, lines } = await tightAgent({
+    GANTRY_MODELS: "ocr,noop",
+    GANTRY_PRELOAD: "ocr,noop",
+  });
+  expect(agent.supervisor.status().runners[0]?.models).toEqual(["ocr", "noop"]);
+  const warning = lines.find((line) => line.msg.includes("GANTRY_PRELOAD"));
+  expect(warning, JSON.stringify(lines.map((line) => line.msg))).toMatchObject({
+    level: 40,
+    model: "noop",
     budget_mb: 1,
   });
 });

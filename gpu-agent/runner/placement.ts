@@ -1,6 +1,6 @@
 import type { JobError } from "../../shared/protocol/index.ts";
 import { ModelLoadError } from "./child-model-calls.ts";
-import { OVERSIZED_MODEL, type Runner, type RunnerLogger } from "./types.ts";
+import { NO_ROOM, OVERSIZED_MODEL, type Runner, type RunnerLogger } from "./types.ts";
 
 export interface PlacementOptions {
   /** The memory (MiB) each runner's models may take; absent: no limit. */
@@ -122,29 +122,52 @@ export class ModelPlacement {
     this.sizes.set(model, memoryMb);
     if (known === undefined) this.warnOversized(index, model, memoryMb, budget);
     // Measured only now: what it turned out to take is made room for after the fact.
-    await this.makeRoom(index, model, 0, budget);
+    const over = await this.makeRoom(index, model, 0, budget);
+    // Room the model itself would fit in, but what cannot be unloaded holds it: said once.
+    if (over !== null && budget !== undefined && memoryMb <= budget) {
+      this.options.logger?.warn(
+        {
+          runner: index,
+          model,
+          used_mb: over,
+          budget_mb: budget,
+          kept: this.loaded(index)
+            .filter((m) => m !== model)
+            .sort(),
+        },
+        NO_ROOM,
+      );
+    }
     this.options.logger?.info(
       { runner: index, model, memory_mb: memoryMb, loaded: this.loaded(index) },
       "model loaded",
     );
   }
 
-  /** Unloads idle models, least recently used first, until `needMb` more fits the budget. */
-  private async makeRoom(index: number, model: string, needMb: number, budget?: number) {
-    if (budget === undefined) return;
+  /**
+   * Unloads idle models, least recently used first, until `needMb` more fits the budget.
+   * Null once it fits; else what the runner's models take, none of them left to unload.
+   */
+  private async makeRoom(
+    index: number,
+    model: string,
+    needMb: number,
+    budget?: number,
+  ): Promise<number | null> {
+    if (budget === undefined) return null;
     const runner = this.runners[index]!;
     const tried = new Set<string>();
     for (;;) {
       const loaded = runner.loadedModels?.() ?? new Map<string, number>();
       let used = needMb;
       for (const mb of loaded.values()) used += mb;
-      if (used <= budget) return;
+      if (used <= budget) return null;
       const idle = [...loaded.keys()]
         .filter((m) => m !== model && !tried.has(m))
         .filter((m) => !this.inUse[index]!.has(m) && !this.pinned.has(m))
         .sort((a, b) => (this.lastUsed[index]!.get(a) ?? 0) - (this.lastUsed[index]!.get(b) ?? 0));
       const victim = idle[0];
-      if (victim === undefined) return;
+      if (victim === undefined) return used;
       tried.add(victim);
       this.leaving[index]!.add(victim);
       try {

@@ -6,6 +6,9 @@ import type { BatchTimings } from "./child-protocol.ts";
 /** What a runner logs of a model its memory budget cannot hold, at start or on demand. */
 export const OVERSIZED_MODEL =
   "model is larger than the runner's whole memory budget: it is loaded alone";
+/** What a runner logs when models it may not unload leave a loaded one over its budget. */
+export const NO_ROOM =
+  "no room in the runner's memory budget: the models it holds are pinned (GANTRY_PRELOAD) or running; loaded over it";
 /** What a runner logs of a GANTRY_PRELOAD model past its memory budget. */
 export const PRELOAD_OVER_BUDGET =
   "GANTRY_PRELOAD's models exceed the runner's memory budget: this one is loaded all the same";

@@ -1,7 +1,9 @@
+import { Writable } from "node:stream";
+import pino from "pino";
 import { describe, expect, it } from "vitest";
 import type { RunRequest, RunResult } from "../../gpu-agent/inference/types.ts";
 import { createRunnerPool } from "../../gpu-agent/runner/pool.ts";
-import type { Runner } from "../../gpu-agent/runner/types.ts";
+import { NO_ROOM, type Runner } from "../../gpu-agent/runner/types.ts";
 import { deferred } from "../helpers/fake-runner.ts";
 
 /**
@@ -113,6 +115,44 @@ describe("models placed by memory", () => {
     expect([...loaded.keys()].sort()).toEqual(["big", "p"]);
     await finish("big");
     expect((await big).ok).toBe(true);
+  });
+
+  it("says so when pinned models leave no room, and loads over the budget", async () => {
+    // GANTRY_PRELOAD's models fill the budget: a job of another model loaded it past the
+    // budget without a word, where on a GPU that is the memory the models were to stay in.
+    const { runner, events, loaded, finish } = loadingRunner({ loaded: ["p", "q"] });
+    const warnings: Record<string, unknown>[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const line of chunk.toString().split("\n").filter(Boolean)) {
+          const {
+            level: _level,
+            time: _time,
+            pid: _pid,
+            hostname: _host,
+            ...rest
+          } = JSON.parse(line);
+          warnings.push(rest);
+        }
+        done();
+      },
+    });
+    const logger = pino({ level: "warn" }, sink);
+    const pool = createRunnerPool([runner], undefined, {
+      budgetMb: () => 200,
+      pinned: ["p", "q"],
+      declaredMb: () => 100,
+      logger,
+    });
+    const c = pool.run(request("c"));
+    await settle();
+    expect(events).toEqual(["load c", "run c"]);
+    expect([...loaded.keys()].sort()).toEqual(["c", "p", "q"]);
+    expect(warnings).toEqual([
+      { runner: 0, model: "c", used_mb: 300, budget_mb: 200, kept: ["p", "q"], msg: NO_ROOM },
+    ]);
+    await finish("c");
+    expect((await c).ok).toBe(true);
   });
 
   it("loads a model again that a batch asks for while it is being unloaded", async () => {

@@ -167,8 +167,8 @@ const fairLines = sharedReadings<FairLine>({
 
 /**
  * The release's own order (fair-order.ts) over the model's held jobs, as far as `TURNS`
- * turns (fewer with many lanes: `LANE_TURNS`), ignoring `max_running_jobs`: a tenant held by its limit says so as its reason, and
- * its place is where it stands once it may run again.
+ * turns (fewer with many lanes: `LANE_TURNS`), ignoring `max_running_jobs`: a tenant held
+ * by its limit says so as its reason, and its place is where it stands once it may run again.
  */
 async function readFairLine(gateway: Gateway, model: string): Promise<FairLine> {
   const snapshot = await gateway.stores.line.snapshot(model, gateway.now(), TURNS);

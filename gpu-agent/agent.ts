@@ -77,8 +77,9 @@ export async function startAgent(
 ): Promise<AgentHandle> {
   const logger = deps.logger ?? pino({ name: "gantry-agent" });
   const progress = deps.progress ?? (() => {});
-  // Its id first (a ready client or an in-process gateway carries its own credentials), so
-  // every line below names the agent as the gateway does.
+  // The GPUs before enrolling: a GPU setting refused then left an agent row at every start.
+  const plan = await planRunners(configured);
+  // Its id next, so every line below names it as the gateway does (a ready client has it).
   const config =
     deps.gateway || deps.gatewayCalls
       ? configured
@@ -132,7 +133,6 @@ export async function startAgent(
   );
   const modelConfigs = toModelConfigs(resolved);
   const createRunner = deps.createRunner ?? createChildRunner;
-  const plan = await planRunners(config);
   for (const gpu of plan.gpus) {
     const { index, name, memoryFreeMiB } = gpu.info;
     const budget = plan.budgets.get(index);

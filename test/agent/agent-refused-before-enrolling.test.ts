@@ -1,0 +1,49 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { installStubNvidiaSmi } from "../helpers/stub-nvidia-smi.ts";
+import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
+
+/**
+ * An agent whose GPU settings cannot work (GANTRY_GPUS naming a GPU the host lacks, cuda
+ * alone without its library) stops at start, exit 2; but it enrolled first, so every such
+ * start left an agent that "enrolled but never registered" in `gantry agents list`: a
+ * crash-looping pod (the kubelet restarts it whatever its exit code) one more every restart.
+ * The GPUs are now planned before the agent enrolls.
+ */
+const BIN = join(import.meta.dirname, "../../bin/gantry-agent.js");
+let gw: TestGateway;
+let smi: ReturnType<typeof installStubNvidiaSmi>;
+beforeAll(async () => {
+  smi = installStubNvidiaSmi();
+  gw = await startTestGateway({ models: ["noop"] });
+});
+afterAll(async () => {
+  smi?.restore();
+  await gw?.close();
+});
+
+it("refuses a GPU it cannot see before it enrolls, leaving no agent behind", {
+  timeout: 60_000,
+}, async () => {
+  const child = spawn(process.execPath, [BIN, "run"], {
+    env: {
+      PATH: process.env.PATH,
+      GANTRY_GATEWAY_URL: gw.url,
+      GANTRY_AGENT_TOKEN: gw.agentToken,
+      GANTRY_MODELS: "noop",
+      GANTRY_GPUS: "7",
+      GANTRY_LOG_FORMAT: "json",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const [code] = await once(child, "exit");
+  expect(code, stderr).toBe(2);
+  expect(stderr).toContain("GANTRY_GPUS names GPU 7, which this process cannot see");
+  expect(await gw.gateway.stores.agents.list({ limit: 10 })).toEqual([]);
+});

@@ -22,6 +22,9 @@ revoke refuses the agent from its next request on.
 The database is GANTRY_DATABASE_URL, or GANTRY_DATA_DIR/gantry.db (.gantry/gantry.db).
 `;
 
+/** Agents read (and viewed) at a time by `list`. */
+const LIST_PAGE = 1000;
+
 export interface AgentsOutput {
   stdout: (text: string) => void;
   stderr: (text: string) => void;
@@ -79,7 +82,16 @@ export async function runAgentsCommand(
       return;
     }
     if (action === "list") {
-      const views = await viewsOf(await store.list({ limit: 1000 }));
+      // Every agent, a page at a time: each enrolled start makes a row, and a page of the
+      // newest alone left out a long-lived agent behind 1 000 of them.
+      const views: AgentView[] = [];
+      let before: string | undefined;
+      for (;;) {
+        const page = await store.list({ limit: LIST_PAGE, before });
+        views.push(...(await viewsOf(page)));
+        if (page.length < LIST_PAGE) break;
+        before = page.at(-1)?.id;
+      }
       out.stdout(values.json ? `${JSON.stringify(views)}\n` : agentTable(views, now));
       return;
     }

@@ -26,6 +26,7 @@ import { runKeysCommand } from "./keys.ts";
 import { loadOrCreateSecrets } from "./secrets.ts";
 import { type GantrySettings, readSettings } from "./settings.ts";
 import { webhookPolicyNote } from "./webhook-note.ts";
+import { workersOnlySettingLines } from "./workers-only-settings.ts";
 
 const HELP = `gantry: durable asynchronous AI inference jobs.
 
@@ -113,6 +114,7 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
   });
   const say = (line: string) => process.stderr.write(`gantry: ${line}\n`);
   for (const line of unknownSettingLines(env)) say(line);
+  for (const line of workersOnlySettingLines(env)) say(line);
   // Before anything is written into it: the database holds agent and webhook secrets.
   const tightened = privateDataDir(settings);
   for (const { path, from, to } of tightened) {

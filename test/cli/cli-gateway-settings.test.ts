@@ -115,6 +115,8 @@ describe("gantry gateway with an allow-list, a queue bound and JSON logs", () =>
       GANTRY_WEBHOOK_ALLOW: "127.0.0.1",
       GANTRY_MAX_QUEUE_DEPTH_BY_MODEL: "noop=1",
       GANTRY_LOG_FORMAT: "json",
+      // Workers' name for GANTRY_API_KEY: ignored here, and said so.
+      GANTRY_BOOTSTRAP_API_KEY: `gk_live_${randomToken(24)}`,
     });
   }, 60_000);
   afterAll(async () => {
@@ -129,6 +131,12 @@ describe("gantry gateway with an allow-list, a queue bound and JSON logs", () =>
     expect(banner).toMatch(/take their jobs from this gateway and need no queue URL/);
     // Named, never printed: the token lets any host join the fleet.
     expect(banner).not.toMatch(/gat_[A-Za-z0-9_-]{20}/);
+  });
+
+  it("says that a Workers-only setting is ignored, and what it takes instead", () => {
+    expect(gw.output()).toContain(
+      "gantry: GANTRY_BOOTSTRAP_API_KEY is read by the Workers gateway only, and ignored here: the default tenant's key comes from GANTRY_API_KEY\n",
+    );
   });
 
   it("says in its banner which receivers it allows", () => {

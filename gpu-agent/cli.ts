@@ -131,8 +131,11 @@ async function run(config: AgentConfig): Promise<void> {
   shutdown.started(agent);
   void agent.stopped.then((reason) => {
     if (reason !== "revoked") return;
-    say("revoked by the gateway; exiting");
-    process.exit(1);
+    // Exit 2, as for a setting only the operator can change: a service manager that restarts
+    // on failure (the systemd unit spares only 2) started it again, and with the fleet's
+    // token the new process enrolled anew, undoing the revocation within seconds.
+    say("revoked by the gateway; exiting (code 2: not to be restarted)");
+    process.exit(2);
   });
 }
 

@@ -33,6 +33,7 @@ export function queueInfo(gateway: Gateway): QueueInfo {
     transport: leases ? "sql" : "external",
     lease_ms: limits.leaseMs,
     max_attempts: limits.maxAttempts,
+    give_back: true,
   };
 }
 
@@ -137,6 +138,8 @@ export function settleDeliveries(
           return applied(await leases.deadLetter(settle.receipt, settle.error));
         case "extend":
           return applied(await leases.extend(settle.receipt, settle.lease_ms));
+        case "give_back":
+          return applied(await leases.giveBack(settle.receipt));
       }
     }),
   );

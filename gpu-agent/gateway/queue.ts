@@ -32,6 +32,8 @@ export interface GatewayQueueOptions {
   leaseMs: number;
   /** How long one take waits at the gateway for a message. Default 20 s. */
   waitMs?: number;
+  /** Whether the gateway takes the `give_back` settle (`QueueInfo.give_back`). */
+  giveBack?: boolean;
   /** Told about failed takes and handler errors; neither stops a consumer. */
   onError?: (error: unknown) => void;
 }
@@ -61,6 +63,7 @@ export async function openGatewayQueue(
   }
   const queue = createGatewayQueue(calls, {
     leaseMs: info.lease_ms,
+    giveBack: info.give_back === true,
     onError: (error) => log.error({ err: error }, "queue error"),
   });
   return {
@@ -166,6 +169,7 @@ export function createGatewayQueue(calls: GatewayQueueCalls, options: GatewayQue
 interface ConsumerSettings extends PullSlots {
   leaseMs: number;
   waitMs?: number;
+  giveBack?: boolean;
   models: string[] | undefined;
   minAgeMs: number;
   onError: (error: unknown) => void;
@@ -179,7 +183,7 @@ function startConsumer(calls: GatewayQueueCalls, handler: DeliveryHandler, s: Co
     // The receipt guards every settle at the gateway, so this local deadline only frees the
     // slot; it starts when the answer came, and the gateway's own lease decides.
     const lease = openLocalLease(Date.now() + s.leaseMs, slots.hold(leased.message.model));
-    const delivery = createDelivery(calls, leased, lease);
+    const delivery = createDelivery(calls, leased, lease, s.giveBack === true);
     Promise.resolve()
       .then(() => handler(delivery))
       .catch(s.onError);
@@ -222,15 +226,20 @@ function startConsumer(calls: GatewayQueueCalls, handler: DeliveryHandler, s: Co
   let stopping: Promise<void> | undefined;
   return {
     stop() {
-      // A take waiting at the gateway is cut: what it would have leased is redelivered after
-      // the lease (a take that was answered is handed out as usual).
+      // A take waiting at the gateway is cut: what it had leased goes back unspent (the
+      // gateway gives it back); a take that was answered is handed out as usual.
       stopping ??= slots.halt(running, () => abort.abort());
       return stopping;
     },
   };
 }
 
-function createDelivery(calls: GatewayQueueCalls, leased: QueueDelivery, lease: LocalLease) {
+function createDelivery(
+  calls: GatewayQueueCalls,
+  leased: QueueDelivery,
+  lease: LocalLease,
+  canGiveBack: boolean,
+) {
   const { message, receipt } = leased;
   const lost = () => {
     lease.free();
@@ -257,6 +266,11 @@ function createDelivery(calls: GatewayQueueCalls, leased: QueueDelivery, lease: 
     async deadLetter(error: JobError) {
       await settle({ op: "dead_letter", receipt, error });
     },
+    ...(canGiveBack && {
+      async giveBack() {
+        await settle({ op: "give_back", receipt });
+      },
+    }),
     ackByReport: {
       receipt,
       async acked(applied: boolean) {

@@ -11,6 +11,7 @@ import { runAttempt } from "./attempt.ts";
 import { HoldEnded, untilGatewayAnswers } from "./hold.ts";
 import { InFlightJob } from "./in-flight.ts";
 import { PoisonTracker } from "./poison.ts";
+import { DRAINING, reportReleased, sendBack } from "./release.ts";
 import { type ReportUsage, usageAttributes, usageFields } from "./report-usage.ts";
 import type { HeldCall, SettleOutcome, SupervisorEvent } from "./types.ts";
 
@@ -117,18 +118,12 @@ export class Deliveries {
   /** Tells the gateway (if it had claimed the job) and requeues at once for another agent. */
   async release(job: InFlightJob): Promise<void> {
     if (!job.release()) return;
-    const error: JobError = {
-      type: "transient",
-      code: "agent_draining",
-      message: "the agent shut down before the job finished",
-    };
     // A job the gateway claimed as it handed the delivery out is claimed as well.
     const { gateway } = this.options;
     const claimed = job.claimed || gateway.claimedAhead?.(job.jobId, job.attempt);
-    if (claimed && !(await this.#superseded(job))) {
-      await this.#reportReleased(job);
-    }
-    await this.#settle(job, "released", error, () => job.delivery.retry(0, error));
+    let free = !claimed && job.phase !== "claiming";
+    if (claimed && !(await this.#superseded(job))) free = await reportReleased(gateway, job);
+    await this.#settle(job, "released", DRAINING, () => sendBack(job, free));
   }
 
   async #run(job: InFlightJob): Promise<void> {
@@ -146,7 +141,7 @@ export class Deliveries {
     const createdAt = claimed.claim.job.created_at;
     emit({ type: "claimed", jobId: job.jobId, attempt: job.attempt, createdAt });
     // Released while the claim was in flight: not ours to run now; tell the gateway.
-    if (!job.claim()) return this.#reportReleased(job);
+    if (!job.claim()) return void (await reportReleased(gateway, job));
     const progress = this.options.progressOf(job);
     const result = await runAttempt({
       jobId: job.jobId,
@@ -252,18 +247,6 @@ export class Deliveries {
   /** Another delivery owns the job now: nothing to tell the queue, nothing to run. */
   #leaseLost(job: InFlightJob): Promise<void> {
     return this.#settle(job, "lease-lost", null, async () => {});
-  }
-
-  #reportReleased(job: InFlightJob): Promise<void> {
-    const released = {
-      type: "released" as const,
-      attempt: job.attempt,
-      reason: "agent shutting down",
-    };
-    return this.options.gateway.report(job.jobId, released).then(
-      () => {},
-      (cause) => job.log.warn({ err: cause }, "could not report the release"),
-    );
   }
 
   /** Settles once: whichever of the normal path and the drain deadline comes first wins. */

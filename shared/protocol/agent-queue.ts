@@ -30,6 +30,8 @@ export const QueueInfo = z.object({
   transport: z.string(),
   lease_ms: z.number().int().positive(),
   max_attempts: z.number().int().positive(),
+  /** Takes the `give_back` settle: an older gateway refuses the whole batch that carries one. */
+  give_back: z.boolean().optional(),
 });
 export type QueueInfo = z.infer<typeof QueueInfo>;
 
@@ -68,9 +70,13 @@ export const QueueTakeResponse = z.object({
 });
 export type QueueTakeResponse = z.infer<typeof QueueTakeResponse>;
 
-/** One settle: done, again after a delay, to the dead letters, or a longer lease. */
+/**
+ * One settle: done, again after a delay, to the dead letters, a longer lease, or given back
+ * (ready again at once, its attempt unspent: a delivery its agent never started).
+ */
 export const QueueSettle = z.discriminatedUnion("op", [
   z.object({ op: z.literal("ack"), receipt: QueueReceipt }),
+  z.object({ op: z.literal("give_back"), receipt: QueueReceipt }),
   z.object({
     op: z.literal("retry"),
     receipt: QueueReceipt,

@@ -82,6 +82,12 @@ export interface Delivery {
   /** Keep the lease (visibility) for another `ms` while work is in progress. */
   extendLease(ms: number): Promise<void>;
   /**
+   * Ready again at once with its attempt unspent: a delivery its consumer never started (an
+   * agent draining gives back what it read ahead). Only where the queue can uncount a
+   * delivery (the `sql` queue, and the gateway's); elsewhere `retry(0, …)` is the way back.
+   */
+  giveBack?(): Promise<void>;
+  /**
    * Only a delivery of the gateway's own queue (gpu-agent/gateway/queue.ts): the receipt a
    * success's report carries so that the gateway acks the message with the report, and
    * `acked`, which settles the delivery here as `ack` would once the gateway answered

@@ -4,7 +4,7 @@ import { type LocalLease, openLocalLease } from "../lease.ts";
 import { type Delivery, type DeliveryHandler, LeaseLostError, type RetryOutcome } from "../port.ts";
 import { PullLoop, type PullSlots } from "../pull-loop.ts";
 import { type Context, claim, dead, IDLE_POLL_MS, parseBody, type Row } from "./claim.ts";
-import { leaseOf, releaseLeased, updateLeased } from "./leases.ts";
+import { giveBackLeased, leaseOf, releaseLeased, updateLeased } from "./leases.ts";
 import { Waiter } from "./waiter.ts";
 
 /** A polling consumer of the `sql` queue: claims up to its free prefetch slots per poll. */
@@ -149,6 +149,7 @@ function createDelivery(ctx: Context, row: Row, message: QueueMessage, slot: Loc
       return "retried";
     },
     deadLetter,
+    giveBack: () => settle(giveBackLeased(ctx, lease)),
     async extendLease(ms: number) {
       const changed = await updateLeased(db, lease, { lease_expires_at: ctx.clock() + ms });
       if (changed > 0n) return slot.holdUntil(Date.now() + ms);

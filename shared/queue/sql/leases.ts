@@ -93,18 +93,22 @@ export function createQueueLeases(ctx: Context): QueueLeases {
     },
     async giveBack(receipt) {
       const lease = parseReceipt(receipt);
-      if (!lease) return false;
-      const result = await db
-        .updateTable("queue_messages")
-        .set({ lease_token: null, lease_expires_at: null, attempts: sql`attempts - 1` })
-        .where("seq", "=", lease.seq)
-        .where("lease_token", "=", lease.token)
-        .returning("queue")
-        .executeTakeFirst();
-      if (result) for (const wake of ctx.wakers) wake(result.queue);
-      return result !== undefined;
+      return lease ? (await giveBackLeased(ctx, lease)) > 0n : false;
     },
   };
+}
+
+/** Ready again at once, its attempt unspent (QueueLeases.giveBack, Delivery.giveBack). */
+export async function giveBackLeased(ctx: Context, lease: Lease): Promise<bigint> {
+  const result = await ctx.db
+    .updateTable("queue_messages")
+    .set({ lease_token: null, lease_expires_at: null, attempts: sql`attempts - 1` })
+    .where("seq", "=", lease.seq)
+    .where("lease_token", "=", lease.token)
+    .returning("queue")
+    .executeTakeFirst();
+  if (result) for (const wake of ctx.wakers) wake(result.queue);
+  return result ? 1n : 0n;
 }
 
 async function take(ctx: Context, request: TakeRequest): Promise<LeasedMessage[]> {

@@ -1,7 +1,6 @@
-import { HttpProblem } from "../../shared/errors.ts";
+import type { HttpProblem } from "../../shared/errors.ts";
 import { newId, newIds } from "../../shared/ids.ts";
 import {
-  type Batch,
   BatchItem,
   type BatchItemError,
   type BatchRequest,
@@ -11,17 +10,17 @@ import type { Gateway } from "../context.ts";
 import { clientMessages } from "../http/client-messages.ts";
 import { admitJobs, type JobSlot } from "../limits/backpressure.ts";
 import type { BatchRow } from "../store/batches.ts";
-import type { JobRow } from "../store/job-rows.ts";
 import { hashKey, type Tenant } from "../store/tenants.ts";
 import { assertWebhookUrlAllowed } from "../webhooks/url-policy.ts";
 import { completeIfDone } from "./batch-completion.ts";
 import { itemError, refused } from "./batch-errors.ts";
+import { earlierBatch, itemKey, itemsMade, type MadeBatch, noJobs, replay } from "./batch-keys.ts";
 import { batchView } from "./batch-view.ts";
 import { webhookDeps, webhookUrlPolicy } from "./lifecycle.ts";
 import { assertModelAccepting } from "./model-switches.ts";
 import { kickRelease } from "./release.ts";
-import { sameRequest, submitJob } from "./submit.ts";
-import { type CheckedJob, checkModelAndInputs } from "./submit-checks.ts";
+import { markUploadsUsed, submitJob } from "./submit.ts";
+import { batchUploadReader, type CheckedJob, checkModelAndInputs } from "./submit-checks.ts";
 
 /**
  * Makes a batch: every item checked on its own (one bad item is reported by its index, the
@@ -73,10 +72,15 @@ export async function createBatch(
     };
   };
   // Checked before the batch is made, so that one whose every item is bad makes nothing;
-  // each submit then skips the same checks.
+  // each submit then skips the same checks. Their uploads are read together.
+  const uploads = await batchUploadReader(
+    gateway,
+    tenant,
+    items.map((one) => jobRequest(one.item)),
+  );
   const checked = await Promise.all(
     items.map(({ index, item }) =>
-      checkModelAndInputs(gateway, tenant, jobRequest(item)).then(
+      checkModelAndInputs(gateway, tenant, jobRequest(item), uploads).then(
         (checked) => ({ index, item, checked }),
         (error: unknown) => {
           errors.push(itemError(index, error));
@@ -87,6 +91,8 @@ export async function createBatch(
   );
   const good = checked.filter((entry) => entry !== null);
   if (errors.length && (request.atomic || good.length === 0)) throw refused(errors);
+  // Again once the checks are done, for every item (no submit of the batch checks it).
+  if (gateway.models.has(request.model)) await assertModelAccepting(gateway, request.model);
   // Room in the tenant's and the model's bounds, for the batch as a whole: the first items
   // that fit are queued, the rest refused by index (with `atomic`, the whole batch is).
   const { admission, slotFor } = await admitItems(gateway, tenant, request, good, earlier, key);
@@ -131,7 +137,12 @@ async function admitItems(
 ) {
   let needRoom = good;
   if (earlier && key) {
-    const made = await itemsMade(gateway, tenant, key, good);
+    const made = await itemsMade(
+      gateway,
+      tenant,
+      key,
+      good.map(({ index }) => index),
+    );
     needRoom = good.filter(({ index }) => !made.has(itemKey(key, index)));
   }
   const admission = await admitJobs(gateway, tenant, request.model, needRoom.length);
@@ -190,7 +201,15 @@ async function makeBatch(
     if (earlier && earlier.total !== null) return replay(gateway, earlier);
   }
   // What a carried-on batch's items made already, read at once: no item reads its own.
-  const known = earlier && key ? await itemsMade(gateway, tenant, key, good) : noJobs;
+  const known =
+    earlier && key
+      ? await itemsMade(
+          gateway,
+          tenant,
+          key,
+          good.map(({ index }) => index),
+        )
+      : noJobs;
   // The jobs' ids in item order: `GET /v1/batches/{id}/jobs` lists them by id.
   const ids = newIds("job", good.length, gateway.now());
   const batchInsert = gateway.stores.jobs.bulk.inserter();
@@ -225,6 +244,8 @@ async function makeBatch(
     }),
   );
   const total = submitted.filter(Boolean).length;
+  const kept = good.filter((_, i) => submitted[i]).map(({ item }) => jobRequest(item));
+  await markUploadsUsed(gateway, kept, gateway.now());
   // One release pass for every item held (each submit left it to the batch).
   if (total > 0) kickRelease(gateway, request.model);
   await gateway.stores.jobs.sealBatch(row.id, total, gateway.now());
@@ -248,48 +269,4 @@ export interface BatchOptions {
   keyId?: string;
   /** `Idempotency-Key`: the same key and body again answer the batch already made. */
   idempotencyKey: string | null;
-}
-
-export interface MadeBatch {
-  batch: Batch;
-  /** True when an earlier request with the same key made (or began) the batch. */
-  replayed: boolean;
-}
-
-/**
- * The key a keyed batch's item makes its job under. The space keeps it apart from every key
- * a client can send (printable ASCII without spaces: validation.ts); as `${key}#${index}` it
- * was `POST /v1/jobs`'s `order-7#0`, whose job item 0 of batch `order-7` then took for its own.
- */
-const itemKey = (key: string, index: number) => `${key} #${index}`;
-
-const noJobs: ReadonlyMap<string, JobRow> = new Map();
-
-/** The jobs a keyed batch's items made already, by item key, in one read. */
-function itemsMade(gateway: Gateway, tenant: Tenant, key: string, good: Checked[]) {
-  const keys = good.map(({ index }) => itemKey(key, index));
-  return gateway.stores.jobs.bulk.byIdempotencyKeys(tenant.id, keys);
-}
-
-async function earlierBatch(gateway: Gateway, tenant: Tenant, key: string, requestHash: string) {
-  const earlier = await gateway.stores.jobs.batchByIdempotencyKey(tenant.id, key);
-  return sameRequest("batch", earlier, requestHash);
-}
-
-/**
- * The answer to a repeated request: the batch as it stands now. The first answer's item
- * errors are not kept, so `errors` is empty; a batch whose every item was refused is refused
- * again, as the first time.
- */
-async function replay(gateway: Gateway, earlier: BatchRow): Promise<MadeBatch> {
-  if (earlier.total === 0) {
-    throw new HttpProblem(
-      422,
-      "batch_invalid",
-      "Invalid batch items",
-      `Every item of batch ${earlier.id}, made with this Idempotency-Key, was refused; fix the items and send them with a new key.`,
-      { batch_id: earlier.id, errors: [] },
-    );
-  }
-  return { batch: { ...(await batchView(gateway, earlier)), errors: [] }, replayed: true };
 }

@@ -1,10 +1,11 @@
+import type { BlobHead } from "../../shared/blob/port.ts";
 import { HttpProblem } from "../../shared/errors.ts";
 import type { JobRequest } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import { clientMessages } from "../http/client-messages.ts";
 import type { ModelSpec } from "../models.ts";
 import type { Tenant } from "../store/tenants.ts";
-import { uploadBlobKey } from "../store/uploads.ts";
+import { type UploadRow, uploadBlobKey } from "../store/uploads.ts";
 import { type JobTimeout, jobTimeout } from "./timeout.ts";
 
 /**
@@ -19,10 +20,48 @@ export interface CheckedJob {
   timeout: JobTimeout;
 }
 
+/** Where a check reads an upload named by the input, and its blob's size. */
+export interface UploadReader {
+  upload(id: string): Promise<UploadRow | undefined>;
+  head(id: string): Promise<BlobHead | null>;
+}
+
+const eachAlone = (gateway: Gateway, tenant: Tenant): UploadReader => ({
+  upload: (id) => gateway.stores.uploads.forTenant(tenant.id, id),
+  head: (id) => gateway.blobs.head(uploadBlobKey(id)),
+});
+
+/**
+ * The uploads a batch's items name, read in one statement, and each blob's size once
+ * however many items name it: item by item, a 1 000-item batch of uploads made 2 000 D1
+ * queries, twice what a Worker invocation may make.
+ */
+export async function batchUploadReader(
+  gateway: Gateway,
+  tenant: Tenant,
+  requests: readonly JobRequest[],
+): Promise<UploadReader> {
+  const named = requests.map((request) => request.input.image).filter(isUploadId);
+  const uploads = await gateway.stores.uploads.forTenantMany(tenant.id, [...new Set(named)]);
+  const heads = new Map<string, Promise<BlobHead | null>>();
+  return {
+    upload: async (id) => uploads.get(id),
+    head(id) {
+      const head = heads.get(id) ?? gateway.blobs.head(uploadBlobKey(id));
+      heads.set(id, head);
+      return head;
+    },
+  };
+}
+
+const isUploadId = (image: string | undefined): image is string =>
+  Boolean(image?.startsWith("upl_"));
+
 export async function checkModelAndInputs(
   gateway: Gateway,
   tenant: Tenant,
   request: JobRequest,
+  read: UploadReader = eachAlone(gateway, tenant),
 ): Promise<CheckedJob> {
   const spec = gateway.models.get(request.model);
   if (!spec) {
@@ -46,7 +85,7 @@ export async function checkModelAndInputs(
   checkModelInput(spec, request.input);
   const timeout = jobTimeout(spec, tenant, request.timeout_seconds);
   if (!image?.startsWith("upl_")) return { spec, timeout };
-  const upload = await gateway.stores.uploads.forTenant(tenant.id, image);
+  const upload = await read.upload(image);
   if (!upload) {
     throw new HttpProblem(422, "unknown_upload", "Unknown upload", `No upload ${image}.`);
   }
@@ -58,7 +97,7 @@ export async function checkModelAndInputs(
       `Model "${spec.id}" accepts ${spec.contentTypes.join(", ")}, not ${upload.content_type}.`,
     );
   }
-  const head = await gateway.blobs.head(uploadBlobKey(upload.id));
+  const head = await read.head(upload.id);
   if (!head || head.sizeBytes !== upload.size_bytes) {
     // Past its URL's expiry the file can no longer be sent: "PUT it first" would be a dead end.
     const expiredAt = new Date(upload.expires_at).toISOString();

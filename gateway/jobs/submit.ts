@@ -35,7 +35,10 @@ export interface SubmitOptions {
   slot?: JobSlot;
   /** No room was held for this job: refused with this, unless it replays an earlier one. */
   refusal?: HttpProblem;
-  /** A batch's item: inserted with the others (job-writes.ts `bulk.inserter`). */
+  /**
+   * A batch's item: inserted with the others (job-writes.ts `bulk.inserter`); the batch
+   * checks that its model takes jobs and marks its uploads used, once for all its items.
+   */
   batchInsert?: (job: NewJob) => Promise<JobRow | null>;
   /**
    * What the Idempotency-Key made already, when the caller read it (a batch reads all its
@@ -110,7 +113,7 @@ async function submitHeld(
   if (options.refusal) throw options.refusal;
   const { spec, timeout } =
     options.checked ?? (await checkModelAndInputs(gateway, tenant, request));
-  await assertModelAccepting(gateway, spec.id);
+  if (!options.batchInsert) await assertModelAccepting(gateway, spec.id);
   assertInputUrlsAllowed(request.input, gateway.config);
   if (request.webhook) {
     assertWebhookUrlAllowed(request.webhook.url, webhookUrlPolicy(gateway));
@@ -155,7 +158,7 @@ async function submitHeld(
   phases.lap("commit");
   // Committed: from now on the job is part of the counts, no longer a place held.
   held.slot.queued();
-  await markUploadUsed(gateway, request, now);
+  if (!options.batchInsert) await markUploadsUsed(gateway, [request], now);
   afterTransition(gateway, row);
   // Held: released in fair order by a pass that starts now, which the answer does not await
   // (release.ts; a batch's, once after all its items). Released by the insert: published now.
@@ -193,11 +196,15 @@ function phaseClock(gateway: Gateway, span: TraceSpan) {
  * life of an upload never used. After the commit, and not fatal: until the mark lands the
  * queued job itself keeps the upload (retention-uploads.ts spares uploads an active job names).
  */
-async function markUploadUsed(gateway: Gateway, request: JobRequest, now: number) {
-  const image = request.input.image;
-  if (!image?.startsWith("upl_")) return;
-  await gateway.stores.retention.markUploadUsed(image, now).catch((error: unknown) => {
-    gateway.log.warn({ err: String(error), upload_id: image }, "could not mark upload used");
+export async function markUploadsUsed(
+  gateway: Gateway,
+  requests: readonly JobRequest[],
+  now: number,
+) {
+  const images = requests.map((request) => request.input.image ?? "");
+  const ids = [...new Set(images.filter((image) => image.startsWith("upl_")))];
+  await gateway.stores.retention.markUploadsUsed(ids, now).catch((error: unknown) => {
+    gateway.log.warn({ err: String(error), upload_ids: ids }, "could not mark uploads used");
   });
 }
 

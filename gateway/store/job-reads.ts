@@ -1,6 +1,7 @@
 import { type Kysely, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import type { JobStatus } from "../../shared/protocol/index.ts";
+import { boundList } from "./bound-list.ts";
 import { isPostgresDb, metadataMatches } from "./job-metadata.ts";
 import type { JobEventRow, JobRow } from "./job-rows.ts";
 
@@ -48,22 +49,15 @@ export function byIdempotencyKey(
     .executeTakeFirst();
 }
 
-/**
- * The jobs a tenant made under any of `keys`, by key: one statement whatever their number,
- * the keys one bound JSON array on SQLite and D1 (100 bound parameters a statement there),
- * an array on Postgres.
- */
+/** The jobs a tenant made under any of `keys`, by key: one statement (`boundList`). */
 export async function byIdempotencyKeys(
   db: Db,
   tenantId: string,
   keys: readonly string[],
 ): Promise<Map<string, JobRow>> {
   if (keys.length === 0) return new Map();
-  const among = isPostgresDb(db)
-    ? sql`= ANY(${[...keys]}::text[])`
-    : sql`IN (SELECT value FROM json_each(${JSON.stringify(keys)}))`;
   const { rows } = await sql<JobRow>`SELECT * FROM jobs WHERE tenant_id = ${tenantId}
-    AND idempotency_key IS NOT NULL AND idempotency_key ${among}`.execute(db);
+    AND idempotency_key IS NOT NULL AND idempotency_key ${boundList(db, keys)}`.execute(db);
   return new Map(rows.map((row) => [row.idempotency_key ?? "", row]));
 }
 

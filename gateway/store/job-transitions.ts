@@ -1,6 +1,7 @@
 import { type Kysely, type RawBuilder, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import type { JobError, JobStatus } from "../../shared/protocol/index.ts";
+import { boundList } from "./bound-list.ts";
 import { isPostgresDb } from "./job-metadata.ts";
 import { byId } from "./job-reads.ts";
 import type { JobRow, Transition } from "./job-rows.ts";
@@ -113,9 +114,8 @@ export function expireMany(db: Db, ids: readonly string[], now: number) {
 
 /**
  * The jobs among `ids` that meet `condition` ended with `status`, in one UPDATE whatever
- * their number: the ids one bound JSON array on SQLite and D1 (D1 takes 100 bound parameters
- * a statement, and 1 000 queries a Worker invocation), an array on Postgres, whose rows are
- * locked in id order first as every multi-row change's are (job-batch-updates.ts). The
+ * their number (`boundList`); on Postgres the rows are locked in id order first, as every
+ * multi-row change's are (job-batch-updates.ts). The
  * trigger appends each job's event, as for one. Returns the jobs it ended, in id order.
  */
 async function endMany(
@@ -126,9 +126,10 @@ async function endMany(
   condition: Condition,
 ): Promise<JobRow[]> {
   if (ids.length === 0) return [];
+  const among = boundList(db, ids);
   const picked = isPostgresDb(db)
-    ? sql`id = ANY(ARRAY(SELECT id FROM jobs WHERE id = ANY(${[...ids]}::text[]) ORDER BY id FOR UPDATE))`
-    : sql`id IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`;
+    ? sql`id = ANY(ARRAY(SELECT id FROM jobs WHERE id ${among} ORDER BY id FOR UPDATE))`
+    : sql`id ${among}`;
   const { rows } = await sql<JobRow>`UPDATE jobs
     SET status = ${status}, finished_at = ${now}, updated_at = ${now}, last_seq = last_seq + 1
     WHERE ${picked} AND ${condition} RETURNING *`.execute(db);

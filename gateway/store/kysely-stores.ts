@@ -21,7 +21,7 @@ import {
   tenantForKey,
   updateTenantPlan,
 } from "./tenants.ts";
-import { insertUpload, type NewUpload, uploadForTenant } from "./uploads.ts";
+import { insertUpload, type NewUpload, uploadForTenant, uploadsForTenant } from "./uploads.ts";
 import { billedSince, pruneUsage, type UsageQuery, usageReport } from "./usage.ts";
 import { webhookStore } from "./webhook-store.ts";
 
@@ -137,5 +137,8 @@ function uploadStore(db: Kysely<Database>) {
     insert: (upload: NewUpload) => insertUpload(db, upload),
     /** Another tenant's upload is simply not found. */
     forTenant: (tenantId: string, id: string) => uploadForTenant(db, tenantId, id),
+    /** A tenant's uploads among `ids` (a batch's items'), by id, in one read. */
+    forTenantMany: (tenantId: string, ids: readonly string[]) =>
+      uploadsForTenant(db, tenantId, ids),
   };
 }

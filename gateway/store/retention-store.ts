@@ -14,7 +14,7 @@ import {
   claimUpload,
   claimUploads,
   deleteUploads,
-  markUploadUsed,
+  markUploadsUsed,
   overriddenTenants,
   releaseUploads,
 } from "./retention-uploads.ts";
@@ -109,6 +109,8 @@ export function kyselyRetentionStore(db: Kysely<Database>) {
     pruneEndpoints: (keys: readonly EndpointKey[], idleBefore: number) =>
       pruneEndpoints(db, keys, idleBefore),
     /** A job named the upload: it is kept until that job's inputs expire. */
-    markUploadUsed: (id: string, now: number) => markUploadUsed(db, id, now),
+    markUploadUsed: (id: string, now: number) => markUploadsUsed(db, [id], now),
+    /** `markUploadUsed` for a batch's uploads, in one statement. */
+    markUploadsUsed: (ids: readonly string[], now: number) => markUploadsUsed(db, ids, now),
   };
 }

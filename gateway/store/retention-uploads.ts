@@ -1,6 +1,7 @@
 import { type Kysely, type RawBuilder, sql } from "kysely";
 import { limitClause } from "../../shared/db/inline-limits.ts";
 import type { Database } from "../../shared/db/schema.ts";
+import { boundList } from "./bound-list.ts";
 import {
   chunked,
   free,
@@ -114,11 +115,13 @@ export function overriddenTenants(
   return query.execute();
 }
 
-export async function markUploadUsed(db: Kysely<Database>, id: string, now: number) {
+/** Marks the uploads among `ids` named by a job (first time only): one statement. */
+export async function markUploadsUsed(db: Kysely<Database>, ids: readonly string[], now: number) {
+  if (ids.length === 0) return;
   await db
     .updateTable("uploads")
     .set({ used_at: now })
-    .where("id", "=", id)
+    .where(sql<boolean>`id ${boundList(db, ids)}`)
     .where("used_at", "is", null)
     .where("purge_token", "is", null)
     .execute();

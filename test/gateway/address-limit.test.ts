@@ -41,18 +41,36 @@ async function statuses(gw: TestGateway, n: number, forwardedFor?: string) {
   return out;
 }
 
+/**
+ * Waves of ten requests from `address(i)` until one is refused (or six bursts' worth went
+ * through: never refused). The bucket refills five tokens a second, so on a loaded machine
+ * a count of refusals out of a fixed number of requests depends on how fast they ran; what
+ * follows a wave with a refusal meets a bucket just emptied.
+ */
+async function spendUntilLimited(gw: TestGateway, address: (i: number) => string) {
+  const out: number[] = [];
+  while (!out.includes(429) && out.length < ANONYMOUS_POLICY.burst * 6) {
+    const from = out.length;
+    out.push(
+      ...(await Promise.all(
+        Array.from({ length: 10 }, (_, j) => anonymous(gw, address(from + j))),
+      )),
+    );
+  }
+  return out;
+}
+
 describe("requests without a valid key, per client address", () => {
   it("answers 429 once an address spent its burst of 401s, and only that address", async () => {
-    const spent = await statuses(proxied, ANONYMOUS_POLICY.burst * 2, "198.51.100.7");
+    const spent = await spendUntilLimited(proxied, () => "198.51.100.7");
     expect(spent.slice(0, 10).every((s) => s === 401)).toBe(true);
-    expect(spent.filter((s) => s === 429).length).toBeGreaterThan(ANONYMOUS_POLICY.burst / 2);
+    expect(spent).toContain(429);
     expect(spent.every((s) => s === 401 || s === 429)).toBe(true);
     // Another client behind the same proxy is not limited by the first one.
     expect(await statuses(proxied, 10, "198.51.100.8")).toEqual(Array(10).fill(401));
     // A client naming another address to the left of the proxy's entry gains nothing: its
     // bucket is the one just spent (a few tokens refill while the requests run).
-    const spoofed = await statuses(proxied, 10, "203.0.113.1, 198.51.100.7");
-    expect(spoofed.filter((s) => s === 429).length).toBeGreaterThanOrEqual(3);
+    expect(await statuses(proxied, 10, "203.0.113.1, 198.51.100.7")).toContain(429);
     // A valid key still works from the limited address.
     const ok = await fetch(`${proxied.url}/v1/jobs`, {
       headers: { authorization: `Bearer ${proxied.apiKey}`, "x-forwarded-for": "198.51.100.7" },
@@ -62,16 +80,10 @@ describe("requests without a valid key, per client address", () => {
 
   it("counts an IPv6 client by its /64, not by each of the 2^64 addresses it holds", async () => {
     // One host of a /64 may take any address in it: a bucket per address limited nothing.
-    const out: number[] = [];
-    for (let i = 0; i < ANONYMOUS_POLICY.burst * 2; i += 10) {
-      const wave = Array.from({ length: 10 }, (_, j) =>
-        anonymous(proxied, `2001:db8:7:8:${(i + j).toString(16)}::1`),
-      );
-      out.push(...(await Promise.all(wave)));
-    }
-    expect(out.filter((s) => s === 429).length).toBeGreaterThan(ANONYMOUS_POLICY.burst / 2);
+    const out = await spendUntilLimited(proxied, (i) => `2001:db8:7:8:${i.toString(16)}::1`);
+    expect(out).toContain(429);
     // Spelled in full or compressed, the same /64; the next /64 is another client.
-    expect(await anonymous(proxied, "2001:0db8:0007:0008:0000:0000:0000:0099")).toBe(429);
+    expect(await statuses(proxied, 10, "2001:0db8:0007:0008:0000:0000:0000:0099")).toContain(429);
     expect(await statuses(proxied, 10, "2001:db8:7:9::1")).toEqual(Array(10).fill(401));
   });
 
@@ -90,10 +102,8 @@ describe("requests without a valid key, per client address", () => {
   });
 
   it("ignores X-Forwarded-For from a peer that is not a trusted proxy", async () => {
-    const spent = await statuses(direct, ANONYMOUS_POLICY.burst * 2, "198.51.100.9");
-    expect(spent.filter((s) => s === 429).length).toBeGreaterThan(ANONYMOUS_POLICY.burst / 2);
+    expect(await spendUntilLimited(direct, () => "198.51.100.9")).toContain(429);
     // Every forwarded address is the same client: the socket's peer.
-    const other = await statuses(direct, 10, "198.51.100.10");
-    expect(other.filter((s) => s === 429).length).toBeGreaterThanOrEqual(3);
+    expect(await statuses(direct, 10, "198.51.100.10")).toContain(429);
   });
 });

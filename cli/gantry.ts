@@ -145,6 +145,7 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
     leaseSeconds: settings.leaseSeconds,
     blobDir: join(settings.dataDir, "blobs"),
     blobSecret: secrets.blobSecret,
+    s3: settings.s3,
     agentToken,
     models: settings.models,
     config: {
@@ -163,7 +164,7 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
     logger: logger.child({ component: "gateway" }),
   });
   say(
-    `jobs in ${node.dialect === "postgres" ? "Postgres" : "SQLite"}; queue: ${node.queueDescription}`,
+    `jobs in ${node.dialect === "postgres" ? "Postgres" : "SQLite"}; queue: ${node.queueDescription}; blobs ${node.blobsDescription}`,
   );
   if (node.metricsUrl) say(`Prometheus metrics on ${node.metricsUrl}`);
   const apiKey = settings.apiKey ?? secrets.apiKey;
@@ -243,7 +244,7 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
               broker: node.gateway.queueLeases ? null : node.queueDescription,
             }),
           }),
-      stack: `${node.dialect === "postgres" ? "Postgres" : "SQLite"} job store, queue: ${node.queueDescription}, blobs on disk${
+      stack: `${node.dialect === "postgres" ? "Postgres" : "SQLite"} job store, queue: ${node.queueDescription}, blobs ${node.blobsDescription}${
         agent ? `, one agent (${settings.slots} slot${settings.slots > 1 ? "s" : ""})` : ""
       }`,
     }),

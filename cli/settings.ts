@@ -3,7 +3,9 @@ import { z } from "zod";
 import { DEFAULT_RELEASE_WINDOW, MIN_USAGE_RETENTION_DAYS } from "../gateway/config.ts";
 import { parseQueueBounds } from "../gateway/limits/queue-bound-settings.ts";
 import { BUILTIN_MODELS, type ModelTask, parseModelTasks } from "../gateway/models.ts";
-import { UserError } from "../shared/errors.ts";
+import type { S3BlobStoreOptions } from "../shared/blob/s3.ts";
+import { S3_SETTINGS, type S3Settings, s3BlobOptions } from "../shared/blob/s3-settings.ts";
+import { ConfigurationError, UserError } from "../shared/errors.ts";
 import { ModelId } from "../shared/protocol/index.ts";
 import {
   infoOf,
@@ -54,6 +56,7 @@ export const GATEWAY_SETTINGS = {
       .prefault(".gantry"),
     "SQLite database, blobs, secrets and the example image. Made mode 0700 with every file in it 0600, whatever the umask (the database holds agent and webhook secrets); one left open by an earlier version is tightened at start, with a log line naming each path.",
   ),
+  ...S3_SETTINGS,
   databaseUrl: setting(
     "GANTRY_DATABASE_URL",
     text()
@@ -225,9 +228,12 @@ export type GantrySettings = ReturnType<typeof readSettings>;
 export function readSettings(env: Readonly<Record<string, string | undefined>>) {
   const read = readTable(GATEWAY_SETTINGS, { env });
   if (!read.ok) throw invalid(read.problems);
-  const { maxQueueDepthByModel, modelTasks, databaseUrl, ...settings } = read.settings;
+  const { maxQueueDepthByModel, modelTasks, databaseUrl, ...rest } = read.settings;
+  const { s3Bucket, s3Region, s3Endpoint, s3ForcePathStyle, s3KeyPrefix, ...settings } = rest;
   return {
     ...settings,
+    /** Where blobs live when GANTRY_S3_BUCKET is set; null: `<dataDir>/blobs`. */
+    s3: readS3({ s3Bucket, s3Region, s3Endpoint, s3ForcePathStyle, s3KeyPrefix }),
     /** `postgres://…` or a SQLite path; defaults to `<dataDir>/gantry.db`. */
     databaseUrl: databaseUrl ?? join(settings.dataDir, "gantry.db"),
     /** The pipeline task of each configured model id that is not built in. */
@@ -271,6 +277,15 @@ function readModelTasks(
     ]);
   }
   return tasks;
+}
+
+function readS3(settings: S3Settings): S3BlobStoreOptions | null {
+  try {
+    return s3BlobOptions(settings, "the data directory");
+  } catch (error) {
+    if (!(error instanceof ConfigurationError)) throw error;
+    throw invalid([{ setting: error.setting, line: error.message }]);
+  }
 }
 
 function readQueueBounds(raw: string | undefined, models: string[]): Record<string, number> {

@@ -2,7 +2,6 @@ import { setMaxListeners } from "node:events";
 import { serve } from "@hono/node-server";
 import pino from "pino";
 import { nodeAgentCrypto } from "../../../shared/agent-signing-node.ts";
-import { createDiskBlobStore } from "../../../shared/blob/disk.ts";
 import { type OpenedDatabase, openDatabase } from "../../../shared/db/open.ts";
 import { UserError } from "../../../shared/errors.ts";
 import { allowListOf } from "../../../shared/net/allow-list.ts";
@@ -20,6 +19,7 @@ import { createKyselyStores } from "../../store/kysely-stores.ts";
 import { type SweepOptions, sweep } from "../../sweep/index.ts";
 import { createWebhookDispatcher } from "../../webhooks/dispatcher.ts";
 import { diskAssets } from "./assets.ts";
+import { nodeBlobs } from "./blobs.ts";
 import { readIncomingBody } from "./body.ts";
 import { nodeAddressOf } from "./client-address.ts";
 import { answerClientErrors } from "./client-errors.ts";
@@ -110,11 +110,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
   const port = typeof address === "object" && address ? address.port : options.port;
   const url = options.publicUrl ?? `http://${options.host}:${port}`;
 
-  const blobs = createDiskBlobStore({
-    root: options.blobDir,
-    publicBaseUrl: url,
-    secret: options.blobSecret,
-  });
+  const blobs = nodeBlobs(options, url);
   const config = GatewayConfig.parse({
     ...options.config,
     publicUrl: url,
@@ -134,7 +130,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     stores: createKyselyStores(db, { maxParameters: 10_000 }),
     queue,
     ...(opened.leases ? { queueLeases: opened.leases } : {}),
-    blobs,
+    blobs: blobs.store,
     config,
     log,
     now: Date.now,
@@ -146,7 +142,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
       allow: allowListOf(config.webhookAllow),
     }),
     background,
-    localBlobs: { backend: blobs, secret: options.blobSecret },
+    ...(blobs.local ? { localBlobs: blobs.local } : {}),
     agentCrypto: nodeAgentCrypto,
     cursorCipher: nodeCursorCipher,
     readRawBody: readIncomingBody,
@@ -224,6 +220,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
     dialect: database.dialect,
     queue,
     queueDescription: opened.description,
+    blobsDescription: blobs.description,
     server,
     metricsUrl: served?.url ?? null,
     addMetrics: served?.add ?? null,

@@ -1,5 +1,6 @@
 import type { ServerType } from "@hono/node-server";
 import type pino from "pino";
+import type { S3BlobStoreOptions } from "../../../shared/blob/s3.ts";
 import type { OpenedDatabase } from "../../../shared/db/open.ts";
 import type { MetricsSource } from "../../../shared/metrics-server.ts";
 import type { JobQueue } from "../../../shared/queue/port.ts";
@@ -22,8 +23,14 @@ export interface NodeGatewayOptions {
   /** `amqp://…`, `sqs://…`, `redis://…`, `nats://…`, `postgres://…`; null: the `sql` queue in the
    * same database. */
   queueUrl?: string | null;
+  /** Where blobs live and what signs their URLs, unless `s3` is given. */
   blobDir: string;
   blobSecret: string;
+  /**
+   * GANTRY_S3_*: every blob in this bucket behind presigned S3 URLs, and no `/v1/blobs`
+   * routes, so gateways on one database serve each other's uploads and artifacts.
+   */
+  s3?: S3BlobStoreOptions | null;
   agentToken: string;
   models: string[];
   maxUploadBytes: number;
@@ -78,6 +85,8 @@ export interface NodeGateway {
   queue: JobQueue;
   /** Where the queue lives, without credentials. */
   queueDescription: string;
+  /** Where the blobs live: `on disk in <dir>` or `in s3://bucket/prefix`. */
+  blobsDescription: string;
   server: ServerType;
   /** `http://host:port/metrics` of the metrics listener; null without `metricsPort`. */
   metricsUrl: string | null;

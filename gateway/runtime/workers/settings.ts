@@ -7,6 +7,7 @@
  */
 import type { D1Database } from "@cloudflare/workers-types";
 import type { R2BucketLike } from "../../../shared/blob/r2.ts";
+import { S3_SETTINGS } from "../../../shared/blob/s3-settings.ts";
 import { ConfigurationError } from "../../../shared/errors.ts";
 import { ModelId } from "../../../shared/protocol/job.ts";
 import { parseSqsQueueUrl } from "../../../shared/queue/sqs/url.ts";
@@ -112,37 +113,7 @@ export const WORKER_SETTINGS = {
     "`sqs://<region>[/<prefix>][?endpoint=…&create=false]`: SQS instead of the `sql` queue on D1 (the prefix is Terraform's queue_name_prefix).",
     { secret: true, shownDefault: "the `sql` queue on D1" },
   ),
-  s3Bucket: setting(
-    "GANTRY_S3_BUCKET",
-    text().optional(),
-    "S3 instead of R2 behind the gateway: uploads and agent outputs go straight to the bucket through presigned URLs, and `/v1/blobs` is not served.",
-    { shownDefault: "none (R2, binding `BLOBS`)" },
-  ),
-  s3Region: setting(
-    "GANTRY_S3_REGION",
-    text().optional(),
-    "The bucket's region, such as eu-west-1 (`auto` for R2's S3 API); required with `GANTRY_S3_BUCKET`.",
-  ),
-  s3Endpoint: setting(
-    "GANTRY_S3_ENDPOINT",
-    parsed(endpointUrl).optional(),
-    "For R2, MinIO or an emulator: the S3 API's http(s) URL.",
-  ),
-  s3ForcePathStyle: setting(
-    "GANTRY_S3_FORCE_PATH_STYLE",
-    flag().optional(),
-    "`true`: path-style URLs (`<endpoint>/<bucket>/<key>`), for MinIO and emulators.",
-    { shownDefault: "`false`" },
-  ),
-  s3KeyPrefix: setting(
-    "GANTRY_S3_KEY_PREFIX",
-    text()
-      .refine((prefix) => !prefix.startsWith("/") && !prefix.split("/").includes(".."), {
-        error: "must not start with '/' or contain '..'",
-      })
-      .optional(),
-    "Put in front of every key, such as `gantry/`, so deployments can share a bucket.",
-  ),
+  ...S3_SETTINGS,
   awsAccessKeyId: setting(
     "AWS_ACCESS_KEY_ID",
     text().optional(),
@@ -289,12 +260,4 @@ export function configurationError(problems: readonly SettingProblem[]): Configu
     first?.setting ?? "configuration",
     line.endsWith(".") ? line : `${line}.`,
   );
-}
-
-function endpointUrl(value: string): string {
-  const url = URL.canParse(value.trim()) ? new URL(value.trim()) : null;
-  if (!url || (url.protocol !== "http:" && url.protocol !== "https:")) {
-    throw new Error("must be an http(s) URL");
-  }
-  return url.href.replace(/\/$/, "");
 }

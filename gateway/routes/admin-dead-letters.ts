@@ -1,5 +1,4 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
-import { HttpProblem } from "../../shared/errors.ts";
 import {
   type DeadLetter,
   DeadLetterList,
@@ -11,7 +10,7 @@ import {
 } from "../../shared/protocol/index.ts";
 import type { AppEnv } from "../env.ts";
 import { parseJsonBody, parseQuery } from "../http/validation.ts";
-import { retryJob } from "../jobs/retry.ts";
+import { redriveJobs } from "../jobs/retry.ts";
 import { documented, inline, problems } from "../openapi/parts.ts";
 import type { DeadLetterFilter } from "../store/dead-letters.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
@@ -116,20 +115,12 @@ export const adminDeadLetterRoutes = documented(new OpenAPIHono<AppEnv>(), listR
       limit: request.limit + 1,
     });
     const batch = rows.slice(0, request.limit);
+    const { redriven, skipped } = await redriveJobs(gateway, batch);
     const result: RedriveResult = {
       object: "redrive",
-      redriven: [],
-      skipped: [],
+      redriven,
+      skipped,
       next_cursor: rows.length > request.limit ? (batch.at(-1)?.id ?? null) : null,
     };
-    for (const row of batch) {
-      try {
-        await retryJob(gateway, row.tenant_id, row.id);
-        result.redriven.push(row.id);
-      } catch (error) {
-        if (!(error instanceof HttpProblem)) throw error;
-        result.skipped.push({ id: row.id, code: error.code });
-      }
-    }
     return c.json(result);
   });

@@ -1,5 +1,6 @@
-import type { Kysely, Selectable } from "kysely";
+import { type Kysely, type Selectable, sql } from "kysely";
 import type { BatchTable, Database } from "../../shared/db/schema.ts";
+import { boundList } from "./bound-list.ts";
 import type { JobRow } from "./job-rows.ts";
 
 export type BatchRow = Selectable<BatchTable>;
@@ -115,6 +116,17 @@ export async function reopenBatch(db: Kysely<Database>, id: string, now: number)
     .updateTable("batches")
     .set({ status: "in_progress", completed_at: null, updated_at: now })
     .where("id", "=", id)
+    .where("status", "<>", "in_progress")
+    .execute();
+}
+
+/** `reopenBatch` for many batches (a redrive's), in one statement. */
+export async function reopenBatches(db: Kysely<Database>, ids: readonly string[], now: number) {
+  if (ids.length === 0) return;
+  await db
+    .updateTable("batches")
+    .set({ status: "in_progress", completed_at: null, updated_at: now })
+    .where(sql<boolean>`id ${boundList(db, ids)}`)
     .where("status", "<>", "in_progress")
     .execute();
 }

@@ -61,6 +61,19 @@ export async function byIdempotencyKeys(
   return new Map(rows.map((row) => [row.idempotency_key ?? "", row]));
 }
 
+/**
+ * When each of `ids`' current life began (its last `queued` event at attempt 0: its submit
+ * or its last retry), by id: one statement. A retry keeps a life as long as that one.
+ */
+export async function lifeBegins(db: Db, ids: readonly string[]): Promise<Map<string, number>> {
+  if (ids.length === 0) return new Map();
+  const { rows } = await sql<{ job_id: string; at: number | string }>`
+    SELECT job_id, MAX(at) AS at FROM job_events
+    WHERE job_id ${boundList(db, ids)} AND status = 'queued' AND attempt = 0
+    GROUP BY job_id`.execute(db);
+  return new Map(rows.map((row) => [row.job_id, Number(row.at)]));
+}
+
 /** Newest first; ids sort by creation time, so the last id is the cursor. */
 export function list(db: Db, tenantId: string, options: JobListOptions) {
   let query = db

@@ -68,6 +68,20 @@ export function failQueued(db: Db, row: JobRow, error: JobError, now: number): P
   return transition(db, row.id, change, now, unchanged);
 }
 
+/** What a retry sets: a new life, queued, its deadline aside (`expires_at`). */
+const freshLife = (now: number, held: boolean) => ({
+  status: "queued",
+  attempt: 0,
+  agent_id: null,
+  output: null,
+  error: null,
+  started_at: null,
+  finished_at: null,
+  published_at: null,
+  released_at: held ? null : now,
+  progress: null,
+});
+
 export function retry(
   db: Db,
   tenantId: string,
@@ -76,22 +90,44 @@ export function retry(
   expiresAt: number,
   held = false,
 ): Promise<Transition> {
-  const fresh = {
-    status: "queued",
-    attempt: 0,
-    agent_id: null,
-    output: null,
-    error: null,
-    started_at: null,
-    finished_at: null,
-    published_at: null,
-    released_at: held ? null : now,
-    expires_at: expiresAt,
-    progress: null,
-  };
+  const fresh = { ...freshLife(now, held), expires_at: expiresAt };
   const ended = sql`tenant_id = ${tenantId} AND status ${among(RETRYABLE)}`;
   return transition(db, id, fresh, now, ended);
 }
+
+/**
+ * `retry` (held) for the failed, expired or canceled jobs among `lives`, each with its own
+ * deadline, in one UPDATE whatever their number: the pairs one bound JSON array on SQLite
+ * and D1, arrays on Postgres (rows locked in id order first, as `endMany`'s). An operator's
+ * redrive: of every tenant. Returns the jobs it put back, in id order.
+ */
+export async function retryMany(
+  db: Db,
+  lives: readonly { id: string; expiresAt: number }[],
+  now: number,
+): Promise<JobRow[]> {
+  if (lives.length === 0) return [];
+  const ids = lives.map((life) => life.id);
+  const sets = Object.entries({ ...freshLife(now, true), updated_at: now }).map(
+    ([column, value]) => sql`${sql.ref(column)} = ${value}`,
+  );
+  const query = isPostgresDb(db)
+    ? sql`UPDATE jobs SET ${sql.join(sets)}, last_seq = last_seq + 1, expires_at = b.expires_at
+        FROM unnest(${ids}::text[], ${lives.map((life) => life.expiresAt)}::bigint[])
+          AS b(id, expires_at)
+        WHERE jobs.id = b.id AND jobs.status ${among(RETRYABLE)} AND jobs.id = ANY(ARRAY(
+          SELECT id FROM jobs WHERE id ${boundList(db, ids)} ORDER BY id FOR UPDATE))
+        RETURNING jobs.*`
+    : sql`UPDATE jobs SET ${sql.join(sets)}, last_seq = last_seq + 1, expires_at = (
+          SELECT json_extract(value, '$[1]') FROM json_each(${pairs(lives)})
+          WHERE json_extract(value, '$[0]') = jobs.id)
+        WHERE id ${boundList(db, ids)} AND status ${among(RETRYABLE)} RETURNING *`;
+  const { rows } = await query.$castTo<JobRow>().execute(db);
+  return rows.sort((a, b) => (a.id < b.id ? -1 : 1));
+}
+
+const pairs = (lives: readonly { id: string; expiresAt: number }[]) =>
+  JSON.stringify(lives.map((life) => [life.id, life.expiresAt]));
 
 export function cancel(db: Db, tenantId: string, id: string, now: number): Promise<Transition> {
   const active = sql`tenant_id = ${tenantId} AND status ${among(ACTIVE)}`;

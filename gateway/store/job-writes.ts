@@ -1,10 +1,11 @@
 import type { Kysely } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
+import { reopenBatches } from "./batches.ts";
 import { markPublishedMany, publishedMarker } from "./job-batch-updates.ts";
 import { jobInserter, type NewJob, requestJobInserter } from "./job-inserts.ts";
-import { byIdempotencyKeys } from "./job-reads.ts";
+import { byIdempotencyKeys, lifeBegins } from "./job-reads.ts";
 import type { JobRow } from "./job-rows.ts";
-import { cancelMany, expireMany } from "./job-transitions.ts";
+import { cancelMany, expireMany, retryMany } from "./job-transitions.ts";
 
 /**
  * The job store's writes that gather: its inserts and published marks, each request's
@@ -47,6 +48,13 @@ export function jobWrites(db: Kysely<Database>, maxParameters: number, isolatedR
         cancelMany(db, ids, now, tenantId),
       /** The overdue queued jobs among `ids` to `expired` (the sweep's). */
       expire: (ids: readonly string[], now: number) => expireMany(db, ids, now),
+      /** Failed, expired or canceled jobs back to `queued` (held), each with its deadline. */
+      retry: (lives: readonly { id: string; expiresAt: number }[], now: number) =>
+        retryMany(db, lives, now),
+      /** When each job's current life began (jobs/retry.ts `lifeTtl`), by id. */
+      lifeBegins: (ids: readonly string[]) => lifeBegins(db, ids),
+      /** Ended batches among `ids` in progress again (a redrive's jobs are queued again). */
+      reopenBatches: (ids: readonly string[], now: number) => reopenBatches(db, ids, now),
     },
   };
 }

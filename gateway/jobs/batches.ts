@@ -16,6 +16,7 @@ import { completeIfDone } from "./batch-completion.ts";
 import { itemError, refused } from "./batch-errors.ts";
 import { earlierBatch, itemKey, itemsMade, type MadeBatch, noJobs, replay } from "./batch-keys.ts";
 import { batchView } from "./batch-view.ts";
+import { inKeyTurn } from "./key-turns.ts";
 import { webhookDeps, webhookUrlPolicy } from "./lifecycle.ts";
 import { assertModelAccepting } from "./model-switches.ts";
 import { kickRelease } from "./release.ts";
@@ -33,8 +34,22 @@ import { batchUploadReader, type CheckedJob, checkModelAndInputs } from "./submi
  * as a whole before anything is made (`admitJobs`): the first items that fit are queued and
  * the rest refused by index; an `atomic` batch that does not fit whole, or a batch of which
  * nothing fits, is refused as a single submit is (429 / 503 with Retry-After).
+ *
+ * Copies of a keyed request sent at once take turns in this process (key-turns.ts), so each
+ * later one finds the first one's batch made and answers it, whatever room is left.
  */
-export async function createBatch(
+export function createBatch(
+  gateway: Gateway,
+  tenant: Tenant,
+  request: BatchRequest,
+  options: BatchOptions,
+): Promise<MadeBatch> {
+  const key = options.idempotencyKey;
+  const make = () => createBatchNow(gateway, tenant, request, options);
+  return key ? inKeyTurn(gateway, `batch ${tenant.id} ${key}`, make) : make();
+}
+
+async function createBatchNow(
   gateway: Gateway,
   tenant: Tenant,
   request: BatchRequest,
@@ -99,7 +114,13 @@ export async function createBatch(
   try {
     // Refused as a single submit is (429 or 503, with Retry-After) when nothing can be made.
     const none = good.every(({ index }) => slotFor(index) === undefined);
-    if (admission.refusal && (request.atomic || none)) throw admission.refusal;
+    if (admission.refusal && (request.atomic || none)) {
+      // A copy of this request on another gateway may have made the batch meanwhile.
+      const made =
+        key && requestHash ? await earlierBatch(gateway, tenant, key, requestHash) : null;
+      if (made && made.total !== null) return await replay(gateway, made);
+      throw admission.refusal;
+    }
     return await makeBatch(gateway, tenant, request, options, {
       good,
       errors,

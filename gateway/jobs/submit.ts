@@ -4,13 +4,14 @@ import type { JobRequest } from "../../shared/protocol/index.ts";
 import { newTraceparent, parseTraceparent } from "../../shared/trace.ts";
 import { noopTracer, type TraceSpan } from "../../shared/tracing/tracer.ts";
 import type { Gateway, SubmitPhase } from "../context.ts";
-import { admitJob, type JobSlot } from "../limits/backpressure.ts";
+import { admitJob, type JobSlot, RetryLaterProblem } from "../limits/backpressure.ts";
 import { jobPriority } from "../plans.ts";
 import type { NewJob } from "../store/job-inserts.ts";
 import type { JobRow } from "../store/job-rows.ts";
 import { hashKey, type Tenant } from "../store/tenants.ts";
 import { assertWebhookUrlAllowed } from "../webhooks/url-policy.ts";
 import { assertInputUrlsAllowed } from "./input-urls.ts";
+import { inKeyTurn } from "./key-turns.ts";
 import { afterTransition, webhookUrlPolicy } from "./lifecycle.ts";
 import { assertModelAccepting } from "./model-switches.ts";
 import { publishJob } from "./publish.ts";
@@ -60,6 +61,8 @@ export interface Submitted {
  *
  * A repeat of an accepted request (same Idempotency-Key and body) gets its job back before
  * any limit is checked: a client retrying after a lost 202 must not be told to slow down.
+ * Copies sent at once take turns in this process (key-turns.ts); one on another gateway
+ * that a limit refused looks the key up again, in case the first committed meanwhile.
  */
 export async function submitJob(
   gateway: Gateway,
@@ -79,7 +82,12 @@ export async function submitJob(
   try {
     // Without a valid parent the span starts the trace (tracing off: a trace starts here).
     const traced = { ...options, traceparent: span.traceparent ?? newTraceparent() };
-    const submitted = await submitHeld(gateway, tenant, request, traced, held, span);
+    const submit = () => submitHeld(gateway, tenant, request, traced, held, span);
+    // A batch's items take their turn with their batch (batches.ts).
+    const key = options.batchInsert ? null : options.idempotencyKey;
+    const submitted = await (key
+      ? inKeyTurn(gateway, `job ${tenant.id} ${key}`, submit)
+      : submit());
     span.setAttributes({ "gantry.job_id": submitted.job.id, "gantry.created": submitted.created });
     return submitted;
   } catch (error) {
@@ -119,7 +127,17 @@ async function submitHeld(
     assertWebhookUrlAllowed(request.webhook.url, webhookUrlPolicy(gateway));
   }
   // The tenant's queued jobs and the model's queue depth: 429 / 503 when either is full.
-  held.slot ??= await admitJob(gateway, tenant, spec.id);
+  try {
+    held.slot ??= await admitJob(gateway, tenant, spec.id);
+  } catch (error) {
+    // A copy of this request on another gateway may have taken the last place for the job.
+    const earlier =
+      error instanceof RetryLaterProblem && options.idempotencyKey && requestHash
+        ? await replay(gateway, tenant, options.idempotencyKey, requestHash)
+        : null;
+    if (earlier) return { job: earlier, created: false };
+    throw error;
+  }
   const now = gateway.now();
   const ttlSeconds = request.ttl_seconds ?? gateway.config.defaultTtlSeconds;
   phases.lap("checks");

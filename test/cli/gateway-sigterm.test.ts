@@ -11,7 +11,8 @@ const BIN = join(import.meta.dirname, "..", "..", "bin", "gantry.js");
 /**
  * `gantry gateway` runs no agent, yet its SIGTERM line said "draining the agent and
  * closing": an operator stopping a gateway read that it held an agent. It now says what it
- * does, and still stops cleanly (exit 0) within the documented 10 s.
+ * does, and still stops cleanly: it exits 0 by itself, its port closed. How long the stop
+ * may take is bounded by the test's own timeout, not measured.
  *
  * SIGHUP (the terminal or SSH session it ran in went away) killed it by Node's default, with
  * no close: it now closes as for SIGTERM.
@@ -21,10 +22,11 @@ it.each(["SIGTERM", "SIGHUP"] as const)(
   async (signal) => {
     const dir = mkdtempSync(join(tmpdir(), "gantry-sigterm-"));
     onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    const port = await freePort();
     const child = spawn(process.execPath, [BIN, "gateway"], {
       env: {
         PATH: process.env.PATH ?? "",
-        PORT: String(await freePort()),
+        PORT: String(port),
         GANTRY_DATA_DIR: dir,
         GANTRY_MODELS: "noop",
         GANTRY_LOG_FORMAT: "json",
@@ -44,12 +46,14 @@ it.each(["SIGTERM", "SIGHUP"] as const)(
       child.stderr.on("data", collect);
     });
     await serving;
+    expect((await fetch(`http://127.0.0.1:${port}/healthz`)).ok).toBe(true);
     const exited = once(child, "exit");
-    const stoppedAt = Date.now();
     child.kill(signal);
-    const [code] = await exited;
+    const [code, killedBy] = await exited;
     expect(code).toBe(0);
-    expect(Date.now() - stoppedAt).toBeLessThan(10_000);
+    // Exited by itself after its close, not ended by the signal.
+    expect(killedBy).toBeNull();
+    await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
     expect(out).toContain(`gantry: ${signal}: closing`);
     expect(out).not.toContain("draining the agent");
     expect(out).toContain("gantry: stopped cleanly");

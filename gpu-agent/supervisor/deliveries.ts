@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import type { JobError } from "../../shared/protocol/error.ts";
-import type { Delivery } from "../../shared/queue/port.ts";
+import { type Delivery, LeaseLostError } from "../../shared/queue/port.ts";
 import type { Tracer } from "../../shared/tracing/tracer.ts";
 import type { WaitBackoffOptions } from "../backoff.ts";
 import { type GatewayClient, GatewayError } from "../gateway/client.ts";
@@ -262,8 +262,15 @@ export class Deliveries {
       const result = await action();
       if (result === "dead-lettered") final = "dead-lettered";
     } catch (cause) {
-      // The lease runs out and the queue delivers the job again: nothing is lost.
-      job.log.error({ err: cause }, "could not settle the message; it will be redelivered");
+      if (cause instanceof LeaseLostError) {
+        // The queue no longer holds this delivery: settled already (a resent report whose
+        // first answer was lost, the gateway acked it then) or handed out again; either way
+        // the job's fate is another settle's, and nothing will come back for this one.
+        job.log.warn({ err: cause }, "the message was already settled or delivered again");
+      } else {
+        // The lease runs out and the queue delivers the job again: nothing is lost.
+        job.log.error({ err: cause }, "could not settle the message; it will be redelivered");
+      }
     }
     job.log.info({ outcome: final, error_code: error?.code }, `job ${final}`);
     this.#jobs.delete(job.delivery);

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Kysely } from "kysely";
-import pino from "pino";
+import pino, { type Logger } from "pino";
 import { afterEach, expect } from "vitest";
 import { createGatewayClient } from "../../gpu-agent/gateway/client.ts";
 import type { Runner } from "../../gpu-agent/runner/types.ts";
@@ -14,7 +14,7 @@ import {
 } from "../../gpu-agent/supervisor/index.ts";
 import type { Database } from "../../shared/db/schema.ts";
 import { openSqlite } from "../../shared/db/sqlite.ts";
-import type { QueueDepth } from "../../shared/queue/port.ts";
+import type { JobQueue, QueueDepth } from "../../shared/queue/port.ts";
 import { createSqlQueue, type SqlQueue } from "../../shared/queue/sql/index.ts";
 import { deferred, echo } from "./fake-runner.ts";
 import { type StubGateway, startStubGateway } from "./stub-gateway.ts";
@@ -45,6 +45,10 @@ export interface HarnessOptions {
   /** Gateway client tries per call; low so an unreachable gateway fails fast. */
   gatewayTries?: number;
   retryDelayMs?: (attempt: number) => number;
+  /** Where the supervisors log; silent unless a test reads the lines. */
+  logger?: Logger;
+  /** Wraps the sql queue the supervisors consume (a queue whose settles fail, say). */
+  wrapQueue?: (queue: JobQueue) => JobQueue;
 }
 
 export const silentLogger = pino({ level: "silent" });
@@ -67,7 +71,7 @@ export async function startHarness(options: HarnessOptions): Promise<AgentHarnes
     limits: { maxAttempts: config.maxAttempts, leaseMs: config.leaseMs },
     pollIntervalMs: 10,
   });
-  const queue = trackQueue(sql);
+  const queue = trackQueue(options.wrapQueue?.(sql) ?? sql);
   const supervisors: Supervisor[] = [];
   const allRunners: Runner[] = [...options.runners];
   const waiters: {
@@ -89,7 +93,7 @@ export async function startHarness(options: HarnessOptions): Promise<AgentHarnes
       }),
       runners,
       config,
-      logger: silentLogger,
+      logger: options.logger ?? silentLogger,
       retryDelayMs: options.retryDelayMs ?? (() => 0),
       gatewayBackoff: { baseMs: 10, capMs: 50 },
     });

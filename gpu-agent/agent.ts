@@ -250,7 +250,7 @@ export async function startAgent(
     // operator's to fix), rather than failing after jobs were taken and leaving the agent
     // running without the metrics it was told to serve.
     metrics = await serveAgentMetrics(
-      config.metricsPort,
+      { port: config.metricsPort, host: config.metricsHost },
       { supervisor, runners },
       log,
       progress,

@@ -177,7 +177,12 @@ export const AGENT_SETTINGS = {
   metricsPort: setting(
     "GANTRY_METRICS_PORT",
     port(1).optional(),
-    "Serve Prometheus /metrics on this port, on every interface (unlike the gateway's, so a scraper in another pod or host reaches it: keep the port off a public address); off when unset.",
+    "Serve Prometheus /metrics on this port, on the address `GANTRY_METRICS_HOST` names; off when unset.",
+  ),
+  metricsHost: setting(
+    "GANTRY_METRICS_HOST",
+    text().prefault("0.0.0.0"),
+    "Address the metrics listener binds: every interface by default (unlike the gateway's loopback), since a Prometheus in another pod or host scrapes an agent; keep the port off a public address, or set `127.0.0.1` where only this host scrapes it.",
   ),
   overflowAfterMs: setting(
     "GANTRY_OVERFLOW_AFTER_SECONDS",

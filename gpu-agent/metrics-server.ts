@@ -25,12 +25,13 @@ export type MetricsHost = (source: MetricsSource) => () => void;
  * metrics, no listener. `stop` undoes it.
  */
 export async function serveAgentMetrics(
-  port: number | null | undefined,
+  listen: { port: number | null | undefined; host: string },
   source: AgentMetricsOptions,
   log: Pick<Logger, "info">,
   progress: (line: string) => void = () => {},
   host?: MetricsHost,
 ): Promise<{ stop(): Promise<void> }> {
+  const { port, host: address } = listen;
   if (port === null || port === undefined) return { stop: async () => {} };
   const metrics = createAgentMetrics(source);
   if (host) {
@@ -46,18 +47,20 @@ export async function serveAgentMetrics(
   // On its own listener the agent is the process: its memory, CPU and event-loop lag too.
   // (Joined to the gateway's above, the gateway's registry already has them, once.)
   collectDefaultMetrics({ register: metrics.registry });
-  const server = await startMetricsServer(port, metrics.registry).catch((error: unknown) => {
-    metrics.close();
-    // A port another process holds (or one this user may not bind) is the operator's to fix.
-    const code = listenRefusalCode(error);
-    if (code)
-      throw new UserError(
-        `cannot serve metrics on port ${port} (${code}): set GANTRY_METRICS_PORT to a free port, or unset it`,
-      );
-    throw error;
-  });
-  log.info({ port: server.port }, "serving Prometheus metrics");
-  progress(`metrics on http://0.0.0.0:${server.port}/metrics`);
+  const server = await startMetricsServer(port, metrics.registry, address).catch(
+    (error: unknown) => {
+      metrics.close();
+      // A port another process holds (or one this user may not bind) is the operator's to fix.
+      const code = listenRefusalCode(error);
+      if (code)
+        throw new UserError(
+          `cannot serve metrics on port ${port} (${code}) of ${address}: set GANTRY_METRICS_PORT to a free port and GANTRY_METRICS_HOST to an address of this host, or unset them`,
+        );
+      throw error;
+    },
+  );
+  log.info({ url: server.url }, "serving Prometheus metrics");
+  progress(`metrics on ${server.url}`);
   return {
     async stop() {
       metrics.close();

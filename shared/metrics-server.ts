@@ -10,6 +10,8 @@ export interface MetricsSource {
 export interface MetricsServer {
   /** The port it listens on (the one the OS picked when asked for 0). */
   port: number;
+  /** Where a scrape reads it: `http://host:port/metrics`, an IPv6 host in brackets. */
+  url: string;
   close(): Promise<void>;
 }
 
@@ -45,8 +47,10 @@ export async function startMetricsServer(
       resolve();
     });
   });
+  const { port: bound } = server.address() as AddressInfo;
   return {
-    port: (server.address() as AddressInfo).port,
+    port: bound,
+    url: `http://${host.includes(":") ? `[${host}]` : host}:${bound}/metrics`,
     close: () =>
       new Promise<void>((resolve, reject) => {
         server.close((error) => (error ? reject(error) : resolve()));

@@ -250,7 +250,7 @@ describe("serveAgentMetrics", () => {
     const before = listeners();
     for (const port of [undefined, null]) {
       const off = await serveAgentMetrics(
-        port,
+        { port, host: "127.0.0.1" },
         source,
         { info: (...args: unknown[]) => said.push(JSON.stringify(args)) },
         (line) => said.push(line),
@@ -273,7 +273,12 @@ describe("serveAgentMetrics", () => {
     const source = { supervisor: fakeSupervisor(), runners: [] };
     const before = listeners();
     const lines: string[] = [];
-    const on = await serveAgentMetrics(0, source, { info: () => {} }, (line) => lines.push(line));
+    const on = await serveAgentMetrics(
+      { port: 0, host: "127.0.0.1" },
+      source,
+      { info: () => {} },
+      (line) => lines.push(line),
+    );
     try {
       expect(listeners()).toBeGreaterThan(before);
       const port = Number(/:(\d+)\/metrics$/.exec(lines[0] ?? "")?.[1]);
@@ -287,10 +292,16 @@ describe("serveAgentMetrics", () => {
 
     // `gantry start`: the gateway's listener holds the port; the agent's metrics join it.
     const hosted: MetricsSource[] = [];
-    const joined = await serveAgentMetrics(9, source, { info: () => {} }, undefined, (added) => {
-      hosted.push(added);
-      return () => hosted.splice(hosted.indexOf(added), 1);
-    });
+    const joined = await serveAgentMetrics(
+      { port: 9, host: "127.0.0.1" },
+      source,
+      { info: () => {} },
+      undefined,
+      (added) => {
+        hosted.push(added);
+        return () => hosted.splice(hosted.indexOf(added), 1);
+      },
+    );
     expect(listeners()).toBeLessThanOrEqual(before);
     expect(hosted).toHaveLength(1);
     expect(sample(await (hosted[0] as MetricsSource).metrics(), "gantry_agent_slots")).toBe(2);

@@ -45,7 +45,7 @@ describe("process metrics", () => {
   it("are on an agent's own metrics listener", async () => {
     const port = await freePort();
     const served = await serveAgentMetrics(
-      port,
+      { port, host: "127.0.0.1" },
       { supervisor: idleSupervisor, runners: [] },
       quiet,
     );
@@ -57,7 +57,7 @@ describe("process metrics", () => {
   it("are not added again by an agent whose metrics join the gateway's listener", async () => {
     let joined: MetricsSource | undefined;
     const served = await serveAgentMetrics(
-      0,
+      { port: 0, host: "127.0.0.1" },
       { supervisor: idleSupervisor, runners: [] },
       quiet,
       () => {},

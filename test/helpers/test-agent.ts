@@ -31,6 +31,8 @@ export interface TestAgentOptions {
   peerBackoff?: AgentDeps["peerBackoff"];
   /** Where its log goes; default silent (GANTRY_TEST_LOG sets a level). */
   logger?: AgentDeps["logger"];
+  /** Further settings, as the environment would give them (GANTRY_METRICS_PORT, say). */
+  settings?: Record<string, string>;
 }
 
 /** A real agent (supervisor + child-process runners) on the test gateway's queue. */
@@ -53,6 +55,7 @@ export function startTestAgent(
     ...(options.executionProviders
       ? { GANTRY_EXECUTION_PROVIDERS: options.executionProviders }
       : {}),
+    ...options.settings,
   });
   const wrap = options.wrapQueue ?? ((queue: JobQueue) => queue);
   return startAgent(config, {

@@ -38,7 +38,7 @@ export async function serveGatewayMetrics(
     }
     throw error;
   }
-  const url = `http://${host.includes(":") ? `[${host}]` : host}:${server.port}/metrics`;
+  const { url } = server;
   log.info({ url }, "serving Prometheus metrics");
   return {
     url,

@@ -9,6 +9,7 @@ import { traceIdOf } from "../../shared/trace.ts";
 import type { Gateway } from "../context.ts";
 import { parseStoredProgress, toProgressEvent } from "../store/job-progress.ts";
 import { type JobRow, toJob } from "../store/job-rows.ts";
+import type { EnqueueWebhookInput } from "../store/webhook-deliveries.ts";
 import type { DeliverDeps } from "../webhooks/deliveries.ts";
 import { sendFirstAttempt } from "../webhooks/first-attempts.ts";
 import { webhookTrace } from "../webhooks/trace.ts";
@@ -47,17 +48,31 @@ export function afterTransition(gateway: Gateway, row: JobRow): void {
 /**
  * `afterTransition` for many jobs changed by one statement (a purge, a batch's cancel): one
  * release pass per model and one completion check per batch, not one per job. On Workers,
- * where one invocation may make 1 000 D1 queries at most, their webhooks are left to the
- * outbox sweep (the cron's, sweep/webhooks.ts), which the change's trigger already fed,
- * rather than recorded and sent one by one here.
+ * where one invocation may make 1 000 D1 queries at most, their webhooks are recorded in
+ * one statement and left to the dispatcher (the cron's) to send, rather than recorded and
+ * sent one by one here.
  */
 export function afterTransitions(gateway: Gateway, rows: readonly JobRow[]): void {
   const models = new Set<string>();
   const batches = new Set<string>();
+  const deliveries: (EnqueueWebhookInput & { eventSeq: number })[] = [];
+  const now = gateway.now();
   for (const row of rows) {
     announceChange(gateway, row);
-    const subscribed = gateway.isolatedRequests ? null : subscribedWebhook(row.webhook, row.status);
-    if (subscribed) gateway.background(sendWebhook(gateway, row, subscribed.url, subscribed.type));
+    const subscribed = subscribedWebhook(row.webhook, row.status);
+    if (subscribed && gateway.isolatedRequests) {
+      const { url, type } = subscribed;
+      const payload = {
+        v: 1 as const,
+        type,
+        timestamp: new Date(now).toISOString(),
+        data: toJob(row),
+      };
+      const event = { tenantId: row.tenant_id, jobId: row.id, eventType: type, url, payload };
+      deliveries.push({ ...event, eventSeq: row.last_seq });
+    } else if (subscribed) {
+      gateway.background(sendWebhook(gateway, row, subscribed.url, subscribed.type));
+    }
     if (row.status !== "queued" && !models.has(row.model)) {
       models.add(row.model);
       kickReleaseAfterChange(gateway, row.model, row.status);
@@ -67,6 +82,14 @@ export function afterTransitions(gateway: Gateway, rows: readonly JobRow[]): voi
       afterBatchJobChange(gateway, row, webhookDeps(gateway));
     }
   }
+  if (deliveries.length === 0) return;
+  const recorded = gateway.stores.webhooks.enqueueMany(deliveries, now);
+  gateway.background(
+    recorded.catch((error: unknown) => {
+      // Not lost: the changes' trigger put them in the outbox, whose sweep records them.
+      gateway.log.error({ err: String(error) }, "webhook deliveries not recorded");
+    }),
+  );
 }
 
 function announceChange(gateway: Gateway, row: JobRow): void {

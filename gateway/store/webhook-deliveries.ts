@@ -1,10 +1,11 @@
-import type { Kysely } from "kysely";
+import { type Kysely, sql } from "kysely";
 import type { Database } from "../../shared/db/schema.ts";
 import { newId } from "../../shared/ids.ts";
 import type { BatchWebhookPayload } from "../../shared/protocol/batch.ts";
 import type { UsageThresholdPayload } from "../../shared/protocol/usage.ts";
 import type { WebhookPayload } from "../../shared/protocol/webhook.ts";
 import type { WebhookEventType } from "../../shared/protocol/webhook-subscription.ts";
+import { isPostgresDb } from "./job-metadata.ts";
 
 /**
  * Webhook deliveries: one row per event to send, one `webhook_attempts` row per try
@@ -43,6 +44,55 @@ export interface EnqueueWebhookInput {
  * Records an event to deliver; the first attempt is due at once. Returns the delivery id:
  * for an event that already has its delivery (`eventSeq`), that one's, and nothing new.
  */
+/** Columns of a delivery `enqueueWebhooks` writes, in the order of its JSON rows. */
+const ENQUEUED = [
+  "id",
+  "tenant_id",
+  "job_id",
+  "event_type",
+  "url",
+  "payload",
+  "event_seq",
+] as const;
+
+/**
+ * Pending deliveries of many job events (a purge's, a batch cancel's) in one INSERT whatever
+ * their number: the rows one bound JSON array, since D1 binds 100 parameters a statement and
+ * a Worker invocation may make 1 000 D1 queries (https://developers.cloudflare.com/d1/platform/limits/).
+ * An event that has its delivery already keeps it, as with `enqueueWebhook`.
+ */
+export async function enqueueWebhooks(
+  db: Kysely<Database>,
+  inputs: readonly (EnqueueWebhookInput & { eventSeq: number })[],
+  now: number,
+): Promise<void> {
+  if (inputs.length === 0) return;
+  const rows = JSON.stringify(
+    inputs.map((input) => [
+      newId("whd", now),
+      input.tenantId,
+      input.jobId,
+      input.eventType,
+      input.url,
+      JSON.stringify(input.payload),
+      input.eventSeq,
+    ]),
+  );
+  const postgres = isPostgresDb(db);
+  const column = (i: number) =>
+    postgres
+      ? sql.raw(i === 6 ? `(e->>${i})::bigint` : `e->>${i}`)
+      : sql.raw(`json_extract(e.value, '$[${i}]')`);
+  const from = postgres
+    ? sql`json_array_elements(${rows}::json) AS e`
+    : sql`json_each(${rows}) AS e`;
+  await sql`INSERT INTO webhook_deliveries
+      (${sql.raw(ENQUEUED.join(", "))}, state, attempts, next_attempt_at, created_at, updated_at)
+    SELECT ${sql.join(ENQUEUED.map((_, i) => column(i)))}, 'pending', 0, ${now}, ${now}, ${now}
+    FROM ${from} WHERE true
+    ON CONFLICT (job_id, event_seq) DO NOTHING`.execute(db);
+}
+
 export async function enqueueWebhook(
   db: Kysely<Database>,
   input: EnqueueWebhookInput,

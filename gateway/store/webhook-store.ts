@@ -16,6 +16,7 @@ import {
   dueDelivery,
   type EnqueueWebhookInput,
   enqueueWebhook,
+  enqueueWebhooks,
 } from "./webhook-deliveries.ts";
 import {
   disabledEndpoint,
@@ -39,6 +40,9 @@ export function webhookStore(db: Kysely<Database>) {
   return {
     /** Records an event to deliver, due at once; returns the delivery id (one per `eventSeq`). */
     enqueue: (input: EnqueueWebhookInput, now: number) => enqueueWebhook(db, input, now),
+    /** Many job events' deliveries, pending, in one statement (their first attempt is the dispatcher's). */
+    enqueueMany: (inputs: readonly (EnqueueWebhookInput & { eventSeq: number })[], now: number) =>
+      enqueueWebhooks(db, inputs, now),
     /** Webhook events recorded before `before` not yet seen by the sweeper (webhook-outbox.ts). */
     outboxDue: (before: number, limit: number) => outboxDue(db, before, limit),
     clearOutbox: (entries: readonly { jobId: string; seq: number }[]) => clearOutbox(db, entries),

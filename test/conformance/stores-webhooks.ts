@@ -111,6 +111,24 @@ export function webhookStoreCases(stores: () => Stores): void {
     expect((after.get("delivered") ?? 0) - (before.get("delivered") ?? 0)).toBe(1);
   });
 
+  it("webhooks: many events' deliveries are recorded pending in one call, each once", async () => {
+    clock = T0 + 5e8;
+    const s = await subject([200]);
+    const event = { tenantId: s.tenantId, jobId: s.jobId, eventType: "job.succeeded" as const };
+    const many = [2, 3].map((eventSeq) => ({ ...event, url: s.url, payload: s.payload, eventSeq }));
+    await webhooks().enqueueMany(many, clock);
+    // Again, and beside the one-by-one path: an event keeps the delivery it has.
+    await webhooks().enqueueMany(many, clock);
+    await webhooks().enqueue({ ...many[0]!, url: `${s.url}?again` }, clock);
+    const deliveries = await webhooks().deliveries(s.tenantId, s.jobId);
+    expect(deliveries).toHaveLength(2);
+    expect(deliveries.map((delivery) => delivery.url)).toEqual([s.url, s.url]);
+    expect(deliveries[0]).toMatchObject({ state: "pending", attempts: 0, next_attempt_at: clock });
+    // Stored as sent: the attempt carries the payload's exact bytes.
+    expect((await deliverOne(webhooks(), deliveries[0]?.id ?? "", s.deps)).delivered).toBe(1);
+    expect(s.mine()[0]?.body).toBe(JSON.stringify(s.payload));
+  });
+
   it("webhooks: a failed attempt is retried on schedule; the endpoint is failing, then healthy", async () => {
     clock = T0 + 1e9;
     const start = clock;

@@ -4,7 +4,9 @@
  * the input of a job submitted through the other and run by a `gantry-agent` connected to
  * that other, and the artifact the agent wrote is fetched back through the first. With each
  * gateway's blobs on its own disk, the submit through the second answered 409
- * upload_incomplete. A bucket without its region stops the start with one line, exit 2.
+ * upload_incomplete. A bucket without its region, or without credentials the AWS SDK can
+ * find, stops the start with one line, exit 2 (without credentials it served, and answered
+ * every upload 500).
  */
 import { createHash } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -179,6 +181,27 @@ describe("two Node gateways on one database and one S3 bucket", () => {
     expect(output).toContain(
       "GANTRY_S3_REGION is not set: the bucket's region, such as eu-west-1 (auto for R2).",
     );
+    expect(output).not.toMatch(/\n\s+at /);
+  });
+
+  it("refuse a bucket no credentials reach at start: one line, exit 2", async () => {
+    const { AWS_ACCESS_KEY_ID: _id, AWS_SECRET_ACCESS_KEY: _key, ...withoutKeys } = s3Env();
+    const { code, output } = await runToExit(
+      BIN,
+      ["gateway"],
+      {
+        ...withoutKeys,
+        // No ~/.aws, and no instance metadata to wait for off EC2.
+        HOME: dir,
+        AWS_EC2_METADATA_DISABLED: "true",
+        GANTRY_DATA_DIR: join(dir, "d"),
+        GANTRY_DATABASE_URL: database.url,
+        PORT: "0",
+      },
+      30_000,
+    );
+    expect(code).toBe(2);
+    expect(output).toContain("no AWS credentials for the S3 bucket (GANTRY_S3_BUCKET)");
     expect(output).not.toMatch(/\n\s+at /);
   });
 });

@@ -1,8 +1,10 @@
+import { S3Client } from "@aws-sdk/client-s3";
 import { createDiskBlobStore } from "../../../shared/blob/disk.ts";
 import type { BlobRouteDeps } from "../../../shared/blob/local-backend.ts";
 import type { BlobStore } from "../../../shared/blob/port.ts";
-import { createS3BlobStore } from "../../../shared/blob/s3.ts";
+import { createS3BlobStore, type S3BlobStoreOptions } from "../../../shared/blob/s3.ts";
 import { describeS3 } from "../../../shared/blob/s3-settings.ts";
+import { ConfigurationError } from "../../../shared/errors.ts";
 import type { NodeGatewayOptions } from "./types.ts";
 
 export interface NodeBlobs {
@@ -36,4 +38,27 @@ export function nodeBlobs(
     local: { backend: disk, secret: options.blobSecret },
     description: `on disk in ${options.blobDir}`,
   };
+}
+
+/**
+ * Resolves the credentials the AWS SDK's default chain finds for the bucket, once at start:
+ * the chain is only asked at the first presign otherwise, so a gateway that found none
+ * served, and answered every upload and artifact 500. None found is one line, exit 2.
+ */
+export async function checkS3Credentials(options: S3BlobStoreOptions): Promise<void> {
+  const client = new S3Client({
+    region: options.region,
+    ...(options.credentials !== undefined && { credentials: options.credentials }),
+  });
+  try {
+    await client.config.credentials();
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new ConfigurationError(
+      "GANTRY_S3_BUCKET",
+      `no AWS credentials for the S3 bucket (GANTRY_S3_BUCKET): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or give the host a role (${reason})`,
+    );
+  } finally {
+    client.destroy();
+  }
 }

@@ -19,7 +19,7 @@ import { createKyselyStores } from "../../store/kysely-stores.ts";
 import { type SweepOptions, sweep } from "../../sweep/index.ts";
 import { createWebhookDispatcher } from "../../webhooks/dispatcher.ts";
 import { diskAssets } from "./assets.ts";
-import { nodeBlobs } from "./blobs.ts";
+import { checkS3Credentials, nodeBlobs } from "./blobs.ts";
 import { readIncomingBody } from "./body.ts";
 import { nodeAddressOf } from "./client-address.ts";
 import { answerClientErrors } from "./client-errors.ts";
@@ -37,6 +37,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
   const log = options.logger ?? pino({ name: "gantry-gateway" });
   // Checked before anything starts: a bad entry fails the start with its setting's name.
   const addressOf = nodeAddressOf(options.trustedProxies ?? []);
+  if (options.s3) await checkS3Credentials(options.s3);
   // OpenTelemetry, only when OTEL_EXPORTER_OTLP_ENDPOINT asks for it (else not even loaded).
   const tracing = await startTracing("gantry-gateway");
   const settings = feedSettings(options.databaseUrl);

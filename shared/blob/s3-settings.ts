@@ -99,7 +99,12 @@ export function s3BlobOptions(settings: S3Settings, ownStore: string): S3BlobSto
 /** Where the blobs live, without credentials: `s3://bucket/prefix` (and the endpoint). */
 export function describeS3(options: S3BlobStoreOptions): string {
   const where = `s3://${options.bucket}/${options.keyPrefix ?? ""}`;
-  return options.endpoint === undefined ? where : `${where} at ${options.endpoint}`;
+  if (options.endpoint === undefined) return where;
+  // The banner lands in logs: an endpoint's user and password are not shown there.
+  const endpoint = new URL(options.endpoint);
+  endpoint.username = "";
+  endpoint.password = "";
+  return `${where} at ${endpoint.href.replace(/\/$/, "")}`;
 }
 
 function endpointUrl(value: string): string {

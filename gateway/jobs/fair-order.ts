@@ -21,7 +21,8 @@ import { storedLimits } from "../store/tenants.ts";
  *   of the recent starts, and goes first until it has had its weighted part of them (at most
  *   a few hundred starts), instead of waiting a full turn behind every job the flooder has
  *   in flight.
- * - A tenant at `max_running_jobs` (running and released, every model) is skipped.
+ * - A tenant at `max_running_jobs` (running and released, every model; released jobs of a
+ *   paused model aside: release-line.ts `HOLDS_PLACE`) is skipped.
  * - Inside a tenant, its `fairness_key`s the same way, unweighted.
  */
 export function pickReleases(

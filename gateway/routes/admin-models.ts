@@ -7,8 +7,7 @@ import { parseJsonBody } from "../http/validation.ts";
 import { afterTransitions } from "../jobs/lifecycle.ts";
 import { modelState } from "../jobs/model-state.ts";
 import { forgetSwitches } from "../jobs/model-switches.ts";
-import { publishJobs } from "../jobs/publish.ts";
-import { releaseSoon } from "../jobs/release.ts";
+import { releaseModel } from "../jobs/release.ts";
 import { documented, inline, json, problems } from "../openapi/parts.ts";
 
 const PauseRequest = z.strictObject({
@@ -52,7 +51,7 @@ const resumeRoute = createRoute({
   method: "post",
   path: "/{id}/resume",
   operationId: "resumeModel",
-  summary: "Resume a paused model (admin): its waiting jobs are published again",
+  summary: "Resume a paused model (admin): its waiting jobs are released again, in fair order",
   request: { params: ModelParams },
   responses: {
     200: {
@@ -79,9 +78,6 @@ const purgeRoute = createRoute({
   },
 });
 
-/** Republished at once on resume; the outbox sweep publishes any beyond. */
-const RESUME_REPUBLISH = 1_000;
-
 function servedModel(gateway: Gateway, id: string): string {
   if (!gateway.models.has(id)) throw notFound("Model", id);
   return id;
@@ -101,7 +97,7 @@ async function optionalBody<T extends z.ZodType>(
 /**
  * The operator's switches per model, under `/v1/admin/models` (admin scope). Pause: agents'
  * claims of the model's jobs are refused and the jobs wait; with `reject_new`, submits get
- * `503 model_paused`. Resume: the waiting jobs are published again. Purge: cancels the
+ * `503 model_paused`. Resume: the waiting jobs are released again, in fair order. Purge: cancels the
  * model's queued jobs, `limit` per call, resumable by `cursor`.
  */
 export const adminModelRoutes = documented(
@@ -127,12 +123,13 @@ export const adminModelRoutes = documented(
     const model = servedModel(gateway, c.req.param("id"));
     await gateway.stores.jobs.resumeModel(model, gateway.now());
     forgetSwitches(gateway);
-    await gateway.stores.jobs.unpublishModel(model);
-    // Together, not one by one: on Workers an invocation may make 1 000 D1 queries at most.
-    const waiting = await gateway.stores.jobs.unpublishedOfModel(model, RESUME_REPUBLISH);
-    const republished = await publishJobs(gateway, waiting, { awaitMarks: true });
-    // Its held jobs waited for the resume too.
-    await releaseSoon(gateway, model);
+    // Its jobs go out again in fair order, within their tenants' max_running_jobs, as many
+    // as its release window lets out (model-switches.ts `holdModel`).
+    await gateway.stores.jobs.holdModel(model);
+    const republished = await releaseModel(gateway, model).catch((error: unknown) => {
+      gateway.log.warn({ model, err: String(error) }, "release pass failed; the sweep retries");
+      return 0;
+    });
     const state = await modelState(gateway, model);
     return c.json({ id: model, object: "model_state", ...state, republished });
   })

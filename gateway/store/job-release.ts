@@ -110,7 +110,7 @@ export async function releaseJobs(
   return { released, held: true };
 }
 
-/** A tenant's running and released jobs, every model: what `max_running_jobs` bounds. */
+/** A tenant's jobs holding its places, every model: what `max_running_jobs` bounds. */
 export async function activeCount(db: Db, tenantId: string): Promise<number> {
   const { rows } = await sql<{ n: number | string }>`
     SELECT ${tenantActive(db, tenantId)} AS n`.execute(db);

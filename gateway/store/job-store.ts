@@ -95,7 +95,7 @@ export class KyselyJobStore {
   releaseJobs(model: string, window: number, choose: Chooser, now: number) {
     return release.releaseJobs(this.db, model, window, choose, now);
   }
-  /** A tenant's running and released jobs, every model (its `max_running_jobs` count). */
+  /** A tenant's jobs holding its `max_running_jobs` places, every model (release-line.ts). */
   activeCount(tenantId: string) {
     return release.activeCount(this.db, tenantId);
   }
@@ -201,13 +201,9 @@ export class KyselyJobStore {
   modelJobCounts(model: string) {
     return switches.modelJobCounts(this.db, model);
   }
-  /** Marks every queued job of the model unpublished (its resume: model-switches.ts). */
-  unpublishModel(model: string) {
-    return switches.unpublishModel(this.db, model);
-  }
-  /** A model's queued jobs with no message (refused while it was paused), at most `limit`. */
-  unpublishedOfModel(model: string, limit: number) {
-    return switches.unpublishedOfModel(this.db, model, limit);
+  /** Holds the model's released jobs again (its resume: model-switches.ts). */
+  holdModel(model: string) {
+    return switches.holdModel(this.db, model);
   }
 
   /**

@@ -1,6 +1,5 @@
 import type { Kysely, Selectable } from "kysely";
 import type { Database, ModelSwitchTable } from "../../shared/db/schema.ts";
-import type { JobRow } from "./job-rows.ts";
 
 export type ModelSwitchRow = Selectable<ModelSwitchTable>;
 
@@ -83,38 +82,22 @@ export async function queuedIds(
 }
 
 /**
- * On resume: every queued job of the model counts as unpublished. During the pause agents
- * took its messages and had their claims refused; a refusal's unpublished mark can lose a
- * race with the submit's batched published mark, so the resume does not trust the marks.
- * A job whose message did survive gets a second one, which agents tolerate.
+ * On resume: the model's released jobs are held again, to go out in fair order within their
+ * tenants' `max_running_jobs` (gateway/jobs/release.ts). While the model was paused they held
+ * no place under the bound (release-line.ts `HOLDS_PLACE`), so the tenant's other models may
+ * have taken those places; let out as they were, they would all start at once, past it.
+ * Their messages are gone or stale: agents' claims during the pause were refused, and a
+ * claim of a held job is refused (job-transitions.ts `claim`); a release publishes anew. A
+ * job whose message did survive gets a second one, which agents tolerate.
  */
-export async function unpublishModel(db: Kysely<Database>, model: string): Promise<void> {
+export async function holdModel(db: Kysely<Database>, model: string): Promise<void> {
   await db
     .updateTable("jobs")
-    .set({ published_at: null })
+    .set({ released_at: null, published_at: null })
     .where("status", "=", "queued")
     .where("model", "=", model)
+    .where("released_at", "is not", null)
     .execute();
-}
-
-/** A model's queued jobs whose message is gone: what its resume publishes again. */
-export function unpublishedOfModel(
-  db: Kysely<Database>,
-  model: string,
-  limit: number,
-): Promise<JobRow[]> {
-  return (
-    db
-      .selectFrom("jobs")
-      .selectAll()
-      .where("status", "=", "queued")
-      .where("published_at", "is", null)
-      // Held jobs have no message to lose: the releaser publishes them in turn.
-      .where("released_at", "is not", null)
-      .where("model", "=", model)
-      .limit(limit)
-      .execute()
-  );
 }
 
 /** Queued and running jobs of one model (the queued count reads the position index). */

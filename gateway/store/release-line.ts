@@ -41,9 +41,20 @@ export function windowRoom(line: { released: number; running: number }, window: 
   return Math.max(window, line.running) - line.released;
 }
 
-/** A tenant's running and released jobs, every model, as a scalar subquery: what `max_running_jobs` bounds. */
+/**
+ * Of the active jobs, those that hold a place under their tenant's `max_running_jobs`: every
+ * running job, and the released ones of models that are not paused. A released job of a
+ * paused model cannot start until the resume, which holds it back again
+ * (model-switches.ts `holdModel`) to go out within the bound; counted meanwhile, a tenant's
+ * jobs waiting on a paused model kept its other models' jobs from starting.
+ */
+export const HOLDS_PLACE = sql`(status = 'running'
+  OR model NOT IN (SELECT model FROM model_switches WHERE paused_at IS NOT NULL))`;
+
+/** A tenant's jobs that hold a place, every model, as a scalar subquery: what `max_running_jobs` bounds. */
 export const tenantActive = (db: Db, tenantId: string) =>
-  sql<number>`(SELECT count(*) FROM ${activeJobs(db)} WHERE tenant_id = ${tenantId} AND ${ACTIVE})`;
+  sql<number>`(SELECT count(*) FROM ${activeJobs(db)}
+    WHERE tenant_id = ${tenantId} AND ${ACTIVE} AND ${HOLDS_PLACE})`;
 
 /** A job held in the store, not yet released to the queue. */
 export const HELD = sql<boolean>`status = 'queued' AND released_at IS NULL`;

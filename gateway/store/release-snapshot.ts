@@ -1,7 +1,15 @@
 import { type Kysely, sql } from "kysely";
 import { limitClause } from "../../shared/db/inline-limits.ts";
 import type { Database } from "../../shared/db/schema.ts";
-import { ACTIVE, activeJobs, heldLanes, type Line, lineOf, windowRoom } from "./release-line.ts";
+import {
+  ACTIVE,
+  activeJobs,
+  HOLDS_PLACE,
+  heldLanes,
+  type Line,
+  lineOf,
+  windowRoom,
+} from "./release-line.ts";
 
 /**
  * What a model's line looks like now, read for a release pass (job-release.ts): its window,
@@ -114,7 +122,7 @@ function tenantsOf(db: Db, model: string, tenantIds: string[]) {
     GROUP BY tenant_id, fairness_key
     UNION ALL
     SELECT 'total', tenant_id, NULL, count(*), NULL, NULL FROM ${activeJobs(db)}
-    WHERE tenant_id IN (SELECT id FROM ids) AND ${ACTIVE}
+    WHERE tenant_id IN (SELECT id FROM ids) AND ${ACTIVE} AND ${HOLDS_PLACE}
     GROUP BY tenant_id
     UNION ALL
     SELECT 'tenant', id, NULL, NULL, plan, limits FROM tenants

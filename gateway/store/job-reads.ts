@@ -177,15 +177,16 @@ export function silentQueued(db: Db, before: number, limit: number): Promise<Job
 }
 
 /**
- * How many times the job was claimed. Counted from its events rather than read from
- * `attempt`, which is the queue's delivery count and starts again on a republished message.
+ * How many of the job's attempts were spent: its claims, counted from its events rather
+ * than read from `attempt`, which is the queue's delivery count and starts again on a
+ * republished message. A claim a draining agent gave back unspent is left out (`spent`).
  */
 export async function claims(db: Db, id: string): Promise<number> {
-  const row = await db
+  const events = await db
     .selectFrom("job_events")
-    .select((eb) => eb.fn.countAll<number | string>().as("claims"))
+    .select(["status", "attempt", "error"])
     .where("job_id", "=", id)
-    .where("status", "=", "running")
+    .where("status", "in", ["running", "queued"])
     // Since the job's last life began: a retry (POST …/retry) is the one queued event at
     // attempt 0 after the insert, and starts the count again.
     .where("seq", ">", (eb) =>
@@ -196,6 +197,30 @@ export async function claims(db: Db, id: string): Promise<number> {
         .where("life.status", "=", "queued")
         .where("life.attempt", "=", 0),
     )
-    .executeTakeFirst();
-  return Number(row?.claims ?? 0);
+    .orderBy("seq")
+    .execute();
+  return spent(events);
+}
+
+type ClaimEvent = Pick<JobEventRow, "status" | "attempt" | "error">;
+
+/**
+ * The claims (`running` events) that spent an attempt. A draining agent's claim of a job it
+ * never ran is released (a `queued` event at the same attempt with no error: a failure or a
+ * lost agent has one) and its message given back at the same delivery count (give_back), so
+ * the next claim is at that attempt again; a message sent back with a retry is claimed at
+ * the next. A released claim not yet followed by another counts: which way its message
+ * went is not known yet (a retry at the last attempt dead-letters it), and at most that
+ * one claim is counted that may have been given back.
+ */
+function spent(events: readonly ClaimEvent[]): number {
+  return events.filter((event, at) => {
+    if (event.status !== "running") return false;
+    const after = events[at + 1];
+    const released =
+      after?.status === "queued" && after.attempt === event.attempt && after.error === null;
+    if (!released) return true;
+    const next = events.slice(at + 2).find((later) => later.status === "running");
+    return !next || next.attempt !== event.attempt;
+  }).length;
 }

@@ -176,6 +176,24 @@ describe.each(["sqlite", "postgres"] as const)("sweep() on %s", (kind) => {
     expect(publishedIds()).toEqual([]);
   });
 
+  it("counts only spent attempts: claims a draining agent gave back unspent do not fail the job", async () => {
+    reset(T0 + 550_000);
+    const job = await commit(clock);
+    const jobs = gateway.stores.jobs;
+    // Three agents drained (a deploy) with the job read ahead: each claim was released and
+    // its message given back, still at delivery 1 (give_back); the fourth agent went silent.
+    for (const agent of ["agent-a", "agent-b", "agent-c"]) {
+      expect((await jobs.claim(job.id, agent, 1, clock)).ok).toBe(true);
+      expect((await jobs.release(job.id, 1, clock, agent)).ok).toBe(true);
+      clock += 1_000;
+    }
+    expect((await jobs.claim(job.id, "agent-d", 1, clock)).ok).toBe(true);
+    expect(await jobs.claims(job.id)).toBe(1);
+    clock += 20_000;
+    expect(await sweep(gateway, OPTIONS)).toMatchObject({ released: 1, abandoned: 0 });
+    expect(await statusOf(job.id)).toBe("queued");
+  });
+
   it("leaves canceled and finished jobs alone", async () => {
     reset(T0 + 600_000);
     const canceled = await commit(clock);

@@ -12,7 +12,7 @@ import { checkBrokerFirst, checkBrokerForGateway, openGatewayQueue } from "./gat
 import { type MetricsHost, serveAgentMetrics } from "./metrics-server.ts";
 import { ModelConfigError } from "./pipelines/model-config.ts";
 import { DownloadUnavailable } from "./registry/fetch-file.ts";
-import { formatProgress, resolveModels, toModelConfigs } from "./registry/index.ts";
+import { formatProgress, readRegistry, resolveModels, toModelConfigs } from "./registry/index.ts";
 import { declaredMb } from "./runner/child-models.ts";
 import { RunnerStartError } from "./runner/child-process.ts";
 import { type ChildRunnerOptions, createChildRunner } from "./runner/child-runner.ts";
@@ -77,8 +77,9 @@ export async function startAgent(
 ): Promise<AgentHandle> {
   const logger = deps.logger ?? pino({ name: "gantry-agent" });
   const progress = deps.progress ?? (() => {});
-  // The GPUs before enrolling: a GPU setting refused then left an agent row at every start.
+  // The GPUs and models.yaml before enrolling: a refusal then left an agent row every start.
   const plan = await planRunners(configured);
+  if (configured.modelsFile) await readRegistry(configured.modelsFile);
   // Its id next, so every line below names it as the gateway does (a ready client has it).
   const config =
     deps.gateway || deps.gatewayCalls
@@ -246,9 +247,8 @@ export async function startAgent(
   });
   let metrics: Awaited<ReturnType<typeof serveAgentMetrics>> | undefined;
   try {
-    // Before the supervisor takes a job: a port another process holds stops the start (the
-    // operator's to fix), rather than failing after jobs were taken and leaving the agent
-    // running without the metrics it was told to serve.
+    // Before the supervisor takes a job: a taken port stops the start (the operator's to
+    // fix) instead of an agent running jobs without the metrics it was told to serve.
     metrics = await serveAgentMetrics(
       { port: config.metricsPort, host: config.metricsHost },
       { supervisor, runners },

@@ -1,5 +1,7 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { installStubNvidiaSmi } from "../helpers/stub-nvidia-smi.ts";
@@ -10,7 +12,7 @@ import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
  * alone without its library) stops at start, exit 2; but it enrolled first, so every such
  * start left an agent that "enrolled but never registered" in `gantry agents list`: a
  * crash-looping pod (the kubelet restarts it whatever its exit code) one more every restart.
- * The GPUs are now planned before the agent enrolls.
+ * The GPUs are now planned before the agent enrolls, and GANTRY_MODELS_FILE read.
  */
 const BIN = join(import.meta.dirname, "../../bin/gantry-agent.js");
 let gw: TestGateway;
@@ -24,17 +26,16 @@ afterAll(async () => {
   await gw?.close();
 });
 
-it("refuses a GPU it cannot see before it enrolls, leaving no agent behind", {
-  timeout: 60_000,
-}, async () => {
+/** Runs `gantry-agent run` with these settings beside the enrolling ones; its exit and stderr. */
+async function refusedRun(settings: Record<string, string>) {
   const child = spawn(process.execPath, [BIN, "run"], {
     env: {
       PATH: process.env.PATH,
       GANTRY_GATEWAY_URL: gw.url,
       GANTRY_AGENT_TOKEN: gw.agentToken,
       GANTRY_MODELS: "noop",
-      GANTRY_GPUS: "7",
       GANTRY_LOG_FORMAT: "json",
+      ...settings,
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -43,7 +44,30 @@ it("refuses a GPU it cannot see before it enrolls, leaving no agent behind", {
     stderr += chunk.toString();
   });
   const [code] = await once(child, "exit");
+  return { code, stderr };
+}
+
+it("refuses a GPU it cannot see before it enrolls, leaving no agent behind", {
+  timeout: 60_000,
+}, async () => {
+  const { code, stderr } = await refusedRun({ GANTRY_GPUS: "7" });
   expect(code, stderr).toBe(2);
   expect(stderr).toContain("GANTRY_GPUS names GPU 7, which this process cannot see");
   expect(await gw.gateway.stores.agents.list({ limit: 10 })).toEqual([]);
+});
+
+it("refuses an invalid models.yaml before it enrolls, leaving no agent behind", {
+  timeout: 60_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "gantry-refused-"));
+  try {
+    const file = join(dir, "models.yaml");
+    writeFileSync(file, "models:\n  - id: Not A Model Id\n");
+    const { code, stderr } = await refusedRun({ GANTRY_MODELS_FILE: file });
+    expect(code, stderr).toBe(2);
+    expect(stderr).toContain(`model registry ${file} is invalid`);
+    expect(await gw.gateway.stores.agents.list({ limit: 10 })).toEqual([]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -3,6 +3,7 @@ import type { WaitingReason } from "../../shared/protocol/index.ts";
 import { registeredModels } from "../agents/reports.ts";
 import { agentState } from "../agents/view.ts";
 import type { Gateway } from "../context.ts";
+import type { ActiveOnModel } from "../store/job-release.ts";
 import type { JobRow } from "../store/job-rows.ts";
 import { storedLimits } from "../store/tenants.ts";
 import { AGENTS_READ, modelJobCounts } from "./model-state.ts";
@@ -53,8 +54,8 @@ export interface Waiting {
   waiting_detail: string;
 }
 
-/** A tenant's `max_running_jobs` and its running and released jobs now. */
-type TenantLoad = { max: number | null; active: number };
+/** A tenant's `max_running_jobs` and its jobs holding those places now, per model. */
+type TenantLoad = { max: number | null; active: ActiveOnModel[] };
 
 /**
  * Per tenant, read once for a whole listing page (one tenant's jobs): `waitingOf` of each
@@ -65,7 +66,7 @@ export type TenantLoads = Map<string, Promise<TenantLoad>>;
 async function readTenantLoad(gateway: Gateway, tenantId: string): Promise<TenantLoad> {
   const [tenant, active] = await Promise.all([
     gateway.stores.tenants.byId(tenantId),
-    gateway.stores.jobs.activeCount(tenantId),
+    gateway.stores.jobs.activeByModel(tenantId),
   ]);
   return { max: tenant ? storedLimits(tenant).max_running_jobs : null, active };
 }
@@ -102,10 +103,11 @@ export async function waitingOf(
       loads.set(row.tenant_id, load);
     }
     const { max, active } = await load;
-    if (max !== null && active >= max) {
+    const holding = sum(active, "running") + sum(active, "released");
+    if (max !== null && holding >= max) {
       return reason(
         "tenant_concurrency_limit",
-        `${active} of your jobs are running or about to start (your max_running_jobs is ${max}); this one starts when one of them ends.`,
+        `Your max_running_jobs is ${max}, and ${holding} of your jobs ${holding === 1 ? "holds" : "hold"} those places (${placesHeld(active)}); this one starts when one of them ends.`,
       );
     }
   }
@@ -164,4 +166,23 @@ function errorCode(stored: string): string | null {
   } catch {
     return null;
   }
+}
+
+const sum = (active: ActiveOnModel[], kind: "running" | "released") =>
+  active.reduce((total, model) => total + model[kind], 0);
+
+/**
+ * What holds the tenant's places, by what they are: jobs running, and jobs handed to the
+ * agents of a model and not yet taken, named by model. Those may wait for an agent that is
+ * gone or was never started; "about to start" said nothing of which.
+ */
+function placesHeld(active: ActiveOnModel[]): string {
+  const running = sum(active, "running");
+  const parts = running ? [`${running} running`] : [];
+  const released = active.filter((model) => model.released > 0);
+  if (released.length) {
+    const models = released.map((model) => `${model.released} of ${model.model}`).join(", ");
+    parts.push(`handed to agents and not yet taken: ${models}`);
+  }
+  return parts.join("; ");
 }

@@ -3,7 +3,17 @@ import { limitClause } from "../../shared/db/inline-limits.ts";
 import type { Database } from "../../shared/db/schema.ts";
 import { isPostgresDb } from "./job-metadata.ts";
 import { JOB_COLUMNS, type JobRow } from "./job-rows.ts";
-import { HELD, heldInLane, type Line, lineOf, tenantActive, windowRoom } from "./release-line.ts";
+import {
+  ACTIVE,
+  activeJobs,
+  HELD,
+  HOLDS_PLACE,
+  heldInLane,
+  type Line,
+  lineOf,
+  tenantActive,
+  windowRoom,
+} from "./release-line.ts";
 import { type Chooser, type ReleasePick, snapshot } from "./release-snapshot.ts";
 
 /**
@@ -110,11 +120,29 @@ export async function releaseJobs(
   return { released, held: true };
 }
 
-/** A tenant's jobs holding its places, every model: what `max_running_jobs` bounds. */
-export async function activeCount(db: Db, tenantId: string): Promise<number> {
-  const { rows } = await sql<{ n: number | string }>`
-    SELECT ${tenantActive(db, tenantId)} AS n`.execute(db);
-  return Number(rows[0]?.n ?? 0);
+/** Of a model, a tenant's jobs that hold its places: running, and released not yet taken. */
+export type ActiveOnModel = { model: string; running: number; released: number };
+
+/**
+ * A tenant's jobs holding its places, per model: what `max_running_jobs` bounds (the same
+ * jobs as `tenantActive`), read for a waiting job's reason, which names them.
+ */
+export async function activeByModel(db: Db, tenantId: string): Promise<ActiveOnModel[]> {
+  const { rows } = await sql<{
+    model: string;
+    running: number | string;
+    released: number | string;
+  }>`
+    SELECT model, sum(CASE WHEN status = 'running' THEN 1 ELSE 0 END) AS running,
+           sum(CASE WHEN status = 'queued' THEN 1 ELSE 0 END) AS released
+    FROM ${activeJobs(db)}
+    WHERE tenant_id = ${tenantId} AND ${ACTIVE} AND ${HOLDS_PLACE}
+    GROUP BY model ORDER BY model`.execute(db);
+  return rows.map((row) => ({
+    model: row.model,
+    running: Number(row.running),
+    released: Number(row.released),
+  }));
 }
 
 /** Models with jobs held in the store, for the sweep's release pass. */

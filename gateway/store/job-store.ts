@@ -95,9 +95,9 @@ export class KyselyJobStore {
   releaseJobs(model: string, window: number, choose: Chooser, now: number) {
     return release.releaseJobs(this.db, model, window, choose, now);
   }
-  /** A tenant's jobs holding its `max_running_jobs` places, every model (release-line.ts). */
-  activeCount(tenantId: string) {
-    return release.activeCount(this.db, tenantId);
+  /** A tenant's jobs holding its `max_running_jobs` places, per model (release-line.ts). */
+  activeByModel(tenantId: string) {
+    return release.activeByModel(this.db, tenantId);
   }
   /** Models with jobs held for release, at most `limit`. */
   heldModels(limit: number) {

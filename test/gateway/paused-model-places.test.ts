@@ -61,3 +61,21 @@ describe("a paused model's jobs and the tenant's max_running_jobs", () => {
     expect(reasons.sort()).toEqual(["no_agent_for_model", "tenant_concurrency_limit"]);
   });
 });
+
+describe("a job waiting for the tenant's max_running_jobs", () => {
+  it("says which jobs hold the places: here one handed to ocr's agents, none of which came", async () => {
+    const { gw, call, submit } = await rig();
+    await gw.request("/v1/admin/tenants/ten_two", {
+      method: "PATCH",
+      key: await gw.addTenant({ id: "ten_admin" }),
+      json: { limits: { max_running_jobs: 1 } },
+    });
+    await submit("ocr");
+    const noop = await submit("noop");
+    const viewed = await call(`/v1/jobs/${noop.id}`);
+    expect(viewed.waiting_reason).toBe("tenant_concurrency_limit");
+    expect(viewed.waiting_detail).toBe(
+      "Your max_running_jobs is 1, and 1 of your jobs holds those places (handed to agents and not yet taken: 1 of ocr); this one starts when one of them ends.",
+    );
+  });
+});

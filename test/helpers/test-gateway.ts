@@ -51,6 +51,8 @@ export interface TestGatewayOptions {
   metricsPort?: number;
   /** False: webhooks as outside embedded mode (https, public or GANTRY_WEBHOOK_ALLOW). */
   allowInsecureWebhooks?: boolean;
+  /** Blobs in this bucket (GANTRY_S3_*) instead of the data directory. */
+  s3?: NodeGatewayOptions["s3"];
 }
 
 export interface TestGateway extends NodeGateway {
@@ -100,6 +102,7 @@ export async function startTestGateway(options: TestGatewayOptions = {}): Promis
       ...(options.trustedProxies ? { trustedProxies: options.trustedProxies } : {}),
       ...(options.sharedLimits ? { sharedLimits: options.sharedLimits } : {}),
       ...(options.metricsPort === undefined ? {} : { metricsPort: options.metricsPort }),
+      ...(options.s3 ? { s3: options.s3 } : {}),
     });
   } catch (error) {
     if (fresh) await dropPostgresSchema(fresh.url, fresh.schema).catch(() => {});

@@ -5,6 +5,8 @@ import type { BlobStore } from "../../../shared/blob/port.ts";
 import { createS3BlobStore, type S3BlobStoreOptions } from "../../../shared/blob/s3.ts";
 import { describeS3 } from "../../../shared/blob/s3-settings.ts";
 import { ConfigurationError } from "../../../shared/errors.ts";
+import { answeringOutages } from "../../blob-outage.ts";
+import type { Log } from "../../context.ts";
 import type { NodeGatewayOptions } from "./types.ts";
 
 export interface NodeBlobs {
@@ -24,9 +26,11 @@ export interface NodeBlobs {
 export function nodeBlobs(
   options: Pick<NodeGatewayOptions, "s3" | "blobDir" | "blobSecret">,
   publicUrl: string,
+  log: Log,
 ): NodeBlobs {
   if (options.s3) {
-    return { store: createS3BlobStore(options.s3), description: `in ${describeS3(options.s3)}` };
+    const store = answeringOutages(createS3BlobStore(options.s3), log);
+    return { store, description: `in ${describeS3(options.s3)}` };
   }
   const disk = createDiskBlobStore({
     root: options.blobDir,

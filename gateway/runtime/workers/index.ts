@@ -19,6 +19,7 @@ import type { JobQueue } from "../../../shared/queue/port.ts";
 import { createSqlQueue, type QueueLeases } from "../../../shared/queue/sql/index.ts";
 import { createSqsQueue } from "../../../shared/queue/sqs/index.ts";
 import { createApp, createGateway } from "../../app.ts";
+import { answeringOutages } from "../../blob-outage.ts";
 import type { Gateway } from "../../context.ts";
 import { answerResponse, problemFor } from "../../http/problem.ts";
 import { webhookDeps } from "../../jobs/lifecycle.ts";
@@ -121,7 +122,7 @@ function buildGateway(
   let blobs: BlobStore;
   let localBlobs: Gateway["localBlobs"];
   if (settings.blobs.kind === "s3") {
-    blobs = createS3BlobStore(settings.blobs.options);
+    blobs = answeringOutages(createS3BlobStore(settings.blobs.options), log);
   } else {
     const r2 = r2Store(settings.blobs, config.publicUrl);
     blobs = r2;

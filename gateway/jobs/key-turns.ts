@@ -1,13 +1,5 @@
 import type { Gateway } from "../context.ts";
 
-/**
- * How long a copy of a keyed request waits for the one before it. A bound, not a timing:
- * on Workers the one before runs in another request, which the runtime may cancel (its
- * client gone) without ever settling it; past this the copy goes on by itself, and the
- * limits' refusal still looks the key up (submit.ts, batches.ts).
- */
-const MOST_WAIT_MS = 30_000;
-
 const tables = new WeakMap<object, Map<string, Promise<void>>>();
 
 /**
@@ -18,29 +10,20 @@ const tables = new WeakMap<object, Map<string, Promise<void>>>();
  * refused 429 / 503 instead of getting its job. Taking turns, each later copy finds the
  * first one's job committed and replays it before any limit is checked.
  *
- * Keyed by the gateway's notifier, which every per-request copy of a gateway shares (on
- * Workers each request gets its own Gateway object around the isolate's parts).
+ * Keyed by the gateway's notifier, which every per-request copy of a gateway shares. Not on
+ * Workers, where a promise one request's I/O settles cannot be awaited by another: there
+ * each copy reads the tenant's count itself, and one a limit refused looks the key up again
+ * (submit.ts, batches.ts), as across gateways.
  */
 export async function inKeyTurn<T>(gateway: Gateway, key: string, run: () => Promise<T>) {
+  if (gateway.isolatedRequests) return run();
   let table = tables.get(gateway.notifier);
   if (!table) {
     table = new Map();
     tables.set(gateway.notifier, table);
   }
-  const before = table.get(key);
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const turn = before
-    ? Promise.race([
-        before,
-        new Promise<void>((resolve) => {
-          timer = setTimeout(resolve, MOST_WAIT_MS);
-        }),
-      ])
-    : Promise.resolve();
-  const mine = turn.then(() => {
-    clearTimeout(timer);
-    return run();
-  });
+  const before = table.get(key) ?? Promise.resolve();
+  const mine = before.then(run);
   const done = mine.then(
     () => undefined,
     () => undefined,

@@ -1,8 +1,7 @@
-import { S3Client } from "@aws-sdk/client-s3";
 import { createDiskBlobStore } from "../../../shared/blob/disk.ts";
 import type { BlobRouteDeps } from "../../../shared/blob/local-backend.ts";
 import type { BlobStore } from "../../../shared/blob/port.ts";
-import { createS3BlobStore, type S3BlobStoreOptions } from "../../../shared/blob/s3.ts";
+import type { S3BlobStoreOptions } from "../../../shared/blob/s3.ts";
 import { describeS3 } from "../../../shared/blob/s3-settings.ts";
 import { ConfigurationError } from "../../../shared/errors.ts";
 import { answeringOutages } from "../../blob-outage.ts";
@@ -23,12 +22,14 @@ export interface NodeBlobs {
  * was a 409 upload_incomplete, or a 404 for the agent, through the next); else the data
  * directory, behind URLs this gateway signs and serves itself.
  */
-export function nodeBlobs(
+export async function nodeBlobs(
   options: Pick<NodeGatewayOptions, "s3" | "blobDir" | "blobSecret">,
   publicUrl: string,
   log: Log,
-): NodeBlobs {
+): Promise<NodeBlobs> {
   if (options.s3) {
+    // Loaded only for S3: the AWS SDK costs a gateway on disk ~150 ms and 24 MB at start.
+    const { createS3BlobStore } = await import("../../../shared/blob/s3.ts");
     const store = answeringOutages(createS3BlobStore(options.s3), log);
     return { store, description: `in ${describeS3(options.s3)}` };
   }
@@ -50,6 +51,7 @@ export function nodeBlobs(
  * served, and answered every upload and artifact 500. None found is one line, exit 2.
  */
 export async function checkS3Credentials(options: S3BlobStoreOptions): Promise<void> {
+  const { S3Client } = await import("@aws-sdk/client-s3");
   const client = new S3Client({
     region: options.region,
     ...(options.credentials !== undefined && { credentials: options.credentials }),

@@ -111,7 +111,7 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
   const port = typeof address === "object" && address ? address.port : options.port;
   const url = options.publicUrl ?? `http://${options.host}:${port}`;
 
-  const blobs = nodeBlobs(options, url, log);
+  const blobs = await nodeBlobs(options, url, log);
   const config = GatewayConfig.parse({
     ...options.config,
     publicUrl: url,

@@ -14,6 +14,7 @@ import {
 } from "./config.ts";
 import { doctorCommand } from "./doctor/command.ts";
 import { GatewayError } from "./gateway/errors.ts";
+import { listenAgentMetrics } from "./metrics-server.ts";
 
 const USAGE = `gantry-agent: pulls inference jobs from the queue and runs them on this host's GPUs.
 
@@ -110,11 +111,17 @@ async function run(config: AgentConfig): Promise<void> {
   const say = (line: string) => process.stderr.write(`gantry-agent: ${line}\n`);
   const shutdown = installShutdown(config.drainTimeoutMs, say);
   say(`agent ${config.agentId} → gateway ${config.gatewayUrl}`);
+  // Bound before the agent enrolls: a port another process holds then left an agent row.
+  const { metricsPort: port, metricsHost: host } = config;
+  const metrics = port === undefined ? null : await listenAgentMetrics(port, host);
+  if (metrics) say(`metrics on ${metrics.url}`);
   const agent = await startAgent(config, {
     logger,
     progress: say,
     signal: shutdown.waitsEnded,
-  }).catch((error: unknown) => {
+    ...(metrics ? { metricsHost: metrics.add } : {}),
+  }).catch(async (error: unknown) => {
+    await metrics?.close();
     // A signal that ended a wait for the gateway or the queue: nothing was taken yet, and
     // the start undid itself (runners stopped), so this is the stop that was asked for.
     if (shutdown.waitsEnded.aborted) {

@@ -1,9 +1,10 @@
 import type { Logger } from "pino";
-import { collectDefaultMetrics } from "prom-client";
+import { collectDefaultMetrics, Registry } from "prom-client";
 import { UserError } from "../shared/errors.ts";
 import {
   type MetricsServer,
   type MetricsSource,
+  mergedMetrics,
   startMetricsServer,
 } from "../shared/metrics-server.ts";
 import { listenRefusalCode } from "../shared/net/network-errors.ts";
@@ -14,9 +15,56 @@ export { type MetricsServer, startMetricsServer };
 /**
  * Where an agent's metrics go instead of a port of their own: the embedded agent of
  * `gantry start` adds them to the gateway's metrics listener (one `GANTRY_METRICS_PORT`
- * for the process). Returns how to take them off again.
+ * for the process), `gantry-agent run` to the listener it bound before enrolling. Returns
+ * how to take them off again.
  */
 export type MetricsHost = (source: MetricsSource) => () => void;
+
+/** Where an agent's metrics listener binds: GANTRY_METRICS_PORT (none: off), _HOST. */
+export interface MetricsListen {
+  port: number | null | undefined;
+  host: string;
+}
+
+export interface AgentMetricsListener {
+  url: string;
+  add: MetricsHost;
+  close(): Promise<void>;
+}
+
+/**
+ * The agent's own metrics listener, with the process's memory, CPU and event-loop lag; the
+ * agent's metrics join it once it runs (`add`). A port another process holds (or one this
+ * user may not bind) is the operator's to fix: a UserError naming it.
+ */
+export async function listenAgentMetrics(
+  port: number,
+  host: string,
+): Promise<AgentMetricsListener> {
+  const processMetrics = new Registry();
+  collectDefaultMetrics({ register: processMetrics });
+  const sources: MetricsSource[] = [processMetrics];
+  const merged = mergedMetrics(() => sources);
+  const server = await startMetricsServer(port, merged, host).catch((error: unknown) => {
+    const code = listenRefusalCode(error);
+    if (code)
+      throw new UserError(
+        `cannot serve metrics on port ${port} (${code}) of ${host}: set GANTRY_METRICS_PORT to a free port and GANTRY_METRICS_HOST to an address of this host, or unset them`,
+      );
+    throw error;
+  });
+  return {
+    url: server.url,
+    add(source) {
+      sources.push(source);
+      return () => {
+        const at = sources.indexOf(source);
+        if (at >= 0) sources.splice(at, 1);
+      };
+    },
+    close: () => server.close(),
+  };
+}
 
 /**
  * The agent's wiring in one call: with a port, creates the metrics and serves them (logged
@@ -25,18 +73,18 @@ export type MetricsHost = (source: MetricsSource) => () => void;
  * metrics, no listener. `stop` undoes it.
  */
 export async function serveAgentMetrics(
-  listen: { port: number | null | undefined; host: string },
+  listen: MetricsListen,
   source: AgentMetricsOptions,
   log: Pick<Logger, "info">,
   progress: (line: string) => void = () => {},
   host?: MetricsHost,
 ): Promise<{ stop(): Promise<void> }> {
-  const { port, host: address } = listen;
+  const { port } = listen;
   if (port === null || port === undefined) return { stop: async () => {} };
   const metrics = createAgentMetrics(source);
   if (host) {
     const remove = host(metrics.registry);
-    log.info("agent metrics served with the gateway's");
+    log.info("agent metrics served on the process's metrics listener");
     return {
       async stop() {
         remove();
@@ -44,27 +92,18 @@ export async function serveAgentMetrics(
       },
     };
   }
-  // On its own listener the agent is the process: its memory, CPU and event-loop lag too.
-  // (Joined to the gateway's above, the gateway's registry already has them, once.)
-  collectDefaultMetrics({ register: metrics.registry });
-  const server = await startMetricsServer(port, metrics.registry, address).catch(
-    (error: unknown) => {
-      metrics.close();
-      // A port another process holds (or one this user may not bind) is the operator's to fix.
-      const code = listenRefusalCode(error);
-      if (code)
-        throw new UserError(
-          `cannot serve metrics on port ${port} (${code}) of ${address}: set GANTRY_METRICS_PORT to a free port and GANTRY_METRICS_HOST to an address of this host, or unset them`,
-        );
-      throw error;
-    },
-  );
-  log.info({ url: server.url }, "serving Prometheus metrics");
-  progress(`metrics on ${server.url}`);
+  const listener = await listenAgentMetrics(port, listen.host).catch((error: unknown) => {
+    metrics.close();
+    throw error;
+  });
+  const remove = listener.add(metrics.registry);
+  log.info({ url: listener.url }, "serving Prometheus metrics");
+  progress(`metrics on ${listener.url}`);
   return {
     async stop() {
+      remove();
       metrics.close();
-      await server.close();
+      await listener.close();
     },
   };
 }

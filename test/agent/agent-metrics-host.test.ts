@@ -1,5 +1,6 @@
 import { networkInterfaces } from "node:os";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { startAgentProcess } from "../helpers/fault-agent.ts";
 import { startTestAgent } from "../helpers/test-agent.ts";
 import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
 
@@ -63,5 +64,24 @@ describe("gantry-agent's metrics listener address", () => {
     const lines = await agentServing({ GANTRY_METRICS_PORT: String(port) });
     expect(lines).toContain(`metrics on http://0.0.0.0:${port}/metrics`);
     expect(await scrapes(outsideAddress(), port)).toBe(true);
+  });
+
+  it("gantry-agent run binds it before enrolling and serves the agent's and the process's metrics there", {
+    timeout: 60_000,
+  }, async () => {
+    const port = 48813;
+    const agent = startAgentProcess(gw, {
+      slots: 1,
+      env: { GANTRY_METRICS_PORT: String(port), GANTRY_METRICS_HOST: "127.0.0.1" },
+    });
+    onTestFinished(() => agent.kill());
+    await agent.ready();
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    expect(text).toContain("# TYPE gantry_agent_slots ");
+    expect(text).toContain("# TYPE process_cpu_seconds_total ");
+    // Once each: the process's metrics are the listener's, not also the agent's registry's.
+    expect(text.split("# TYPE process_cpu_seconds_total ")).toHaveLength(2);
+    expect(agent.stderrTail()).toContain(`metrics on http://127.0.0.1:${port}/metrics`);
+    expect(await agent.stop()).toBe(0);
   });
 });

@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -69,5 +70,21 @@ it("refuses an invalid models.yaml before it enrolls, leaving no agent behind", 
     expect(await gw.gateway.stores.agents.list({ limit: 10 })).toEqual([]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+it("refuses a metrics port another process holds before it enrolls, leaving no agent behind", {
+  timeout: 60_000,
+}, async () => {
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, "0.0.0.0", resolve));
+  try {
+    const { port } = taken.address() as AddressInfo;
+    const { code, stderr } = await refusedRun({ GANTRY_METRICS_PORT: String(port) });
+    expect(code, stderr).toBe(2);
+    expect(stderr).toContain(`cannot serve metrics on port ${port} (EADDRINUSE)`);
+    expect(await gw.gateway.stores.agents.list({ limit: 10 })).toEqual([]);
+  } finally {
+    await new Promise((resolve) => taken.close(resolve));
   }
 });

@@ -40,7 +40,8 @@ function asAnswer(error: unknown, what: string, key: string, log: Log): unknown 
     log.error({ err, op: what, key }, "the blob store refused the gateway's credentials");
     return new ConfigurationError(
       "GANTRY_S3_BUCKET",
-      "The S3 bucket refused the gateway's credentials (403): check GANTRY_S3_BUCKET and the gateway's IAM policy.",
+      // Without s3:ListBucket, S3 answers a HEAD of a key not yet uploaded 403, not 404.
+      "The S3 bucket refused the gateway's credentials (403): check GANTRY_S3_BUCKET and the gateway's IAM policy (s3:GetObject, s3:PutObject and s3:DeleteObject on its keys, s3:ListBucket on the bucket).",
     );
   }
   if (status !== undefined && status < 500) return error;

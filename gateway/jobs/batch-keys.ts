@@ -1,4 +1,5 @@
 import { HttpProblem } from "../../shared/errors.ts";
+import { pause } from "../../shared/pause.ts";
 import type { Batch } from "../../shared/protocol/index.ts";
 import type { Gateway } from "../context.ts";
 import type { BatchRow } from "../store/batches.ts";
@@ -41,6 +42,32 @@ export async function earlierBatch(
 ) {
   const earlier = await gateway.stores.jobs.batchByIdempotencyKey(tenant.id, key);
   return sameRequest("batch", earlier, requestHash);
+}
+
+/** How often, and how many times, a refused copy of a keyed batch reads it for its seal. */
+const SEAL_READ_MS = 100;
+const SEAL_READS = 50;
+
+/**
+ * The batch a copy of this keyed request made on another gateway, once sealed: read when a
+ * limit refused this one, whose look-up came before the other's insert and whose count after
+ * it. While the other is making the batch it is not sealed yet; it is read again until it
+ * is, a few seconds at most (a batch's items are inserted together). Null when the key made
+ * nothing, or nothing sealed within that: the refusal stands (Retry-After).
+ */
+export async function sealedElsewhere(
+  gateway: Gateway,
+  tenant: Tenant,
+  key: string,
+  requestHash: string,
+): Promise<BatchRow | null> {
+  for (let read = 0; read < SEAL_READS; read++) {
+    const made = await earlierBatch(gateway, tenant, key, requestHash);
+    if (!made) return null;
+    if (made.total !== null) return made;
+    await pause(SEAL_READ_MS);
+  }
+  return null;
 }
 
 /**

@@ -14,7 +14,15 @@ import { hashKey, type Tenant } from "../store/tenants.ts";
 import { assertWebhookUrlAllowed } from "../webhooks/url-policy.ts";
 import { completeIfDone } from "./batch-completion.ts";
 import { itemError, refused } from "./batch-errors.ts";
-import { earlierBatch, itemKey, itemsMade, type MadeBatch, noJobs, replay } from "./batch-keys.ts";
+import {
+  earlierBatch,
+  itemKey,
+  itemsMade,
+  type MadeBatch,
+  noJobs,
+  replay,
+  sealedElsewhere,
+} from "./batch-keys.ts";
 import { batchView } from "./batch-view.ts";
 import { inKeyTurn } from "./key-turns.ts";
 import { webhookDeps, webhookUrlPolicy } from "./lifecycle.ts";
@@ -33,10 +41,8 @@ import { batchUploadReader, type CheckedJob, checkModelAndInputs } from "./submi
  * Room in the tenant's queued-jobs bound and the model's queue bound is taken for the batch
  * as a whole before anything is made (`admitJobs`): the first items that fit are queued and
  * the rest refused by index; an `atomic` batch that does not fit whole, or a batch of which
- * nothing fits, is refused as a single submit is (429 / 503 with Retry-After).
- *
- * Copies of a keyed request sent at once take turns in this process (key-turns.ts), so each
- * later one finds the first one's batch made and answers it, whatever room is left.
+ * nothing fits, is refused as a single submit is (429 / 503 with Retry-After). Copies of a
+ * keyed request sent at once take turns (key-turns.ts): each answers the first one's batch.
  */
 export function createBatch(
   gateway: Gateway,
@@ -117,8 +123,8 @@ async function createBatchNow(
     if (admission.refusal && (request.atomic || none)) {
       // A copy of this request on another gateway may have made the batch meanwhile.
       const made =
-        key && requestHash ? await earlierBatch(gateway, tenant, key, requestHash) : null;
-      if (made && made.total !== null) return await replay(gateway, made);
+        key && requestHash ? await sealedElsewhere(gateway, tenant, key, requestHash) : null;
+      if (made) return await replay(gateway, made);
       throw admission.refusal;
     }
     return await makeBatch(gateway, tenant, request, options, {

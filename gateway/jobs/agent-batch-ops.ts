@@ -15,6 +15,7 @@ import { runUsageOf } from "../usage/run-usage.ts";
 import { afterBilledRun } from "../usage/thresholds.ts";
 import { buildClaim, checkBodyAgent, claimJob, reportJob, takeoverBefore } from "./agent-ops.ts";
 import { withReportAck } from "./agent-queue-ops.ts";
+import { checkReportedArtifacts } from "./artifact-sizes.ts";
 import { afterTransition } from "./lifecycle.ts";
 import { pausedModels } from "./model-switches.ts";
 import { traceQueueWait } from "./queue-trace.ts";
@@ -121,11 +122,19 @@ export async function reportJobs(
   request: EventBatchRequest,
 ): Promise<EventBatchResult[]> {
   checkBodyAgent(agent, request.agent_id);
-  const successes = request.events.flatMap(({ job_id, event }) =>
-    event.type === "succeeded" && event.agent_id === agent.id
-      ? [{ id: job_id, attempt: event.attempt, output: event.output, run: runUsageOf(event) }]
-      : [],
+  // A success whose artifacts could not be checked (the bucket down) goes the single way,
+  // where the check runs again and its failure becomes that item's problem.
+  const vetted = await Promise.all(
+    request.events.map(({ job_id, event }) =>
+      checkReportedArtifacts(gateway, agent, job_id, event).catch(() => null),
+    ),
   );
+  const successes = request.events.flatMap(({ job_id }, i) => {
+    const event = vetted[i];
+    return event?.type === "succeeded" && event.agent_id === agent.id
+      ? [{ id: job_id, attempt: event.attempt, output: event.output, run: runUsageOf(event) }]
+      : [];
+  });
   const done =
     successes.length > 0
       ? await gateway.stores.jobs.succeedMany(successes, { agentId: agent.id, now: gateway.now() })
@@ -136,8 +145,9 @@ export async function reportJobs(
     afterBilledRun(gateway, tenantId);
   }
   return Promise.all(
-    request.events.map(async ({ job_id, event }) => {
-      const row = event.type === "succeeded" ? take(rows, job_id, event.attempt) : undefined;
+    request.events.map(async ({ job_id, event }, i) => {
+      const checked = vetted[i] ?? event;
+      const row = checked.type === "succeeded" ? take(rows, job_id, checked.attempt) : undefined;
       if (row) afterTransition(gateway, row);
       const outcome = await settle(gateway, job_id, async () =>
         withReportAck(
@@ -145,7 +155,7 @@ export async function reportJobs(
           event,
           row
             ? { v: 1 as const, job_id, status: row.status }
-            : await reportJob(gateway, agent, job_id, event),
+            : await reportJob(gateway, agent, job_id, checked),
         ),
       );
       return outcome.ok

@@ -14,6 +14,7 @@ import { type JobRow, type Transition, toJob } from "../store/job-rows.ts";
 import { artifactBlobKey, uploadBlobKey } from "../store/uploads.ts";
 import { runUsageOf } from "../usage/run-usage.ts";
 import { afterBilledRun } from "../usage/thresholds.ts";
+import { checkReportedArtifacts } from "./artifact-sizes.ts";
 import { inlineUpload } from "./inline-inputs.ts";
 import { afterTransition, announceProgress } from "./lifecycle.ts";
 import { forgetSwitches, pausedClaimRefusal, pausedModels } from "./model-switches.ts";
@@ -254,9 +255,10 @@ export async function reportJob(
   gateway: Gateway,
   agent: AgentRow,
   jobId: string,
-  event: AgentEvent,
+  reported: AgentEvent,
 ) {
-  checkBodyAgent(agent, event.agent_id);
+  checkBodyAgent(agent, reported.agent_id);
+  const event = await checkReportedArtifacts(gateway, agent, jobId, reported);
   const now = gateway.now();
   // Only the agent holding the attempt may settle it: the UPDATE's condition checks that,
   // and a refusal reads the job to say why.

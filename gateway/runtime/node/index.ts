@@ -2,6 +2,7 @@ import { setMaxListeners } from "node:events";
 import { serve } from "@hono/node-server";
 import pino from "pino";
 import { nodeAgentCrypto } from "../../../shared/agent-signing-node.ts";
+import { routeAwsSdkNodeWarning } from "../../../shared/aws-sdk-node-warning.ts";
 import { type OpenedDatabase, openDatabase } from "../../../shared/db/open.ts";
 import { UserError } from "../../../shared/errors.ts";
 import { allowListOf } from "../../../shared/net/allow-list.ts";
@@ -37,6 +38,8 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
   const log = options.logger ?? pino({ name: "gantry-gateway" });
   // Checked before anything starts: a bad entry fails the start with its setting's name.
   const addressOf = nodeAddressOf(options.trustedProxies ?? []);
+  // Before the first AWS SDK client (the S3 store's, an SQS queue's): see the helper.
+  if (options.s3 || options.queueUrl?.startsWith("sqs:")) routeAwsSdkNodeWarning(log);
   if (options.s3) await checkS3Credentials(options.s3);
   // OpenTelemetry, only when OTEL_EXPORTER_OTLP_ENDPOINT asks for it (else not even loaded).
   const tracing = await startTracing("gantry-gateway");

@@ -1,0 +1,66 @@
+/**
+ * `gantry gateway` with GANTRY_S3_BUCKET on Node 20 (the gateway image is node:20-slim):
+ * the AWS SDK's first client wrote its Node-22 notice to stderr as ten lines of
+ * `process.emitWarning`, each of which a line-reading log shipper took for an entry of its
+ * own. The notice now comes once through the gateway's logger, one JSON line at warn, and
+ * stderr keeps to the CLI's one-line `gantry:` messages.
+ */
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, expect, it } from "vitest";
+import { EMULATOR_CREDENTIALS, EMULATOR_REGION } from "../helpers/aws-emulators.ts";
+import { freePort } from "../helpers/fault-own-broker.ts";
+
+const BIN = join(import.meta.dirname, "..", "..", "bin", "gantry.js");
+const dir = mkdtempSync(join(tmpdir(), "helper-blobs-sdk-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Runs the gateway until its banner is out, then stops it: what it wrote, stream by stream. */
+async function gatewayOutput(env: Record<string, string>) {
+  const child = spawn(process.execPath, [BIN, "gateway"], {
+    env: { PATH: process.env.PATH ?? "", PORT: String(await freePort()), ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stderr.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString("utf8");
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString("utf8");
+      if (stdout.includes("Ctrl-C stops everything")) resolve();
+    });
+    child.on("exit", () => reject(new Error(`gateway exited before serving:\n${stderr}`)));
+  });
+  const exited = new Promise((resolve) => child.on("exit", resolve));
+  child.kill("SIGTERM");
+  await exited;
+  return { stdout, stderr };
+}
+
+it("says the AWS SDK's Node notice as one JSON log line, not ten on stderr", async () => {
+  expect(Number(process.versions.node.split(".")[0])).toBeLessThan(22);
+  const { stdout, stderr } = await gatewayOutput({
+    GANTRY_LOG_FORMAT: "json",
+    GANTRY_DATA_DIR: join(dir, "data"),
+    GANTRY_S3_BUCKET: "gantry-blobs",
+    GANTRY_S3_REGION: EMULATOR_REGION,
+    // Nothing listens there: the start only resolves the credentials.
+    GANTRY_S3_ENDPOINT: `http://127.0.0.1:${await freePort()}`,
+    GANTRY_S3_FORCE_PATH_STYLE: "true",
+    AWS_ACCESS_KEY_ID: EMULATOR_CREDENTIALS.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: EMULATOR_CREDENTIALS.secretAccessKey,
+  });
+  expect(stderr).not.toContain("NodeVersionSupportWarning");
+  for (const line of stderr.split("\n").filter(Boolean)) expect(line).toMatch(/^gantry: /);
+  const notices = stdout
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line) as { level: number; msg: string })
+    .filter((entry) => entry.msg.includes("Node 22"));
+  expect(notices).toHaveLength(1);
+  expect(notices[0]?.level).toBe(40);
+});

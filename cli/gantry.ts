@@ -1,6 +1,7 @@
 import { chmodSync, existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { DISK_BLOBS_ON_POSTGRES } from "../gateway/runtime/node/blobs.ts";
 import { startNodeGateway } from "../gateway/runtime/node/index.ts";
 import { ensureTenantWithKey } from "../gateway/store/tenants.ts";
 import type { AgentHandle } from "../gpu-agent/agent.ts";
@@ -166,6 +167,7 @@ async function run(command: "start" | "gateway", settings: GantrySettings, env: 
   say(
     `jobs in ${node.dialect === "postgres" ? "Postgres" : "SQLite"}; queue: ${node.queueDescription}; blobs ${node.blobsDescription}`,
   );
+  if (node.dialect === "postgres" && !settings.s3) say(DISK_BLOBS_ON_POSTGRES);
   if (node.metricsUrl) say(`Prometheus metrics on ${node.metricsUrl}`);
   const apiKey = settings.apiKey ?? secrets.apiKey;
   await ensureTenantWithKey(node.db, {

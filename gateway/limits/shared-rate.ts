@@ -65,6 +65,8 @@ export interface SharedRateOptions {
   intervalMs: number;
   now: () => number;
   onError: (error: unknown) => void;
+  /** After each round: how many gateways share the store, this one included. */
+  onGateways?: (count: number) => void;
 }
 
 export class SharedRateLimiter implements LocalLimiter {
@@ -232,6 +234,7 @@ export class SharedRateLimiter implements LocalLimiter {
       throw error;
     }
     this.live = withSelf(answer.live);
+    this.options.onGateways?.(this.live.size);
     for (const [key, report] of reports) {
       const ledger = this.ledgers.get(key);
       if (!ledger) continue;

@@ -5,45 +5,20 @@
  * own. The notice now comes once through the gateway's logger, one JSON line at warn, and
  * stderr keeps to the CLI's one-line `gantry:` messages.
  */
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, expect, it } from "vitest";
 import { EMULATOR_CREDENTIALS, EMULATOR_REGION } from "../helpers/aws-emulators.ts";
 import { freePort } from "../helpers/fault-own-broker.ts";
+import { gatewayStartOutput } from "../helpers/gateway-process.ts";
 
-const BIN = join(import.meta.dirname, "..", "..", "bin", "gantry.js");
 const dir = mkdtempSync(join(tmpdir(), "helper-blobs-sdk-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-/** Runs the gateway until its banner is out, then stops it: what it wrote, stream by stream. */
-async function gatewayOutput(env: Record<string, string>) {
-  const child = spawn(process.execPath, [BIN, "gateway"], {
-    env: { PATH: process.env.PATH ?? "", PORT: String(await freePort()), ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
-  child.stderr.on("data", (chunk: Buffer) => {
-    stderr += chunk.toString("utf8");
-  });
-  await new Promise<void>((resolve, reject) => {
-    child.stdout.on("data", (chunk: Buffer) => {
-      stdout += chunk.toString("utf8");
-      if (stdout.includes("Ctrl-C stops everything")) resolve();
-    });
-    child.on("exit", () => reject(new Error(`gateway exited before serving:\n${stderr}`)));
-  });
-  const exited = new Promise((resolve) => child.on("exit", resolve));
-  child.kill("SIGTERM");
-  await exited;
-  return { stdout, stderr };
-}
-
 it("says the AWS SDK's Node notice as one JSON log line, not ten on stderr", async () => {
   expect(Number(process.versions.node.split(".")[0])).toBeLessThan(22);
-  const { stdout, stderr } = await gatewayOutput({
+  const { stdout, stderr } = await gatewayStartOutput({
     GANTRY_LOG_FORMAT: "json",
     GANTRY_DATA_DIR: join(dir, "data"),
     GANTRY_S3_BUCKET: "gantry-blobs",

@@ -55,3 +55,32 @@ async function signal(child: ChildProcess, name: "SIGKILL" | "SIGTERM"): Promise
   process.kill(-child.pid, name);
   await exited;
 }
+
+/**
+ * Runs `gantry gateway` with `env` (and PATH) until its banner is out, then stops it: what
+ * it wrote, stream by stream (the banner and logs on stdout, `gantry:` lines on stderr).
+ */
+export async function gatewayStartOutput(
+  env: Record<string, string>,
+): Promise<{ stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [BIN, "gateway"], {
+    env: { PATH: process.env.PATH ?? "", PORT: String(await freePort()), ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stderr?.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString("utf8");
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout?.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString("utf8");
+      if (stdout.includes(BANNER_END)) resolve();
+    });
+    child.on("exit", () => reject(new Error(`gateway exited before serving:\n${stderr}`)));
+  });
+  const exited = once(child, "exit");
+  child.kill("SIGTERM");
+  await exited;
+  return { stdout, stderr };
+}

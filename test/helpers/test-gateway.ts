@@ -53,6 +53,8 @@ export interface TestGatewayOptions {
   allowInsecureWebhooks?: boolean;
   /** Blobs in this bucket (GANTRY_S3_*) instead of the data directory. */
   s3?: NodeGatewayOptions["s3"];
+  /** Where the gateway logs; silent (or GANTRY_TEST_LOG's level) by default. */
+  logger?: NodeGatewayOptions["logger"];
 }
 
 export interface TestGateway extends NodeGateway {
@@ -91,7 +93,7 @@ export async function startTestGateway(options: TestGatewayOptions = {}): Promis
       maxUploadBytes: 5 * 1024 * 1024,
       sweepIntervalMs: options.sweepIntervalMs ?? 500,
       allowInsecureWebhooks: options.allowInsecureWebhooks ?? true,
-      logger: pino({ level: process.env.GANTRY_TEST_LOG ?? "silent" }),
+      logger: options.logger ?? pino({ level: process.env.GANTRY_TEST_LOG ?? "silent" }),
       ...(options.maxAttempts ? { maxAttempts: options.maxAttempts } : {}),
       ...(options.leaseSeconds ? { leaseSeconds: options.leaseSeconds } : {}),
       ...(options.sweep ? { sweep: options.sweep } : {}),

@@ -46,6 +46,30 @@ export async function nodeBlobs(
 }
 
 /**
+ * What a gateway on Postgres with blobs on its disk says at start: valid alone, but every
+ * other gateway on the database refuses what was uploaded through this one.
+ */
+export const DISK_BLOBS_ON_POSTGRES =
+  "blobs are on this gateway's disk only: gateways sharing this Postgres database need one bucket (GANTRY_S3_BUCKET), or a file uploaded through one is refused by the others (409 upload_incomplete)";
+
+/**
+ * Warns once, when the shared limiter's rounds first see other gateways on the database
+ * while this one keeps blobs on its disk (a replica missing its GANTRY_S3_* settings, say):
+ * uploads across them then break with no other word.
+ */
+export function warnOfSharedDiskBlobs(log: Log): (count: number) => void {
+  let warned = false;
+  return (count) => {
+    if (warned || count < 2) return;
+    warned = true;
+    log.warn(
+      { gateways: count, setting: "GANTRY_S3_BUCKET" },
+      `${count} gateways share this database and this one keeps blobs on its disk: a file uploaded through one is refused by the others (409 upload_incomplete); give every gateway the same GANTRY_S3_BUCKET`,
+    );
+  };
+}
+
+/**
  * Resolves the credentials the AWS SDK's default chain finds for the bucket, once at start:
  * the chain is only asked at the first presign otherwise, so a gateway that found none
  * served, and answered every upload and artifact 500. None found is one line, exit 2.

@@ -20,7 +20,7 @@ import { createKyselyStores } from "../../store/kysely-stores.ts";
 import { type SweepOptions, sweep } from "../../sweep/index.ts";
 import { createWebhookDispatcher } from "../../webhooks/dispatcher.ts";
 import { diskAssets } from "./assets.ts";
-import { checkS3Credentials, nodeBlobs } from "./blobs.ts";
+import { checkS3Credentials, nodeBlobs, warnOfSharedDiskBlobs } from "./blobs.ts";
 import { readIncomingBody } from "./body.ts";
 import { nodeAddressOf } from "./client-address.ts";
 import { answerClientErrors } from "./client-errors.ts";
@@ -171,6 +171,8 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
   limitAnonymousByAddress(gateway, addressOf);
   const sharedLimits = await startSharedLimits(gateway, database, {
     ...options.sharedLimits,
+    // The limiter's rounds are what sees the other gateways on this database.
+    ...(blobs.local ? { onGateways: warnOfSharedDiskBlobs(log) } : {}),
   });
 
   const sweepOptions: SweepOptions = {

@@ -16,6 +16,8 @@ export interface SharedLimitsOptions {
   store?: string | undefined;
   /** How often shares are given back and taken. Default 200 ms. */
   intervalMs?: number;
+  /** After each round: how many gateways share the store, this one included. */
+  onGateways?: (count: number) => void;
 }
 
 /**
@@ -45,6 +47,7 @@ export async function startSharedLimits(
     intervalMs: options.intervalMs ?? 200,
     now: () => gateway.now(),
     onError,
+    ...(options.onGateways ? { onGateways: options.onGateways } : {}),
   });
   // Without it the gateway limits alone until a round succeeds (and says so).
   await limiter.sync().catch(onError);

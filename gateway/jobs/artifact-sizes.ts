@@ -13,8 +13,9 @@ type Succeeded = Extract<AgentEvent, { type: "succeeded" }>;
  * (shared/blob/s3.ts), so a faulty agent could store up to 5 GiB per artifact there, and the
  * output's `size_bytes` is only what the agent said. An artifact over its model's
  * `max_bytes` fails the job `output_too_large`, as the agent itself fails one it sees too
- * large (gpu-agent/supervisor/artifacts.ts), and the report's artifacts are deleted (a failed
- * job serves none); otherwise each `size_bytes` becomes the stored object's.
+ * large (gpu-agent/supervisor/artifacts.ts), and its stored artifacts are deleted (a failed
+ * job serves none); otherwise each `size_bytes` becomes the stored object's, and an object
+ * stored under an artifact the output does not name (inline, or left out) is deleted.
  *
  * Only the running attempt's own report is checked: any other is refused or answered as a
  * repeat anyway, and must not touch the objects the current attempt wrote under the same keys.
@@ -26,27 +27,38 @@ export async function checkReportedArtifacts(
   event: AgentEvent,
 ): Promise<AgentEvent> {
   if (event.type !== "succeeded") return event;
-  const reported = storedArtifacts(event.output);
-  if (reported.length === 0) return event;
+  // The claim handed out a URL for every artifact the model declares, whatever the report
+  // names: so any model that declares one has its job read, not only reports naming one.
+  if (![...gateway.models.values()].some((model) => model.artifacts?.length)) return event;
   const row = await gateway.stores.jobs.byId(jobId);
   const current = row?.status === "running" && row.attempt === event.attempt;
   if (!row || !current || row.agent_id !== agent.id) return event;
-  const declared = new Map(
-    (gateway.models.get(row.model)?.artifacts ?? []).map((spec) => [spec.name, spec.max_bytes]),
-  );
-  const checked = await Promise.all(
-    reported
-      .filter(({ name }) => declared.has(name))
-      .map(async ({ name }) => {
-        const head = await gateway.blobs.head(artifactBlobKey(jobId, name));
-        return { name, size: head?.sizeBytes ?? null, max: declared.get(name) ?? 0 };
-      }),
-  );
-  const tooLarge = checked.find(({ size, max }) => size !== null && size > max);
-  if (tooLarge) {
+  const declared = gateway.models.get(row.model)?.artifacts ?? [];
+  if (declared.length === 0) return event;
+  const named = new Set(storedArtifacts(event.output).map(({ name }) => name));
+  const stored = (
     await Promise.all(
-      reported.map(({ name }) => gateway.blobs.delete(artifactBlobKey(jobId, name))),
-    );
+      declared.map(async (spec) => {
+        const head = await gateway.blobs.head(artifactBlobKey(jobId, spec.name));
+        return head
+          ? [
+              {
+                name: spec.name,
+                size: head.sizeBytes,
+                max: spec.max_bytes,
+                named: named.has(spec.name),
+              },
+            ]
+          : [];
+      }),
+    )
+  ).flat();
+  const tooLarge = stored.find(({ named, size, max }) => named && size > max);
+  // An object the output does not name is served by nothing, and retention deletes only
+  // what is served: it goes now. A failed job serves none at all.
+  const unserved = tooLarge ? stored : stored.filter(({ named }) => !named);
+  await Promise.all(unserved.map(({ name }) => gateway.blobs.delete(artifactBlobKey(jobId, name))));
+  if (tooLarge) {
     const message = `artifact ${tooLarge.name} is ${tooLarge.size} bytes; the gateway takes ${tooLarge.max}`;
     gateway.log.warn(
       { job_id: jobId, agent_id: agent.id, artifact: tooLarge.name, size_bytes: tooLarge.size },
@@ -55,9 +67,8 @@ export async function checkReportedArtifacts(
     return failedTooLarge(event, message);
   }
   const output = { ...(event.output as Record<string, unknown>) };
-  for (const { name, size } of checked) {
-    if (size === null) continue;
-    output[name] = { ...(output[name] as Record<string, unknown>), size_bytes: size };
+  for (const { name, size, named } of stored) {
+    if (named) output[name] = { ...(output[name] as Record<string, unknown>), size_bytes: size };
   }
   return { ...event, output };
 }

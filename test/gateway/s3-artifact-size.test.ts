@@ -4,7 +4,8 @@
  * `max_bytes`, and the gateway recorded the job succeeded with whatever `size_bytes` the
  * agent said. The gateway now heads each reported artifact when the success is reported
  * (single and batched): one over `max_bytes` fails the job `output_too_large` and is deleted;
- * one within keeps the size actually stored. Hand-signed agents against s3rver.
+ * one within keeps the size actually stored; one the output does not name (which nothing
+ * would serve, nor retention delete) is deleted. Hand-signed agents against s3rver.
  */
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -143,5 +144,14 @@ describe("a success report naming an artifact within its max_bytes", () => {
     const job = await jobOf(id);
     expect(job.status).toBe("succeeded");
     expect(job.output?.image.size_bytes).toBe(MAX_BYTES);
+  });
+
+  it("deletes an object stored under an artifact the output does not name", async () => {
+    const id = await claimAndStore(MAX_BYTES * 4);
+    const { image: _image, ...output } = succeeded(0).output;
+    const report = await agent.post(`/jobs/${id}/events`, { ...succeeded(0), output });
+    expect(report.status).toBe(200);
+    expect((await jobOf(id)).status).toBe("succeeded");
+    expect(await gw.gateway.blobs.head(artifactBlobKey(id, "image"))).toBeNull();
   });
 });

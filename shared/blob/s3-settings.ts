@@ -80,6 +80,13 @@ export function s3BlobOptions(settings: S3Settings, ownStore: string): S3BlobSto
     }
     return null;
   }
+  // The SDK refuses such a name only at the first presign: every upload answered 500.
+  if (/[\s/:]/.test(bucket)) {
+    throw new ConfigurationError(
+      "GANTRY_S3_BUCKET",
+      `GANTRY_S3_BUCKET is "${bucket}": give the bucket's name alone (my-bucket, not s3://my-bucket/path), a path in front of the keys in GANTRY_S3_KEY_PREFIX and an endpoint in GANTRY_S3_ENDPOINT.`,
+    );
+  }
   if (settings.s3Region === undefined) {
     throw new ConfigurationError(
       "GANTRY_S3_REGION",

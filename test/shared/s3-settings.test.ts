@@ -19,6 +19,14 @@ describe("s3BlobOptions", () => {
     );
   });
 
+  it("refuses a bucket given as a URL or a path, naming the settings for each part", () => {
+    for (const bucket of ["s3://my-bucket", "my-bucket/gantry", "my bucket"]) {
+      const read = () => s3BlobOptions({ s3Bucket: bucket, s3Region: "eu-west-1" }, "R2");
+      expect(read).toThrow(ConfigurationError);
+      expect(read).toThrow(`GANTRY_S3_BUCKET is "${bucket}": give the bucket's name alone`);
+    }
+  });
+
   it("refuses a bucket without its region", () => {
     expect(() => s3BlobOptions({ s3Bucket: "b" }, "R2")).toThrow("GANTRY_S3_REGION is not set");
   });

@@ -47,7 +47,7 @@ export function ModelSwitches(props: { api: ConsoleApi; say: (message: string) =
   const resume = (id: string) =>
     run(async () => {
       const state = await api.post<ModelSwitched>(path(id, "resume"));
-      return `Resumed ${id}: ${state.republished ?? 0} waiting jobs published again.`;
+      return `Resumed ${id}: ${state.republished ?? 0} waiting jobs released again (the rest follow as agents take them).`;
     });
   const purge = (id: string, queued: number) => {
     if (!window.confirm(`Cancel all ${queued} queued jobs of ${id}? This cannot be undone.`))

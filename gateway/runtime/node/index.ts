@@ -38,9 +38,11 @@ export async function startNodeGateway(options: NodeGatewayOptions): Promise<Nod
   const log = options.logger ?? pino({ name: "gantry-gateway" });
   // Checked before anything starts: a bad entry fails the start with its setting's name.
   const addressOf = nodeAddressOf(options.trustedProxies ?? []);
-  // Before the first AWS SDK client (the S3 store's, an SQS queue's): see the helper.
-  if (options.s3 || options.queueUrl?.startsWith("sqs:")) routeAwsSdkNodeWarning(log);
-  if (options.s3) await checkS3Credentials(options.s3);
+  if (options.s3) {
+    // Before the first AWS SDK client (openSqsUrl does the same for an SQS queue).
+    routeAwsSdkNodeWarning(log);
+    await checkS3Credentials(options.s3);
+  }
   // OpenTelemetry, only when OTEL_EXPORTER_OTLP_ENDPOINT asks for it (else not even loaded).
   const tracing = await startTracing("gantry-gateway");
   const settings = feedSettings(options.databaseUrl);

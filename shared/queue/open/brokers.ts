@@ -1,3 +1,4 @@
+import { routeAwsSdkNodeWarning } from "../../aws-sdk-node-warning.ts";
 import { UserError } from "../../errors.ts";
 import { withTimeout } from "../../pause.ts";
 import type { AmqpQueueType } from "../amqp/index.ts";
@@ -49,6 +50,8 @@ export async function openAmqpUrl(url: string, options: OpenQueueOptions): Promi
 
 /** `sqs://<region>/<prefix>[?endpoint=…&create=false]` (see `sqs-url.ts`). */
 export async function openSqsUrl(url: string, options: OpenQueueOptions): Promise<OpenedQueue> {
+  // Before the first SQS client, the gateway's or an agent's: see the helper.
+  if (options.logger) routeAwsSdkNodeWarning(options.logger);
   const { parseSqsQueueUrl } = await import("../sqs/url.ts");
   let parts: SqsQueueUrlParts;
   try {

@@ -36,28 +36,22 @@ export async function checkReportedArtifacts(
   const declared = gateway.models.get(row.model)?.artifacts ?? [];
   if (declared.length === 0) return event;
   const named = new Set(storedArtifacts(event.output).map(({ name }) => name));
-  const stored = (
-    await Promise.all(
-      declared.map(async (spec) => {
-        const head = await gateway.blobs.head(artifactBlobKey(jobId, spec.name));
-        return head
-          ? [
-              {
-                name: spec.name,
-                size: head.sizeBytes,
-                max: spec.max_bytes,
-                named: named.has(spec.name),
-              },
-            ]
-          : [];
+  const key = (name: string) => artifactBlobKey(jobId, name);
+  // Heads only for what the output names: a key never PUT (a mask_only run's `image`) is
+  // deleted blindly, which succeeds on every store, where a HEAD of it needs s3:ListBucket.
+  const sizes = await Promise.all(
+    declared
+      .filter((spec) => named.has(spec.name))
+      .map(async (spec) => {
+        const head = await gateway.blobs.head(key(spec.name));
+        return { name: spec.name, size: head?.sizeBytes ?? null, max: spec.max_bytes };
       }),
-    )
-  ).flat();
-  const tooLarge = stored.find(({ named, size, max }) => named && size > max);
+  );
+  const tooLarge = sizes.find(({ size, max }) => size !== null && size > max);
   // An object the output does not name is served by nothing, and retention deletes only
   // what is served: it goes now. A failed job serves none at all.
-  const unserved = tooLarge ? stored : stored.filter(({ named }) => !named);
-  await Promise.all(unserved.map(({ name }) => gateway.blobs.delete(artifactBlobKey(jobId, name))));
+  const unserved = declared.filter((spec) => tooLarge || !named.has(spec.name));
+  await Promise.all(unserved.map((spec) => gateway.blobs.delete(key(spec.name))));
   if (tooLarge) {
     const message = `artifact ${tooLarge.name} is ${tooLarge.size} bytes; the gateway takes ${tooLarge.max}`;
     gateway.log.warn(
@@ -67,8 +61,9 @@ export async function checkReportedArtifacts(
     return failedTooLarge(event, message);
   }
   const output = { ...(event.output as Record<string, unknown>) };
-  for (const { name, size, named } of stored) {
-    if (named) output[name] = { ...(output[name] as Record<string, unknown>), size_bytes: size };
+  for (const { name, size } of sizes) {
+    if (size !== null)
+      output[name] = { ...(output[name] as Record<string, unknown>), size_bytes: size };
   }
   return { ...event, output };
 }

@@ -1,13 +1,12 @@
 import type { Logger } from "pino";
 import { collectDefaultMetrics, Registry } from "prom-client";
-import { UserError } from "../shared/errors.ts";
 import {
+  listenMetrics,
+  type MetricsListener,
   type MetricsServer,
   type MetricsSource,
-  mergedMetrics,
   startMetricsServer,
 } from "../shared/metrics-server.ts";
-import { listenRefusalCode } from "../shared/net/network-errors.ts";
 import { type AgentMetricsOptions, createAgentMetrics } from "./metrics.ts";
 
 export { type MetricsServer, startMetricsServer };
@@ -26,11 +25,7 @@ export interface MetricsListen {
   host: string;
 }
 
-export interface AgentMetricsListener {
-  url: string;
-  add: MetricsHost;
-  close(): Promise<void>;
-}
+export type AgentMetricsListener = MetricsListener;
 
 /**
  * The agent's own metrics listener, with the process's memory, CPU and event-loop lag; the
@@ -43,27 +38,13 @@ export async function listenAgentMetrics(
 ): Promise<AgentMetricsListener> {
   const processMetrics = new Registry();
   collectDefaultMetrics({ register: processMetrics });
-  const sources: MetricsSource[] = [processMetrics];
-  const merged = mergedMetrics(() => sources);
-  const server = await startMetricsServer(port, merged, host).catch((error: unknown) => {
-    const code = listenRefusalCode(error);
-    if (code)
-      throw new UserError(
-        `cannot serve metrics on port ${port} (${code}) of ${host}: set GANTRY_METRICS_PORT to a free port and GANTRY_METRICS_HOST to an address of this host, or unset them`,
-      );
-    throw error;
-  });
-  return {
-    url: server.url,
-    add(source) {
-      sources.push(source);
-      return () => {
-        const at = sources.indexOf(source);
-        if (at >= 0) sources.splice(at, 1);
-      };
-    },
-    close: () => server.close(),
-  };
+  return listenMetrics(
+    port,
+    host,
+    processMetrics,
+    (code) =>
+      `cannot serve metrics on port ${port} (${code}) of ${host}: set GANTRY_METRICS_PORT to a free port and GANTRY_METRICS_HOST to an address of this host, or unset them`,
+  );
 }
 
 /**

@@ -1,5 +1,7 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { UserError } from "./errors.ts";
+import { listenRefusalCode } from "./net/network-errors.ts";
 
 /** What a scrape reads: prom-client's Registry is one. */
 export interface MetricsSource {
@@ -69,5 +71,51 @@ export function mergedMetrics(sources: () => readonly MetricsSource[]): MetricsS
       const texts = await Promise.all(sources().map((source) => source.metrics()));
       return texts.map((text) => (text.endsWith("\n") ? text : `${text}\n`)).join("");
     },
+  };
+}
+
+/** A metrics listener that serves one source and whatever is added beside it later. */
+export interface MetricsListener {
+  url: string;
+  /** Adds a source to every scrape from now on; returns how to take it off again. */
+  add(source: MetricsSource): () => void;
+  close(): Promise<void>;
+}
+
+/**
+ * `first`, and the sources added later, served as one scrape: the gateway's registry with
+ * `gantry start`'s agent beside it, an agent's process metrics with its own once it runs. A
+ * port it cannot take (taken, or not this user's) is the operator's to fix: a UserError,
+ * worded by `refused` from the system's code (EADDRINUSE, EACCES, …).
+ */
+export async function listenMetrics(
+  port: number,
+  host: string,
+  first: MetricsSource,
+  refused: (code: string) => string,
+): Promise<MetricsListener> {
+  const sources: MetricsSource[] = [first];
+  let server: MetricsServer;
+  try {
+    server = await startMetricsServer(
+      port,
+      mergedMetrics(() => sources),
+      host,
+    );
+  } catch (error) {
+    const code = listenRefusalCode(error);
+    if (code) throw new UserError(refused(code));
+    throw error;
+  }
+  return {
+    url: server.url,
+    add(source) {
+      sources.push(source);
+      return () => {
+        const at = sources.indexOf(source);
+        if (at >= 0) sources.splice(at, 1);
+      };
+    },
+    close: () => server.close(),
   };
 }

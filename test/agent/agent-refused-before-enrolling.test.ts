@@ -1,10 +1,9 @@
-import { spawn } from "node:child_process";
-import { once } from "node:events";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { spawnAgentRun } from "../helpers/agent-run.ts";
 import { installStubNvidiaSmi } from "../helpers/stub-nvidia-smi.ts";
 import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
 
@@ -15,7 +14,6 @@ import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
  * crash-looping pod (the kubelet restarts it whatever its exit code) one more every restart.
  * The GPUs are now planned before the agent enrolls, and GANTRY_MODELS_FILE read.
  */
-const BIN = join(import.meta.dirname, "../../bin/gantry-agent.js");
 let gw: TestGateway;
 let smi: ReturnType<typeof installStubNvidiaSmi>;
 beforeAll(async () => {
@@ -29,23 +27,10 @@ afterAll(async () => {
 
 /** Runs `gantry-agent run` with these settings beside the enrolling ones; its exit and stderr. */
 async function refusedRun(settings: Record<string, string>) {
-  const child = spawn(process.execPath, [BIN, "run"], {
-    env: {
-      PATH: process.env.PATH,
-      GANTRY_GATEWAY_URL: gw.url,
-      GANTRY_AGENT_TOKEN: gw.agentToken,
-      GANTRY_MODELS: "noop",
-      GANTRY_LOG_FORMAT: "json",
-      ...settings,
-    },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stderr = "";
-  child.stderr.on("data", (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  const [code] = await once(child, "exit");
-  return { code, stderr };
+  // No execution providers given: the GPU settings are the ones refused.
+  const agent = spawnAgentRun(gw, { GANTRY_EXECUTION_PROVIDERS: undefined, ...settings });
+  const [code] = await agent.exited;
+  return { code, stderr: agent.stderr() };
 }
 
 it("refuses a GPU it cannot see before it enrolls, leaving no agent behind", {

@@ -1,7 +1,5 @@
-import { spawn } from "node:child_process";
-import { once } from "node:events";
-import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { spawnAgentRun } from "../helpers/agent-run.ts";
 import { startTestGateway, type TestGateway } from "../helpers/test-gateway.ts";
 import { until } from "../helpers/until.ts";
 
@@ -12,7 +10,6 @@ import { until } from "../helpers/until.ts";
  * was back taking jobs 5 s later under a new id. A revoked agent now exits 2, as for a
  * setting only the operator can change.
  */
-const BIN = join(import.meta.dirname, "../../bin/gantry-agent.js");
 let gw: TestGateway;
 beforeAll(async () => {
   gw = await startTestGateway({ models: ["noop"] });
@@ -22,32 +19,16 @@ afterAll(() => gw?.close());
 it("exits 2 once revoked, so its service manager does not start it to enroll again", {
   timeout: 60_000,
 }, async () => {
-  const child = spawn(process.execPath, [BIN, "run"], {
-    env: {
-      PATH: process.env.PATH,
-      GANTRY_GATEWAY_URL: gw.url,
-      GANTRY_AGENT_TOKEN: gw.agentToken,
-      GANTRY_MODELS: "noop",
-      GANTRY_EXECUTION_PROVIDERS: "cpu",
-      GANTRY_HEARTBEAT_INTERVAL_SECONDS: "1",
-      GANTRY_LOG_FORMAT: "json",
-    },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stderr = "";
-  child.stderr.on("data", (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  const exited = once(child, "exit");
+  const agent = spawnAgentRun(gw, { GANTRY_HEARTBEAT_INTERVAL_SECONDS: "1" });
   try {
-    await until(() => stderr.includes("waiting for jobs"), 30_000);
-    const id = /enrolled with the gateway as (agt_\w+)/.exec(stderr)?.[1];
-    expect(id, stderr).toBeDefined();
+    await until(() => agent.stderr().includes("waiting for jobs"), 30_000);
+    const id = /enrolled with the gateway as (agt_\w+)/.exec(agent.stderr())?.[1];
+    expect(id, agent.stderr()).toBeDefined();
     await gw.gateway.stores.agents.revoke(id!, gw.gateway.now());
-    const [code] = await exited;
-    expect(code, stderr).toBe(2);
-    expect(stderr).toContain("revoked by the gateway");
+    const [code] = await agent.exited;
+    expect(code, agent.stderr()).toBe(2);
+    expect(agent.stderr()).toContain("revoked by the gateway");
   } finally {
-    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    agent.kill();
   }
 });

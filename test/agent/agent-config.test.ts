@@ -44,6 +44,8 @@ describe("agent config", () => {
       inputUrlAllow: [],
       modelCacheDir: "./model-cache",
       batchWindowMs: 10,
+      // Every interface: Prometheus scrapes an agent's pod from outside it.
+      metricsHost: "0.0.0.0",
       logLevel: "info",
       agentSession: "auto",
     });

@@ -20,8 +20,33 @@ export const unique = () =>
 export const BUCKET_STORES: { name: string; open: () => Promise<SharedBucketStore> }[] = [
   { name: "memory", open: async () => memoryBuckets() },
   { name: "Postgres", open: () => postgresBucketStore() },
-  { name: "Redis", open: () => redisBuckets(REDIS_URL, `gantry:test:${unique()}`) },
+  { name: "Redis", open: () => redisBucketStore() },
 ];
+
+/**
+ * The Redis store under a prefix of its own, whose keys go on close: the store leaves its
+ * buckets for a day and its gateways' set for minutes (they outlive a gateway by design),
+ * which on the shared Redis were a test run's leftovers.
+ */
+async function redisBucketStore(): Promise<SharedBucketStore> {
+  const prefix = `gantry:test:${unique()}`;
+  const store = await redisBuckets(REDIS_URL, prefix);
+  return {
+    ...store,
+    async close() {
+      await store.close();
+      const { createClient } = await import("redis");
+      const client = await createClient({ url: REDIS_URL }).connect();
+      try {
+        for await (const keys of client.scanIterator({ MATCH: `${prefix}:*`, COUNT: 100 })) {
+          if (keys.length > 0) await client.del(keys);
+        }
+      } finally {
+        client.destroy();
+      }
+    },
+  };
+}
 
 /** The Postgres store on a schema of its own, dropped on close; `onStatement` hears its SQL. */
 export async function postgresBucketStore(onStatement?: OnStatement): Promise<SharedBucketStore> {

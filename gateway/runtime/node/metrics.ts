@@ -77,52 +77,61 @@ export function createGatewayMetrics(
     },
   });
 
-  new Gauge({
-    name: "gantry_gateway_queue_depth",
-    help: "Messages in each model's queue: ready, unacked (delivered, not settled), delayed, dead.",
-    labelNames: ["model", "state"],
-    registers,
-    async collect() {
-      this.reset();
-      // One call per served model: least-privilege queue credentials may not list queues.
-      await Promise.all(
-        [...gateway.models.keys()].map(async (model) => {
-          try {
-            const depth = await gateway.queue.depth(model);
-            this.set({ model, state: "ready" }, depth.ready);
-            this.set({ model, state: "unacked" }, depth.inFlight);
-            this.set({ model, state: "delayed" }, depth.delayed);
-            this.set({ model, state: "dead" }, depth.dead);
-          } catch (error) {
-            warn(`queue depth of ${model}`, error);
-          }
-        }),
-      );
+  /** A gauge of `states` for each served model, from one read per model per scrape. */
+  const perModel = (
+    name: string,
+    help: string,
+    what: string,
+    read: (model: string) => Promise<Record<string, number>>,
+  ) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ["model", "state"],
+      registers,
+      async collect() {
+        this.reset();
+        await Promise.all(
+          [...gateway.models.keys()].map(async (model) => {
+            try {
+              for (const [state, n] of Object.entries(await read(model))) {
+                this.set({ model, state }, n);
+              }
+            } catch (error) {
+              warn(`${what} of ${model}`, error);
+            }
+          }),
+        );
+      },
+    });
+
+  // One call per served model: least-privilege queue credentials may not list queues.
+  perModel(
+    "gantry_gateway_queue_depth",
+    "Messages in each model's queue: ready, unacked (delivered, not settled), delayed, dead.",
+    "queue depth",
+    async (model) => {
+      const depth = await gateway.queue.depth(model);
+      return {
+        ready: depth.ready,
+        unacked: depth.inFlight,
+        delayed: depth.delayed,
+        dead: depth.dead,
+      };
     },
-  });
+  );
 
   // The queue holds only each model's release window; the backlog waits in the store, and
   // only this says how deep it is per model (what a dashboard or an autoscaler needs).
-  new Gauge({
-    name: "gantry_gateway_model_jobs",
-    help: "Jobs of each model in the job store, queued (released to the queue or not) and running.",
-    labelNames: ["model", "state"],
-    registers,
-    async collect() {
-      this.reset();
-      await Promise.all(
-        [...gateway.models.keys()].map(async (model) => {
-          try {
-            const counts = await gateway.stores.jobs.modelJobCounts(model);
-            this.set({ model, state: "queued" }, counts.queued);
-            this.set({ model, state: "running" }, counts.running);
-          } catch (error) {
-            warn(`job counts of ${model}`, error);
-          }
-        }),
-      );
+  perModel(
+    "gantry_gateway_model_jobs",
+    "Jobs of each model in the job store, queued (released to the queue or not) and running.",
+    "job counts",
+    async (model) => {
+      const counts = await gateway.stores.jobs.modelJobCounts(model);
+      return { queued: counts.queued, running: counts.running };
     },
-  });
+  );
 
   new Gauge({
     name: "gantry_gateway_webhook_deliveries",

@@ -3,6 +3,7 @@ import type { Gateway } from "../context.ts";
 import { RetryLaterProblem } from "../limits/backpressure.ts";
 import type { JobRow } from "../store/job-rows.ts";
 import type { ModelSwitchRow } from "../store/model-switches.ts";
+import { type TtlCache, ttlCache } from "../ttl-cache.ts";
 
 /**
  * How long a gateway trusts its reading of the paused models. A pause made through another
@@ -11,51 +12,42 @@ import type { ModelSwitchRow } from "../store/model-switches.ts";
  */
 const SWITCHES_CACHE_MS = 1_000;
 
-type Reading = { paused: Map<string, ModelSwitchRow>; until: number };
-type Switches = {
-  reading: Reading | null;
-  /** The read under way: every caller that finds the reading old shares it. */
-  pending: Promise<Map<string, ModelSwitchRow>> | null;
-};
+type Paused = Map<string, ModelSwitchRow>;
 // Keyed by the notifier, which every per-request copy of a gateway shares (rate-limit.ts).
-const switchesOf = new WeakMap<object, Switches>();
+const readings = new WeakMap<object, TtlCache<Paused>>();
+const KEY = "paused";
+
+function readingsOf(gateway: Gateway): TtlCache<Paused> {
+  let cache = readings.get(gateway.notifier);
+  if (!cache) {
+    // Not shared on Workers: a read begun by one request is its I/O (limits/cached-count.ts).
+    cache = ttlCache<Paused>(SWITCHES_CACHE_MS, gateway.now, {
+      shareLoads: !gateway.isolatedRequests,
+    });
+    readings.set(gateway.notifier, cache);
+  }
+  return cache;
+}
 
 /**
  * The models paused now, by id (from a reading at most SWITCHES_CACHE_MS old). When the
- * reading lapses, the submits and claims in flight share one read: each used to make its own
- * (64 submitting connections: about 28 reads a second, each behind the others, instead of 1).
- * Not `sharedReadings` (shared-readings.ts), which serves a lapsed reading while the next
- * loads: a pause or resume must take effect within the period, and a switch made here at once.
+ * reading lapses, the submits and claims in flight share one read (`TtlCache.getOrLoad`):
+ * each used to make its own (64 submitting connections: about 28 reads a second, each
+ * behind the others, instead of 1). Not `sharedReadings` (shared-readings.ts), which serves
+ * a lapsed reading while the next loads: a pause or resume must take effect within the
+ * period, and a switch made here at once.
  */
-export function pausedModels(gateway: Gateway): Promise<Map<string, ModelSwitchRow>> {
-  const now = gateway.now();
-  const switches = switchesOf.get(gateway.notifier) ?? { reading: null, pending: null };
-  switchesOf.set(gateway.notifier, switches);
-  if (switches.reading && switches.reading.until > now) {
-    return Promise.resolve(switches.reading.paused);
-  }
-  if (switches.pending) return switches.pending;
-  const read = gateway.stores.jobs
-    .pausedModels()
-    .then((rows) => {
-      const paused = new Map(rows.map((row) => [row.model, row]));
-      // Unless a switch was made here meanwhile (forgetSwitches): this read began before it.
-      if (switchesOf.get(gateway.notifier) === switches) {
-        switches.reading = { paused, until: now + SWITCHES_CACHE_MS };
-      }
-      return paused;
-    })
-    .finally(() => {
-      if (switches.pending === read) switches.pending = null;
-    });
-  // Not on Workers: a read begun by one request is its I/O (limits/cached-count.ts).
-  if (!gateway.isolatedRequests) switches.pending = read;
-  return read;
+export async function pausedModels(gateway: Gateway): Promise<Paused> {
+  const paused = await readingsOf(gateway).getOrLoad(KEY, async () => {
+    const rows = await gateway.stores.jobs.pausedModels();
+    return new Map(rows.map((row) => [row.model, row]));
+  });
+  return paused ?? new Map();
 }
 
-/** After a switch through this gateway: the next reading is fresh. */
+/** After a switch through this gateway: the next reading is fresh, and none under way is kept. */
 export function forgetSwitches(gateway: Gateway): void {
-  switchesOf.delete(gateway.notifier);
+  readingsOf(gateway).delete(KEY);
 }
 
 /** A submit to a model paused with `reject_new`: 503 `model_paused`, with Retry-After. */
